@@ -1,0 +1,122 @@
+//! Dead letters with their reasons.
+//!
+//! The worker sends the original body to the DLQ with message attributes that say why
+//! (job, key, attempts, error, failed at, source queue), and only then lets the source
+//! message be deleted: a crash in between leaves a duplicate, never a loss.
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::MessageAttributeValue;
+use chrono::{DateTime, Utc};
+
+use crate::store::timestamp;
+
+/// Message attribute names on dead letters (SQS allows ten per message; we use eight).
+pub mod attr {
+    pub const REASON: &str = "schedkit.reason";
+    pub const ERROR: &str = "schedkit.error";
+    pub const JOB: &str = "schedkit.job";
+    pub const KEY: &str = "schedkit.key";
+    pub const ATTEMPTS: &str = "schedkit.attempts";
+    pub const FAILED_AT: &str = "schedkit.failed-at";
+    pub const SOURCE_QUEUE: &str = "schedkit.source-queue";
+    pub const SOURCE_MESSAGE_ID: &str = "schedkit.source-message-id";
+}
+
+/// Why a message was dead-lettered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeadLetterReason {
+    /// Not an envelope: not JSON, missing or mistyped fields, an unusable key.
+    Poison,
+    /// An envelope for a job this worker does not know.
+    UnknownJob,
+    /// The key was already used with a different payload.
+    KeyConflict,
+    /// Every attempt of the round failed.
+    AttemptsExhausted,
+    /// The job said trying again cannot help.
+    PermanentError,
+}
+
+impl DeadLetterReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadLetterReason::Poison => "poison",
+            DeadLetterReason::UnknownJob => "unknown-job",
+            DeadLetterReason::KeyConflict => "key-conflict",
+            DeadLetterReason::AttemptsExhausted => "attempts-exhausted",
+            DeadLetterReason::PermanentError => "permanent-error",
+        }
+    }
+}
+
+impl std::fmt::Display for DeadLetterReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything a dead letter says about itself.
+#[derive(Debug, Clone)]
+pub struct DeadLetter<'a> {
+    pub body: &'a str,
+    pub reason: DeadLetterReason,
+    pub error: &'a str,
+    pub job: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub attempts: u32,
+    pub failed_at: DateTime<Utc>,
+    pub source_queue: &'a str,
+    pub source_message_id: &'a str,
+}
+
+/// Longest error text put in an attribute; the record keeps the full history.
+const ERROR_ATTRIBUTE_CAP: usize = 1024;
+
+/// Sends the dead letter; an error means it was not sent and the source must stay.
+pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Result<(), String> {
+    let string = |v: &str| {
+        MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(v)
+            .build()
+            .expect("data type and value are set")
+    };
+    let mut error = letter.error.to_string();
+    if error.len() > ERROR_ATTRIBUTE_CAP {
+        let mut end = ERROR_ATTRIBUTE_CAP;
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.truncate(end);
+        error.push('…');
+    }
+    let mut req = client
+        .send_message()
+        .queue_url(dlq_url)
+        .message_body(letter.body)
+        .message_attributes(attr::REASON, string(letter.reason.as_str()))
+        .message_attributes(attr::ERROR, string(if error.is_empty() { "-" } else { &error }))
+        .message_attributes(
+            attr::ATTEMPTS,
+            MessageAttributeValue::builder()
+                .data_type("Number")
+                .string_value(letter.attempts.to_string())
+                .build()
+                .expect("data type and value are set"),
+        )
+        .message_attributes(attr::FAILED_AT, string(&timestamp(letter.failed_at)))
+        .message_attributes(attr::SOURCE_QUEUE, string(letter.source_queue));
+    if !letter.source_message_id.is_empty() {
+        req = req.message_attributes(attr::SOURCE_MESSAGE_ID, string(letter.source_message_id));
+    }
+    for (name, value) in [(attr::JOB, letter.job), (attr::KEY, letter.key)] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            req = req.message_attributes(name, string(v));
+        }
+    }
+    req.send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("could not send to the dead-letter queue: {}", DisplayErrorContext(e)))
+}

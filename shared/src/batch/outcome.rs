@@ -1,0 +1,108 @@
+//! What happened to each message of a batch, and the partial batch response built from it.
+
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsBatchResponse;
+
+use super::dead_letter::DeadLetterReason;
+
+/// The fate of one message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The job ran and its DONE record is written.
+    Succeeded,
+    /// The run was already DONE.
+    Duplicate,
+    /// Another worker holds a live lease; the message comes back after it.
+    InProgress { retry_in: Duration },
+    /// A retryable failure with attempts left; the message is hidden for `delay`.
+    Retrying { attempt: u32, delay: Duration, error: String },
+    /// Sent to the DLQ with its reason (FAILED record for exhausted and permanent errors).
+    DeadLettered { reason: DeadLetterReason, error: String },
+    /// Our lease was taken over while the job ran; our result was refused.
+    LeaseLost,
+    /// The store or the DLQ could not be reached: nothing was acknowledged.
+    Unavailable { error: String },
+}
+
+impl Outcome {
+    /// Whether the source message may be deleted: its outcome is durably recorded (or it
+    /// is safely in the DLQ). Everything else goes back to the queue.
+    pub fn acknowledged(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Succeeded | Outcome::Duplicate | Outcome::DeadLettered { .. }
+        )
+    }
+
+    /// A short stable name, for logs, reports and counters.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Duplicate => "duplicate",
+            Outcome::InProgress { .. } => "in-progress",
+            Outcome::Retrying { .. } => "retrying",
+            Outcome::DeadLettered { .. } => "dead-lettered",
+            Outcome::LeaseLost => "lease-lost",
+            Outcome::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+/// One message's report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageReport {
+    pub message_id: String,
+    pub receipt_handle: Option<String>,
+    /// Known once the body parsed as an envelope.
+    pub job: Option<String>,
+    /// Known once the execution key was derived.
+    pub key: Option<String>,
+    pub outcome: Outcome,
+}
+
+/// The partial batch response: every message not acknowledged is reported as failed, so
+/// Lambda returns it to the queue and deletes the others.
+pub fn batch_response(reports: &[MessageReport]) -> SqsBatchResponse {
+    let mut response = SqsBatchResponse::default();
+    for r in reports.iter().filter(|r| !r.outcome.acknowledged()) {
+        response.add_failure(r.message_id.clone());
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(id: &str, outcome: Outcome) -> MessageReport {
+        MessageReport {
+            message_id: id.into(),
+            receipt_handle: None,
+            job: None,
+            key: None,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn only_unacknowledged_messages_are_reported_failed() {
+        let reports = [
+            report("ok", Outcome::Succeeded),
+            report("dup", Outcome::Duplicate),
+            report("dlq", Outcome::DeadLettered { reason: DeadLetterReason::Poison, error: "x".into() }),
+            report("busy", Outcome::InProgress { retry_in: Duration::from_secs(3) }),
+            report("again", Outcome::Retrying { attempt: 1, delay: Duration::from_secs(5), error: "e".into() }),
+            report("lost", Outcome::LeaseLost),
+            report("down", Outcome::Unavailable { error: "no route".into() }),
+        ];
+        let json = serde_json::to_value(batch_response(&reports)).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"batchItemFailures": [
+                {"itemIdentifier": "busy"}, {"itemIdentifier": "again"},
+                {"itemIdentifier": "lost"}, {"itemIdentifier": "down"}
+            ]})
+        );
+    }
+}

@@ -1,0 +1,459 @@
+//! The SQS batch adapter: one envelope from message to recorded outcome.
+//!
+//! Follow a message through [`Processor::handle`]: parse the envelope (poison → DLQ), find
+//! the job (unknown → DLQ), derive the key, claim it (duplicate → ack; in progress → back
+//! after the lease; conflict → DLQ), run the job with heartbeats, and record the outcome
+//! (DONE → ack; retryable → RETRYING and hidden for the backoff; exhausted or permanent →
+//! FAILED, then DLQ, then ack). A message is acknowledged only once its outcome is durable.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsMessage;
+use aws_sdk_sqs::Client as SqsClient;
+use chrono::Utc;
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+
+use super::dead_letter::{self, DeadLetter, DeadLetterReason};
+use super::heartbeat::Heartbeat;
+use super::outcome::{MessageReport, Outcome};
+use crate::envelope::{Envelope, format_instant};
+use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
+use crate::key::{execution_key, payload_hash};
+use crate::retry::MAX_VISIBILITY;
+use crate::store::{
+    ClaimOutcome, ClaimRequest, DynamoStore, ExecutionRecord, Finish, TransitionError,
+};
+use crate::telemetry::{Metric, Metrics, Transition};
+
+/// Where the processor's messages come from and go to.
+#[derive(Debug, Clone)]
+pub struct ProcessorConfig {
+    /// The jobs queue (for visibility changes and the dead letters' source attribute).
+    pub queue_url: String,
+    pub dlq_url: String,
+    /// Messages of one batch processed at once.
+    pub concurrency: usize,
+    /// Prefix of every owner token this processor writes (host, function, pid...).
+    pub worker_id: String,
+}
+
+/// Processes SQS batches. Cheap to clone; build it once and share it.
+#[derive(Clone)]
+pub struct Processor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: DynamoStore,
+    sqs: SqsClient,
+    registry: Registry,
+    config: ProcessorConfig,
+    metrics: Metrics,
+}
+
+/// Job name used in metrics and logs when the envelope did not even name one.
+const NO_JOB: &str = "-";
+
+impl Processor {
+    pub fn new(
+        store: DynamoStore,
+        sqs: SqsClient,
+        registry: Registry,
+        config: ProcessorConfig,
+        metrics: Metrics,
+    ) -> Self {
+        Processor {
+            inner: Arc::new(Inner {
+                store,
+                sqs,
+                registry,
+                config,
+                metrics,
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &ProcessorConfig {
+        &self.inner.config
+    }
+
+    /// Processes a batch, at most `concurrency` messages at a time; one report per message,
+    /// in the batch's order.
+    pub async fn process(&self, messages: Vec<SqsMessage>, request_id: Option<&str>) -> Vec<MessageReport> {
+        let permits = Arc::new(Semaphore::new(self.inner.config.concurrency.max(1)));
+        let mut tasks = JoinSet::new();
+        let mut index_of = HashMap::new();
+        let mut reports: Vec<Option<MessageReport>> = vec![None; messages.len()];
+        let fallback: Vec<_> = messages
+            .iter()
+            .map(|m| (m.message_id.clone().unwrap_or_default(), m.receipt_handle.clone()))
+            .collect();
+        for (i, message) in messages.into_iter().enumerate() {
+            let permit = permits.clone().acquire_owned().await.expect("semaphore is never closed");
+            let this = self.clone();
+            let request_id = request_id.unwrap_or_default().to_string();
+            let handle = tasks.spawn(async move {
+                let report = this.handle(message, &request_id).await;
+                drop(permit);
+                report
+            });
+            index_of.insert(handle.id(), i);
+        }
+        while let Some(joined) = tasks.join_next_with_id().await {
+            match joined {
+                Ok((id, report)) => reports[index_of[&id]] = Some(report),
+                Err(e) => {
+                    // A bug in the adapter itself: leave the message for redelivery.
+                    let i = index_of[&e.id()];
+                    tracing::error!(error = %e, "message task failed");
+                    reports[i] = Some(MessageReport {
+                        message_id: fallback[i].0.clone(),
+                        receipt_handle: fallback[i].1.clone(),
+                        job: None,
+                        key: None,
+                        outcome: Outcome::Unavailable { error: e.to_string() },
+                    });
+                }
+            }
+        }
+        reports.into_iter().map(|r| r.expect("every task reports")).collect()
+    }
+
+    /// One message, from body to acknowledged (or not) outcome.
+    pub async fn handle(&self, message: SqsMessage, request_id: &str) -> MessageReport {
+        let mut report = MessageReport {
+            message_id: message.message_id.clone().unwrap_or_default(),
+            receipt_handle: message.receipt_handle.clone(),
+            job: None,
+            key: None,
+            outcome: Outcome::Succeeded,
+        };
+        let body = message.body.as_deref().unwrap_or_default();
+        let message_id = report.message_id.clone();
+        let ctx = MessageCtx {
+            body,
+            message_id: &message_id,
+            receipt_handle: message.receipt_handle.as_deref(),
+            request_id,
+        };
+
+        let envelope = match Envelope::parse(body) {
+            Ok(e) => e,
+            Err(e) => {
+                report.outcome = self
+                    .reject(&ctx, DeadLetterReason::Poison, &e.to_string(), None, None)
+                    .await;
+                return report;
+            }
+        };
+        report.job = Some(envelope.job.clone());
+        let Some(registered) = self.inner.registry.get(&envelope.job) else {
+            let known: Vec<_> = self.inner.registry.names().collect();
+            let error = format!(
+                "job `{}` is not registered with this worker (known: {})",
+                envelope.job,
+                known.join(", ")
+            );
+            report.outcome = self
+                .reject(&ctx, DeadLetterReason::UnknownJob, &error, Some(&envelope.job), None)
+                .await;
+            return report;
+        };
+        let policy = &registered.policy;
+        let key = match execution_key(&envelope, policy.key_template.as_ref()) {
+            Ok(k) => k,
+            Err(e) => {
+                report.outcome = self
+                    .reject(&ctx, DeadLetterReason::Poison, &e.to_string(), Some(&envelope.job), None)
+                    .await;
+                return report;
+            }
+        };
+        report.key = Some(key.clone());
+
+        let request = ClaimRequest {
+            key: key.clone(),
+            job: envelope.job.clone(),
+            scheduled_for: format_instant(&envelope.scheduled_for),
+            payload_hash: payload_hash(&envelope),
+            input: body.to_string(),
+            message_id: Some(ctx.message_id.to_string()),
+            owner: format!("{}:{}", self.inner.config.worker_id, uuid::Uuid::new_v4()),
+            now: Utc::now(),
+            lease: policy.lease,
+            retention: policy.record_retention,
+        };
+        let transition = Transition {
+            job: &envelope.job,
+            key: &key,
+            execution_id: envelope.execution_id.as_deref().unwrap_or_default(),
+            request_id,
+            message_id: ctx.message_id,
+            ..Default::default()
+        };
+        report.outcome = match self.inner.store.claim(&request).await {
+            Err(e) => {
+                self.log(&transition, "UNAVAILABLE", 0, 0, &e.to_string());
+                Outcome::Unavailable { error: e.to_string() }
+            }
+            Ok(ClaimOutcome::Claimed(record)) => {
+                self.run(&ctx, &envelope, registered, record, &transition).await
+            }
+            Ok(ClaimOutcome::Duplicate(record)) => {
+                self.inner.metrics.count(&envelope.job, Metric::Duplicate);
+                self.log(&transition, "DUPLICATE", record.round_attempt(), 0, "");
+                Outcome::Duplicate
+            }
+            Ok(ClaimOutcome::InProgress(record)) => {
+                let left_ms = record.lease_expires_at.unwrap_or(0) - Utc::now().timestamp_millis();
+                let retry_in = Duration::from_millis(left_ms.max(0) as u64) + Duration::from_secs(1);
+                self.hide(ctx.receipt_handle, retry_in).await;
+                self.inner.metrics.count(&envelope.job, Metric::InProgressConflict);
+                self.log(&transition, "IN_PROGRESS", record.round_attempt(), 0, "");
+                Outcome::InProgress { retry_in }
+            }
+            Ok(ClaimOutcome::Conflict(record)) => {
+                let error = format!(
+                    "key `{key}` was first used with a different payload (payload hash {} on record, {} in this message)",
+                    short(&record.payload_hash),
+                    short(&request.payload_hash)
+                );
+                self.reject(&ctx, DeadLetterReason::KeyConflict, &error, Some(&envelope.job), Some(&key))
+                    .await
+            }
+        };
+        report
+    }
+
+    /// Runs a claimed attempt and records its outcome.
+    async fn run(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        registered: &RegisteredJob,
+        record: ExecutionRecord,
+        transition: &Transition<'_>,
+    ) -> Outcome {
+        let policy = &registered.policy;
+        let attempt = record.round_attempt();
+        let job = envelope.job.as_str();
+        let started = Utc::now();
+        let lag_ms = (started - envelope.scheduled_for).num_milliseconds().max(0) as f64;
+        self.inner
+            .metrics
+            .emit(job, &[(Metric::Started, 1.0), (Metric::ScheduleLag, lag_ms)]);
+        let payload = envelope.payload_value();
+        self.log(&Transition { payload: Some(&payload), ..transition.clone() }, "RUNNING", attempt, 0, "");
+
+        let (lost_tx, lost_rx) = watch::channel(false);
+        let heartbeat = policy.heartbeat.map(|every| {
+            tokio::spawn(
+                Heartbeat {
+                    store: self.inner.store.clone(),
+                    sqs: self.inner.sqs.clone(),
+                    queue_url: self.inner.config.queue_url.clone(),
+                    receipt_handle: ctx.receipt_handle.map(str::to_owned),
+                    key: record.execution_key.clone(),
+                    owner: record.owner.clone().unwrap_or_default(),
+                    every,
+                    lease: policy.lease,
+                    lost: lost_tx,
+                }
+                .run(),
+            )
+        });
+        let job_ctx = JobContext::new(
+            job.to_string(),
+            record.execution_key.clone(),
+            envelope.scheduled_for,
+            payload,
+            attempt,
+            lost_rx,
+        );
+        let result = run_guarded(registered, job_ctx).await;
+        if let Some(h) = heartbeat {
+            h.abort();
+        }
+
+        let now = Utc::now();
+        let duration_ms = (now - started).num_milliseconds().max(0) as u64;
+        let retryable_left = matches!(&result, Err(JobError::Retryable(_))) && !policy.retry.exhausted(attempt);
+        let finish = match &result {
+            Ok(value) => Finish::Succeeded { result: value.clone() },
+            Err(e) if retryable_left => Finish::Retrying { error: e.to_string() },
+            Err(e) => Finish::Failed { error: e.to_string() },
+        };
+        let error = match &result {
+            Err(e) => e.to_string(),
+            Ok(_) => String::new(),
+        };
+        let status = finish.status().as_str();
+        match self.inner.store.finish(&record, &finish, now).await {
+            Ok(_) => {}
+            Err(TransitionError::LeaseLost { .. }) => {
+                self.inner.metrics.count(job, Metric::LeaseLost);
+                self.log(transition, "LEASE_LOST", attempt, duration_ms, &error);
+                return Outcome::LeaseLost;
+            }
+            Err(TransitionError::Store(e)) => {
+                self.log(transition, "UNAVAILABLE", attempt, duration_ms, &e.to_string());
+                return Outcome::Unavailable { error: e.to_string() };
+            }
+        }
+        let duration = (Metric::Duration, duration_ms as f64);
+        self.log(transition, status, attempt, duration_ms, &error);
+        match finish {
+            Finish::Succeeded { .. } => {
+                self.inner.metrics.emit(job, &[(Metric::Succeeded, 1.0), duration]);
+                Outcome::Succeeded
+            }
+            Finish::Retrying { error } => {
+                let delay = policy.retry.delay_after(attempt, &mut rand::rng());
+                self.hide(ctx.receipt_handle, delay).await;
+                self.inner.metrics.emit(job, &[(Metric::Retried, 1.0), duration]);
+                Outcome::Retrying { attempt, delay, error }
+            }
+            Finish::Failed { error } => {
+                self.inner.metrics.emit(job, &[(Metric::Failed, 1.0), duration]);
+                let reason = match result {
+                    Err(JobError::Permanent(_)) => DeadLetterReason::PermanentError,
+                    _ => DeadLetterReason::AttemptsExhausted,
+                };
+                let letter = DeadLetter {
+                    body: ctx.body,
+                    reason,
+                    error: &error,
+                    job: Some(job),
+                    key: Some(&record.execution_key),
+                    attempts: attempt,
+                    failed_at: now,
+                    source_queue: &self.inner.config.queue_url,
+                    source_message_id: ctx.message_id,
+                };
+                self.dead_letter(&letter).await
+            }
+        }
+    }
+
+    /// Dead-letters a message that can never succeed (nothing was claimed).
+    async fn reject(
+        &self,
+        ctx: &MessageCtx<'_>,
+        reason: DeadLetterReason,
+        error: &str,
+        job: Option<&str>,
+        key: Option<&str>,
+    ) -> Outcome {
+        let letter = DeadLetter {
+            body: ctx.body,
+            reason,
+            error,
+            job,
+            key,
+            attempts: 0,
+            failed_at: Utc::now(),
+            source_queue: &self.inner.config.queue_url,
+            source_message_id: ctx.message_id,
+        };
+        let outcome = self.dead_letter(&letter).await;
+        let job = job.unwrap_or(NO_JOB);
+        if outcome.acknowledged() {
+            self.inner.metrics.count(job, Metric::Rejected);
+        }
+        let transition = Transition {
+            job,
+            key: key.unwrap_or_default(),
+            request_id: ctx.request_id,
+            message_id: ctx.message_id,
+            ..Default::default()
+        };
+        self.log(&transition, "REJECTED", 0, 0, &format!("{reason}: {error}"));
+        outcome
+    }
+
+    async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Outcome {
+        match dead_letter::send(&self.inner.sqs, &self.inner.config.dlq_url, letter).await {
+            Ok(()) => Outcome::DeadLettered {
+                reason: letter.reason,
+                error: letter.error.to_string(),
+            },
+            Err(error) => {
+                tracing::error!(message_id = letter.source_message_id, error, "dead letter not sent; message kept");
+                Outcome::Unavailable { error }
+            }
+        }
+    }
+
+    /// Hides the message for `delay` so it comes back then (best effort: if this fails it
+    /// comes back after its current visibility timeout instead).
+    async fn hide(&self, receipt_handle: Option<&str>, delay: Duration) {
+        let Some(receipt) = receipt_handle else { return };
+        let secs = delay.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
+        if let Err(e) = self
+            .inner
+            .sqs
+            .change_message_visibility()
+            .queue_url(&self.inner.config.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(secs)
+            .send()
+            .await
+        {
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "could not change message visibility");
+        }
+    }
+
+    fn log(&self, t: &Transition<'_>, status: &str, attempt: u32, duration_ms: u64, error: &str) {
+        Transition {
+            status,
+            attempt,
+            duration_ms,
+            error,
+            ..t.clone()
+        }
+        .log();
+    }
+}
+
+/// The parts of a message every step needs.
+struct MessageCtx<'a> {
+    body: &'a str,
+    message_id: &'a str,
+    receipt_handle: Option<&'a str>,
+    request_id: &'a str,
+}
+
+/// Runs the job in its own task, so a panic becomes a retryable failure instead of taking
+/// the batch down, and enforces the policy's timeout.
+async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
+    let future = registered.job.run(ctx);
+    let timeout = registered.policy.timeout;
+    let task = tokio::spawn(async move {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, future).await.unwrap_or_else(|_| {
+                Err(JobError::retryable(format!("timed out after {} ms", limit.as_millis())))
+            }),
+            None => future.await,
+        }
+    });
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => {
+            let panic = e.into_panic();
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-text panic".into());
+            Err(JobError::retryable(format!("job panicked: {text}")))
+        }
+        Err(e) => Err(JobError::retryable(format!("job task ended: {e}"))),
+    }
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}

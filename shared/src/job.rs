@@ -1,0 +1,181 @@
+//! Jobs and the registry the worker looks them up in.
+//!
+//! A job is an async function from a [`JobContext`] to a small JSON result. It never retries
+//! by itself: it returns [`JobError::Retryable`] or [`JobError::Permanent`] and the batch
+//! adapter decides what happens next from the job's [`JobPolicy`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::key::KeyTemplate;
+use crate::retry::RetryPolicy;
+
+/// A boxed, sendable future: what a job returns.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What a job returns: a small JSON result kept on the record, or why it failed.
+pub type JobResult = Result<Value, JobError>;
+
+/// A job's failure, and whether trying again can help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// Worth another attempt (a timeout, a throttled dependency).
+    #[error("{0}")]
+    Retryable(String),
+    /// Will fail the same way every time (bad input): no further attempt.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl JobError {
+    pub fn retryable(msg: impl Into<String>) -> Self {
+        JobError::Retryable(msg.into())
+    }
+    pub fn permanent(msg: impl Into<String>) -> Self {
+        JobError::Permanent(msg.into())
+    }
+}
+
+/// Everything a job may know about the run it performs.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    pub job: String,
+    /// The execution key: use it to make external side effects idempotent.
+    pub key: String,
+    pub scheduled_for: DateTime<Utc>,
+    /// The envelope's payload (an object, empty when the envelope had none).
+    pub payload: Value,
+    /// Attempt number within the current round, from 1.
+    pub attempt: u32,
+    lease_lost: watch::Receiver<bool>,
+}
+
+impl JobContext {
+    pub fn new(
+        job: String,
+        key: String,
+        scheduled_for: DateTime<Utc>,
+        payload: Value,
+        attempt: u32,
+        lease_lost: watch::Receiver<bool>,
+    ) -> Self {
+        JobContext {
+            job,
+            key,
+            scheduled_for,
+            payload,
+            attempt,
+            lease_lost,
+        }
+    }
+
+    /// True once another worker may own this run (our heartbeat was refused). A long job
+    /// should check it between steps and stop: its completion will be refused anyway.
+    pub fn lease_lost(&self) -> bool {
+        *self.lease_lost.borrow()
+    }
+}
+
+/// A job: `run` is called once per claimed attempt.
+pub trait Job: Send + Sync + 'static {
+    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult>;
+}
+
+/// Any `Fn(JobContext) -> impl Future<Output = JobResult>` is a job.
+impl<F, Fut> Job for F
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = JobResult> + Send + 'static,
+{
+    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
+        Box::pin(self(ctx))
+    }
+}
+
+/// How the framework runs one job: retries, lease, keys.
+#[derive(Debug, Clone)]
+pub struct JobPolicy {
+    pub retry: RetryPolicy,
+    /// How long a claim stays exclusive without a heartbeat.
+    pub lease: Duration,
+    /// How often a running attempt renews its lease and its message's visibility.
+    /// `None` turns heartbeats off (only sensible for jobs far shorter than the lease).
+    pub heartbeat: Option<Duration>,
+    /// An attempt running longer than this fails (retryably).
+    pub timeout: Option<Duration>,
+    /// Derives the key from payload fields when the envelope carries none.
+    pub key_template: Option<KeyTemplate>,
+    /// How long records are kept (DynamoDB TTL). It must outlive every place a duplicate
+    /// can still come from: the queue's and the DLQ's retention.
+    pub record_retention: Duration,
+}
+
+impl Default for JobPolicy {
+    fn default() -> Self {
+        let lease = Duration::from_secs(60);
+        JobPolicy {
+            retry: RetryPolicy::default(),
+            lease,
+            heartbeat: Some(lease / 4),
+            timeout: None,
+            key_template: None,
+            // DLQ retention is 14 days, queue retention 4: keep records three weeks.
+            record_retention: Duration::from_secs(21 * 24 * 60 * 60),
+        }
+    }
+}
+
+impl JobPolicy {
+    /// A policy with the given lease and heartbeats every quarter of it.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.lease = lease;
+        self.heartbeat = Some(lease / 4);
+        self
+    }
+}
+
+/// A registered job with its policy.
+#[derive(Clone)]
+pub struct RegisteredJob {
+    pub job: Arc<dyn Job>,
+    pub policy: JobPolicy,
+}
+
+/// Job name → implementation and policy. Built once at start-up, shared by all messages.
+#[derive(Clone, Default)]
+pub struct Registry {
+    jobs: BTreeMap<String, RegisteredJob>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a job.
+    pub fn register(mut self, name: impl Into<String>, policy: JobPolicy, job: impl Job) -> Self {
+        self.jobs.insert(
+            name.into(),
+            RegisteredJob {
+                job: Arc::new(job),
+                policy,
+            },
+        );
+        self
+    }
+
+    pub fn get(&self, name: &str) -> Option<&RegisteredJob> {
+        self.jobs.get(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.jobs.keys().map(String::as_str)
+    }
+}

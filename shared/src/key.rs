@@ -1,0 +1,273 @@
+//! Execution keys and payload hashes.
+//!
+//! The key names one logical run: two deliveries with the same key are the same run, so
+//! the second one is a duplicate. The payload hash tells a true duplicate from a different
+//! run that reuses a key by mistake (a conflict).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::envelope::{Envelope, MAX_KEY_BYTES, format_instant};
+
+/// A per-job key template over payload fields, e.g. `invoice:{billing_month}:{tenant}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTemplate {
+    source: String,
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Literal(String),
+    Field(String),
+}
+
+/// A key template that does not parse, or a payload that does not fill it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("key template `{template}`: unclosed `{{` at position {position}")]
+    Unclosed { template: String, position: usize },
+    #[error("key template `{template}`: `}}` without `{{` at position {position}")]
+    Unopened { template: String, position: usize },
+    #[error("key template `{template}`: empty field name at position {position}")]
+    EmptyField { template: String, position: usize },
+    #[error("key template `{template}` needs payload field `{field}`, which is missing")]
+    MissingField { template: String, field: String },
+    #[error(
+        "key template `{template}` needs payload field `{field}` to be a string, number or boolean, not {found}"
+    )]
+    NotScalar {
+        template: String,
+        field: String,
+        found: &'static str,
+    },
+    #[error("derived key is {0} bytes long; keys are limited to 1024 bytes")]
+    TooLong(usize),
+}
+
+impl FromStr for KeyTemplate {
+    type Err = KeyError;
+
+    fn from_str(template: &str) -> Result<Self, KeyError> {
+        let mut parts = Vec::new();
+        let mut literal = String::new();
+        let mut chars = template.char_indices();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '{' => {
+                    let mut name = String::new();
+                    let mut closed = false;
+                    for (_, c) in chars.by_ref() {
+                        if c == '}' {
+                            closed = true;
+                            break;
+                        }
+                        name.push(c);
+                    }
+                    if !closed || name.contains('{') {
+                        return Err(KeyError::Unclosed {
+                            template: template.into(),
+                            position: i,
+                        });
+                    }
+                    let name = name.trim().to_string();
+                    if name.is_empty() {
+                        return Err(KeyError::EmptyField {
+                            template: template.into(),
+                            position: i,
+                        });
+                    }
+                    if !literal.is_empty() {
+                        parts.push(Part::Literal(std::mem::take(&mut literal)));
+                    }
+                    parts.push(Part::Field(name));
+                }
+                '}' => {
+                    return Err(KeyError::Unopened {
+                        template: template.into(),
+                        position: i,
+                    });
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Literal(literal));
+        }
+        Ok(KeyTemplate {
+            source: template.into(),
+            parts,
+        })
+    }
+}
+
+impl fmt::Display for KeyTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.source)
+    }
+}
+
+impl KeyTemplate {
+    /// Fills the template from the payload's top-level fields.
+    pub fn render(&self, payload: Option<&Map<String, Value>>) -> Result<String, KeyError> {
+        let mut out = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Literal(s) => out.push_str(s),
+                Part::Field(name) => {
+                    let missing = || KeyError::MissingField {
+                        template: self.source.clone(),
+                        field: name.clone(),
+                    };
+                    let value = payload.and_then(|p| p.get(name)).ok_or_else(missing)?;
+                    match value {
+                        Value::String(s) => out.push_str(s),
+                        Value::Number(n) => out.push_str(&n.to_string()),
+                        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+                        Value::Null => return Err(missing()),
+                        other => {
+                            return Err(KeyError::NotScalar {
+                                template: self.source.clone(),
+                                field: name.clone(),
+                                found: if other.is_array() {
+                                    "an array"
+                                } else {
+                                    "an object"
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The execution key of an envelope: its explicit `key`, else the job's template over the
+/// payload, else `<job>#<scheduled_for>`.
+pub fn execution_key(envelope: &Envelope, template: Option<&KeyTemplate>) -> Result<String, KeyError> {
+    let key = match (&envelope.key, template) {
+        (Some(key), _) => key.clone(),
+        (None, Some(t)) => t.render(envelope.payload.as_ref())?,
+        (None, None) => format!("{}#{}", envelope.job, format_instant(&envelope.scheduled_for)),
+    };
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KeyError::TooLong(key.len()));
+    }
+    Ok(key)
+}
+
+/// SHA-256 (hex) of the job name and its canonical payload. Object keys are sorted at every
+/// level and no whitespace is written, so field order and formatting never change the hash.
+/// The schedule time is left out on purpose: an explicit key fired twice is the same run.
+pub fn payload_hash(envelope: &Envelope) -> String {
+    let mut canonical = String::new();
+    write_canonical(&envelope.payload_value(), &mut canonical);
+    let mut h = Sha256::new();
+    h.update(envelope.job.as_bytes());
+    h.update([0u8]);
+    h.update(canonical.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// Written by hand: serde_json's own output order depends on a feature flag
+/// (`preserve_order`) that any crate in the build can switch on.
+fn write_canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope(payload: Value) -> Envelope {
+        let mut e = Envelope::new("invoice", "2026-11-01T00:00:00Z".parse().unwrap());
+        e.payload = payload.as_object().cloned();
+        e
+    }
+
+    #[test]
+    fn explicit_key_wins_then_template_then_job_and_time() {
+        let t: KeyTemplate = "invoice:{billing_month}:{tenant}".parse().unwrap();
+        let mut e = envelope(json!({"billing_month": "2026-10", "tenant": 42}));
+        assert_eq!(execution_key(&e, None).unwrap(), "invoice#2026-11-01T00:00:00Z");
+        assert_eq!(execution_key(&e, Some(&t)).unwrap(), "invoice:2026-10:42");
+        e.key = Some("explicit".into());
+        assert_eq!(execution_key(&e, Some(&t)).unwrap(), "explicit");
+    }
+
+    #[test]
+    fn template_errors_name_the_field_and_position() {
+        let t: KeyTemplate = "x:{tenant}".parse().unwrap();
+        assert_eq!(
+            execution_key(&envelope(json!({})), Some(&t)).unwrap_err().to_string(),
+            "key template `x:{tenant}` needs payload field `tenant`, which is missing"
+        );
+        assert_eq!(
+            execution_key(&envelope(json!({"tenant": {"id": 1}})), Some(&t))
+                .unwrap_err()
+                .to_string(),
+            "key template `x:{tenant}` needs payload field `tenant` to be a string, number or boolean, not an object"
+        );
+        assert_eq!(
+            "a{b".parse::<KeyTemplate>().unwrap_err().to_string(),
+            "key template `a{b`: unclosed `{` at position 1"
+        );
+        assert_eq!(
+            "ab}".parse::<KeyTemplate>().unwrap_err().to_string(),
+            "key template `ab}`: `}` without `{` at position 2"
+        );
+        assert_eq!(
+            "a{ }".parse::<KeyTemplate>().unwrap_err().to_string(),
+            "key template `a{ }`: empty field name at position 1"
+        );
+    }
+
+    #[test]
+    fn hash_ignores_field_order_and_whitespace_but_not_values() {
+        let a = Envelope::parse(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","payload":{"a":1,"b":{"y":2,"x":[1,2]}}}"#).unwrap();
+        let b = Envelope::parse(r#"{"payload":{"b":{"x":[1, 2],"y":2},"a":1},"scheduled_for":"2026-02-01T00:00:00Z","job":"j"}"#).unwrap();
+        let c = Envelope::parse(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","payload":{"a":2,"b":{"y":2,"x":[1,2]}}}"#).unwrap();
+        assert_eq!(payload_hash(&a), payload_hash(&b));
+        assert_ne!(payload_hash(&a), payload_hash(&c));
+        assert_eq!(payload_hash(&a).len(), 64);
+    }
+
+    #[test]
+    fn canonical_json_sorts_nested_keys() {
+        let mut s = String::new();
+        write_canonical(&json!({"b": [{"d": 1, "c": "x\"y"}], "a": null}), &mut s);
+        assert_eq!(s, r#"{"a":null,"b":[{"c":"x\"y","d":1}]}"#);
+    }
+}

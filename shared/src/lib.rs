@@ -1,0 +1,23 @@
+//! schedkit's library: everything between an SQS message and a recorded outcome.
+//!
+//! Follow one envelope: [`envelope`] parses it, [`key`] names the run, [`store`] claims it
+//! in DynamoDB, [`batch`] runs the [`job`] with heartbeats and records the outcome with
+//! [`retry`] deciding when to try again, and [`telemetry`] says what happened. [`poller`]
+//! is the same adapter outside Lambda.
+
+pub mod aws;
+pub mod batch;
+pub mod envelope;
+pub mod job;
+pub mod key;
+pub mod poller;
+pub mod retry;
+pub mod store;
+pub mod telemetry;
+
+pub use batch::{MessageReport, Outcome, Processor, ProcessorConfig, batch_response};
+pub use envelope::Envelope;
+pub use job::{Job, JobContext, JobError, JobPolicy, JobResult, Registry};
+pub use retry::RetryPolicy;
+pub use store::{DynamoStore, ExecutionRecord, Status};
+pub use telemetry::Metrics;

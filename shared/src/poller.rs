@@ -1,0 +1,174 @@
+//! The worker outside Lambda: long-poll the queue and feed the same batch adapter.
+//!
+//! Semantics match the Lambda event source mapping with partial batch responses: every
+//! acknowledged message is deleted, every other one is left to come back (after the
+//! visibility the adapter set, or the queue's default).
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::SqsMessage;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
+
+use crate::batch::{MessageReport, Processor};
+
+/// How to poll.
+#[derive(Debug, Clone)]
+pub struct PollOptions {
+    /// Long-poll wait per receive, 0..=20 seconds.
+    pub wait_seconds: i32,
+    /// Messages per receive, 1..=10.
+    pub max_messages: i32,
+    /// Stop once the queue holds nothing at all: no visible, in-flight or delayed message.
+    pub until_drained: bool,
+}
+
+impl Default for PollOptions {
+    fn default() -> Self {
+        PollOptions {
+            wait_seconds: 20,
+            max_messages: 10,
+            until_drained: false,
+        }
+    }
+}
+
+/// What a polling run saw.
+#[derive(Debug, Clone, Default)]
+pub struct PollStats {
+    pub received: u64,
+    pub deleted: u64,
+    /// Reports by outcome label (`succeeded`, `duplicate`, ...).
+    pub outcomes: BTreeMap<&'static str, u64>,
+    /// Every report, in the order processed.
+    pub reports: Vec<MessageReport>,
+}
+
+/// Polls until `shutdown` resolves (or, with `until_drained`, until the queue is empty).
+/// The batch in hand when shutdown comes is finished first.
+pub async fn poll(
+    processor: &Processor,
+    sqs: &Client,
+    options: &PollOptions,
+    shutdown: impl Future<Output = ()>,
+) -> PollStats {
+    let queue_url = processor.config().queue_url.clone();
+    let mut stats = PollStats::default();
+    tokio::pin!(shutdown);
+    loop {
+        let receive = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(options.max_messages)
+            .wait_time_seconds(options.wait_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send();
+        let received = tokio::select! {
+            _ = &mut shutdown => break,
+            r = receive => r,
+        };
+        let messages = match received {
+            Ok(out) => out.messages.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(error = %DisplayErrorContext(e), "receive failed; retrying in 1 s");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            if options.until_drained && drained(sqs, &queue_url).await {
+                break;
+            }
+            continue;
+        }
+        stats.received += messages.len() as u64;
+        let batch: Vec<SqsMessage> = messages.into_iter().map(to_event_message).collect();
+        let reports = processor.process(batch, None).await;
+        stats.deleted += delete_acknowledged(sqs, &queue_url, &reports).await;
+        for r in reports {
+            *stats.outcomes.entry(r.outcome.label()).or_default() += 1;
+            stats.reports.push(r);
+        }
+    }
+    stats
+}
+
+/// The SDK's message in the shape Lambda's event source mapping delivers.
+pub fn to_event_message(m: aws_sdk_sqs::types::Message) -> SqsMessage {
+    let mut out = SqsMessage::default();
+    out.message_id = m.message_id;
+    out.receipt_handle = m.receipt_handle;
+    out.body = m.body;
+    out.md5_of_body = m.md5_of_body;
+    out.attributes = m
+        .attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k.as_str().to_string(), v))
+        .collect::<HashMap<_, _>>();
+    out.event_source = Some("aws:sqs".into());
+    out
+}
+
+async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[MessageReport]) -> u64 {
+    let entries: Vec<_> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.outcome.acknowledged())
+        .filter_map(|(i, r)| {
+            DeleteMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .receipt_handle(r.receipt_handle.clone()?)
+                .build()
+                .ok()
+        })
+        .collect();
+    if entries.is_empty() {
+        return 0;
+    }
+    match sqs
+        .delete_message_batch()
+        .queue_url(queue_url)
+        .set_entries(Some(entries))
+        .send()
+        .await
+    {
+        Ok(out) => {
+            for f in &out.failed {
+                // Harmless: the message comes back and is acknowledged as a duplicate.
+                tracing::warn!(id = f.id, code = f.code, "delete failed");
+            }
+            out.successful.len() as u64
+        }
+        Err(e) => {
+            tracing::warn!(error = %DisplayErrorContext(e), "delete batch failed; messages will come back as duplicates");
+            0
+        }
+    }
+}
+
+/// True when the queue holds no message at all, counting in-flight and delayed ones.
+pub async fn drained(sqs: &Client, queue_url: &str) -> bool {
+    let counts = [
+        QueueAttributeName::ApproximateNumberOfMessages,
+        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+    ];
+    let Ok(out) = sqs
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .set_attribute_names(Some(counts.to_vec()))
+        .send()
+        .await
+    else {
+        return false;
+    };
+    let attrs = out.attributes.unwrap_or_default();
+    counts
+        .iter()
+        .all(|c| attrs.get(c).is_none_or(|v| v == "0"))
+}

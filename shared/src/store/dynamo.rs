@@ -1,0 +1,327 @@
+//! The execution store on DynamoDB: one conditional write per transition.
+//!
+//! Every write returns the item as it was (`ALL_OLD`), on success and, through
+//! `ReturnValuesOnConditionCheckFailure`, on refusal too: a claim costs one request whatever
+//! it finds, a successful run two (claim, complete), a duplicate one.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure,
+};
+use chrono::{DateTime, Utc};
+
+use super::record::{
+    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, classify_refusal,
+    claimed_record, finished_record, lease_until, timestamp,
+};
+
+/// The table's partition key attribute.
+pub const KEY_ATTRIBUTE: &str = "execution_key";
+/// The table's TTL attribute (epoch seconds).
+pub const TTL_ATTRIBUTE: &str = "expires_at";
+
+/// The store could not do its job; nothing was changed by this call.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Network, throttling, a missing table: worth trying again later.
+    #[error("execution store unavailable: {0}")]
+    Unavailable(String),
+    /// An item that does not decode as an execution record.
+    #[error("execution record `{key}` is malformed: {reason}")]
+    Malformed { key: String, reason: String },
+}
+
+/// Why an owner's write (heartbeat, complete, retry, fail) did not happen.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransitionError {
+    /// Fenced: the run is no longer ours (our lease expired and someone reclaimed it, or
+    /// it was finished). The record is left as the new owner wrote it.
+    #[error("lease lost: the run now belongs to {}", current.as_ref().and_then(|r| r.owner.as_deref()).unwrap_or("nobody"))]
+    LeaseLost { current: Option<Box<ExecutionRecord>> },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or FAILED (a
+/// redrive), or RUNNING with an expired lease; and always the same payload.
+pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying, :failed) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// Owner condition of every later write of an attempt: the fencing check.
+pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
+
+const CLAIM_UPDATE: &str = "SET #status = :running, #attempt = if_not_exists(#attempt, :zero) + :one, \
+     #attempt_base = if_not_exists(#attempt_base, :zero), #owner = :owner, #lease_expires_at = :lease, \
+     #started_at = :now, #updated_at = :now, #created_at = if_not_exists(#created_at, :now), \
+     #job = :job, #scheduled_for = :scheduled_for, #payload_hash = :hash, \
+     #input = if_not_exists(#input, :input), #message_id = :message_id, #expires_at = :ttl, \
+     #history = if_not_exists(#history, :empty) \
+     REMOVE #finished_at, #duration_ms";
+
+/// DynamoDB-backed execution store.
+#[derive(Clone, Debug)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+}
+
+impl DynamoStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Claims the run named by `req.key` (one `UpdateItem`).
+    pub async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
+        let result = self
+            .update(&req.key, CLAIM_UPDATE, CLAIM_CONDITION)
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":registered", s(Status::Registered.as_str()))
+            .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
+            .expression_attribute_values(":failed", s(Status::Failed.as_str()))
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":owner", s(&req.owner))
+            .expression_attribute_values(":lease", n(lease_until(req.now, req.lease)))
+            .expression_attribute_values(":now", s(&timestamp(req.now)))
+            .expression_attribute_values(":now_ms", n(req.now.timestamp_millis()))
+            .expression_attribute_values(":job", s(&req.job))
+            .expression_attribute_values(":scheduled_for", s(&req.scheduled_for))
+            .expression_attribute_values(":hash", s(&req.payload_hash))
+            .expression_attribute_values(":input", s(&cap_snapshot(&req.input)))
+            .expression_attribute_values(":message_id", s(req.message_id.as_deref().unwrap_or("")))
+            .expression_attribute_values(":ttl", n(req.now.timestamp() + req.retention.as_secs() as i64))
+            .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
+            .send()
+            .await;
+        match result {
+            Ok(out) => {
+                let before = match out.attributes {
+                    Some(item) if !item.is_empty() => Some(decode(&req.key, item)?),
+                    _ => None,
+                };
+                Ok(ClaimOutcome::Claimed(claimed_record(before, req)))
+            }
+            Err(err) => match refused_item(&err) {
+                Some(item) => Ok(classify_refusal(decode(&req.key, item)?, req)),
+                None => Err(unavailable(err)),
+            },
+        }
+    }
+
+    /// Extends the owner's lease to `now + lease` (one `UpdateItem`).
+    pub async fn heartbeat(
+        &self,
+        key: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: std::time::Duration,
+    ) -> Result<(), TransitionError> {
+        let result = self
+            .update(key, "SET #lease_expires_at = :lease, #updated_at = :now", OWNER_CONDITION)
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":lease", n(lease_until(now, lease)))
+            .expression_attribute_values(":now", s(&timestamp(now)))
+            .send()
+            .await;
+        self.fenced(key, result.map(|_| ()))
+    }
+
+    /// Ends the owner's attempt as DONE, RETRYING or FAILED (one `UpdateItem`), and returns
+    /// the record as written.
+    pub async fn finish(
+        &self,
+        claimed: &ExecutionRecord,
+        finish: &Finish,
+        now: DateTime<Utc>,
+    ) -> Result<ExecutionRecord, TransitionError> {
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let after = finished_record(claimed, finish, now);
+        let mut set = vec![
+            "#status = :status",
+            "#updated_at = :updated_at",
+            "#duration_ms = :duration_ms",
+            "#history = :history",
+            "#attempt_base = :attempt_base",
+        ];
+        let history = serde_dynamo::to_attribute_value(&after.history)
+            .expect("attempt history always serialises");
+        let mut req = self.client.update_item();
+        let optional = [
+            ("#finished_at = :finished_at", ":finished_at", &after.finished_at),
+            ("#result = :result", ":result", &after.result),
+            ("#last_error = :last_error", ":last_error", &after.last_error),
+        ];
+        for (clause, name, value) in optional {
+            if let Some(v) = value {
+                set.push(clause);
+                req = req.expression_attribute_values(name, s(v));
+            }
+        }
+        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
+        let result = self
+            .with_update(req, &claimed.execution_key, &update, OWNER_CONDITION)
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":owner", s(owner))
+            .expression_attribute_values(":status", s(after.status.as_str()))
+            .expression_attribute_values(":updated_at", s(&after.updated_at))
+            .expression_attribute_values(":duration_ms", n(after.duration_ms.unwrap_or(0) as i64))
+            .expression_attribute_values(":history", history)
+            .expression_attribute_values(":attempt_base", n(after.attempt_base as i64))
+            .send()
+            .await;
+        self.fenced(&claimed.execution_key, result.map(|_| ()))?;
+        Ok(after)
+    }
+
+    /// Reads one record (strongly consistent). Used by tools and tests, never on the hot path.
+    pub async fn get(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, s(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(unavailable)?;
+        out.item.map(|item| decode(key, item)).transpose()
+    }
+
+    fn update(
+        &self,
+        key: &str,
+        update: &str,
+        condition: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        self.with_update(self.client.update_item(), key, update, condition)
+    }
+
+    fn with_update(
+        &self,
+        req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+        key: &str,
+        update: &str,
+        condition: &str,
+    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        let mut req = req
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, s(key))
+            .update_expression(update)
+            .condition_expression(condition)
+            .return_values(ReturnValue::AllOld)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for name in placeholder_names(update).chain(placeholder_names(condition)) {
+            req = req.expression_attribute_names(format!("#{name}"), name);
+        }
+        req
+    }
+
+    fn fenced<T>(
+        &self,
+        key: &str,
+        result: Result<T, SdkError<UpdateItemError>>,
+    ) -> Result<T, TransitionError> {
+        match result {
+            Ok(v) => Ok(v),
+            Err(err) => match refused_item(&err) {
+                Some(item) => Err(TransitionError::LeaseLost {
+                    current: Some(Box::new(decode(key, item)?)),
+                }),
+                // Refused because the item is gone (deleted by hand or by TTL).
+                None if is_condition_failure(&err) => Err(TransitionError::LeaseLost { current: None }),
+                None => Err(TransitionError::Store(unavailable(err))),
+            },
+        }
+    }
+}
+
+/// The `#name` placeholders of an expression; each stands for the attribute `name`.
+/// Every attribute goes through a placeholder, so none can collide with DynamoDB's long
+/// list of reserved words (`status`, `owner`, `input`, `result` are all on it).
+fn placeholder_names(expr: &str) -> impl Iterator<Item = &str> {
+    expr.split('#').skip(1).map(|rest| {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        &rest[..end]
+    })
+}
+
+fn refused_item(err: &SdkError<UpdateItemError>) -> Option<HashMap<String, AttributeValue>> {
+    match err.as_service_error() {
+        Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
+            e.item().filter(|i| !i.is_empty()).cloned()
+        }
+        _ => None,
+    }
+}
+
+fn is_condition_failure(err: &SdkError<UpdateItemError>) -> bool {
+    matches!(
+        err.as_service_error(),
+        Some(UpdateItemError::ConditionalCheckFailedException(_))
+    )
+}
+
+fn decode(key: &str, item: HashMap<String, AttributeValue>) -> Result<ExecutionRecord, StoreError> {
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
+        key: key.into(),
+        reason: e.to_string(),
+    })
+}
+
+fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
+where
+    E: std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    StoreError::Unavailable(DisplayErrorContext(err).to_string())
+}
+
+fn s(v: &str) -> AttributeValue {
+    AttributeValue::S(v.to_string())
+}
+
+fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_attribute_in_the_expressions_has_a_placeholder() {
+        let names: Vec<_> = placeholder_names(CLAIM_CONDITION).collect();
+        assert_eq!(
+            names,
+            ["execution_key", "payload_hash", "status", "status", "lease_expires_at"]
+        );
+        assert!(placeholder_names(CLAIM_UPDATE).any(|n| n == "input"));
+        assert!(!CLAIM_UPDATE.replace("#", "").contains("##"));
+    }
+
+    #[test]
+    fn the_claim_condition_is_pinned() {
+        // The whole exactly-once promise rests on this string: change it knowingly.
+        assert_eq!(
+            CLAIM_CONDITION,
+            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying, :failed) OR (#status = :running AND #lease_expires_at < :now_ms)))"
+        );
+        assert_eq!(OWNER_CONDITION, "#status = :running AND #owner = :owner");
+    }
+}

@@ -1,0 +1,415 @@
+//! The execution record and the pure rules of its state machine.
+//!
+//! ```text
+//! REGISTERED ──claim──▶ RUNNING ──complete──▶ DONE
+//!     ▲                  │  │
+//!     │        retryable │  │ attempts exhausted / permanent error
+//!     │                  ▼  ▼
+//!     └──── (redelivery) RETRYING   FAILED ──(redrive)──▶ RUNNING
+//! ```
+//! The DynamoDB store performs each transition as one conditional write; this module holds
+//! what can be decided without I/O: what a refused claim means, and what a record looks
+//! like after a transition, so the store never has to read an item back.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Attempts kept on a record; older ones are dropped first.
+pub const HISTORY_CAP: usize = 10;
+/// Bytes of input (and of result) kept on a record, enough to replay a typical run.
+pub const SNAPSHOT_CAP: usize = 4096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Registered,
+    Running,
+    Retrying,
+    Done,
+    Failed,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Registered => "REGISTERED",
+            Status::Running => "RUNNING",
+            Status::Retrying => "RETRYING",
+            Status::Done => "DONE",
+            Status::Failed => "FAILED",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptOutcome {
+    Succeeded,
+    Retrying,
+    Failed,
+    /// The worker stopped renewing its lease and another one took the run over.
+    LeaseExpired,
+}
+
+/// One attempt, as kept in the record's capped history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptEntry {
+    pub attempt: u32,
+    pub owner: String,
+    pub started_at: String,
+    pub finished_at: String,
+    pub outcome: AttemptOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// An execution record, one DynamoDB item per execution key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionRecord {
+    pub execution_key: String,
+    pub job: String,
+    pub scheduled_for: String,
+    pub status: Status,
+    /// Attempts claimed over the record's whole life.
+    #[serde(default)]
+    pub attempt: u32,
+    /// `attempt` when the record last became FAILED: a redrive starts a fresh round.
+    #[serde(default)]
+    pub attempt_base: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Epoch milliseconds; only meaningful while RUNNING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<i64>,
+    pub payload_hash: String,
+    /// The envelope as received, capped at [`SNAPSHOT_CAP`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default)]
+    pub history: Vec<AttemptEntry>,
+    /// The job's result (JSON), capped at [`SNAPSHOT_CAP`] bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// DynamoDB TTL, epoch seconds.
+    pub expires_at: i64,
+}
+
+impl ExecutionRecord {
+    /// The attempt number within the current round (1 for the first attempt, and again
+    /// for the first attempt after a redrive).
+    pub fn round_attempt(&self) -> u32 {
+        self.attempt.saturating_sub(self.attempt_base)
+    }
+
+    /// Whether the lease is still held at `now`.
+    pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
+        self.status == Status::Running
+            && self
+                .lease_expires_at
+                .is_some_and(|t| t >= now.timestamp_millis())
+    }
+}
+
+/// What the worker asks for when it claims a run.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    pub key: String,
+    pub job: String,
+    pub scheduled_for: String,
+    pub payload_hash: String,
+    /// The envelope text; capped before it is stored.
+    pub input: String,
+    pub message_id: Option<String>,
+    /// Fencing token: every later write of this attempt is conditioned on it.
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub lease: Duration,
+    pub retention: Duration,
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimOutcome {
+    /// The run is ours: the record as it now stands.
+    Claimed(ExecutionRecord),
+    /// Already DONE: acknowledge the delivery.
+    Duplicate(ExecutionRecord),
+    /// Someone else holds a live lease: come back after it.
+    InProgress(ExecutionRecord),
+    /// The same key arrived with a different payload: reject this delivery.
+    Conflict(ExecutionRecord),
+}
+
+/// What a refused claim means, from the item DynamoDB returned (ALL_OLD) with the refusal.
+pub fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
+    if current.payload_hash != req.payload_hash {
+        ClaimOutcome::Conflict(current)
+    } else if current.status == Status::Done {
+        ClaimOutcome::Duplicate(current)
+    } else {
+        // RUNNING with a live lease; or a claimable state that changed under us between
+        // our condition and now (another worker won a race): either way, not ours now.
+        ClaimOutcome::InProgress(current)
+    }
+}
+
+/// The record after a successful claim, computed from the item before it (ALL_OLD) exactly
+/// as the claim's update expression changes it, so no read-back is needed.
+pub fn claimed_record(before: Option<ExecutionRecord>, req: &ClaimRequest) -> ExecutionRecord {
+    let now = timestamp(req.now);
+    let lease_until = lease_until(req.now, req.lease);
+    match before {
+        None => ExecutionRecord {
+            execution_key: req.key.clone(),
+            job: req.job.clone(),
+            scheduled_for: req.scheduled_for.clone(),
+            status: Status::Running,
+            attempt: 1,
+            attempt_base: 0,
+            owner: Some(req.owner.clone()),
+            lease_expires_at: Some(lease_until),
+            payload_hash: req.payload_hash.clone(),
+            input: Some(cap_snapshot(&req.input)),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            started_at: Some(now),
+            finished_at: None,
+            duration_ms: None,
+            last_error: None,
+            history: Vec::new(),
+            result: None,
+            message_id: req.message_id.clone(),
+            expires_at: expires_at(req.now, req.retention),
+        },
+        Some(mut r) => {
+            if r.status == Status::Running {
+                // The previous owner's lease expired: note its attempt as abandoned.
+                let entry = AttemptEntry {
+                    attempt: r.attempt,
+                    owner: r.owner.clone().unwrap_or_default(),
+                    started_at: r.started_at.clone().unwrap_or_default(),
+                    finished_at: now.clone(),
+                    outcome: AttemptOutcome::LeaseExpired,
+                    error: Some("lease expired without a heartbeat".into()),
+                    duration_ms: None,
+                };
+                push_capped(&mut r.history, entry);
+            }
+            r.status = Status::Running;
+            r.attempt += 1;
+            r.owner = Some(req.owner.clone());
+            r.lease_expires_at = Some(lease_until);
+            r.started_at = Some(now.clone());
+            r.updated_at = now;
+            r.finished_at = None;
+            r.duration_ms = None;
+            r.message_id = req.message_id.clone();
+            r.expires_at = expires_at(req.now, req.retention);
+            if r.input.is_none() {
+                r.input = Some(cap_snapshot(&req.input));
+            }
+            r
+        }
+    }
+}
+
+/// How an attempt ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    Succeeded { result: Value },
+    Retrying { error: String },
+    Failed { error: String },
+}
+
+impl Finish {
+    pub fn status(&self) -> Status {
+        match self {
+            Finish::Succeeded { .. } => Status::Done,
+            Finish::Retrying { .. } => Status::Retrying,
+            Finish::Failed { .. } => Status::Failed,
+        }
+    }
+}
+
+/// The record after the owner finishes an attempt (DONE, RETRYING or FAILED).
+pub fn finished_record(claimed: &ExecutionRecord, finish: &Finish, now: DateTime<Utc>) -> ExecutionRecord {
+    let mut r = claimed.clone();
+    let started = r
+        .started_at
+        .as_deref()
+        .and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now);
+    let duration_ms = (now - started).num_milliseconds().max(0) as u64;
+    let (outcome, error) = match finish {
+        Finish::Succeeded { result } => {
+            r.result = Some(cap_snapshot(&result.to_string()));
+            (AttemptOutcome::Succeeded, None)
+        }
+        Finish::Retrying { error } => (AttemptOutcome::Retrying, Some(cap_snapshot(error))),
+        Finish::Failed { error } => {
+            r.attempt_base = r.attempt;
+            (AttemptOutcome::Failed, Some(cap_snapshot(error)))
+        }
+    };
+    let entry = AttemptEntry {
+        attempt: r.attempt,
+        owner: r.owner.clone().unwrap_or_default(),
+        started_at: r.started_at.clone().unwrap_or_default(),
+        finished_at: timestamp(now),
+        outcome,
+        error: error.clone(),
+        duration_ms: Some(duration_ms),
+    };
+    push_capped(&mut r.history, entry);
+    if error.is_some() {
+        r.last_error = error;
+    }
+    r.status = finish.status();
+    r.lease_expires_at = None;
+    r.updated_at = timestamp(now);
+    r.duration_ms = Some(duration_ms);
+    if finish.status() != Status::Retrying {
+        r.finished_at = Some(timestamp(now));
+    }
+    r
+}
+
+fn push_capped(history: &mut Vec<AttemptEntry>, entry: AttemptEntry) {
+    history.push(entry);
+    if history.len() > HISTORY_CAP {
+        let excess = history.len() - HISTORY_CAP;
+        history.drain(..excess);
+    }
+}
+
+/// Keeps at most [`SNAPSHOT_CAP`] bytes, cut on a character boundary, and says so.
+pub fn cap_snapshot(text: &str) -> String {
+    if text.len() <= SNAPSHOT_CAP {
+        return text.to_string();
+    }
+    let mut end = SNAPSHOT_CAP;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[truncated, {} bytes in all]", &text[..end], text.len())
+}
+
+/// Timestamps on records: RFC 3339 with milliseconds, UTC, so they sort as text.
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+pub fn lease_until(now: DateTime<Utc>, lease: Duration) -> i64 {
+    now.timestamp_millis() + lease.as_millis() as i64
+}
+
+fn expires_at(now: DateTime<Utc>, retention: Duration) -> i64 {
+    now.timestamp() + retention.as_secs() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(owner: &str, at: &str) -> ClaimRequest {
+        ClaimRequest {
+            key: "k".into(),
+            job: "j".into(),
+            scheduled_for: "2026-01-01T00:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: Some("m".into()),
+            owner: owner.into(),
+            now: at.parse().unwrap(),
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(3600),
+        }
+    }
+
+    #[test]
+    fn a_new_claim_starts_round_one() {
+        let r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
+        assert_eq!((r.status, r.attempt, r.round_attempt()), (Status::Running, 1, 1));
+        assert_eq!(r.lease_expires_at, Some(1767225660000));
+        assert!(r.lease_live("2026-01-01T00:00:59Z".parse().unwrap()));
+        assert!(!r.lease_live("2026-01-01T00:01:01Z".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_reclaim_records_the_abandoned_attempt() {
+        let first = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
+        let second = claimed_record(Some(first), &request("b", "2026-01-01T00:02:00Z"));
+        assert_eq!(second.attempt, 2);
+        assert_eq!(second.owner.as_deref(), Some("b"));
+        assert_eq!(second.history.len(), 1);
+        assert_eq!(second.history[0].outcome, AttemptOutcome::LeaseExpired);
+        assert_eq!(second.history[0].owner, "a");
+    }
+
+    #[test]
+    fn failing_starts_a_fresh_round_for_the_redrive() {
+        let mut r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
+        for i in 0..2 {
+            r = finished_record(&r, &Finish::Retrying { error: format!("e{i}") }, "2026-01-01T00:00:01Z".parse().unwrap());
+            r = claimed_record(Some(r), &request("a", "2026-01-01T00:00:02Z"));
+        }
+        assert_eq!(r.round_attempt(), 3);
+        let failed = finished_record(&r, &Finish::Failed { error: "boom".into() }, "2026-01-01T00:00:03Z".parse().unwrap());
+        assert_eq!((failed.status, failed.last_error.as_deref()), (Status::Failed, Some("boom")));
+        let outcomes: Vec<_> = failed.history.iter().map(|h| h.outcome).collect();
+        assert_eq!(outcomes, [AttemptOutcome::Retrying, AttemptOutcome::Retrying, AttemptOutcome::Failed]);
+        let redriven = claimed_record(Some(failed), &request("b", "2026-01-02T00:00:00Z"));
+        assert_eq!((redriven.attempt, redriven.round_attempt()), (4, 1));
+    }
+
+    #[test]
+    fn refusals_are_told_apart_by_hash_then_status() {
+        let req = request("b", "2026-01-01T00:00:10Z");
+        let running = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
+        assert!(matches!(classify_refusal(running.clone(), &req), ClaimOutcome::InProgress(_)));
+        let done = finished_record(&running, &Finish::Succeeded { result: json!({"n": 1}) }, req.now);
+        assert!(matches!(classify_refusal(done.clone(), &req), ClaimOutcome::Duplicate(_)));
+        let mut other = done;
+        other.payload_hash = "other".into();
+        assert!(matches!(classify_refusal(other, &req), ClaimOutcome::Conflict(_)));
+    }
+
+    #[test]
+    fn history_and_snapshots_are_capped() {
+        let mut r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
+        for _ in 0..25 {
+            r = finished_record(&r, &Finish::Retrying { error: "x".repeat(10_000) }, "2026-01-01T00:00:01Z".parse().unwrap());
+            r = claimed_record(Some(r), &request("a", "2026-01-01T00:00:02Z"));
+        }
+        assert_eq!(r.history.len(), HISTORY_CAP);
+        assert_eq!(r.history.last().unwrap().attempt, 25);
+        assert!(r.last_error.as_ref().unwrap().len() < SNAPSHOT_CAP + 64);
+        assert!(cap_snapshot(&"é".repeat(3000)).ends_with("[truncated, 6000 bytes in all]"));
+    }
+}

@@ -1,0 +1,80 @@
+//! JSON log lines through `tracing`: one line per state transition, with the same fields
+//! every time so a log query can rely on them. Payloads are never logged unless the
+//! `SCHEDKIT_LOG_PAYLOADS` variable says so.
+
+use tracing_subscriber::EnvFilter;
+
+/// Sets up the JSON subscriber on stdout. `RUST_LOG` filters (default `info`). Calling it
+/// twice is harmless (the second call does nothing).
+pub fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_span_list(false)
+        .with_target(false)
+        .with_env_filter(filter)
+        .with_writer(std::io::stdout)
+        .try_init();
+}
+
+/// Whether payloads may appear in logs (`SCHEDKIT_LOG_PAYLOADS=1`).
+pub fn payload_logging() -> bool {
+    matches!(
+        std::env::var("SCHEDKIT_LOG_PAYLOADS").as_deref(),
+        Ok("1" | "true" | "yes")
+    )
+}
+
+/// One transition of one message, as logged.
+#[derive(Debug, Clone, Default)]
+pub struct Transition<'a> {
+    pub job: &'a str,
+    pub key: &'a str,
+    /// The scheduler's execution id, when the envelope carried one.
+    pub execution_id: &'a str,
+    pub attempt: u32,
+    /// A record status (`RUNNING`, `DONE`, ...) or what happened to the message
+    /// (`DUPLICATE`, `IN_PROGRESS`, `REJECTED`, `LEASE_LOST`, `UNAVAILABLE`).
+    pub status: &'a str,
+    pub duration_ms: u64,
+    pub error: &'a str,
+    /// The Lambda request id, or empty outside Lambda.
+    pub request_id: &'a str,
+    pub message_id: &'a str,
+    /// Only filled when payload logging is on.
+    pub payload: Option<&'a serde_json::Value>,
+}
+
+impl Transition<'_> {
+    pub fn log(&self) {
+        let payload = self
+            .payload
+            .filter(|_| payload_logging())
+            .map(|p| p.to_string());
+        let level_error = matches!(self.status, "FAILED" | "REJECTED" | "UNAVAILABLE");
+        macro_rules! emit {
+            ($level:ident) => {
+                tracing::$level!(
+                    job = self.job,
+                    key = self.key,
+                    execution_id = self.execution_id,
+                    attempt = self.attempt,
+                    status = self.status,
+                    duration_ms = self.duration_ms,
+                    error = self.error,
+                    request_id = self.request_id,
+                    message_id = self.message_id,
+                    payload = payload.as_deref(),
+                    "transition"
+                )
+            };
+        }
+        if level_error {
+            emit!(warn);
+        } else {
+            emit!(info);
+        }
+    }
+}

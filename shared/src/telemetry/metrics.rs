@@ -1,0 +1,176 @@
+//! CloudWatch Embedded Metric Format (EMF): one JSON object per line on stdout.
+//!
+//! Written by hand: EMF is a small documented JSON shape, and the crates that emit it pull
+//! in a metrics framework for what is here a dozen lines.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+
+/// The metrics namespace in CloudWatch.
+pub const NAMESPACE: &str = "schedkit";
+/// The one dimension every metric carries.
+pub const DIMENSION: &str = "Job";
+
+/// The metrics the design names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    Started,
+    Succeeded,
+    Retried,
+    Failed,
+    Duplicate,
+    InProgressConflict,
+    LeaseLost,
+    Rejected,
+    /// Milliseconds an attempt ran.
+    Duration,
+    /// Milliseconds from the scheduled time to the start of the attempt.
+    ScheduleLag,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 10] = [
+        Metric::Started,
+        Metric::Succeeded,
+        Metric::Retried,
+        Metric::Failed,
+        Metric::Duplicate,
+        Metric::InProgressConflict,
+        Metric::LeaseLost,
+        Metric::Rejected,
+        Metric::Duration,
+        Metric::ScheduleLag,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Started => "Started",
+            Metric::Succeeded => "Succeeded",
+            Metric::Retried => "Retried",
+            Metric::Failed => "Failed",
+            Metric::Duplicate => "Duplicate",
+            Metric::InProgressConflict => "InProgressConflict",
+            Metric::LeaseLost => "LeaseLost",
+            Metric::Rejected => "Rejected",
+            Metric::Duration => "Duration",
+            Metric::ScheduleLag => "ScheduleLag",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::Duration | Metric::ScheduleLag => "Milliseconds",
+            _ => "Count",
+        }
+    }
+}
+
+type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Emits EMF lines. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    sink: Sink,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::stdout()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+impl Metrics {
+    /// Lines go to stdout, whole (the stdout lock keeps them from interleaving with logs).
+    pub fn stdout() -> Self {
+        Metrics {
+            sink: Arc::new(|line: &str| {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+            }),
+        }
+    }
+
+    /// Lines are kept in memory, for tests.
+    pub fn capture() -> (Self, Arc<Mutex<Vec<String>>>) {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let kept = lines.clone();
+        let metrics = Metrics {
+            sink: Arc::new(move |line: &str| kept.lock().unwrap().push(line.to_string())),
+        };
+        (metrics, lines)
+    }
+
+    /// One EMF line with the given values for `job`.
+    pub fn emit(&self, job: &str, values: &[(Metric, f64)]) {
+        if values.is_empty() {
+            return;
+        }
+        (self.sink)(&emf_line(job, values, chrono::Utc::now().timestamp_millis()));
+    }
+
+    /// Shorthand for a single count of 1.
+    pub fn count(&self, job: &str, metric: Metric) {
+        self.emit(job, &[(metric, 1.0)]);
+    }
+}
+
+/// The EMF document for one set of values.
+pub fn emf_line(job: &str, values: &[(Metric, f64)], timestamp_ms: i64) -> String {
+    let definitions: Vec<Value> = values
+        .iter()
+        .map(|(m, _)| json!({"Name": m.name(), "Unit": m.unit()}))
+        .collect();
+    let mut doc = Map::new();
+    doc.insert(
+        "_aws".into(),
+        json!({
+            "Timestamp": timestamp_ms,
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [[DIMENSION]],
+                "Metrics": definitions,
+            }]
+        }),
+    );
+    doc.insert(DIMENSION.into(), Value::String(job.into()));
+    for (m, v) in values {
+        doc.insert(m.name().into(), json!(v));
+    }
+    Value::Object(doc).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_an_emf_document() {
+        let line = emf_line("nightly", &[(Metric::Succeeded, 1.0), (Metric::Duration, 12.5)], 1700000000000);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["_aws"]["Timestamp"], 1700000000000i64);
+        let directive = &v["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(directive["Namespace"], "schedkit");
+        assert_eq!(directive["Dimensions"], json!([["Job"]]));
+        assert_eq!(directive["Metrics"][1], json!({"Name": "Duration", "Unit": "Milliseconds"}));
+        assert_eq!((v["Job"].as_str(), v["Succeeded"].as_f64(), v["Duration"].as_f64()), (Some("nightly"), Some(1.0), Some(12.5)));
+    }
+
+    #[test]
+    fn captured_lines_are_kept_in_order() {
+        let (m, lines) = Metrics::capture();
+        m.count("a", Metric::Started);
+        m.emit("a", &[]);
+        m.count("b", Metric::Rejected);
+        let lines = lines.lock().unwrap();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[1].contains(r#""Rejected":1.0"#));
+    }
+}
