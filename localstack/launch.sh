@@ -239,16 +239,17 @@ status() {
     fi
 }
 
-# Start if needed, run the command, and stop again only if this call started LocalStack.
+# Start if needed, run the command, and stop again only if this call started LocalStack
+# (also when the command fails or the run is interrupted).
 with() {
-    local started=0 rc=0
     need_curl
-    healthy || started=1
+    if ! healthy; then
+        trap 'stop' EXIT
+        trap 'exit 130' INT TERM
+    fi
     start
     export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
-    "$@" || rc=$?
-    [ "$started" = 1 ] && stop
-    return "$rc"
+    "$@"
 }
 
 cmd=${1:-}

@@ -16,10 +16,7 @@ pub struct Envelope {
     /// Name of the job in the catalog.
     pub job: String,
     /// The instant the run was scheduled for (the scheduler's `scheduled-time`).
-    #[serde(
-        deserialize_with = "rfc3339",
-        serialize_with = "serialize_rfc3339"
-    )]
+    #[serde(deserialize_with = "rfc3339", serialize_with = "serialize_rfc3339")]
     pub scheduled_for: DateTime<Utc>,
     /// Explicit idempotency key; wins over every derived key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,15 +193,27 @@ mod tests {
     #[test]
     fn poison_reasons_name_the_problem() {
         assert!(err("not json").starts_with("body is not JSON"));
-        assert_eq!(err("[1]"), "body is JSON but not an object (found an array)");
+        assert_eq!(
+            err("[1]"),
+            "body is JSON but not an object (found an array)"
+        );
         assert!(err(r#"{"scheduled_for":"2026-01-01T00:00:00Z"}"#).contains("missing field `job`"));
         assert!(err(r#"{"job":"j"}"#).contains("missing field `scheduled_for`"));
         let wrong = err(r#"{"job":5,"scheduled_for":"2026-01-01T00:00:00Z"}"#);
-        assert!(wrong.starts_with("field `job`: invalid type: integer `5`"), "{wrong}");
+        assert!(
+            wrong.starts_with("field `job`: invalid type: integer `5`"),
+            "{wrong}"
+        );
         let time = err(r#"{"job":"j","scheduled_for":"yesterday"}"#);
-        assert!(time.starts_with("field `scheduled_for`: `yesterday` is not an RFC 3339"), "{time}");
+        assert!(
+            time.starts_with("field `scheduled_for`: `yesterday` is not an RFC 3339"),
+            "{time}"
+        );
         let payload = err(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","payload":[1]}"#);
-        assert!(payload.starts_with("field `payload`: invalid type: sequence"), "{payload}");
+        assert!(
+            payload.starts_with("field `payload`: invalid type: sequence"),
+            "{payload}"
+        );
         let unknown = err(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","paylod":{}}"#);
         assert!(unknown.contains("unknown field `paylod`"), "{unknown}");
         assert_eq!(
@@ -212,6 +221,9 @@ mod tests {
             "field `job` must not be empty"
         );
         let attempt = err(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","attempt":"x"}"#);
-        assert!(attempt.contains("`x` is not a non-negative attempt number"), "{attempt}");
+        assert!(
+            attempt.contains("`x` is not a non-negative attempt number"),
+            "{attempt}"
+        );
     }
 }

@@ -149,11 +149,18 @@ impl KeyTemplate {
 
 /// The execution key of an envelope: its explicit `key`, else the job's template over the
 /// payload, else `<job>#<scheduled_for>`.
-pub fn execution_key(envelope: &Envelope, template: Option<&KeyTemplate>) -> Result<String, KeyError> {
+pub fn execution_key(
+    envelope: &Envelope,
+    template: Option<&KeyTemplate>,
+) -> Result<String, KeyError> {
     let key = match (&envelope.key, template) {
         (Some(key), _) => key.clone(),
         (None, Some(t)) => t.render(envelope.payload.as_ref())?,
-        (None, None) => format!("{}#{}", envelope.job, format_instant(&envelope.scheduled_for)),
+        (None, None) => format!(
+            "{}#{}",
+            envelope.job,
+            format_instant(&envelope.scheduled_for)
+        ),
     };
     if key.len() > MAX_KEY_BYTES {
         return Err(KeyError::TooLong(key.len()));
@@ -221,7 +228,10 @@ mod tests {
     fn explicit_key_wins_then_template_then_job_and_time() {
         let t: KeyTemplate = "invoice:{billing_month}:{tenant}".parse().unwrap();
         let mut e = envelope(json!({"billing_month": "2026-10", "tenant": 42}));
-        assert_eq!(execution_key(&e, None).unwrap(), "invoice#2026-11-01T00:00:00Z");
+        assert_eq!(
+            execution_key(&e, None).unwrap(),
+            "invoice#2026-11-01T00:00:00Z"
+        );
         assert_eq!(execution_key(&e, Some(&t)).unwrap(), "invoice:2026-10:42");
         e.key = Some("explicit".into());
         assert_eq!(execution_key(&e, Some(&t)).unwrap(), "explicit");
@@ -231,7 +241,9 @@ mod tests {
     fn template_errors_name_the_field_and_position() {
         let t: KeyTemplate = "x:{tenant}".parse().unwrap();
         assert_eq!(
-            execution_key(&envelope(json!({})), Some(&t)).unwrap_err().to_string(),
+            execution_key(&envelope(json!({})), Some(&t))
+                .unwrap_err()
+                .to_string(),
             "key template `x:{tenant}` needs payload field `tenant`, which is missing"
         );
         assert_eq!(

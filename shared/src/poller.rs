@@ -11,7 +11,9 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
-use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
+};
 
 use crate::batch::{MessageReport, Processor};
 
@@ -114,7 +116,9 @@ pub fn to_event_message(m: aws_sdk_sqs::types::Message) -> SqsMessage {
     out
 }
 
-async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[MessageReport]) -> u64 {
+/// Deletes the acknowledged messages of a batch (what Lambda does after a partial batch
+/// response); returns how many were deleted.
+pub async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[MessageReport]) -> u64 {
     let entries: Vec<_> = reports
         .iter()
         .enumerate()
@@ -168,7 +172,5 @@ pub async fn drained(sqs: &Client, queue_url: &str) -> bool {
         return false;
     };
     let attrs = out.attributes.unwrap_or_default();
-    counts
-        .iter()
-        .all(|c| attrs.get(c).is_none_or(|v| v == "0"))
+    counts.iter().all(|c| attrs.get(c).is_none_or(|v| v == "0"))
 }

@@ -85,7 +85,11 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let delays: std::collections::HashSet<_> =
             (0..50).map(|_| p.delay_after(3, &mut rng)).collect();
-        assert!(delays.len() > 40, "50 draws gave only {} distinct delays", delays.len());
+        assert!(
+            delays.len() > 40,
+            "50 draws gave only {} distinct delays",
+            delays.len()
+        );
     }
 
     proptest! {

@@ -1,1 +1,63 @@
-pub fn x(){}
+//! Test and demo harness: a LocalStack connection that fails loudly when LocalStack is not
+//! there, and the queues and tables a worker needs, created per test so tests can run in
+//! parallel without seeing each other's messages.
+
+pub mod stack;
+
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_sqs::config::Credentials;
+
+pub use stack::{Stack, StackOptions};
+
+/// The LocalStack endpoint: `AWS_ENDPOINT_URL`, else the launcher's default port.
+pub fn endpoint() -> String {
+    std::env::var("AWS_ENDPOINT_URL").unwrap_or_else(|_| {
+        let port = std::env::var("LOCALSTACK_PORT").unwrap_or_else(|_| "4566".into());
+        format!("http://127.0.0.1:{port}")
+    })
+}
+
+/// SDK configuration for LocalStack. Panics (failing the test, never skipping it) when
+/// LocalStack does not answer.
+pub async fn localstack() -> SdkConfig {
+    let endpoint = endpoint();
+    assert_localstack_up(&endpoint).await;
+    aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(&endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new(
+            "test",
+            "test",
+            None,
+            None,
+            "schedkit-testkit",
+        ))
+        .load()
+        .await
+}
+
+async fn assert_localstack_up(endpoint: &str) {
+    let addr = endpoint
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let reachable = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        tokio::net::TcpStream::connect(addr.clone()),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    assert!(
+        reachable,
+        "LocalStack is not reachable at {endpoint}: start it with `localstack/launch.sh start` \
+         (`make test` does this for you)"
+    );
+}
+
+/// A name no other test or run uses: `<prefix>-<8 hex digits>`.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    )
+}

@@ -96,7 +96,10 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
         .queue_url(dlq_url)
         .message_body(letter.body)
         .message_attributes(attr::REASON, string(letter.reason.as_str()))
-        .message_attributes(attr::ERROR, string(if error.is_empty() { "-" } else { &error }))
+        .message_attributes(
+            attr::ERROR,
+            string(if error.is_empty() { "-" } else { &error }),
+        )
         .message_attributes(
             attr::ATTEMPTS,
             MessageAttributeValue::builder()
@@ -115,8 +118,10 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
             req = req.message_attributes(name, string(v));
         }
     }
-    req.send()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("could not send to the dead-letter queue: {}", DisplayErrorContext(e)))
+    req.send().await.map(|_| ()).map_err(|e| {
+        format!(
+            "could not send to the dead-letter queue: {}",
+            DisplayErrorContext(e)
+        )
+    })
 }

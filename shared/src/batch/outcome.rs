@@ -16,9 +16,16 @@ pub enum Outcome {
     /// Another worker holds a live lease; the message comes back after it.
     InProgress { retry_in: Duration },
     /// A retryable failure with attempts left; the message is hidden for `delay`.
-    Retrying { attempt: u32, delay: Duration, error: String },
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        error: String,
+    },
     /// Sent to the DLQ with its reason (FAILED record for exhausted and permanent errors).
-    DeadLettered { reason: DeadLetterReason, error: String },
+    DeadLettered {
+        reason: DeadLetterReason,
+        error: String,
+    },
     /// Our lease was taken over while the job ran; our result was refused.
     LeaseLost,
     /// The store or the DLQ could not be reached: nothing was acknowledged.
@@ -90,11 +97,34 @@ mod tests {
         let reports = [
             report("ok", Outcome::Succeeded),
             report("dup", Outcome::Duplicate),
-            report("dlq", Outcome::DeadLettered { reason: DeadLetterReason::Poison, error: "x".into() }),
-            report("busy", Outcome::InProgress { retry_in: Duration::from_secs(3) }),
-            report("again", Outcome::Retrying { attempt: 1, delay: Duration::from_secs(5), error: "e".into() }),
+            report(
+                "dlq",
+                Outcome::DeadLettered {
+                    reason: DeadLetterReason::Poison,
+                    error: "x".into(),
+                },
+            ),
+            report(
+                "busy",
+                Outcome::InProgress {
+                    retry_in: Duration::from_secs(3),
+                },
+            ),
+            report(
+                "again",
+                Outcome::Retrying {
+                    attempt: 1,
+                    delay: Duration::from_secs(5),
+                    error: "e".into(),
+                },
+            ),
             report("lost", Outcome::LeaseLost),
-            report("down", Outcome::Unavailable { error: "no route".into() }),
+            report(
+                "down",
+                Outcome::Unavailable {
+                    error: "no route".into(),
+                },
+            ),
         ];
         let json = serde_json::to_value(batch_response(&reports)).unwrap();
         assert_eq!(

@@ -9,14 +9,12 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
 
 use super::record::{
-    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, classify_refusal,
-    claimed_record, finished_record, lease_until, timestamp,
+    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, claimed_record,
+    classify_refusal, finished_record, lease_until, timestamp,
 };
 
 /// The table's partition key attribute.
@@ -41,7 +39,9 @@ pub enum TransitionError {
     /// Fenced: the run is no longer ours (our lease expired and someone reclaimed it, or
     /// it was finished). The record is left as the new owner wrote it.
     #[error("lease lost: the run now belongs to {}", current.as_ref().and_then(|r| r.owner.as_deref()).unwrap_or("nobody"))]
-    LeaseLost { current: Option<Box<ExecutionRecord>> },
+    LeaseLost {
+        current: Option<Box<ExecutionRecord>>,
+    },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -102,7 +102,10 @@ impl DynamoStore {
             .expression_attribute_values(":hash", s(&req.payload_hash))
             .expression_attribute_values(":input", s(&cap_snapshot(&req.input)))
             .expression_attribute_values(":message_id", s(req.message_id.as_deref().unwrap_or("")))
-            .expression_attribute_values(":ttl", n(req.now.timestamp() + req.retention.as_secs() as i64))
+            .expression_attribute_values(
+                ":ttl",
+                n(req.now.timestamp() + req.retention.as_secs() as i64),
+            )
             .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
             .send()
             .await;
@@ -130,7 +133,11 @@ impl DynamoStore {
         lease: std::time::Duration,
     ) -> Result<(), TransitionError> {
         let result = self
-            .update(key, "SET #lease_expires_at = :lease, #updated_at = :now", OWNER_CONDITION)
+            .update(
+                key,
+                "SET #lease_expires_at = :lease, #updated_at = :now",
+                OWNER_CONDITION,
+            )
             .expression_attribute_values(":running", s(Status::Running.as_str()))
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":lease", n(lease_until(now, lease)))
@@ -161,9 +168,17 @@ impl DynamoStore {
             .expect("attempt history always serialises");
         let mut req = self.client.update_item();
         let optional = [
-            ("#finished_at = :finished_at", ":finished_at", &after.finished_at),
+            (
+                "#finished_at = :finished_at",
+                ":finished_at",
+                &after.finished_at,
+            ),
             ("#result = :result", ":result", &after.result),
-            ("#last_error = :last_error", ":last_error", &after.last_error),
+            (
+                "#last_error = :last_error",
+                ":last_error",
+                &after.last_error,
+            ),
         ];
         for (clause, name, value) in optional {
             if let Some(v) = value {
@@ -242,7 +257,9 @@ impl DynamoStore {
                     current: Some(Box::new(decode(key, item)?)),
                 }),
                 // Refused because the item is gone (deleted by hand or by TTL).
-                None if is_condition_failure(&err) => Err(TransitionError::LeaseLost { current: None }),
+                None if is_condition_failure(&err) => {
+                    Err(TransitionError::LeaseLost { current: None })
+                }
                 None => Err(TransitionError::Store(unavailable(err))),
             },
         }
@@ -309,7 +326,13 @@ mod tests {
         let names: Vec<_> = placeholder_names(CLAIM_CONDITION).collect();
         assert_eq!(
             names,
-            ["execution_key", "payload_hash", "status", "status", "lease_expires_at"]
+            [
+                "execution_key",
+                "payload_hash",
+                "status",
+                "status",
+                "lease_expires_at"
+            ]
         );
         assert!(placeholder_names(CLAIM_UPDATE).any(|n| n == "input"));
         assert!(!CLAIM_UPDATE.replace("#", "").contains("##"));

@@ -8,7 +8,7 @@ pub use dynamo::{
     TransitionError,
 };
 pub use record::{
-    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish,
-    HISTORY_CAP, SNAPSHOT_CAP, Status, cap_snapshot, classify_refusal, claimed_record,
-    finished_record, timestamp,
+    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, HISTORY_CAP,
+    SNAPSHOT_CAP, Status, cap_snapshot, claimed_record, classify_refusal, finished_record,
+    timestamp,
 };

@@ -256,7 +256,11 @@ impl Finish {
 }
 
 /// The record after the owner finishes an attempt (DONE, RETRYING or FAILED).
-pub fn finished_record(claimed: &ExecutionRecord, finish: &Finish, now: DateTime<Utc>) -> ExecutionRecord {
+pub fn finished_record(
+    claimed: &ExecutionRecord,
+    finish: &Finish,
+    now: DateTime<Utc>,
+) -> ExecutionRecord {
     let mut r = claimed.clone();
     let started = r
         .started_at
@@ -355,7 +359,10 @@ mod tests {
     #[test]
     fn a_new_claim_starts_round_one() {
         let r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
-        assert_eq!((r.status, r.attempt, r.round_attempt()), (Status::Running, 1, 1));
+        assert_eq!(
+            (r.status, r.attempt, r.round_attempt()),
+            (Status::Running, 1, 1)
+        );
         assert_eq!(r.lease_expires_at, Some(1767225660000));
         assert!(r.lease_live("2026-01-01T00:00:59Z".parse().unwrap()));
         assert!(!r.lease_live("2026-01-01T00:01:01Z".parse().unwrap()));
@@ -376,14 +383,36 @@ mod tests {
     fn failing_starts_a_fresh_round_for_the_redrive() {
         let mut r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
         for i in 0..2 {
-            r = finished_record(&r, &Finish::Retrying { error: format!("e{i}") }, "2026-01-01T00:00:01Z".parse().unwrap());
+            r = finished_record(
+                &r,
+                &Finish::Retrying {
+                    error: format!("e{i}"),
+                },
+                "2026-01-01T00:00:01Z".parse().unwrap(),
+            );
             r = claimed_record(Some(r), &request("a", "2026-01-01T00:00:02Z"));
         }
         assert_eq!(r.round_attempt(), 3);
-        let failed = finished_record(&r, &Finish::Failed { error: "boom".into() }, "2026-01-01T00:00:03Z".parse().unwrap());
-        assert_eq!((failed.status, failed.last_error.as_deref()), (Status::Failed, Some("boom")));
+        let failed = finished_record(
+            &r,
+            &Finish::Failed {
+                error: "boom".into(),
+            },
+            "2026-01-01T00:00:03Z".parse().unwrap(),
+        );
+        assert_eq!(
+            (failed.status, failed.last_error.as_deref()),
+            (Status::Failed, Some("boom"))
+        );
         let outcomes: Vec<_> = failed.history.iter().map(|h| h.outcome).collect();
-        assert_eq!(outcomes, [AttemptOutcome::Retrying, AttemptOutcome::Retrying, AttemptOutcome::Failed]);
+        assert_eq!(
+            outcomes,
+            [
+                AttemptOutcome::Retrying,
+                AttemptOutcome::Retrying,
+                AttemptOutcome::Failed
+            ]
+        );
         let redriven = claimed_record(Some(failed), &request("b", "2026-01-02T00:00:00Z"));
         assert_eq!((redriven.attempt, redriven.round_attempt()), (4, 1));
     }
@@ -392,19 +421,40 @@ mod tests {
     fn refusals_are_told_apart_by_hash_then_status() {
         let req = request("b", "2026-01-01T00:00:10Z");
         let running = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
-        assert!(matches!(classify_refusal(running.clone(), &req), ClaimOutcome::InProgress(_)));
-        let done = finished_record(&running, &Finish::Succeeded { result: json!({"n": 1}) }, req.now);
-        assert!(matches!(classify_refusal(done.clone(), &req), ClaimOutcome::Duplicate(_)));
+        assert!(matches!(
+            classify_refusal(running.clone(), &req),
+            ClaimOutcome::InProgress(_)
+        ));
+        let done = finished_record(
+            &running,
+            &Finish::Succeeded {
+                result: json!({"n": 1}),
+            },
+            req.now,
+        );
+        assert!(matches!(
+            classify_refusal(done.clone(), &req),
+            ClaimOutcome::Duplicate(_)
+        ));
         let mut other = done;
         other.payload_hash = "other".into();
-        assert!(matches!(classify_refusal(other, &req), ClaimOutcome::Conflict(_)));
+        assert!(matches!(
+            classify_refusal(other, &req),
+            ClaimOutcome::Conflict(_)
+        ));
     }
 
     #[test]
     fn history_and_snapshots_are_capped() {
         let mut r = claimed_record(None, &request("a", "2026-01-01T00:00:00Z"));
         for _ in 0..25 {
-            r = finished_record(&r, &Finish::Retrying { error: "x".repeat(10_000) }, "2026-01-01T00:00:01Z".parse().unwrap());
+            r = finished_record(
+                &r,
+                &Finish::Retrying {
+                    error: "x".repeat(10_000),
+                },
+                "2026-01-01T00:00:01Z".parse().unwrap(),
+            );
             r = claimed_record(Some(r), &request("a", "2026-01-01T00:00:02Z"));
         }
         assert_eq!(r.history.len(), HISTORY_CAP);

@@ -113,7 +113,11 @@ impl Metrics {
         if values.is_empty() {
             return;
         }
-        (self.sink)(&emf_line(job, values, chrono::Utc::now().timestamp_millis()));
+        (self.sink)(&emf_line(
+            job,
+            values,
+            chrono::Utc::now().timestamp_millis(),
+        ));
     }
 
     /// Shorthand for a single count of 1.
@@ -153,14 +157,28 @@ mod tests {
 
     #[test]
     fn a_line_is_an_emf_document() {
-        let line = emf_line("nightly", &[(Metric::Succeeded, 1.0), (Metric::Duration, 12.5)], 1700000000000);
+        let line = emf_line(
+            "nightly",
+            &[(Metric::Succeeded, 1.0), (Metric::Duration, 12.5)],
+            1700000000000,
+        );
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["_aws"]["Timestamp"], 1700000000000i64);
         let directive = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "schedkit");
         assert_eq!(directive["Dimensions"], json!([["Job"]]));
-        assert_eq!(directive["Metrics"][1], json!({"Name": "Duration", "Unit": "Milliseconds"}));
-        assert_eq!((v["Job"].as_str(), v["Succeeded"].as_f64(), v["Duration"].as_f64()), (Some("nightly"), Some(1.0), Some(12.5)));
+        assert_eq!(
+            directive["Metrics"][1],
+            json!({"Name": "Duration", "Unit": "Milliseconds"})
+        );
+        assert_eq!(
+            (
+                v["Job"].as_str(),
+                v["Succeeded"].as_f64(),
+                v["Duration"].as_f64()
+            ),
+            (Some("nightly"), Some(1.0), Some(12.5))
+        );
     }
 
     #[test]

@@ -1,1 +1,325 @@
-fn main(){}
+//! The demo: a burst of envelopes (duplicates, a transient failure, a permanent one, poison
+//! messages, a key conflict, long jobs) through worker processes in polling mode, then a
+//! report of what happened, read back from the executions table, the DLQ and the workers.
+//!
+//! `make demo` builds the binaries, starts LocalStack if needed and runs this.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
+use chrono::{TimeZone, Utc};
+use clap::Parser;
+use schedkit::Envelope;
+use schedkit::batch::attr;
+use schedkit_testkit::{Stack, StackOptions, localstack};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(about = "Runs schedkit's demo against LocalStack")]
+struct Args {
+    /// Worker processes polling side by side.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// The worker binary (default: `worker` next to this binary).
+    #[arg(long)]
+    worker_bin: Option<PathBuf>,
+    /// Prefix of the queues and tables (recreated empty on every run).
+    #[arg(long, default_value = "schedkit-demo")]
+    name: String,
+    /// Where the workers' stdout (JSON logs and EMF lines) is written.
+    #[arg(long, default_value = "target/demo")]
+    log_dir: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let worker_bin = match &args.worker_bin {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?.with_file_name("worker"),
+    };
+    anyhow::ensure!(
+        worker_bin.exists(),
+        "worker binary not found at {} (build it with `cargo build --bins`)",
+        worker_bin.display()
+    );
+    let sdk = localstack().await;
+
+    println!(
+        "== schedkit demo on LocalStack ({})",
+        schedkit_testkit::endpoint()
+    );
+    Stack::delete(&sdk, &args.name).await;
+    let stack = Stack::create(&sdk, &args.name, StackOptions::default()).await?;
+    println!(
+        "queue {}\ndlq   {}\ntable {}\n",
+        stack.queue_url, stack.dlq_url, stack.table
+    );
+
+    let burst = burst();
+    println!("sending {} messages:", burst.len());
+    let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+    for (kind, _) in &burst {
+        *kinds.entry(kind).or_default() += 1;
+    }
+    for (kind, n) in &kinds {
+        println!("  {n:>3}  {kind}");
+    }
+    send_all(&stack, burst.iter().map(|(_, body)| body.as_str())).await?;
+
+    println!(
+        "\nrunning {} worker processes in polling mode until the queue drains...",
+        args.workers
+    );
+    std::fs::create_dir_all(&args.log_dir)?;
+    let started = Instant::now();
+    let mut children = Vec::new();
+    for i in 0..args.workers {
+        let log = args.log_dir.join(format!("worker-{i}.log"));
+        let child = tokio::process::Command::new(&worker_bin)
+            .args(["--until-drained", "--wait-seconds", "1"])
+            .envs(stack.worker_env())
+            .env("SCHEDKIT_WORKER_ID", format!("demo-worker-{i}"))
+            .stdout(std::fs::File::create(&log)?)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("starting {}", worker_bin.display()))?;
+        children.push((log, child));
+    }
+    let mut workers = Vec::new();
+    for (log, mut child) in children {
+        let status = child.wait().await?;
+        anyhow::ensure!(
+            status.success(),
+            "worker exited with {status}; see {}",
+            log.display()
+        );
+        workers.push(summary(&log)?);
+    }
+    let elapsed = started.elapsed();
+
+    report(&stack, &workers, elapsed, burst.len()).await
+}
+
+/// The burst: (what it is, body).
+fn burst() -> Vec<(&'static str, String)> {
+    let at = |h: u32| Utc.with_ymd_and_hms(2026, 11, 1, h, 0, 0).unwrap();
+    let envelope = |job: &str, h: u32, payload: Value| {
+        let mut e = Envelope::new(job, at(h));
+        e.payload = payload.as_object().cloned();
+        e.to_json()
+    };
+    let mut out = Vec::new();
+    for t in 1..=12 {
+        let invoice = envelope(
+            "record-invoice",
+            2,
+            json!({"tenant": format!("t{t:02}"), "billing_month": "2026-10", "amount_cents": 1000 + t}),
+        );
+        out.push(("record-invoice", invoice.clone()));
+        out.push(("record-invoice duplicate delivery", invoice.clone()));
+        if t <= 3 {
+            out.push(("record-invoice duplicate delivery", invoice));
+        }
+    }
+    out.push((
+        "record-invoice key conflict (same key, other amount)",
+        envelope(
+            "record-invoice",
+            2,
+            json!({"tenant": "t02", "billing_month": "2026-10", "amount_cents": 999_999}),
+        ),
+    ));
+    for (h, fail_times) in [(3, 1), (4, 2), (5, 2)] {
+        out.push((
+            "flaky-sync (fails, then succeeds)",
+            envelope("flaky-sync", h, json!({"fail_times": fail_times})),
+        ));
+    }
+    for h in [6, 7] {
+        out.push((
+            "always-fails",
+            envelope("always-fails", h, json!({"account": format!("acct-{h}")})),
+        ));
+    }
+    for h in [8, 9] {
+        out.push((
+            "long-report (outlives its lease)",
+            envelope("long-report", h, json!({"seconds": 3})),
+        ));
+    }
+    out.push(("poison: not JSON", "nightly-export please".to_string()));
+    out.push((
+        "poison: unknown job",
+        envelope("send-newsletter", 10, json!({})),
+    ));
+    out.push((
+        "poison: missing field",
+        json!({"job": "flaky-sync"}).to_string(),
+    ));
+    out.push((
+        "poison: wrong type",
+        json!({"job": 42, "scheduled_for": "2026-11-01T10:00:00Z"}).to_string(),
+    ));
+    out
+}
+
+async fn send_all<'a>(stack: &Stack, bodies: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
+    let bodies: Vec<_> = bodies.collect();
+    for chunk in bodies.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(*b)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = stack
+            .sqs
+            .send_message_batch()
+            .queue_url(&stack.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await?;
+        anyhow::ensure!(out.failed.is_empty(), "some sends failed: {:?}", out.failed);
+    }
+    Ok(())
+}
+
+/// A worker's closing "poller stopped" line.
+struct WorkerSummary {
+    outcomes: BTreeMap<String, u64>,
+    peak_rss_kb: u64,
+    lines: usize,
+}
+
+fn summary(log: &PathBuf) -> anyhow::Result<WorkerSummary> {
+    let text = std::fs::read_to_string(log)?;
+    let last = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["message"] == "poller stopped")
+        .with_context(|| format!("no closing summary in {}", log.display()))?;
+    let outcomes = serde_json::from_str(last["outcomes"].as_str().unwrap_or("{}"))?;
+    Ok(WorkerSummary {
+        outcomes,
+        peak_rss_kb: last["peak_rss_kb"].as_u64().unwrap_or(0),
+        lines: text.lines().count(),
+    })
+}
+
+async fn report(
+    stack: &Stack,
+    workers: &[WorkerSummary],
+    elapsed: Duration,
+    sent: usize,
+) -> anyhow::Result<()> {
+    let records = stack.records().await?;
+    println!(
+        "\n== executions by job and status ({} records)",
+        records.len()
+    );
+    let mut table: BTreeMap<(String, String), (usize, u32)> = BTreeMap::new();
+    for r in &records {
+        let e = table
+            .entry((r.job.clone(), r.status.to_string()))
+            .or_default();
+        e.0 += 1;
+        e.1 += r.attempt;
+    }
+    println!(
+        "  {:<16} {:<8} {:>5} {:>9}",
+        "job", "status", "runs", "attempts"
+    );
+    for ((job, status), (n, attempts)) in &table {
+        println!("  {job:<16} {status:<8} {n:>5} {attempts:>9}");
+    }
+
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    for w in workers {
+        for (k, v) in &w.outcomes {
+            *outcomes.entry(k.clone()).or_default() += v;
+        }
+    }
+    println!("\n== deliveries by outcome (all workers)");
+    for (k, v) in &outcomes {
+        println!("  {k:<14} {v:>4}");
+    }
+    println!(
+        "  duplicates skipped: {}",
+        outcomes.get("duplicate").copied().unwrap_or(0)
+    );
+
+    let mut applied_more_than_once = 0;
+    let invoices: Vec<_> = records
+        .iter()
+        .filter(|r| r.job == "record-invoice")
+        .collect();
+    for r in &invoices {
+        if stack.effect_applied(&r.execution_key).await? != 1 {
+            applied_more_than_once += 1;
+        }
+    }
+    println!(
+        "  invoice side effects: {} keys, {} applied other than exactly once",
+        invoices.len(),
+        applied_more_than_once
+    );
+
+    let letters = stack.peek_dlq().await?;
+    println!("\n== dead letters ({})", letters.len());
+    let attribute = |m: &aws_sdk_sqs::types::Message, name: &str| {
+        m.message_attributes
+            .as_ref()
+            .and_then(|a| a.get(name))
+            .and_then(|v| v.string_value.clone())
+            .unwrap_or_else(|| "-".into())
+    };
+    let mut rows: Vec<_> = letters
+        .iter()
+        .map(|m| {
+            (
+                attribute(m, attr::REASON),
+                attribute(m, attr::JOB),
+                attribute(m, attr::ATTEMPTS),
+                attribute(m, attr::ERROR),
+            )
+        })
+        .collect();
+    rows.sort();
+    println!("  {:<19} {:<15} {:>8}  error", "reason", "job", "attempts");
+    for (reason, job, attempts, error) in rows {
+        let error: String = error.chars().take(90).collect();
+        println!("  {reason:<19} {job:<15} {attempts:>8}  {error}");
+    }
+    let received: u64 = outcomes.values().sum();
+    println!("\n== run");
+    println!(
+        "  messages sent {sent}, deliveries processed {received}, in {:.1} s",
+        elapsed.as_secs_f64()
+    );
+    println!(
+        "  throughput {:.1} deliveries/s (the run mostly waits on retry backoff and the long jobs)",
+        received as f64 / elapsed.as_secs_f64()
+    );
+    for (i, w) in workers.iter().enumerate() {
+        println!(
+            "  worker {i}: peak RSS {} KiB, {} log/metric lines",
+            w.peak_rss_kb, w.lines
+        );
+    }
+    let (visible, in_flight, delayed) = stack.counts(&stack.queue_url).await?;
+    println!("  jobs queue now: {visible} visible, {in_flight} in flight, {delayed} delayed");
+    anyhow::ensure!(
+        applied_more_than_once == 0,
+        "a side effect was not applied exactly once"
+    );
+    Ok(())
+}

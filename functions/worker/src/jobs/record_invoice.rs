@@ -1,0 +1,70 @@
+//! `record-invoice`: writes an invoice row to the effects table, keyed by the execution key.
+//!
+//! The write counts how often it was applied (`applied`), so a duplicate run would show as
+//! `applied > 1`: the framework's claim is what keeps it at one.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use schedkit::job::BoxFuture;
+use schedkit::{Job, JobContext, JobError, JobResult};
+use serde_json::json;
+
+/// Partition key of the effects table.
+pub const EFFECT_KEY: &str = "effect_key";
+
+pub struct RecordInvoice {
+    ddb: Client,
+    table: Option<String>,
+}
+
+impl RecordInvoice {
+    pub fn new(ddb: Client, table: Option<String>) -> Self {
+        RecordInvoice { ddb, table }
+    }
+}
+
+impl Job for RecordInvoice {
+    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
+        let ddb = self.ddb.clone();
+        let table = self.table.clone();
+        Box::pin(async move {
+            let table = table.ok_or_else(|| {
+                JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
+            })?;
+            let amount = ctx
+                .payload
+                .get("amount_cents")
+                .and_then(|v| v.as_i64())
+                .ok_or_else(|| {
+                    JobError::permanent("payload field `amount_cents` must be an integer")
+                })?;
+            let tenant = ctx
+                .payload
+                .get("tenant")
+                .map(|t| t.to_string())
+                .unwrap_or_default();
+            ddb.update_item()
+                .table_name(&table)
+                .key(EFFECT_KEY, AttributeValue::S(ctx.key.clone()))
+                .update_expression(
+                    "SET tenant = :t, amount_cents = :a, written_at = :w ADD applied :one",
+                )
+                .expression_attribute_values(":t", AttributeValue::S(tenant))
+                .expression_attribute_values(":a", AttributeValue::N(amount.to_string()))
+                .expression_attribute_values(
+                    ":w",
+                    AttributeValue::S(chrono::Utc::now().to_rfc3339()),
+                )
+                .expression_attribute_values(":one", AttributeValue::N("1".into()))
+                .send()
+                .await
+                .map_err(|e| {
+                    JobError::retryable(format!(
+                        "effects table write failed: {}",
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
+                    ))
+                })?;
+            Ok(json!({"amount_cents": amount}))
+        })
+    }
+}

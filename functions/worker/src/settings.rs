@@ -1,0 +1,65 @@
+//! Worker settings: flags outside Lambda, environment variables in both modes.
+
+use aws_config::SdkConfig;
+use clap::Parser;
+use schedkit::{DynamoStore, Metrics, Processor, ProcessorConfig};
+
+/// Runs schedkit jobs from an SQS queue. Inside Lambda (AWS_LAMBDA_RUNTIME_API set) it
+/// serves SQS batch events; anywhere else it long-polls the queue itself, with the same
+/// semantics.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "worker", version)]
+pub struct Settings {
+    /// The jobs queue.
+    #[arg(long, env = "SCHEDKIT_QUEUE_URL")]
+    pub queue_url: String,
+    /// The dead-letter queue that receives failures with their reasons.
+    #[arg(long, env = "SCHEDKIT_DLQ_URL")]
+    pub dlq_url: String,
+    /// The executions table.
+    #[arg(long, env = "SCHEDKIT_TABLE")]
+    pub table: String,
+    /// The table the example `record-invoice` job writes to.
+    #[arg(long, env = "SCHEDKIT_EFFECTS_TABLE")]
+    pub effects_table: Option<String>,
+    /// Messages of one batch processed at once.
+    #[arg(long, env = "SCHEDKIT_CONCURRENCY", default_value_t = 10)]
+    pub concurrency: usize,
+    /// Prefix of the owner tokens this worker writes (default: host and pid).
+    #[arg(long, env = "SCHEDKIT_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// Polling only: stop once the queue holds no message (visible, in flight or delayed).
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Polling only: long-poll wait per receive, in seconds (0-20).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i32).range(0..=20))]
+    pub wait_seconds: i32,
+}
+
+impl Settings {
+    /// The batch processor these settings describe, with the example job registry.
+    pub fn processor(&self, sdk: &SdkConfig, metrics: Metrics) -> Processor {
+        let ddb = aws_sdk_dynamodb::Client::new(sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let registry = crate::jobs::registry(ddb.clone(), self.effects_table.clone());
+        Processor::new(
+            DynamoStore::new(ddb, &self.table),
+            sqs,
+            registry,
+            ProcessorConfig {
+                queue_url: self.queue_url.clone(),
+                dlq_url: self.dlq_url.clone(),
+                concurrency: self.concurrency,
+                worker_id: self.worker_id.clone().unwrap_or_else(default_worker_id),
+            },
+            metrics,
+        )
+    }
+}
+
+fn default_worker_id() -> String {
+    let host = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "worker".into());
+    format!("{host}/{}", std::process::id())
+}

@@ -1,0 +1,153 @@
+//! At-least-once delivery in, effect applied once out (acceptance a and j).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use schedkit::{Envelope, JobPolicy, Metrics, Registry, Status};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_worker::jobs::RecordInvoice;
+use serde_json::json;
+
+fn invoice(tenant: &str) -> Envelope {
+    let mut e = Envelope::new("record-invoice", "2026-11-01T00:00:00Z".parse().unwrap());
+    e.payload = json!({"tenant": tenant, "billing_month": "2026-10", "amount_cents": 1250})
+        .as_object()
+        .cloned();
+    e
+}
+
+/// `record-invoice` with a short lease, so deliveries bounced as in-progress come back soon.
+fn registry(stack: &Stack, ddb: aws_sdk_dynamodb::Client) -> Registry {
+    Registry::new().register(
+        "record-invoice",
+        JobPolicy {
+            key_template: Some("invoice:{billing_month}:{tenant}".parse().unwrap()),
+            ..JobPolicy::default().with_lease(Duration::from_secs(2))
+        },
+        RecordInvoice::new(ddb, Some(stack.effects_table.clone())),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn twenty_concurrent_deliveries_apply_the_effect_once() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("once"), StackOptions::default())
+        .await
+        .unwrap();
+    let envelope = invoice("acme");
+    for _ in 0..20 {
+        stack.send_envelope(&envelope).await.unwrap();
+    }
+    // All 20 deliveries are in hand at once, split over four workers that run together.
+    let messages = stack.receive(20, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(messages.len(), 20);
+    let workers: Vec<_> = (0..4)
+        .map(|i| {
+            stack.processor(
+                registry(&stack, stack.ddb.clone()),
+                &format!("w{i}"),
+                Metrics::capture().0,
+            )
+        })
+        .collect();
+    let batches = messages.chunks(5).map(|c| c.to_vec()).collect::<Vec<_>>();
+    let first = futures::future::join_all(workers.iter().zip(batches).map(|(w, batch)| async {
+        let reports = w.process(batch, None).await;
+        schedkit::poller::delete_acknowledged(&stack.sqs, &stack.queue_url, &reports).await;
+        reports
+    }))
+    .await;
+    // Deliveries that met the run in progress come back after the lease; drain them too.
+    let rest = stack.run_until_drained(&workers).await;
+
+    let finals: Vec<_> = first
+        .into_iter()
+        .flatten()
+        .chain(rest.reports)
+        .filter(|r| r.outcome.acknowledged())
+        .collect();
+    let count = |label: &str| finals.iter().filter(|r| r.outcome.label() == label).count();
+    assert_eq!(
+        finals.len(),
+        20,
+        "every delivery is acknowledged exactly once"
+    );
+    assert_eq!(count("succeeded"), 1);
+    assert_eq!(count("duplicate"), 19);
+    let key = "invoice:2026-10:acme";
+    assert_eq!(
+        stack.effect_applied(key).await.unwrap(),
+        1,
+        "side effect applied once"
+    );
+    let record = stack.record(key).await.unwrap().expect("record exists");
+    assert_eq!((record.status, record.attempt), (Status::Done, 1));
+    assert_eq!(stack.counts(&stack.queue_url).await.unwrap(), (0, 0, 0));
+}
+
+/// Counts every DynamoDB request the client puts on the wire (retries included).
+#[derive(Debug, Default, Clone)]
+struct RequestCounter(Arc<AtomicU64>);
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "RequestCounter"
+    }
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("requests"), StackOptions::default())
+        .await
+        .unwrap();
+    let counter = RequestCounter::default();
+    let counted = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::config::Builder::from(&sdk)
+            .interceptor(counter.clone())
+            .build(),
+    );
+    // The store's client is counted; the job's own effect write uses an uncounted client.
+    let worker = schedkit::Processor::new(
+        schedkit::DynamoStore::new(counted, &stack.table),
+        stack.sqs.clone(),
+        registry(&stack, stack.ddb.clone()),
+        stack.config("counted"),
+        Metrics::capture().0,
+    );
+
+    for tenant in ["a", "b", "c"] {
+        stack.send_envelope(&invoice(tenant)).await.unwrap();
+    }
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(stats.outcomes.get("succeeded"), Some(&3));
+    assert_eq!(
+        counter.0.load(Ordering::SeqCst),
+        3 * 2,
+        "claim + complete per success"
+    );
+
+    counter.0.store(0, Ordering::SeqCst);
+    for tenant in ["a", "b", "c", "a"] {
+        stack.send_envelope(&invoice(tenant)).await.unwrap();
+    }
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(stats.outcomes.get("duplicate"), Some(&4));
+    assert_eq!(
+        counter.0.load(Ordering::SeqCst),
+        4,
+        "one refused claim per duplicate"
+    );
+}
