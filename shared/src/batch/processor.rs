@@ -384,7 +384,9 @@ impl Processor {
                 Outcome::Succeeded
             }
             Finish::Retrying { error } => {
-                let delay = policy.retry.delay_after(attempt, &mut rand::rng());
+                // SQS visibility is in whole seconds: report the delay actually applied.
+                let jittered = policy.retry.delay_after(attempt, &mut rand::rng());
+                let delay = Duration::from_secs(jittered.as_secs_f64().ceil() as u64);
                 self.hide(ctx.receipt_handle, delay).await;
                 self.inner
                     .metrics

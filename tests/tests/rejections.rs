@@ -1,0 +1,115 @@
+//! Messages that can never succeed go to the DLQ at once, with a reason (acceptance f, g).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use schedkit::batch::{DeadLetterReason, attr};
+use schedkit::{Envelope, Metrics, Outcome, Status};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use serde_json::json;
+
+fn invoice(tenant: &str, amount: i64) -> Envelope {
+    let mut e = Envelope::new("record-invoice", "2026-11-01T02:00:00Z".parse().unwrap());
+    e.payload = json!({"tenant": tenant, "billing_month": "2026-10", "amount_cents": amount})
+        .as_object()
+        .cloned();
+    e
+}
+
+fn attribute(m: &aws_sdk_sqs::types::Message, name: &str) -> String {
+    m.message_attributes.as_ref().unwrap()[name].string_value.clone().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_succeeds() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("poison"), StackOptions::default()).await.unwrap();
+    let poison = [
+        ("not json", "nightly export please", "body is not JSON"),
+        (
+            "unknown job",
+            r#"{"job":"send-newsletter","scheduled_for":"2026-11-01T00:00:00Z"}"#,
+            "job `send-newsletter` is not registered with this worker",
+        ),
+        ("missing field", r#"{"job":"record-invoice"}"#, "missing field `scheduled_for`"),
+        (
+            "wrong type",
+            r#"{"job":"record-invoice","scheduled_for":"2026-11-01T00:00:00Z","payload":"tenant=a"}"#,
+            "field `payload`: invalid type: string \"tenant=a\", expected a map",
+        ),
+        (
+            "missing key field",
+            r#"{"job":"record-invoice","scheduled_for":"2026-11-01T00:00:00Z","payload":{"amount_cents":1}}"#,
+            "key template `invoice:{billing_month}:{tenant}` needs payload field `billing_month`, which is missing",
+        ),
+    ];
+    let mut ids = BTreeMap::new();
+    for (name, body, _) in &poison {
+        ids.insert(stack.send(body).await.unwrap(), *name);
+    }
+    stack.send_envelope(&invoice("good-1", 100)).await.unwrap();
+    stack.send_envelope(&invoice("good-2", 200)).await.unwrap();
+
+    let batch = stack.receive(7, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(batch.len(), 7);
+    let worker = stack.processor(stack.example_registry(), "w", Metrics::capture().0);
+    let reports = worker.process(batch, None).await;
+    for r in &reports {
+        match ids.get(&r.message_id) {
+            Some(name) => assert!(
+                matches!(r.outcome, Outcome::DeadLettered { reason: DeadLetterReason::Poison | DeadLetterReason::UnknownJob, .. }),
+                "{name}: {:?}",
+                r.outcome
+            ),
+            None => assert_eq!(r.outcome, Outcome::Succeeded),
+        }
+    }
+
+    let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(letters.len(), poison.len());
+    for (name, body, reason) in &poison {
+        let letter = letters
+            .iter()
+            .find(|m| m.body.as_deref() == Some(*body))
+            .unwrap_or_else(|| panic!("{name} is in the DLQ"));
+        let error = attribute(letter, attr::ERROR);
+        assert!(error.starts_with(reason), "{name}: {error}");
+        assert_eq!(attribute(letter, attr::ATTEMPTS), "0", "{name}: dead-lettered at once");
+        let expected = if *name == "unknown job" { "unknown-job" } else { "poison" };
+        assert_eq!(attribute(letter, attr::REASON), expected);
+    }
+    let records = stack.records().await.unwrap();
+    let jobs: Vec<_> = records.iter().map(|r| (r.execution_key.as_str(), r.status)).collect();
+    assert_eq!(jobs.len(), 2, "only the two good messages have records: {jobs:?}");
+    assert!(records.iter().all(|r| r.status == Status::Done));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("conflict"), StackOptions::default()).await.unwrap();
+    let worker = stack.processor(stack.example_registry(), "w", Metrics::capture().0);
+    stack.send_envelope(&invoice("acme", 1250)).await.unwrap();
+    let first = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(first.outcomes.get("succeeded"), Some(&1));
+    let key = "invoice:2026-10:acme";
+    let before = stack.record(key).await.unwrap().unwrap();
+
+    let other = invoice("acme", 9_999_999);
+    stack.send_envelope(&other).await.unwrap();
+    let second = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert!(matches!(
+        second.reports[0].outcome,
+        Outcome::DeadLettered { reason: DeadLetterReason::KeyConflict, .. }
+    ));
+
+    let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(attribute(&letters[0], attr::REASON), "key-conflict");
+    assert_eq!(attribute(&letters[0], attr::KEY), key);
+    let error = attribute(&letters[0], attr::ERROR);
+    assert!(error.starts_with(&format!("key `{key}` was first used with a different payload")), "{error}");
+    assert_eq!(letters[0].body.as_deref(), Some(other.to_json().as_str()));
+    assert_eq!(stack.record(key).await.unwrap().unwrap(), before, "the record is untouched");
+    assert_eq!(stack.effect_applied(key).await.unwrap(), 1);
+}
