@@ -3,6 +3,7 @@
 //! parallel without seeing each other's messages.
 
 pub mod proxy;
+pub mod runtime_api;
 pub mod stack;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};

@@ -40,7 +40,12 @@ impl TcpProxy {
             }
         })
         .abort_handle();
-        Ok(TcpProxy { addr, down, connections, accept })
+        Ok(TcpProxy {
+            addr,
+            down,
+            connections,
+            accept,
+        })
     }
 
     /// `http://127.0.0.1:<port>`, to use as an endpoint URL.

@@ -18,8 +18,13 @@ fn envelope(job: &str) -> Envelope {
 async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
     let sdk = localstack().await;
     // A 1 s visibility timeout: the message reappears soon after worker A stops renewing.
-    let options = StackOptions { visibility_timeout: 1, ..StackOptions::default() };
-    let stack = Stack::create(&sdk, &unique("reclaim"), options).await.unwrap();
+    let options = StackOptions {
+        visibility_timeout: 1,
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("reclaim"), options)
+        .await
+        .unwrap();
     let lease = Duration::from_secs(1);
     let started = Arc::new(Notify::new());
     let release = Arc::new(Notify::new());
@@ -29,7 +34,10 @@ async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
     let worker_a = stack.processor(
         Registry::new().register(
             "export",
-            JobPolicy { heartbeat: None, ..JobPolicy::default().with_lease(lease) },
+            JobPolicy {
+                heartbeat: None,
+                ..JobPolicy::default().with_lease(lease)
+            },
             move |_ctx: JobContext| {
                 let (started, release) = (a_started.clone(), a_release.clone());
                 async move {
@@ -63,7 +71,11 @@ async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
     // After the lease expires the message is delivered again and B reclaims the run.
     tokio::time::sleep(lease + Duration::from_millis(300)).await;
     let again = stack.receive(1, Duration::from_secs(5)).await.unwrap();
-    assert_eq!(again.len(), 1, "the message came back after the visibility timeout");
+    assert_eq!(
+        again.len(),
+        1,
+        "the message came back after the visibility timeout"
+    );
     let b = worker_b.process(again, None).await;
     assert_eq!(b[0].outcome, Outcome::Succeeded);
 
@@ -77,16 +89,31 @@ async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
     assert_eq!(record.attempt, 2);
     assert!(record.owner.as_deref().unwrap().starts_with("worker-b:"));
     assert_eq!(record.result.as_deref(), Some(r#"{"by":"B"}"#));
-    let outcomes: Vec<_> = record.history.iter().map(|h| (h.attempt, h.outcome)).collect();
-    assert_eq!(outcomes, [(1, AttemptOutcome::LeaseExpired), (2, AttemptOutcome::Succeeded)]);
+    let outcomes: Vec<_> = record
+        .history
+        .iter()
+        .map(|h| (h.attempt, h.outcome))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (1, AttemptOutcome::LeaseExpired),
+            (2, AttemptOutcome::Succeeded)
+        ]
+    );
     assert!(record.history[0].owner.starts_with("worker-a:"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn heartbeats_keep_a_job_longer_than_three_leases_from_being_reclaimed() {
     let sdk = localstack().await;
-    let options = StackOptions { visibility_timeout: 1, ..StackOptions::default() };
-    let stack = Stack::create(&sdk, &unique("heartbeat"), options).await.unwrap();
+    let options = StackOptions {
+        visibility_timeout: 1,
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("heartbeat"), options)
+        .await
+        .unwrap();
     let lease = Duration::from_secs(1);
     let runs = Arc::new(AtomicU32::new(0));
     let registry = {
@@ -118,10 +145,25 @@ async fn heartbeats_keep_a_job_longer_than_three_leases_from_being_reclaimed() {
     assert_eq!(stats.outcomes.get("succeeded"), Some(&1));
     assert_eq!(stats.outcomes.get("duplicate"), Some(&1));
     assert_eq!(stats.outcomes.get("lease-lost"), None);
-    let winner = stats.reports.iter().find(|r| r.outcome == Outcome::Succeeded).unwrap();
-    let deliveries = stats.reports.iter().filter(|r| r.message_id == winner.message_id).count();
-    assert_eq!(deliveries, 1, "the running message stayed invisible (visibility extended)");
-    assert!(stats.outcomes.get("in-progress").is_some_and(|n| *n >= 1), "{:?}", stats.outcomes);
+    let winner = stats
+        .reports
+        .iter()
+        .find(|r| r.outcome == Outcome::Succeeded)
+        .unwrap();
+    let deliveries = stats
+        .reports
+        .iter()
+        .filter(|r| r.message_id == winner.message_id)
+        .count();
+    assert_eq!(
+        deliveries, 1,
+        "the running message stayed invisible (visibility extended)"
+    );
+    assert!(
+        stats.outcomes.get("in-progress").is_some_and(|n| *n >= 1),
+        "{:?}",
+        stats.outcomes
+    );
     let record = stack.records().await.unwrap().pop().unwrap();
     assert_eq!((record.status, record.attempt), (Status::Done, 1));
     assert_eq!(record.history.len(), 1);

@@ -16,11 +16,20 @@ use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
 use serde_json::json;
 
 /// A processor whose store talks to DynamoDB through `proxy`, with short timeouts.
-fn through_proxy(stack: &Stack, sdk: &aws_config::SdkConfig, proxy: &TcpProxy, registry: Registry) -> Processor {
+fn through_proxy(
+    stack: &Stack,
+    sdk: &aws_config::SdkConfig,
+    proxy: &TcpProxy,
+    registry: Registry,
+) -> Processor {
     let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
         .endpoint_url(proxy.url())
         .retry_config(RetryConfig::standard().with_max_attempts(2))
-        .timeout_config(TimeoutConfig::builder().operation_timeout(Duration::from_secs(3)).build())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(3))
+                .build(),
+        )
         .build();
     Processor::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), &stack.table),
@@ -47,15 +56,25 @@ fn jobs(on_run: impl Fn() + Send + Sync + 'static) -> Registry {
 }
 
 fn envelope(hour: u32) -> Envelope {
-    Envelope::new("report", format!("2026-11-01T{hour:02}:00:00Z").parse().unwrap())
+    Envelope::new(
+        "report",
+        format!("2026-11-01T{hour:02}:00:00Z").parse().unwrap(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
     let sdk = localstack().await;
-    let options = StackOptions { visibility_timeout: 1, ..StackOptions::default() };
-    let stack = Stack::create(&sdk, &unique("outage"), options).await.unwrap();
-    let proxy = TcpProxy::start(endpoint().trim_start_matches("http://")).await.unwrap();
+    let options = StackOptions {
+        visibility_timeout: 1,
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("outage"), options)
+        .await
+        .unwrap();
+    let proxy = TcpProxy::start(endpoint().trim_start_matches("http://"))
+        .await
+        .unwrap();
     let worker = through_proxy(&stack, &sdk, &proxy, jobs(|| {}));
 
     for hour in 1..=3 {
@@ -64,26 +83,56 @@ async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
     proxy.cut();
     let batch = stack.receive(3, Duration::from_secs(5)).await.unwrap();
     let reports = worker.process(batch, None).await;
-    assert!(reports.iter().all(|r| matches!(r.outcome, Outcome::Unavailable { .. })), "{reports:?}");
-    assert_eq!(batch_response(&reports).batch_item_failures.len(), 3, "no message acknowledged");
+    assert!(
+        reports
+            .iter()
+            .all(|r| matches!(r.outcome, Outcome::Unavailable { .. })),
+        "{reports:?}"
+    );
+    assert_eq!(
+        batch_response(&reports).batch_item_failures.len(),
+        3,
+        "no message acknowledged"
+    );
     schedkit::poller::delete_acknowledged(&stack.sqs, &stack.queue_url, &reports).await;
-    assert!(stack.records().await.unwrap().is_empty(), "no record written");
+    assert!(
+        stack.records().await.unwrap().is_empty(),
+        "no record written"
+    );
 
     // Once DynamoDB is back, the same messages come back and complete: nothing was lost.
     proxy.heal();
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
-    assert_eq!(stats.outcomes.get("succeeded"), Some(&3), "{:?}", stats.outcomes);
+    assert_eq!(
+        stats.outcomes.get("succeeded"),
+        Some(&3),
+        "{:?}",
+        stats.outcomes
+    );
     let records = stack.records().await.unwrap();
     assert_eq!(records.len(), 3);
-    assert!(records.iter().all(|r| r.status == Status::Done && r.attempt == 1));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.status == Status::Done && r.attempt == 1)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     let sdk = localstack().await;
-    let options = StackOptions { visibility_timeout: 1, ..StackOptions::default() };
-    let stack = Stack::create(&sdk, &unique("midrun"), options).await.unwrap();
-    let proxy = Arc::new(TcpProxy::start(endpoint().trim_start_matches("http://")).await.unwrap());
+    let options = StackOptions {
+        visibility_timeout: 1,
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("midrun"), options)
+        .await
+        .unwrap();
+    let proxy = Arc::new(
+        TcpProxy::start(endpoint().trim_start_matches("http://"))
+            .await
+            .unwrap(),
+    );
     // The network to DynamoDB fails while the job runs: the claim is written, the
     // completion cannot be.
     let cutter = proxy.clone();
@@ -92,11 +141,18 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     stack.send_envelope(&envelope(4)).await.unwrap();
     let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
     let reports = worker.process(batch, None).await;
-    assert!(matches!(reports[0].outcome, Outcome::Unavailable { .. }), "{reports:?}");
+    assert!(
+        matches!(reports[0].outcome, Outcome::Unavailable { .. }),
+        "{reports:?}"
+    );
     assert!(!reports[0].outcome.acknowledged());
 
     let key = reports[0].key.clone().unwrap();
-    let record = stack.record(&key).await.unwrap().expect("the claim was written");
+    let record = stack
+        .record(&key)
+        .await
+        .unwrap()
+        .expect("the claim was written");
     assert_eq!((record.status, record.attempt), (Status::Running, 1));
     assert!(record.owner.is_some() && record.lease_expires_at.is_some());
     assert!(record.finished_at.is_none() && record.result.is_none() && record.history.is_empty());
@@ -104,10 +160,20 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     // A healthy worker reclaims it after the lease and completes it.
     let healthy = stack.processor(jobs(|| {}), "healthy", Metrics::capture().0);
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let stats = stack.run_until_drained(std::slice::from_ref(&healthy)).await;
-    assert_eq!(stats.outcomes.get("succeeded"), Some(&1), "{:?}", stats.outcomes);
+    let stats = stack
+        .run_until_drained(std::slice::from_ref(&healthy))
+        .await;
+    assert_eq!(
+        stats.outcomes.get("succeeded"),
+        Some(&1),
+        "{:?}",
+        stats.outcomes
+    );
     let record = stack.record(&key).await.unwrap().unwrap();
     assert_eq!((record.status, record.attempt), (Status::Done, 2));
     let outcomes: Vec<_> = record.history.iter().map(|h| h.outcome).collect();
-    assert_eq!(outcomes, [AttemptOutcome::LeaseExpired, AttemptOutcome::Succeeded]);
+    assert_eq!(
+        outcomes,
+        [AttemptOutcome::LeaseExpired, AttemptOutcome::Succeeded]
+    );
 }

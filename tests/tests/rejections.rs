@@ -17,13 +17,18 @@ fn invoice(tenant: &str, amount: i64) -> Envelope {
 }
 
 fn attribute(m: &aws_sdk_sqs::types::Message, name: &str) -> String {
-    m.message_attributes.as_ref().unwrap()[name].string_value.clone().unwrap()
+    m.message_attributes.as_ref().unwrap()[name]
+        .string_value
+        .clone()
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_succeeds() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("poison"), StackOptions::default()).await.unwrap();
+    let stack = Stack::create(&sdk, &unique("poison"), StackOptions::default())
+        .await
+        .unwrap();
     let poison = [
         ("not json", "nightly export please", "body is not JSON"),
         (
@@ -31,7 +36,11 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
             r#"{"job":"send-newsletter","scheduled_for":"2026-11-01T00:00:00Z"}"#,
             "job `send-newsletter` is not registered with this worker",
         ),
-        ("missing field", r#"{"job":"record-invoice"}"#, "missing field `scheduled_for`"),
+        (
+            "missing field",
+            r#"{"job":"record-invoice"}"#,
+            "missing field `scheduled_for`",
+        ),
         (
             "wrong type",
             r#"{"job":"record-invoice","scheduled_for":"2026-11-01T00:00:00Z","payload":"tenant=a"}"#,
@@ -57,7 +66,13 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
     for r in &reports {
         match ids.get(&r.message_id) {
             Some(name) => assert!(
-                matches!(r.outcome, Outcome::DeadLettered { reason: DeadLetterReason::Poison | DeadLetterReason::UnknownJob, .. }),
+                matches!(
+                    r.outcome,
+                    Outcome::DeadLettered {
+                        reason: DeadLetterReason::Poison | DeadLetterReason::UnknownJob,
+                        ..
+                    }
+                ),
                 "{name}: {:?}",
                 r.outcome
             ),
@@ -74,20 +89,37 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
             .unwrap_or_else(|| panic!("{name} is in the DLQ"));
         let error = attribute(letter, attr::ERROR);
         assert!(error.starts_with(reason), "{name}: {error}");
-        assert_eq!(attribute(letter, attr::ATTEMPTS), "0", "{name}: dead-lettered at once");
-        let expected = if *name == "unknown job" { "unknown-job" } else { "poison" };
+        assert_eq!(
+            attribute(letter, attr::ATTEMPTS),
+            "0",
+            "{name}: dead-lettered at once"
+        );
+        let expected = if *name == "unknown job" {
+            "unknown-job"
+        } else {
+            "poison"
+        };
         assert_eq!(attribute(letter, attr::REASON), expected);
     }
     let records = stack.records().await.unwrap();
-    let jobs: Vec<_> = records.iter().map(|r| (r.execution_key.as_str(), r.status)).collect();
-    assert_eq!(jobs.len(), 2, "only the two good messages have records: {jobs:?}");
+    let jobs: Vec<_> = records
+        .iter()
+        .map(|r| (r.execution_key.as_str(), r.status))
+        .collect();
+    assert_eq!(
+        jobs.len(),
+        2,
+        "only the two good messages have records: {jobs:?}"
+    );
     assert!(records.iter().all(|r| r.status == Status::Done));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("conflict"), StackOptions::default()).await.unwrap();
+    let stack = Stack::create(&sdk, &unique("conflict"), StackOptions::default())
+        .await
+        .unwrap();
     let worker = stack.processor(stack.example_registry(), "w", Metrics::capture().0);
     stack.send_envelope(&invoice("acme", 1250)).await.unwrap();
     let first = stack.run_until_drained(std::slice::from_ref(&worker)).await;
@@ -100,7 +132,10 @@ async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
     let second = stack.run_until_drained(std::slice::from_ref(&worker)).await;
     assert!(matches!(
         second.reports[0].outcome,
-        Outcome::DeadLettered { reason: DeadLetterReason::KeyConflict, .. }
+        Outcome::DeadLettered {
+            reason: DeadLetterReason::KeyConflict,
+            ..
+        }
     ));
 
     let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
@@ -108,8 +143,17 @@ async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
     assert_eq!(attribute(&letters[0], attr::REASON), "key-conflict");
     assert_eq!(attribute(&letters[0], attr::KEY), key);
     let error = attribute(&letters[0], attr::ERROR);
-    assert!(error.starts_with(&format!("key `{key}` was first used with a different payload")), "{error}");
+    assert!(
+        error.starts_with(&format!(
+            "key `{key}` was first used with a different payload"
+        )),
+        "{error}"
+    );
     assert_eq!(letters[0].body.as_deref(), Some(other.to_json().as_str()));
-    assert_eq!(stack.record(key).await.unwrap().unwrap(), before, "the record is untouched");
+    assert_eq!(
+        stack.record(key).await.unwrap().unwrap(),
+        before,
+        "the record is untouched"
+    );
     assert_eq!(stack.effect_applied(key).await.unwrap(), 1);
 }

@@ -30,17 +30,25 @@ fn millis(ts: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_failure_is_retried_with_growing_jittered_delays_and_succeeds() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("transient"), StackOptions::default()).await.unwrap();
+    let stack = Stack::create(&sdk, &unique("transient"), StackOptions::default())
+        .await
+        .unwrap();
     let registry = Registry::new().register("sync", policy(5), |ctx: JobContext| async move {
         if ctx.attempt <= 2 {
-            Err(JobError::retryable(format!("503 on attempt {}", ctx.attempt)))
+            Err(JobError::retryable(format!(
+                "503 on attempt {}",
+                ctx.attempt
+            )))
         } else {
             Ok(json!({"attempt": ctx.attempt}))
         }
     });
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     stack
-        .send_envelope(&Envelope::new("sync", "2026-11-01T07:00:00Z".parse().unwrap()))
+        .send_envelope(&Envelope::new(
+            "sync",
+            "2026-11-01T07:00:00Z".parse().unwrap(),
+        ))
         .await
         .unwrap();
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
@@ -55,33 +63,56 @@ async fn a_transient_failure_is_retried_with_growing_jittered_delays_and_succeed
         .collect();
     assert_eq!(delays.len(), 2, "{:?}", stats.outcomes);
     // Equal jitter: after attempt 1 within [1 s, 2 s], after attempt 2 within [2 s, 4 s].
-    assert!(delays[0] >= Duration::from_secs(1) && delays[0] <= Duration::from_secs(2), "{delays:?}");
-    assert!(delays[1] >= Duration::from_secs(2) && delays[1] <= Duration::from_secs(4), "{delays:?}");
+    assert!(
+        delays[0] >= Duration::from_secs(1) && delays[0] <= Duration::from_secs(2),
+        "{delays:?}"
+    );
+    assert!(
+        delays[1] >= Duration::from_secs(2) && delays[1] <= Duration::from_secs(4),
+        "{delays:?}"
+    );
     assert!(delays[1] >= delays[0]);
     assert_eq!(stats.reports.last().unwrap().outcome, Outcome::Succeeded);
 
     let record = stack.records().await.unwrap().pop().unwrap();
     assert_eq!((record.status, record.attempt), (Status::Done, 3));
     let outcomes: Vec<_> = record.history.iter().map(|h| h.outcome).collect();
-    assert_eq!(outcomes, [AttemptOutcome::Retrying, AttemptOutcome::Retrying, AttemptOutcome::Succeeded]);
+    assert_eq!(
+        outcomes,
+        [
+            AttemptOutcome::Retrying,
+            AttemptOutcome::Retrying,
+            AttemptOutcome::Succeeded
+        ]
+    );
     assert_eq!(record.history[0].error.as_deref(), Some("503 on attempt 1"));
     assert_eq!(record.history[1].error.as_deref(), Some("503 on attempt 2"));
     // The message really stayed hidden for each delay before the next attempt started.
     for (i, delay) in delays.iter().enumerate() {
-        let gap = millis(&record.history[i + 1].started_at) - millis(&record.history[i].finished_at);
-        assert!(gap >= delay.as_millis() as i64 - 100, "attempt {} came after {gap} ms, delay was {delay:?}", i + 2);
+        let gap =
+            millis(&record.history[i + 1].started_at) - millis(&record.history[i].finished_at);
+        assert!(
+            gap >= delay.as_millis() as i64 - 100,
+            "attempt {} came after {gap} ms, delay was {delay:?}",
+            i + 2
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("exhausted"), StackOptions::default()).await.unwrap();
+    let stack = Stack::create(&sdk, &unique("exhausted"), StackOptions::default())
+        .await
+        .unwrap();
     let mut quick = policy(3);
     quick.retry.first_delay = Duration::from_secs(1);
     quick.retry.base_delay = Duration::from_secs(1);
     let registry = Registry::new().register("export", quick, |ctx: JobContext| async move {
-        Err::<serde_json::Value, _>(JobError::retryable(format!("partner API said 422 (attempt {})", ctx.attempt)))
+        Err::<serde_json::Value, _>(JobError::retryable(format!(
+            "partner API said 422 (attempt {})",
+            ctx.attempt
+        )))
     });
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let mut envelope = Envelope::new("export", "2026-11-01T08:00:00Z".parse().unwrap());
@@ -94,25 +125,47 @@ async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
 
     let record = stack.record("export-2026-11-01").await.unwrap().unwrap();
     assert_eq!((record.status, record.attempt), (Status::Failed, 3));
-    let history: Vec<_> = record.history.iter().map(|h| (h.outcome, h.error.clone().unwrap())).collect();
+    let history: Vec<_> = record
+        .history
+        .iter()
+        .map(|h| (h.outcome, h.error.clone().unwrap()))
+        .collect();
     assert_eq!(
         history,
         [
-            (AttemptOutcome::Retrying, "partner API said 422 (attempt 1)".to_string()),
-            (AttemptOutcome::Retrying, "partner API said 422 (attempt 2)".to_string()),
-            (AttemptOutcome::Failed, "partner API said 422 (attempt 3)".to_string()),
+            (
+                AttemptOutcome::Retrying,
+                "partner API said 422 (attempt 1)".to_string()
+            ),
+            (
+                AttemptOutcome::Retrying,
+                "partner API said 422 (attempt 2)".to_string()
+            ),
+            (
+                AttemptOutcome::Failed,
+                "partner API said 422 (attempt 3)".to_string()
+            ),
         ]
     );
-    assert_eq!(record.last_error.as_deref(), Some("partner API said 422 (attempt 3)"));
+    assert_eq!(
+        record.last_error.as_deref(),
+        Some("partner API said 422 (attempt 3)")
+    );
 
     let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
     assert_eq!(letters.len(), 1);
     let letter = &letters[0];
     assert_eq!(letter.body.as_deref(), Some(body.as_str()));
     let get = |name: &str| {
-        letter.message_attributes.as_ref().unwrap()[name].string_value.clone().unwrap()
+        letter.message_attributes.as_ref().unwrap()[name]
+            .string_value
+            .clone()
+            .unwrap()
     };
-    assert_eq!(get(attr::REASON), DeadLetterReason::AttemptsExhausted.as_str());
+    assert_eq!(
+        get(attr::REASON),
+        DeadLetterReason::AttemptsExhausted.as_str()
+    );
     assert_eq!(get(attr::JOB), "export");
     assert_eq!(get(attr::KEY), "export-2026-11-01");
     assert_eq!(get(attr::ATTEMPTS), "3");
@@ -120,5 +173,9 @@ async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
     assert_eq!(get(attr::SOURCE_QUEUE), stack.queue_url);
     assert_eq!(get(attr::SOURCE_MESSAGE_ID), message_id);
     assert!(DateTime::parse_from_rfc3339(&get(attr::FAILED_AT)).is_ok());
-    assert_eq!(stack.counts(&stack.queue_url).await.unwrap(), (0, 0, 0), "gone from the source queue");
+    assert_eq!(
+        stack.counts(&stack.queue_url).await.unwrap(),
+        (0, 0, 0),
+        "gone from the source queue"
+    );
 }

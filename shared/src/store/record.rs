@@ -22,7 +22,7 @@ pub const HISTORY_CAP: usize = 10;
 /// Bytes of input (and of result) kept on a record, enough to replay a typical run.
 pub const SNAPSHOT_CAP: usize = 4096;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     Registered,

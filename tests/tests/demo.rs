@@ -1,0 +1,35 @@
+//! README command 1 runs whole: the demo binary against LocalStack, with worker processes.
+
+#[test]
+fn the_demo_runs_and_reports_every_outcome() {
+    let name = schedkit_testkit::unique("demo-test");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_demo"))
+        .args([
+            "--name",
+            &name,
+            "--log-dir",
+            &std::env::temp_dir().join(&name).to_string_lossy(),
+        ])
+        .output()
+        .expect("demo starts");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for expected in [
+        "record-invoice   DONE        12        12",
+        "always-fails     FAILED       2         6",
+        "flaky-sync       DONE         3",
+        "long-report      DONE         2         2",
+        "duplicates skipped: 15",
+        "invoice side effects: 12 keys, 0 applied other than exactly once",
+        "== dead letters (7)",
+        "key-conflict",
+        "unknown-job",
+        "jobs queue now: 0 visible, 0 in flight, 0 delayed",
+    ] {
+        assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
+    }
+}
