@@ -211,17 +211,7 @@ impl Stack {
         let deadline = tokio::time::Instant::now() + wait;
         let mut out: Vec<Message> = Vec::new();
         loop {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.dlq_url)
-                .max_number_of_messages(10)
-                .wait_time_seconds(if out.is_empty() { 1 } else { 0 })
-                .message_attribute_names("All")
-                .send()
-                .await?
-                .messages
-                .unwrap_or_default();
+            let got = self.dlq_page(if out.is_empty() { 1 } else { 0 }).await?;
             if got.is_empty() && (!out.is_empty() || tokio::time::Instant::now() >= deadline) {
                 return Ok(out);
             }
@@ -241,17 +231,7 @@ impl Stack {
     pub async fn peek_dlq(&self) -> anyhow::Result<Vec<Message>> {
         let mut out: Vec<Message> = Vec::new();
         loop {
-            let got = self
-                .sqs
-                .receive_message()
-                .queue_url(&self.dlq_url)
-                .max_number_of_messages(10)
-                .visibility_timeout(60)
-                .message_attribute_names("All")
-                .send()
-                .await?
-                .messages
-                .unwrap_or_default();
+            let got = self.dlq_page(0).await?;
             if got.is_empty() {
                 break;
             }
@@ -267,6 +247,22 @@ impl Stack {
                 .await?;
         }
         Ok(out)
+    }
+
+    /// Up to ten DLQ messages with their attributes, hidden for a minute.
+    async fn dlq_page(&self, wait_seconds: i32) -> anyhow::Result<Vec<Message>> {
+        Ok(self
+            .sqs
+            .receive_message()
+            .queue_url(&self.dlq_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(wait_seconds)
+            .visibility_timeout(60)
+            .message_attribute_names("All")
+            .send()
+            .await?
+            .messages
+            .unwrap_or_default())
     }
 
     /// (visible, in flight, delayed) messages on a queue.

@@ -9,7 +9,7 @@ use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 
-use crate::store::timestamp;
+use crate::store::{prefix, timestamp};
 
 /// Message attribute names on dead letters (SQS allows ten per message; we use eight).
 pub mod attr {
@@ -82,13 +82,8 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
             .build()
             .expect("data type and value are set")
     };
-    let mut error = letter.error.to_string();
-    if error.len() > ERROR_ATTRIBUTE_CAP {
-        let mut end = ERROR_ATTRIBUTE_CAP;
-        while !error.is_char_boundary(end) {
-            end -= 1;
-        }
-        error.truncate(end);
+    let mut error = prefix(letter.error, ERROR_ATTRIBUTE_CAP).to_string();
+    if error.len() < letter.error.len() {
         error.push('…');
     }
     let mut req = client

@@ -9,6 +9,6 @@ pub use dynamo::{
 };
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, HISTORY_CAP,
-    SNAPSHOT_CAP, Status, cap_snapshot, claimed_record, classify_refusal, finished_record,
+    SNAPSHOT_CAP, Status, cap_snapshot, claimed_record, classify_refusal, finished_record, prefix,
     timestamp,
 };

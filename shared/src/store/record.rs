@@ -313,14 +313,20 @@ fn push_capped(history: &mut Vec<AttemptEntry>, entry: AttemptEntry) {
 
 /// Keeps at most [`SNAPSHOT_CAP`] bytes, cut on a character boundary, and says so.
 pub fn cap_snapshot(text: &str) -> String {
-    if text.len() <= SNAPSHOT_CAP {
+    let kept = prefix(text, SNAPSHOT_CAP);
+    if kept.len() == text.len() {
         return text.to_string();
     }
-    let mut end = SNAPSHOT_CAP;
+    format!("{kept}…[truncated, {} bytes in all]", text.len())
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}…[truncated, {} bytes in all]", &text[..end], text.len())
+    &text[..end]
 }
 
 /// Timestamps on records: RFC 3339 with milliseconds, UTC, so they sort as text.
