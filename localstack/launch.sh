@@ -8,14 +8,19 @@
 #   localstack/launch.sh with CMD...  start if needed, run CMD, stop again if this call started it
 #
 # Settings (environment): LOCALSTACK_PORT (4566), SCHEDKIT_LOCALSTACK_HOME (localstack/.cache),
-# SCHEDKIT_PYTHON (a Python >= 3.13), LOCALSTACK_START_TIMEOUT (seconds, 180).
+# SCHEDKIT_PYTHON (a Python >= 3.13), LOCALSTACK_START_TIMEOUT (seconds, 180),
+# SCHEDKIT_LAMBDA_EXECUTOR (schedkit | docker: who runs Lambda functions; default schedkit).
 # Everything installed lives under SCHEDKIT_LOCALSTACK_HOME, which git ignores.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
 home=${SCHEDKIT_LOCALSTACK_HOME:-$here/.cache}
 port=${LOCALSTACK_PORT:-4566}
 timeout=${LOCALSTACK_START_TIMEOUT:-180}
+# Lambda executor: `schedkit` runs functions as host processes (no Docker); `docker` is
+# LocalStack's own (needs a Docker engine).
+executor=${SCHEDKIT_LAMBDA_EXECUTOR:-schedkit}
 venv=$home/venv
 fsroot=$home/filesystem
 pidfile=$home/localstack-$port.pid
@@ -136,10 +141,31 @@ install_dynamodb_local() {
     fi
 }
 
+# schedkit's Lambda executor: a LocalStack plugin (Python, into the venv) and the Rust
+# init it starts for each execution environment (built with cargo, like the rest).
+install_executor() {
+    local stamp=$venv/.schedkit-executor wanted
+    wanted=$(cd "$here/executor-plugin" && find . -name '*.py' -o -name '*.toml' | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+        say "installing the schedkit Lambda executor plugin"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+            --no-build-isolation --force-reinstall "$here/executor-plugin"
+        echo "$wanted" >"$stamp"
+    fi
+    command -v cargo >/dev/null 2>&1 || die "cargo is needed to build the Lambda init (install Rust from https://rustup.rs)"
+    say "building schedkit-lambda-init"
+    (cd "$root" && cargo build --quiet --locked -p schedkit-lambda-init) || die "building schedkit-lambda-init failed"
+}
+
+init_binary() {
+    echo "${CARGO_TARGET_DIR:-$root/target}/debug/schedkit-lambda-init"
+}
+
 install() {
     mkdir -p "$home"
     install_venv
     install_dynamodb_local
+    if [ "$executor" = schedkit ]; then install_executor; fi
 }
 
 # --- run -------------------------------------------------------------------------------------
@@ -178,6 +204,8 @@ start() {
             SKIP_SSL_CERT_DOWNLOAD=1 \
             SQS_ENDPOINT_STRATEGY=path \
             DYNAMODB_IN_MEMORY=1 \
+            LAMBDA_RUNTIME_EXECUTOR="$executor" \
+            SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
         echo $! >"$pidfile"
     fi

@@ -1,0 +1,1 @@
+"""schedkit's LocalStack Lambda runtime executor: functions run as host processes."""

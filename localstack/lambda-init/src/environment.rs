@@ -1,0 +1,357 @@
+//! One execution environment: a function's `bootstrap` process, the Runtime API it polls,
+//! and the rules Lambda applies around an invocation: the function timeout ("Task timed
+//! out", then a fresh bootstrap), a crashed bootstrap reported as an error (then a fresh
+//! one), and the START / END / REPORT log lines around the function's own output.
+
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::report;
+use crate::runtime_api::{Answer, Event, RuntimeApi};
+
+/// What the environment runs, and under which limits.
+#[derive(Debug, Clone)]
+pub struct FunctionConfig {
+    /// The executable (`<code>/bootstrap` for `provided.*` runtimes).
+    pub bootstrap: PathBuf,
+    /// Working directory and `LAMBDA_TASK_ROOT` (the unzipped code).
+    pub task_root: PathBuf,
+    /// The function's environment, as the bootstrap should see it (without the init's
+    /// own variables; `AWS_LAMBDA_RUNTIME_API` is added here).
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    pub memory_mb: u32,
+    pub version: String,
+}
+
+/// One invocation request.
+#[derive(Debug, Clone)]
+pub struct Invoke {
+    pub request_id: String,
+    pub payload: Bytes,
+    pub function_arn: String,
+    pub trace_id: String,
+}
+
+/// How an invocation ended, as LocalStack (or a test) receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Response(Bytes),
+    /// A function error: the JSON body (`errorMessage`, `errorType`, ...).
+    Error(Bytes),
+}
+
+/// An invocation's outcome and its log text.
+#[derive(Debug, Clone)]
+pub struct Invoked {
+    pub outcome: Outcome,
+    pub logs: String,
+    pub duration: Duration,
+    pub timed_out: bool,
+}
+
+/// Why an environment could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The bootstrap could not be started at all.
+    #[error("could not start the bootstrap: {0}")]
+    Spawn(String),
+    /// The bootstrap reported `/runtime/init/error`.
+    #[error("the bootstrap reported an init error: {}", String::from_utf8_lossy(body))]
+    InitError { body: Bytes, error_type: Option<String>, logs: String },
+    /// The bootstrap exited before asking for its first event.
+    #[error("the bootstrap exited during init ({status})")]
+    Exited { status: String, logs: String },
+}
+
+impl StartError {
+    /// `{"errorMessage", "errorType"}` for LocalStack's status/error callback.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            StartError::Spawn(e) => serde_json::json!({"errorType": "Runtime.InvalidEntrypoint", "errorMessage": e}),
+            StartError::InitError { body, error_type, .. } => {
+                let message = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("errorMessage").and_then(|m| m.as_str()).map(str::to_owned))
+                    .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+                serde_json::json!({
+                    "errorType": error_type.clone().unwrap_or_else(|| "Runtime.Unknown".into()),
+                    "errorMessage": message,
+                })
+            }
+            StartError::Exited { status, .. } => serde_json::json!({
+                "errorType": "Runtime.ExitError",
+                "errorMessage": format!("Runtime exited without providing a reason: {status}"),
+            }),
+        }
+    }
+}
+
+/// Output lines of the current bootstrap, collected per invocation.
+#[derive(Default)]
+struct Output {
+    lines: Mutex<Vec<String>>,
+}
+
+impl Output {
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lines.lock().unwrap())
+    }
+}
+
+struct Bootstrap {
+    child: Child,
+    api: RuntimeApi,
+    answers: mpsc::UnboundedReceiver<Answer>,
+    /// Polls of `/next` seen so far; the next invocation starts once there is one more.
+    polls: u64,
+    init_duration: Option<Duration>,
+}
+
+/// A running execution environment.
+pub struct Environment {
+    config: FunctionConfig,
+    output: Arc<Output>,
+    bootstrap: Option<Bootstrap>,
+}
+
+impl Environment {
+    /// Starts the bootstrap and waits until it asks for its first event (initialised).
+    pub async fn start(config: FunctionConfig) -> Result<Environment, StartError> {
+        let mut env = Environment {
+            config,
+            output: Arc::default(),
+            bootstrap: None,
+        };
+        env.spawn().await?;
+        Ok(env)
+    }
+
+    /// The current bootstrap's process id.
+    pub fn bootstrap_pid(&self) -> Option<u32> {
+        self.bootstrap.as_ref().and_then(|b| b.child.id())
+    }
+
+    async fn spawn(&mut self) -> Result<(), StartError> {
+        self.bootstrap = None;
+        self.output.take();
+        let started = Instant::now();
+        let (api, mut answers) = RuntimeApi::start()
+            .await
+            .map_err(|e| StartError::Spawn(format!("runtime API: {e}")))?;
+        let mut child = Command::new(&self.config.bootstrap)
+            .current_dir(&self.config.task_root)
+            .env_clear()
+            .envs(self.config.env.iter().cloned())
+            .env("AWS_LAMBDA_RUNTIME_API", api.address())
+            .env("LAMBDA_TASK_ROOT", &self.config.task_root)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| StartError::Spawn(format!("{}: {e}", self.config.bootstrap.display())))?;
+        collect(child.stdout.take(), self.output.clone());
+        collect(child.stderr.take(), self.output.clone());
+
+        let logs = |out: &Output| out.take().join("\n");
+        tokio::select! {
+            _ = api.polled(1) => {}
+            status = child.wait() => {
+                settle().await;
+                let status = status.map(describe).unwrap_or_else(|e| e.to_string());
+                return Err(StartError::Exited { status, logs: logs(&self.output) });
+            }
+            Some(Answer::InitError { body, error_type }) = answers.recv() => {
+                let _ = child.start_kill();
+                settle().await;
+                return Err(StartError::InitError { body, error_type, logs: logs(&self.output) });
+            }
+        }
+        self.bootstrap = Some(Bootstrap {
+            child,
+            api,
+            answers,
+            polls: 1,
+            init_duration: Some(started.elapsed()),
+        });
+        Ok(())
+    }
+
+    /// Runs one invocation to its end: a response, a function error, a crash or a timeout.
+    pub async fn invoke(&mut self, invoke: Invoke) -> Invoked {
+        let started = Instant::now();
+        if self.bootstrap.is_none()
+            && let Err(e) = self.spawn().await
+        {
+            // The previous bootstrap died and a new one cannot start: an init failure.
+            return Invoked {
+                outcome: Outcome::Error(Bytes::from(e.to_json().to_string())),
+                logs: report::lines(&invoke.request_id, &self.config, &[], started.elapsed(), None, 0, None),
+                duration: started.elapsed(),
+                timed_out: false,
+            };
+        }
+        let bootstrap = self.bootstrap.as_mut().expect("spawned above");
+        bootstrap.api.polled(bootstrap.polls).await;
+        self.output.take();
+        let deadline = started + self.config.timeout;
+        bootstrap.api.send(Event {
+            request_id: invoke.request_id.clone(),
+            payload: invoke.payload.clone(),
+            deadline_ms: chrono::Utc::now().timestamp_millis() + self.config.timeout.as_millis() as i64,
+            function_arn: invoke.function_arn.clone(),
+            trace_id: invoke.trace_id.clone(),
+        });
+
+        enum End {
+            Answered(Outcome),
+            Crashed(String),
+            TimedOut,
+        }
+        let end = loop {
+            tokio::select! {
+                answer = bootstrap.answers.recv() => match answer {
+                    Some(Answer::Response { request_id, body }) if request_id == invoke.request_id => {
+                        break End::Answered(Outcome::Response(body));
+                    }
+                    Some(Answer::Error { request_id, body, error_type }) if request_id == invoke.request_id => {
+                        break End::Answered(Outcome::Error(error_body(body, error_type)));
+                    }
+                    Some(_) => continue, // a stale answer (another request id)
+                    None => break End::Crashed("runtime API stopped".into()),
+                },
+                status = bootstrap.child.wait() => {
+                    break End::Crashed(status.map(describe).unwrap_or_else(|e| e.to_string()));
+                }
+                _ = tokio::time::sleep_until(deadline.into()) => break End::TimedOut,
+            }
+        };
+        let duration = started.elapsed();
+        let memory_kb = bootstrap.child.id().map(peak_rss_kb).unwrap_or(0);
+        let init = bootstrap.init_duration.take();
+        let (outcome, extra, timed_out) = match end {
+            End::Answered(outcome) => {
+                bootstrap.polls += 1;
+                (outcome, None, false)
+            }
+            End::Crashed(status) => {
+                let message = format!(
+                    "RequestId: {} Error: Runtime exited with error: {status}",
+                    invoke.request_id
+                );
+                let body = serde_json::json!({"errorType": "Runtime.ExitError", "errorMessage": message});
+                self.bootstrap = None;
+                (Outcome::Error(Bytes::from(body.to_string())), Some(message), false)
+            }
+            End::TimedOut => {
+                let message = format!(
+                    "{} {} Task timed out after {:.2} seconds",
+                    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    invoke.request_id,
+                    self.config.timeout.as_secs_f64()
+                );
+                let body = serde_json::json!({"errorType": "Sandbox.Timedout", "errorMessage": message});
+                if let Some(mut b) = self.bootstrap.take() {
+                    let _ = b.child.start_kill();
+                    let _ = b.child.wait().await;
+                }
+                (Outcome::Error(Bytes::from(body.to_string())), Some(message), true)
+            }
+        };
+        settle().await;
+        let mut output = self.output.take();
+        output.extend(extra);
+        let logs = report::lines(
+            &invoke.request_id,
+            &self.config,
+            &output,
+            duration,
+            init,
+            memory_kb,
+            timed_out.then_some("timeout"),
+        );
+        if self.bootstrap.is_none() {
+            // Have the next invocation find a fresh bootstrap (reported then if it fails).
+            let _ = self.spawn().await;
+        }
+        Invoked {
+            outcome,
+            logs,
+            duration,
+            timed_out,
+        }
+    }
+
+    /// Ends the bootstrap.
+    pub async fn shutdown(&mut self) {
+        if let Some(mut b) = self.bootstrap.take() {
+            let _ = b.child.start_kill();
+            let _ = b.child.wait().await;
+        }
+    }
+}
+
+/// The error body the Invoke API returns: the function's JSON, with the error type from the
+/// runtime's header when the body does not carry one.
+fn error_body(body: Bytes, error_type: Option<String>) -> Bytes {
+    match (serde_json::from_slice::<serde_json::Value>(&body), error_type) {
+        (Ok(serde_json::Value::Object(mut map)), Some(t)) if !map.contains_key("errorType") => {
+            map.insert("errorType".into(), serde_json::Value::String(t));
+            Bytes::from(serde_json::Value::Object(map).to_string())
+        }
+        (Ok(_), _) => body,
+        (Err(_), t) => Bytes::from(
+            serde_json::json!({
+                "errorType": t.unwrap_or_else(|| "Runtime.Unknown".into()),
+                "errorMessage": String::from_utf8_lossy(&body),
+            })
+            .to_string(),
+        ),
+    }
+}
+
+/// Reads a pipe line by line into `output`, echoing each line to our stderr so whoever
+/// started the init (LocalStack's executor) keeps the environment's whole log.
+fn collect<R: AsyncRead + Unpin + Send + 'static>(pipe: Option<R>, output: Arc<Output>) {
+    let Some(pipe) = pipe else { return };
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("{line}");
+            output.lines.lock().unwrap().push(line);
+        }
+    });
+}
+
+/// Lets the pipe readers catch up with output written just before an answer or an exit.
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        _ => status.to_string(),
+    }
+}
+
+fn peak_rss_kb(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
