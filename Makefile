@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
-.PHONY: demo test lint build localstack-start localstack-stop localstack-status
+.PHONY: demo test lint build package test-only localstack-start localstack-stop localstack-status
 
 ## demo: run the burst of envelopes through two workers and print the report (LocalStack stays up).
 demo: build localstack-start
@@ -21,6 +21,11 @@ lint:
 
 build:
 	$(CARGO) build --workspace --bins --locked
+	functions/package.sh worker probe
+
+## package: the worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).
+package:
+	functions/package.sh --release worker
 
 test-only:
 	$(CARGO) test --workspace --locked

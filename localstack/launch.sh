@@ -9,7 +9,8 @@
 #
 # Settings (environment): LOCALSTACK_PORT (4566), SCHEDKIT_LOCALSTACK_HOME (localstack/.cache),
 # SCHEDKIT_PYTHON (a Python >= 3.13), LOCALSTACK_START_TIMEOUT (seconds, 180),
-# SCHEDKIT_LAMBDA_EXECUTOR (schedkit | docker: who runs Lambda functions; default schedkit).
+# SCHEDKIT_LAMBDA_EXECUTOR (schedkit | docker: who runs Lambda functions; default schedkit),
+# SCHEDKIT_LAMBDA_INIT (a prebuilt schedkit-lambda-init; default: build it with cargo).
 # Everything installed lives under SCHEDKIT_LOCALSTACK_HOME, which git ignores.
 set -euo pipefail
 
@@ -152,13 +153,19 @@ install_executor() {
             --no-build-isolation --force-reinstall "$here/executor-plugin"
         echo "$wanted" >"$stamp"
     fi
+    if [ -n "${SCHEDKIT_LAMBDA_INIT:-}" ]; then
+        [ -x "$SCHEDKIT_LAMBDA_INIT" ] || die "SCHEDKIT_LAMBDA_INIT=$SCHEDKIT_LAMBDA_INIT is not an executable"
+        return
+    fi
     command -v cargo >/dev/null 2>&1 || die "cargo is needed to build the Lambda init (install Rust from https://rustup.rs)"
     say "building schedkit-lambda-init"
     (cd "$root" && cargo build --quiet --locked -p schedkit-lambda-init) || die "building schedkit-lambda-init failed"
 }
 
+# The init LocalStack's executor starts: SCHEDKIT_LAMBDA_INIT when given (no build), else
+# the one built from this workspace.
 init_binary() {
-    echo "${CARGO_TARGET_DIR:-$root/target}/debug/schedkit-lambda-init"
+    echo "${SCHEDKIT_LAMBDA_INIT:-${CARGO_TARGET_DIR:-$root/target}/debug/schedkit-lambda-init}"
 }
 
 install() {

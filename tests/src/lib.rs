@@ -2,8 +2,8 @@
 //! there, and the queues and tables a worker needs, created per test so tests can run in
 //! parallel without seeing each other's messages.
 
+pub mod lambda;
 pub mod proxy;
-pub mod runtime_api;
 pub mod stack;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use schedkit::{Envelope, Status};
-use schedkit_testkit::runtime_api::{Invocation, RuntimeApi};
+use schedkit_lambda_init::{Environment, FunctionConfig, Invoke, Outcome};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::json;
 
@@ -36,23 +36,45 @@ async fn the_lambda_binary_returns_the_partial_batch_response() {
     }
     let event = json!({ "Records": records });
 
-    let api = RuntimeApi::start().await.unwrap();
-    let _worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_worker"))
-        .envs(stack.worker_env())
-        .env("AWS_LAMBDA_RUNTIME_API", api.address())
-        .env("AWS_LAMBDA_FUNCTION_NAME", "schedkit-worker")
-        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-        .stdout(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+    // The worker binary as Lambda runs it: polled through the Runtime API of schedkit's
+    // Lambda init (the same component LocalStack uses without Docker).
+    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_worker"));
+    let mut env = stack.worker_env();
+    env.extend(
+        [
+            ("AWS_LAMBDA_FUNCTION_NAME", "schedkit-worker"),
+            ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256"),
+            ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST"),
+            ("RUST_LOG", "warn"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let mut environment = Environment::start(FunctionConfig {
+        task_root: binary.parent().unwrap().to_path_buf(),
+        bootstrap: binary,
+        env,
+        timeout: Duration::from_secs(30),
+        memory_mb: 256,
+        version: "$LATEST".into(),
+    })
+    .await
+    .unwrap();
+    let invoke = |payload: serde_json::Value| Invoke {
+        request_id: uuid::Uuid::new_v4().to_string(),
+        payload: payload.to_string().into(),
+        function_arn: "arn:aws:lambda:us-east-1:000000000000:function:schedkit-worker".into(),
+        trace_id: String::new(),
+    };
+    let response = |outcome: Outcome| match outcome {
+        Outcome::Response(body) => serde_json::from_slice::<serde_json::Value>(&body).unwrap(),
+        Outcome::Error(body) => panic!("function error: {}", String::from_utf8_lossy(&body)),
+    };
 
-    let answer = api.invoke(&event, Duration::from_secs(30)).await.unwrap();
+    let answer = environment.invoke(invoke(event)).await;
     // The retryable failure is reported; the success and the dead-lettered poison are not.
     assert_eq!(
-        answer,
-        Invocation::Response(json!({"batchItemFailures": [{"itemIdentifier": flaky_id}]}))
+        response(answer.outcome),
+        json!({"batchItemFailures": [{"itemIdentifier": flaky_id}]})
     );
     let records = stack.records().await.unwrap();
     let mut statuses: Vec<_> = records.iter().map(|r| (r.job.as_str(), r.status)).collect();
@@ -70,12 +92,9 @@ async fn the_lambda_binary_returns_the_partial_batch_response() {
     );
 
     // The same process serves the next invocation.
-    let empty = api
-        .invoke(&json!({"Records": []}), Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert_eq!(
-        empty,
-        Invocation::Response(json!({"batchItemFailures": []}))
-    );
+    let pid = environment.bootstrap_pid();
+    let empty = environment.invoke(invoke(json!({"Records": []}))).await;
+    assert_eq!(response(empty.outcome), json!({"batchItemFailures": []}));
+    assert_eq!(environment.bootstrap_pid(), pid);
+    environment.shutdown().await;
 }

@@ -64,8 +64,15 @@ pub enum StartError {
     #[error("could not start the bootstrap: {0}")]
     Spawn(String),
     /// The bootstrap reported `/runtime/init/error`.
-    #[error("the bootstrap reported an init error: {}", String::from_utf8_lossy(body))]
-    InitError { body: Bytes, error_type: Option<String>, logs: String },
+    #[error(
+        "the bootstrap reported an init error: {}",
+        String::from_utf8_lossy(body)
+    )]
+    InitError {
+        body: Bytes,
+        error_type: Option<String>,
+        logs: String,
+    },
     /// The bootstrap exited before asking for its first event.
     #[error("the bootstrap exited during init ({status})")]
     Exited { status: String, logs: String },
@@ -75,11 +82,19 @@ impl StartError {
     /// `{"errorMessage", "errorType"}` for LocalStack's status/error callback.
     pub fn to_json(&self) -> serde_json::Value {
         match self {
-            StartError::Spawn(e) => serde_json::json!({"errorType": "Runtime.InvalidEntrypoint", "errorMessage": e}),
-            StartError::InitError { body, error_type, .. } => {
+            StartError::Spawn(e) => {
+                serde_json::json!({"errorType": "Runtime.InvalidEntrypoint", "errorMessage": e})
+            }
+            StartError::InitError {
+                body, error_type, ..
+            } => {
                 let message = serde_json::from_slice::<serde_json::Value>(body)
                     .ok()
-                    .and_then(|v| v.get("errorMessage").and_then(|m| m.as_str()).map(str::to_owned))
+                    .and_then(|v| {
+                        v.get("errorMessage")
+                            .and_then(|m| m.as_str())
+                            .map(str::to_owned)
+                    })
                     .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
                 serde_json::json!({
                     "errorType": error_type.clone().unwrap_or_else(|| "Runtime.Unknown".into()),
@@ -194,7 +209,15 @@ impl Environment {
             // The previous bootstrap died and a new one cannot start: an init failure.
             return Invoked {
                 outcome: Outcome::Error(Bytes::from(e.to_json().to_string())),
-                logs: report::lines(&invoke.request_id, &self.config, &[], started.elapsed(), None, 0, None),
+                logs: report::lines(
+                    &invoke.request_id,
+                    &self.config,
+                    &[],
+                    started.elapsed(),
+                    None,
+                    0,
+                    None,
+                ),
                 duration: started.elapsed(),
                 timed_out: false,
             };
@@ -206,7 +229,8 @@ impl Environment {
         bootstrap.api.send(Event {
             request_id: invoke.request_id.clone(),
             payload: invoke.payload.clone(),
-            deadline_ms: chrono::Utc::now().timestamp_millis() + self.config.timeout.as_millis() as i64,
+            deadline_ms: chrono::Utc::now().timestamp_millis()
+                + self.config.timeout.as_millis() as i64,
             function_arn: invoke.function_arn.clone(),
             trace_id: invoke.trace_id.clone(),
         });
@@ -247,9 +271,14 @@ impl Environment {
                     "RequestId: {} Error: Runtime exited with error: {status}",
                     invoke.request_id
                 );
-                let body = serde_json::json!({"errorType": "Runtime.ExitError", "errorMessage": message});
+                let body =
+                    serde_json::json!({"errorType": "Runtime.ExitError", "errorMessage": message});
                 self.bootstrap = None;
-                (Outcome::Error(Bytes::from(body.to_string())), Some(message), false)
+                (
+                    Outcome::Error(Bytes::from(body.to_string())),
+                    Some(message),
+                    false,
+                )
             }
             End::TimedOut => {
                 let message = format!(
@@ -258,12 +287,17 @@ impl Environment {
                     invoke.request_id,
                     self.config.timeout.as_secs_f64()
                 );
-                let body = serde_json::json!({"errorType": "Sandbox.Timedout", "errorMessage": message});
+                let body =
+                    serde_json::json!({"errorType": "Sandbox.Timedout", "errorMessage": message});
                 if let Some(mut b) = self.bootstrap.take() {
                     let _ = b.child.start_kill();
                     let _ = b.child.wait().await;
                 }
-                (Outcome::Error(Bytes::from(body.to_string())), Some(message), true)
+                (
+                    Outcome::Error(Bytes::from(body.to_string())),
+                    Some(message),
+                    true,
+                )
             }
         };
         settle().await;
@@ -302,7 +336,10 @@ impl Environment {
 /// The error body the Invoke API returns: the function's JSON, with the error type from the
 /// runtime's header when the body does not carry one.
 fn error_body(body: Bytes, error_type: Option<String>) -> Bytes {
-    match (serde_json::from_slice::<serde_json::Value>(&body), error_type) {
+    match (
+        serde_json::from_slice::<serde_json::Value>(&body),
+        error_type,
+    ) {
         (Ok(serde_json::Value::Object(mut map)), Some(t)) if !map.contains_key("errorType") => {
             map.insert("errorType".into(), serde_json::Value::String(t));
             Bytes::from(serde_json::Value::Object(map).to_string())

@@ -80,24 +80,32 @@ impl Callbacks {
     }
 
     pub async fn ready(&self) -> Result<(), String> {
-        self.post(&format!("/status/{}/ready", self.runtime_id), Bytes::new()).await
+        self.post(&format!("/status/{}/ready", self.runtime_id), Bytes::new())
+            .await
     }
 
     pub async fn init_error(&self, error: &serde_json::Value) -> Result<(), String> {
-        self.post(&format!("/status/{}/error", self.runtime_id), Bytes::from(error.to_string()))
-            .await
+        self.post(
+            &format!("/status/{}/error", self.runtime_id),
+            Bytes::from(error.to_string()),
+        )
+        .await
     }
 
     /// Logs first, then the result.
     pub async fn finish(&self, request_id: &str, invoked: &Invoked) -> Result<(), String> {
         let logs = serde_json::json!({ "logs": invoked.logs });
-        self.post(&format!("/invocations/{request_id}/logs"), Bytes::from(logs.to_string()))
-            .await?;
+        self.post(
+            &format!("/invocations/{request_id}/logs"),
+            Bytes::from(logs.to_string()),
+        )
+        .await?;
         let (kind, body) = match &invoked.outcome {
             Outcome::Response(b) => ("response", b.clone()),
             Outcome::Error(b) => ("error", b.clone()),
         };
-        self.post(&format!("/invocations/{request_id}/{kind}"), body).await
+        self.post(&format!("/invocations/{request_id}/{kind}"), body)
+            .await
     }
 
     async fn post(&self, path: &str, body: Bytes) -> Result<(), String> {
@@ -106,7 +114,11 @@ impl Callbacks {
             .header("content-type", "application/json")
             .body(Full::new(body))
             .map_err(|e| format!("{url}: {e}"))?;
-        let response = self.client.request(request).await.map_err(|e| format!("{url}: {e}"))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
         if response.status().is_success() {
             Ok(())
         } else {

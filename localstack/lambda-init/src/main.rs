@@ -38,12 +38,17 @@ async fn run() -> Result<(), String> {
     let runtime_id = required("LOCALSTACK_RUNTIME_ID")?;
     let code = PathBuf::from(required("SCHEDKIT_INIT_CODE_DIR")?);
     let number = |name: &str, default: u64| {
-        std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
     };
     let config = FunctionConfig {
         bootstrap: code.join("bootstrap"),
         task_root: code,
-        env: std::env::vars().filter(|(k, _)| !is_init_variable(k)).collect(),
+        env: std::env::vars()
+            .filter(|(k, _)| !is_init_variable(k))
+            .collect(),
         timeout: Duration::from_secs(number("AWS_LAMBDA_FUNCTION_TIMEOUT", 3)),
         memory_mb: number("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", 128) as u32,
         version: std::env::var("AWS_LAMBDA_FUNCTION_VERSION").unwrap_or_else(|_| "$LATEST".into()),

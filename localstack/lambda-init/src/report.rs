@@ -15,7 +15,10 @@ pub fn lines(
     status: Option<&str>,
 ) -> String {
     let ms = duration.as_secs_f64() * 1000.0;
-    let mut text = format!("START RequestId: {request_id} Version: {}\n", config.version);
+    let mut text = format!(
+        "START RequestId: {request_id} Version: {}\n",
+        config.version
+    );
     for line in output {
         text.push_str(line);
         text.push('\n');
@@ -28,7 +31,10 @@ pub fn lines(
         max_memory_kb.div_ceil(1024),
     ));
     if let Some(init) = init {
-        text.push_str(&format!("\tInit Duration: {:.2} ms", init.as_secs_f64() * 1000.0));
+        text.push_str(&format!(
+            "\tInit Duration: {:.2} ms",
+            init.as_secs_f64() * 1000.0
+        ));
     }
     if let Some(status) = status {
         text.push_str(&format!("\tStatus: {status}"));
@@ -51,7 +57,15 @@ mod tests {
             memory_mb: 128,
             version: "$LATEST".into(),
         };
-        let text = lines("r-1", &config, &["hello".into()], Duration::from_micros(12_345), Some(Duration::from_millis(20)), 2049, None);
+        let text = lines(
+            "r-1",
+            &config,
+            &["hello".into()],
+            Duration::from_micros(12_345),
+            Some(Duration::from_millis(20)),
+            2049,
+            None,
+        );
         assert_eq!(
             text,
             "START RequestId: r-1 Version: $LATEST\nhello\nEND RequestId: r-1\n\

@@ -37,7 +37,10 @@ pub enum Answer {
         error_type: Option<String>,
     },
     /// `POST /runtime/init/error`
-    InitError { body: Bytes, error_type: Option<String> },
+    InitError {
+        body: Bytes,
+        error_type: Option<String>,
+    },
 }
 
 #[derive(Clone)]
@@ -69,7 +72,10 @@ impl RuntimeApi {
         };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next))
-            .route("/2018-06-01/runtime/invocation/{id}/response", post(response))
+            .route(
+                "/2018-06-01/runtime/invocation/{id}/response",
+                post(response),
+            )
             .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
             .route("/2018-06-01/runtime/init/error", post(init_error))
             .with_state(shared);
@@ -136,7 +142,11 @@ fn error_type(headers: &HeaderMap) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn response(State(s): State<Shared>, Path(request_id): Path<String>, body: Bytes) -> StatusCode {
+async fn response(
+    State(s): State<Shared>,
+    Path(request_id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
     let _ = s.answers.send(Answer::Response { request_id, body });
     StatusCode::ACCEPTED
 }

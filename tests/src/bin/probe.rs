@@ -36,8 +36,15 @@ async fn handle(event: LambdaEvent<Value>) -> Result<Value, Error> {
     if p.get("whoami").is_some() {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
         // Fields after the command name: state, ppid, pgrp, ...
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-        let pgid: i64 = after.split_whitespace().nth(2).and_then(|v| v.parse().ok()).unwrap_or(-1);
+        let after = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest)
+            .unwrap_or_default();
+        let pgid: i64 = after
+            .split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1);
         let var = |name: &str| std::env::var(name).ok();
         return Ok(json!({
             "pid": std::process::id(),

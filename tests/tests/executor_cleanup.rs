@@ -1,0 +1,135 @@
+//! Stopping LocalStack ends every process its Lambda executor started. This test starts a
+//! LocalStack of its own (on a free port) with the project's launcher, so that it can stop it.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_lambda::config::Credentials;
+use schedkit_testkit::lambda::{FunctionSpec, create_function, invoke};
+use schedkit_testkit::unique;
+use serde_json::json;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `launch.sh <cmd>` for the private LocalStack on `port`.
+fn launcher(cmd: &str, port: u16) -> std::process::Output {
+    let init = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace().join("target"))
+        .join("debug/schedkit-lambda-init");
+    Command::new(workspace().join("localstack/launch.sh"))
+        .arg(cmd)
+        .env("LOCALSTACK_PORT", port.to_string())
+        .env("SCHEDKIT_LAMBDA_INIT", init)
+        .output()
+        .expect("launch.sh runs")
+}
+
+/// Stops the private LocalStack even when an assertion fails first.
+struct Stopper(u16);
+
+impl Drop for Stopper {
+    fn drop(&mut self) {
+        launcher("stop", self.0);
+    }
+}
+
+/// Processes (pid, command) whose process group is `pgid`.
+fn members(pgid: i64) -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((name, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let group: i64 = rest
+            .split_whitespace()
+            .nth(2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let state = rest.split_whitespace().next().unwrap_or("");
+        if group == pgid && state != "Z" {
+            out.push((
+                pid,
+                name.split_once('(').map(|x| x.1).unwrap_or("").to_string(),
+            ));
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_localstack_stops_no_executor_process_is_left() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = launcher("start", port);
+    let _stop = Stopper(port);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+
+    let sdk = aws_config::defaults(BehaviorVersion::latest())
+        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "test"))
+        .load()
+        .await;
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let spec = FunctionSpec::new(&unique("probe-orphans"), "probe");
+    create_function(&lambda, &spec).await.unwrap();
+    let payload = json!({"whoami": true, "sleep_ms": 500});
+    let answers =
+        futures::future::join_all((0..2).map(|_| invoke(&lambda, &spec.name, &payload))).await;
+    let groups: BTreeSet<i64> = answers
+        .into_iter()
+        .map(|a| a.unwrap().payload["pgid"].as_i64().unwrap())
+        .collect();
+    assert_eq!(groups.len(), 2);
+    for g in &groups {
+        let procs = members(*g);
+        assert!(
+            procs
+                .iter()
+                .any(|(_, name)| name.starts_with("schedkit-lambda")),
+            "{procs:?}"
+        );
+        assert!(
+            procs.iter().any(|(_, name)| name == "bootstrap"),
+            "{procs:?}"
+        );
+    }
+
+    let stopped = launcher("stop", port);
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = groups.iter().flat_map(|g| members(*g)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running after stop: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
