@@ -43,10 +43,19 @@ impl FunctionSpec {
     }
 }
 
-/// Creates the function and waits until it is Active; returns its ARN.
+/// Creates the function from its packaged zip and waits until it is Active; returns its ARN.
 pub async fn create_function(
     client: &aws_sdk_lambda::Client,
     spec: &FunctionSpec,
+) -> anyhow::Result<String> {
+    create_function_from(client, spec, zip(&spec.bin)).await
+}
+
+/// Creates the function from the given zip and waits until it is Active; returns its ARN.
+pub async fn create_function_from(
+    client: &aws_sdk_lambda::Client,
+    spec: &FunctionSpec,
+    zip: Vec<u8>,
 ) -> anyhow::Result<String> {
     let mut env = Environment::builder();
     for (k, v) in &spec.env {
@@ -62,7 +71,7 @@ pub async fn create_function(
         .environment(env.build())
         .code(
             FunctionCode::builder()
-                .zip_file(Blob::new(zip(&spec.bin)))
+                .zip_file(Blob::new(zip))
                 .build(),
         )
         .send()

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aws_sdk_lambda::types::FunctionResponseType;
 use schedkit::{Envelope, Status};
-use schedkit_testkit::lambda::{FunctionSpec, create_function, invoke};
+use schedkit_testkit::lambda::{FunctionSpec, create_function, create_function_from, invoke};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::json;
 
@@ -87,6 +87,12 @@ async fn handler_errors_and_panics_come_back_as_function_errors() {
         panic.payload
     );
 
+    let crash = invoke(&lambda, &spec.name, &json!({"exit": 3})).await.unwrap();
+    assert_eq!(crash.function_error.as_deref(), Some("Unhandled"));
+    assert_eq!(crash.payload["errorType"], "Runtime.ExitError", "{}", crash.payload);
+    let message = crash.payload["errorMessage"].as_str().unwrap();
+    assert!(message.ends_with("Runtime exited with error: exit status 3"), "{message}");
+
     let after = invoke(&lambda, &spec.name, &json!({"echo": "still serving"}))
         .await
         .unwrap();
@@ -94,6 +100,37 @@ async fn handler_errors_and_panics_come_back_as_function_errors() {
         (after.function_error, after.payload),
         (None, json!({"echo": "still serving"}))
     );
+}
+
+/// A zip with one file in it, mode 0755.
+fn zip_with(name: &str, content: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut z = zip::ZipWriter::new(&mut out);
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Stored)
+        .unix_permissions(0o755);
+    z.start_file(name, options).unwrap();
+    z.write_all(content).unwrap();
+    z.finish().unwrap();
+    out.into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_this_host_cannot_run_fails_the_function_with_the_reason() {
+    let sdk = localstack().await;
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let cases = [
+        ("main", b"\x7fELF".as_slice(), "the function's zip has no 'bootstrap' file at its root"),
+        ("bootstrap", b"just some text".as_slice(), "'bootstrap' is neither an ELF executable nor a script"),
+    ];
+    for (file, content, reason) in cases {
+        let spec = FunctionSpec::new(&unique("broken"), "probe");
+        let error = create_function_from(&lambda, &spec, zip_with(file, content))
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains(reason), "{error}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

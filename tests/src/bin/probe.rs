@@ -1,5 +1,5 @@
 //! `probe`: a test Lambda (`provided.al2023`) whose payload says what to do, so tests can
-//! drive the executor through every path: echo, print, fail, panic, sleep, report who and
+//! drive the executor through every path: echo, print, fail, panic, exit, sleep, report who and
 //! where it runs, and answer SQS batches with failures for bodies that contain "fail".
 
 use std::time::Duration;
@@ -32,6 +32,9 @@ async fn handle(event: LambdaEvent<Value>) -> Result<Value, Error> {
     }
     if let Some(message) = p.get("panic").and_then(Value::as_str) {
         panic!("{message}");
+    }
+    if let Some(code) = p.get("exit").and_then(Value::as_i64) {
+        std::process::exit(code as i32);
     }
     if p.get("whoami").is_some() {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
