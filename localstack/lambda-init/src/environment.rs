@@ -3,6 +3,7 @@
 //! out", then a fresh bootstrap), a crashed bootstrap reported as an error (then a fresh
 //! one), and the START / END / REPORT log lines around the function's own output.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -123,6 +124,8 @@ impl Output {
 
 struct Bootstrap {
     child: Child,
+    /// Duplicates of the bootstrap's stdout and stderr pipes, to see when they are drained.
+    pipes: Vec<OwnedFd>,
     api: RuntimeApi,
     answers: mpsc::UnboundedReceiver<Answer>,
     /// Polls of `/next` seen so far; the next invocation starts once there is one more.
@@ -173,8 +176,13 @@ impl Environment {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| StartError::Spawn(format!("{}: {e}", self.config.bootstrap.display())))?;
-        collect(child.stdout.take(), self.output.clone());
-        collect(child.stderr.take(), self.output.clone());
+        let pipes = [
+            collect(child.stdout.take(), self.output.clone()),
+            collect(child.stderr.take(), self.output.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
 
         let logs = |out: &Output| out.take().join("\n");
         tokio::select! {
@@ -192,6 +200,7 @@ impl Environment {
         }
         self.bootstrap = Some(Bootstrap {
             child,
+            pipes,
             api,
             answers,
             polls: 1,
@@ -300,7 +309,10 @@ impl Environment {
                 )
             }
         };
-        settle().await;
+        match &self.bootstrap {
+            Some(b) => drained(&b.pipes).await,
+            None => settle().await, // it exited: its pipes are at their end
+        }
         let mut output = self.output.take();
         output.extend(extra);
         let logs = report::lines(
@@ -356,9 +368,14 @@ fn error_body(body: Bytes, error_type: Option<String>) -> Bytes {
 }
 
 /// Reads a pipe line by line into `output`, echoing each line to our stderr so whoever
-/// started the init (LocalStack's executor) keeps the environment's whole log.
-fn collect<R: AsyncRead + Unpin + Send + 'static>(pipe: Option<R>, output: Arc<Output>) {
-    let Some(pipe) = pipe else { return };
+/// started the init (LocalStack's executor) keeps the environment's whole log. Returns a
+/// duplicate of the pipe's descriptor, for [`drained`].
+fn collect<R>(pipe: Option<R>, output: Arc<Output>) -> Option<OwnedFd>
+where
+    R: AsyncRead + AsFd + Unpin + Send + 'static,
+{
+    let pipe = pipe?;
+    let fd = pipe.as_fd().try_clone_to_owned().ok();
     tokio::spawn(async move {
         let mut lines = BufReader::new(pipe).lines();
         while let Ok(Some(line)) = lines.next_line().await {
@@ -366,9 +383,29 @@ fn collect<R: AsyncRead + Unpin + Send + 'static>(pipe: Option<R>, output: Arc<O
             output.lines.lock().unwrap().push(line);
         }
     });
+    fd
 }
 
-/// Lets the pipe readers catch up with output written just before an answer or an exit.
+/// Waits (at most 5 ms) until the readers have taken everything out of the pipes. The
+/// bootstrap writes its output before it posts its answer, so once the pipes are empty,
+/// the invocation's output has been read; a short pause then lets the reader that read
+/// last push its line (microseconds).
+async fn drained(pipes: &[OwnedFd]) {
+    let pending = |fd: &OwnedFd| {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer we pass.
+        let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        rc == 0 && n > 0
+    };
+    let deadline = Instant::now() + Duration::from_millis(5);
+    while pipes.iter().any(pending) && Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+    // Tokio's timers tick in milliseconds; this pause is a few microseconds.
+    std::thread::sleep(Duration::from_micros(50));
+}
+
+/// Lets the pipe readers catch up with the output of a bootstrap that has just exited.
 async fn settle() {
     tokio::time::sleep(Duration::from_millis(5)).await;
 }
