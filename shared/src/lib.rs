@@ -12,6 +12,7 @@ pub mod job;
 pub mod key;
 pub mod poller;
 pub mod retry;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 

@@ -69,11 +69,7 @@ pub async fn create_function_from(
         .role("arn:aws:iam::000000000000:role/lambda-role")
         .timeout(spec.timeout_seconds)
         .environment(env.build())
-        .code(
-            FunctionCode::builder()
-                .zip_file(Blob::new(zip))
-                .build(),
-        )
+        .code(FunctionCode::builder().zip_file(Blob::new(zip)).build())
         .send()
         .await?;
     let arn = out.function_arn.unwrap_or_default();

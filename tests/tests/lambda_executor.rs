@@ -87,11 +87,20 @@ async fn handler_errors_and_panics_come_back_as_function_errors() {
         panic.payload
     );
 
-    let crash = invoke(&lambda, &spec.name, &json!({"exit": 3})).await.unwrap();
+    let crash = invoke(&lambda, &spec.name, &json!({"exit": 3}))
+        .await
+        .unwrap();
     assert_eq!(crash.function_error.as_deref(), Some("Unhandled"));
-    assert_eq!(crash.payload["errorType"], "Runtime.ExitError", "{}", crash.payload);
+    assert_eq!(
+        crash.payload["errorType"], "Runtime.ExitError",
+        "{}",
+        crash.payload
+    );
     let message = crash.payload["errorMessage"].as_str().unwrap();
-    assert!(message.ends_with("Runtime exited with error: exit status 3"), "{message}");
+    assert!(
+        message.ends_with("Runtime exited with error: exit status 3"),
+        "{message}"
+    );
 
     let after = invoke(&lambda, &spec.name, &json!({"echo": "still serving"}))
         .await
@@ -121,8 +130,16 @@ async fn a_bootstrap_this_host_cannot_run_fails_the_function_with_the_reason() {
     let sdk = localstack().await;
     let lambda = aws_sdk_lambda::Client::new(&sdk);
     let cases = [
-        ("main", b"\x7fELF".as_slice(), "the function's zip has no 'bootstrap' file at its root"),
-        ("bootstrap", b"just some text".as_slice(), "'bootstrap' is neither an ELF executable nor a script"),
+        (
+            "main",
+            b"\x7fELF".as_slice(),
+            "the function's zip has no 'bootstrap' file at its root",
+        ),
+        (
+            "bootstrap",
+            b"just some text".as_slice(),
+            "'bootstrap' is neither an ELF executable nor a script",
+        ),
     ];
     for (file, content, reason) in cases {
         let spec = FunctionSpec::new(&unique("broken"), "probe");

@@ -93,12 +93,23 @@ async fn main() -> anyhow::Result<()> {
     }
     env.shutdown().await;
 
-    println!("no-op Invoke round trip, milliseconds ({} warm, {} cold samples)", args.warm, args.cold);
+    println!(
+        "no-op Invoke round trip, milliseconds ({} warm, {} cold samples)",
+        args.warm, args.cold
+    );
     println!("| path | cold median | warm median | warm p90 | warm max |");
     println!("| --- | ---: | ---: | ---: | ---: |");
     for (path, cold, warm) in [
-        ("LocalStack Invoke API → schedkit executor", cold_ls, warm_ls),
-        ("init Runtime API directly (peer baseline)", cold_direct, warm_direct),
+        (
+            "LocalStack Invoke API → schedkit executor",
+            cold_ls,
+            warm_ls,
+        ),
+        (
+            "init Runtime API directly (peer baseline)",
+            cold_direct,
+            warm_direct,
+        ),
     ] {
         let (cold_median, _, _) = stats(cold);
         let (median, p90, max) = stats(warm);

@@ -1,0 +1,29 @@
+//! Expression errors that say where and what was expected.
+
+/// An invalid schedule expression: which field, at which character, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid schedule expression `{expression}`{}at position {position}: {message}", field.map(|f| format!(": {f} field ")).unwrap_or_else(|| " ".into()))]
+pub struct ExpressionError {
+    pub expression: String,
+    /// The cron field (`minutes`, `hours`, ...), when the problem is in one.
+    pub field: Option<&'static str>,
+    /// 0-based character offset in the expression.
+    pub position: usize,
+    pub message: String,
+}
+
+impl ExpressionError {
+    pub fn new(
+        expression: &str,
+        field: Option<&'static str>,
+        position: usize,
+        message: String,
+    ) -> Self {
+        ExpressionError {
+            expression: expression.to_string(),
+            field,
+            position,
+            message,
+        }
+    }
+}
