@@ -462,20 +462,8 @@ fn day_of_week(f: &Field, expression: &str) -> Result<DayOfWeek, ExpressionError
     if let Some(i) = text.find('/') {
         return Err(err(i, "`/` is not allowed in day-of-week".into()));
     }
-    if let Some(i) = text.find(['L', 'W']).filter(|i| !is_name_letter(&text, *i)) {
-        return Err(err(
-            i,
-            format!("`{}` is not allowed here in day-of-week", &text[i..=i]),
-        ));
-    }
+    // A stray `L` or `W` fails here as "not a value".
     Ok(DayOfWeek::Set(
         numeric(f, 1, 7, Some(&WEEKDAYS), expression)? as u8,
     ))
-}
-
-/// Whether the letter at `i` belongs to a weekday name (the `W` of `WED`, the `L`... none).
-fn is_name_letter(text: &str, i: usize) -> bool {
-    WEEKDAYS.iter().any(|name| {
-        (0..name.len()).any(|k| i >= k && text.get(i - k..i - k + name.len()) == Some(*name))
-    })
 }
