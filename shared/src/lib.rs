@@ -7,6 +7,7 @@
 
 pub mod aws;
 pub mod batch;
+pub mod catalog;
 pub mod envelope;
 pub mod job;
 pub mod key;

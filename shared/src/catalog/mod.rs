@@ -1,0 +1,153 @@
+//! The job catalog: one file (`infra/catalog.toml`) that lists every job with its schedule,
+//! payload, key template, retry policy, lease, owner and target. Schedule sync, the worker's
+//! per-job policies, previews and the IaC all read it: one source of truth.
+//!
+//! Loading validates everything before anything deploys, and every error names the file,
+//! the job and the field.
+
+pub mod model;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::job::JobPolicy;
+use crate::key::KeyTemplate;
+use crate::retry::RetryPolicy;
+use crate::schedule::Schedule;
+pub use model::{CatalogFile, JobSpec, RetrySpec, ScheduleSpec, Settings};
+
+/// Where a job's envelopes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The worker's jobs queue.
+    Queue,
+    /// A Step Functions state machine (a multi-step chain), by name.
+    Chain(String),
+}
+
+/// A validated job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub name: String,
+    pub spec: JobSpec,
+    pub target: Target,
+    /// The worker's policy for this job.
+    pub policy: JobPolicy,
+    /// The parsed schedule, when the job has one.
+    pub schedule: Option<Schedule>,
+}
+
+impl Job {
+    /// The payload scheduled runs carry (empty when none is given).
+    pub fn payload(&self) -> Map<String, Value> {
+        self.spec.payload.clone().unwrap_or_default()
+    }
+}
+
+/// A validated catalog.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The file it was read from (for messages).
+    pub file: String,
+    pub settings: Settings,
+    pub jobs: BTreeMap<String, Job>,
+}
+
+/// One problem in a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogError {
+    pub file: String,
+    pub job: Option<String>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for CatalogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.file)?;
+        if let Some(job) = &self.job {
+            write!(f, "job `{job}`: ")?;
+        }
+        if let Some(field) = &self.field {
+            write!(f, "field `{field}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Every problem found in a catalog (validation does not stop at the first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct CatalogErrors(pub Vec<CatalogError>);
+
+impl fmt::Display for CatalogErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Catalog {
+    /// Reads and validates a catalog file.
+    pub fn load(path: &Path) -> Result<Catalog, CatalogErrors> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CatalogErrors(vec![CatalogError {
+                file: file.clone(),
+                job: None,
+                field: None,
+                message: format!("cannot read it: {e}"),
+            }])
+        })?;
+        Catalog::parse(&text, &file)
+    }
+
+    /// Validates catalog text; `file` names it in messages.
+    pub fn parse(text: &str, file: &str) -> Result<Catalog, CatalogErrors> {
+        let raw = validate::deserialize(text, file)?;
+        validate::validate(raw, file)
+    }
+
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.get(name)
+    }
+
+    /// The jobs that have a schedule.
+    pub fn scheduled(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values().filter(|j| j.schedule.is_some())
+    }
+}
+
+/// The worker policy a job spec describes (the spec is already validated).
+fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
+    let secs = |s: u32| Duration::from_secs(u64::from(s));
+    let lease = secs(spec.lease_seconds);
+    let retention_days = spec
+        .record_retention_days
+        .unwrap_or(settings.queue_retention_days + settings.dlq_retention_days + 3);
+    JobPolicy {
+        retry: RetryPolicy {
+            max_attempts: spec.retry.max_attempts,
+            first_delay: secs(spec.retry.first_delay_seconds),
+            base_delay: secs(spec.retry.base_delay_seconds),
+            max_delay: secs(spec.retry.max_delay_seconds),
+        },
+        lease,
+        heartbeat: Some(spec.heartbeat_seconds.map(secs).unwrap_or(lease / 4)),
+        timeout: spec.timeout_seconds.map(secs),
+        key_template: spec
+            .key_template
+            .as_deref()
+            .map(|t| t.parse::<KeyTemplate>().expect("validated")),
+        record_retention: Duration::from_secs(u64::from(retention_days) * 86_400),
+    }
+}

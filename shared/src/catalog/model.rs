@@ -1,0 +1,162 @@
+//! The catalog file's shape (`infra/catalog.toml`), as serde reads it. Every table denies
+//! unknown fields, so a misspelt setting is an error instead of a silent default.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// The whole catalog.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogFile {
+    #[serde(default)]
+    pub settings: Settings,
+    #[serde(default)]
+    pub jobs: BTreeMap<String, JobSpec>,
+}
+
+/// Settings shared by every job.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    /// The EventBridge Scheduler schedule group the catalog owns.
+    pub schedule_group: String,
+    /// The worker function's timeout: no lease or job timeout may exceed it.
+    pub function_timeout_seconds: u32,
+    /// Message retention of the jobs queue and of its DLQ: records must outlive both.
+    pub queue_retention_days: u32,
+    pub dlq_retention_days: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            schedule_group: "schedkit".into(),
+            function_timeout_seconds: 60,
+            queue_retention_days: 4,
+            dlq_retention_days: 14,
+        }
+    }
+}
+
+/// One job.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Who to ask when it fails (a team or an address).
+    pub owner: String,
+    /// `queue` (the worker's jobs queue) or `chain:<state machine>`.
+    #[serde(default = "default_target")]
+    pub target: String,
+    /// Derives the execution key from payload fields (`invoice:{billing_month}:{tenant}`).
+    #[serde(default)]
+    pub key_template: Option<String>,
+    /// The payload every scheduled run carries.
+    #[serde(default)]
+    pub payload: Option<Map<String, Value>>,
+    #[serde(default = "default_lease")]
+    pub lease_seconds: u32,
+    /// Default: a quarter of the lease.
+    #[serde(default)]
+    pub heartbeat_seconds: Option<u32>,
+    /// An attempt running longer fails (retryably). Default: no limit but the function's.
+    #[serde(default)]
+    pub timeout_seconds: Option<u32>,
+    /// Default: queue + DLQ retention + 3 days.
+    #[serde(default)]
+    pub record_retention_days: Option<u32>,
+    #[serde(default)]
+    pub retry: RetrySpec,
+    /// Omitted for jobs that only run when fired (one-off, or by hand).
+    #[serde(default)]
+    pub schedule: Option<ScheduleSpec>,
+}
+
+fn default_target() -> String {
+    "queue".into()
+}
+
+fn default_lease() -> u32 {
+    60
+}
+
+/// The job's retry policy (the worker's, not the scheduler's delivery retries).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrySpec {
+    pub max_attempts: u32,
+    pub first_delay_seconds: u32,
+    pub base_delay_seconds: u32,
+    pub max_delay_seconds: u32,
+}
+
+impl Default for RetrySpec {
+    fn default() -> Self {
+        let d = crate::retry::RetryPolicy::default();
+        RetrySpec {
+            max_attempts: d.max_attempts,
+            first_delay_seconds: d.first_delay.as_secs() as u32,
+            base_delay_seconds: d.base_delay.as_secs() as u32,
+            max_delay_seconds: d.max_delay.as_secs() as u32,
+        }
+    }
+}
+
+/// When the job runs: an EventBridge Scheduler schedule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    /// `cron(...)`, `rate(...)` or `at(...)`.
+    pub expression: String,
+    /// IANA name; `UTC` when omitted.
+    #[serde(default = "default_timezone")]
+    pub timezone: String,
+    /// Spread each firing over this many minutes (0: fire on time).
+    #[serde(default)]
+    pub flexible_window_minutes: u32,
+    /// RFC 3339, as a TOML date-time (`2030-01-01T00:00:00Z`) or a string.
+    #[serde(default, deserialize_with = "instant")]
+    pub start: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "instant")]
+    pub end: Option<DateTime<Utc>>,
+    #[serde(default = "default_enabled")]
+    pub enabled: bool,
+    /// The scheduler's own delivery retries to the queue (0-185).
+    #[serde(default = "default_delivery_retries")]
+    pub delivery_retries: u32,
+    /// How long the scheduler keeps trying to deliver one firing (60-86400 s).
+    #[serde(default = "default_event_age")]
+    pub max_event_age_seconds: u32,
+}
+
+fn default_timezone() -> String {
+    "UTC".into()
+}
+
+fn default_enabled() -> bool {
+    true
+}
+
+fn default_delivery_retries() -> u32 {
+    185
+}
+
+fn default_event_age() -> u32 {
+    86_400
+}
+
+/// A TOML offset date-time, or a string holding one.
+fn instant<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    let value = toml::value::Datetime::deserialize(d)?;
+    DateTime::parse_from_rfc3339(&value.to_string())
+        .map(|t| Some(t.with_timezone(&Utc)))
+        .map_err(|_| {
+            serde::de::Error::custom(format!(
+                "`{value}` needs a date, a time and a UTC offset, e.g. 2030-01-01T00:00:00Z"
+            ))
+        })
+}

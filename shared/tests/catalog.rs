@@ -1,0 +1,97 @@
+//! Catalog validation: every invalid fixture fails with a message naming file, job and
+//! field; the shipped catalog is valid.
+
+use std::path::Path;
+
+use schedkit::catalog::{Catalog, Target};
+
+#[test]
+fn every_invalid_fixture_fails_naming_file_job_and_field() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/catalogs");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let expected = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+            .unwrap_or_else(|| panic!("{} has no `# expect:` line", path.display()));
+        let name = path.file_name().unwrap().to_string_lossy();
+        let error = Catalog::parse(&text, &name).expect_err(&name).to_string();
+        assert!(
+            error.starts_with(expected),
+            "{name}:\n  expected: {expected}\n  got:      {error}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} fixtures");
+}
+
+#[test]
+fn all_problems_are_reported_not_just_the_first() {
+    let text = r#"
+[jobs.a]
+owner = ""
+lease_seconds = 600
+[jobs.b]
+owner = "ops"
+[jobs.b.schedule]
+expression = "rate(1 minutes)"
+timezone = "Nowhere/City"
+"#;
+    let errors = Catalog::parse(text, "c.toml").unwrap_err();
+    let fields: Vec<_> = errors
+        .0
+        .iter()
+        .map(|e| {
+            format!(
+                "{}.{}",
+                e.job.as_deref().unwrap_or("-"),
+                e.field.as_deref().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "a.owner",
+            "a.lease_seconds",
+            "b.schedule.expression",
+            "b.schedule.timezone"
+        ]
+    );
+}
+
+#[test]
+fn the_shipped_catalog_is_valid() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml");
+    let catalog = Catalog::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<_> = catalog.jobs.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "always-fails",
+            "flaky-sync",
+            "long-report",
+            "record-invoice"
+        ]
+    );
+    let report = catalog.job("long-report").unwrap();
+    assert_eq!(report.target, Target::Queue);
+    assert_eq!(report.policy.lease.as_secs(), 2);
+    assert_eq!(
+        report.schedule.as_ref().unwrap().expression.as_str(),
+        "cron(0 3 * * ? *)"
+    );
+    assert!(catalog.job("record-invoice").unwrap().schedule.is_none());
+    assert_eq!(
+        catalog
+            .job("always-fails")
+            .unwrap()
+            .policy
+            .retry
+            .max_attempts,
+        3
+    );
+}
