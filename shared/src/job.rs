@@ -171,6 +171,17 @@ impl Registry {
         self
     }
 
+    /// Adds (or replaces) a job already behind an `Arc` (chosen at run time).
+    pub fn register_shared(
+        mut self,
+        name: impl Into<String>,
+        policy: JobPolicy,
+        job: Arc<dyn Job>,
+    ) -> Self {
+        self.jobs.insert(name.into(), RegisteredJob { job, policy });
+        self
+    }
+
     pub fn get(&self, name: &str) -> Option<&RegisteredJob> {
         self.jobs.get(name)
     }

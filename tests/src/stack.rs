@@ -144,9 +144,16 @@ impl Stack {
         )
     }
 
-    /// The example registry, writing to this stack's effects table.
+    /// The worker's registry (example jobs, catalog policies), writing to this stack's
+    /// effects table.
     pub fn example_registry(&self) -> Registry {
-        schedkit_worker::jobs::registry(self.ddb.clone(), Some(self.effects_table.clone()))
+        let catalog = schedkit_worker::jobs::catalog().expect("the shipped catalog is valid");
+        schedkit_worker::jobs::registry(
+            self.ddb.clone(),
+            Some(self.effects_table.clone()),
+            &catalog,
+        )
+        .expect("every catalog job is implemented")
     }
 
     /// Environment for the worker binary (and LocalStack credentials).

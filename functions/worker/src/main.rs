@@ -11,7 +11,13 @@ async fn main() -> ExitCode {
     schedkit::telemetry::init_logging();
     let settings = Settings::parse();
     let sdk = schedkit::aws::load_config().await;
-    let processor = settings.processor(&sdk, schedkit::Metrics::stdout());
+    let processor = match settings.processor(&sdk, schedkit::Metrics::stdout()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("worker: {e}");
+            return ExitCode::from(2);
+        }
+    };
 
     if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
         return match lambda::run(processor).await {

@@ -37,12 +37,15 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The batch processor these settings describe, with the example job registry.
-    pub fn processor(&self, sdk: &SdkConfig, metrics: Metrics) -> Processor {
+    /// The batch processor these settings describe: the example jobs, with the policies
+    /// of the job catalog. Fails when the catalog is invalid or names a job the worker
+    /// does not implement.
+    pub fn processor(&self, sdk: &SdkConfig, metrics: Metrics) -> Result<Processor, String> {
         let ddb = aws_sdk_dynamodb::Client::new(sdk);
         let sqs = aws_sdk_sqs::Client::new(sdk);
-        let registry = crate::jobs::registry(ddb.clone(), self.effects_table.clone());
-        Processor::new(
+        let catalog = crate::jobs::catalog()?;
+        let registry = crate::jobs::registry(ddb.clone(), self.effects_table.clone(), &catalog)?;
+        Ok(Processor::new(
             DynamoStore::new(ddb, &self.table),
             sqs,
             registry,
@@ -53,7 +56,7 @@ impl Settings {
                 worker_id: self.worker_id.clone().unwrap_or_else(default_worker_id),
             },
             metrics,
-        )
+        ))
     }
 }
 
