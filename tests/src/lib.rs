@@ -2,6 +2,7 @@
 //! there, and the queues and tables a worker needs, created per test so tests can run in
 //! parallel without seeing each other's messages.
 
+pub mod counter;
 pub mod lambda;
 pub mod proxy;
 pub mod stack;
@@ -9,6 +10,7 @@ pub mod stack;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::config::Credentials;
 
+pub use counter::RequestCounter;
 pub use stack::{Stack, StackOptions};
 
 /// The LocalStack endpoint: `AWS_ENDPOINT_URL`, else the launcher's default port.

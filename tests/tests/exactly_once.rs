@@ -1,13 +1,9 @@
 //! At-least-once delivery in, effect applied once out (acceptance a and j).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
-use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use schedkit::{Envelope, JobPolicy, Metrics, Registry, Status};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{RequestCounter, Stack, StackOptions, localstack, unique};
 use schedkit_worker::jobs::RecordInvoice;
 use serde_json::json;
 
@@ -88,32 +84,13 @@ async fn twenty_concurrent_deliveries_apply_the_effect_once() {
     assert_eq!(stack.counts(&stack.queue_url).await.unwrap(), (0, 0, 0));
 }
 
-/// Counts every DynamoDB request the client puts on the wire (retries included).
-#[derive(Debug, Default, Clone)]
-struct RequestCounter(Arc<AtomicU64>);
-
-impl Intercept for RequestCounter {
-    fn name(&self) -> &'static str {
-        "RequestCounter"
-    }
-    fn read_before_transmit(
-        &self,
-        _: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("requests"), StackOptions::default())
         .await
         .unwrap();
-    let counter = RequestCounter::default();
+    let counter = RequestCounter::all();
     let counted = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)
             .interceptor(counter.clone())
@@ -133,21 +110,13 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     }
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
     assert_eq!(stats.outcomes.get("succeeded"), Some(&3));
-    assert_eq!(
-        counter.0.load(Ordering::SeqCst),
-        3 * 2,
-        "claim + complete per success"
-    );
+    assert_eq!(counter.get(), 3 * 2, "claim + complete per success");
 
-    counter.0.store(0, Ordering::SeqCst);
+    counter.reset();
     for tenant in ["a", "b", "c", "a"] {
         stack.send_envelope(&invoice(tenant)).await.unwrap();
     }
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
     assert_eq!(stats.outcomes.get("duplicate"), Some(&4));
-    assert_eq!(
-        counter.0.load(Ordering::SeqCst),
-        4,
-        "one refused claim per duplicate"
-    );
+    assert_eq!(counter.get(), 4, "one refused claim per duplicate");
 }

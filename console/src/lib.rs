@@ -1,0 +1,4 @@
+//! schedkit's console and trigger layer. `main.rs` parses the command line; each command
+//! and the trigger-layer operations live here, where tests reach them.
+
+pub mod trigger;

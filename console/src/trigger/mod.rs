@@ -1,0 +1,5 @@
+//! The trigger layer: EventBridge Scheduler kept in sync with the catalog, one-off jobs, and
+//! a local firing engine for endpoints whose scheduler never fires (LocalStack).
+
+pub mod sync;
+pub mod template;

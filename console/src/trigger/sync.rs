@@ -1,0 +1,442 @@
+//! Schedule sync: make EventBridge Scheduler match the catalog within its schedule group.
+//!
+//! `plan` reads what is there and compares it field by field with what the catalog wants;
+//! `apply` performs exactly the planned writes, so a second run plans (and writes) nothing.
+//! The catalog owns its group: a schedule in the group that the catalog no longer lists is
+//! deleted. One-off jobs live in another group (`<group>-once`) and are never touched.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use anyhow::Context;
+use aws_sdk_scheduler::Client;
+use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
+use aws_sdk_scheduler::primitives::DateTime as SmithyTime;
+use aws_sdk_scheduler::types::{
+    ActionAfterCompletion, DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode,
+    RetryPolicy, ScheduleState, Target as SchedulerTarget,
+};
+use schedkit::catalog::{Catalog, Job, Target};
+
+use super::template::envelope_template;
+
+/// Where the catalog's schedules send their envelopes, and with which role.
+#[derive(Debug, Clone)]
+pub struct SyncTargets {
+    /// The worker's jobs queue.
+    pub queue_arn: String,
+    /// The role EventBridge Scheduler assumes to send (it may only send to the queue and
+    /// start the chains).
+    pub role_arn: String,
+    /// Where the scheduler puts firings it could not deliver.
+    pub dead_letter_arn: Option<String>,
+    /// State machine ARNs of the chains, by name.
+    pub chains: BTreeMap<String, String>,
+}
+
+/// A schedule's settings, in the form both sides are compared in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleConfig {
+    pub expression: String,
+    pub timezone: String,
+    /// Epoch seconds.
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    pub description: String,
+    pub enabled: bool,
+    /// 0 when the window is off.
+    pub flexible_window_minutes: u32,
+    pub target_arn: String,
+    pub role_arn: String,
+    pub input: String,
+    pub retry_attempts: u32,
+    pub max_event_age_seconds: u32,
+    pub dead_letter_arn: Option<String>,
+}
+
+impl ScheduleConfig {
+    /// What the catalog wants for a scheduled job.
+    pub fn from_job(job: &Job, targets: &SyncTargets) -> anyhow::Result<ScheduleConfig> {
+        let spec = job.spec.schedule.as_ref().context("job has no schedule")?;
+        let target_arn = match &job.target {
+            Target::Queue => targets.queue_arn.clone(),
+            Target::Chain(name) => targets
+                .chains
+                .get(name)
+                .with_context(|| {
+                    format!(
+                        "job `{}` targets chain `{name}`, whose state machine ARN is unknown",
+                        job.name
+                    )
+                })?
+                .clone(),
+        };
+        let mut description = format!("owner: {}", job.spec.owner);
+        if let Some(d) = &job.spec.description {
+            description = format!("{description}. {d}");
+        }
+        description.truncate(512);
+        Ok(ScheduleConfig {
+            expression: spec.expression.clone(),
+            timezone: spec.timezone.clone(),
+            start: spec.start.map(|t| t.timestamp()),
+            end: spec.end.map(|t| t.timestamp()),
+            description,
+            enabled: spec.enabled,
+            flexible_window_minutes: spec.flexible_window_minutes,
+            target_arn,
+            role_arn: targets.role_arn.clone(),
+            input: envelope_template(&job.name, &job.payload()),
+            retry_attempts: spec.delivery_retries,
+            max_event_age_seconds: spec.max_event_age_seconds,
+            dead_letter_arn: targets.dead_letter_arn.clone(),
+        })
+    }
+
+    /// What the scheduler holds.
+    pub fn from_schedule(s: &GetScheduleOutput) -> ScheduleConfig {
+        let target = s.target.as_ref();
+        let retry = target.and_then(|t| t.retry_policy.as_ref());
+        ScheduleConfig {
+            expression: s.schedule_expression.clone().unwrap_or_default(),
+            timezone: s
+                .schedule_expression_timezone
+                .clone()
+                .unwrap_or_else(|| "UTC".into()),
+            start: s.start_date.map(|t| t.secs()),
+            end: s.end_date.map(|t| t.secs()),
+            description: s.description.clone().unwrap_or_default(),
+            enabled: s.state != Some(ScheduleState::Disabled),
+            flexible_window_minutes: s
+                .flexible_time_window
+                .as_ref()
+                .filter(|w| w.mode == FlexibleTimeWindowMode::Flexible)
+                .and_then(|w| w.maximum_window_in_minutes)
+                .unwrap_or(0) as u32,
+            target_arn: target.map(|t| t.arn.clone()).unwrap_or_default(),
+            role_arn: target.map(|t| t.role_arn.clone()).unwrap_or_default(),
+            input: target.and_then(|t| t.input.clone()).unwrap_or_default(),
+            retry_attempts: retry.and_then(|r| r.maximum_retry_attempts).unwrap_or(185) as u32,
+            max_event_age_seconds: retry
+                .and_then(|r| r.maximum_event_age_in_seconds)
+                .unwrap_or(86_400) as u32,
+            dead_letter_arn: target
+                .and_then(|t| t.dead_letter_config.as_ref())
+                .and_then(|d| d.arn.clone()),
+        }
+    }
+
+    /// `field: old → new` for every field that differs.
+    pub fn differences(&self, wanted: &ScheduleConfig) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut diff = |field: &str, a: String, b: String| {
+            if a != b {
+                out.push(format!("{field}: {a} → {b}"));
+            }
+        };
+        let opt = |v: &Option<i64>| v.map(|s| s.to_string()).unwrap_or_else(|| "-".into());
+        diff(
+            "expression",
+            self.expression.clone(),
+            wanted.expression.clone(),
+        );
+        diff("timezone", self.timezone.clone(), wanted.timezone.clone());
+        diff("start", opt(&self.start), opt(&wanted.start));
+        diff("end", opt(&self.end), opt(&wanted.end));
+        diff(
+            "description",
+            self.description.clone(),
+            wanted.description.clone(),
+        );
+        diff(
+            "enabled",
+            self.enabled.to_string(),
+            wanted.enabled.to_string(),
+        );
+        diff(
+            "flexible_window_minutes",
+            self.flexible_window_minutes.to_string(),
+            wanted.flexible_window_minutes.to_string(),
+        );
+        diff("target", self.target_arn.clone(), wanted.target_arn.clone());
+        diff("role", self.role_arn.clone(), wanted.role_arn.clone());
+        diff("input", self.input.clone(), wanted.input.clone());
+        diff(
+            "delivery_retries",
+            self.retry_attempts.to_string(),
+            wanted.retry_attempts.to_string(),
+        );
+        diff(
+            "max_event_age_seconds",
+            self.max_event_age_seconds.to_string(),
+            wanted.max_event_age_seconds.to_string(),
+        );
+        diff(
+            "dead_letter",
+            self.dead_letter_arn.clone().unwrap_or_else(|| "-".into()),
+            wanted.dead_letter_arn.clone().unwrap_or_else(|| "-".into()),
+        );
+        out
+    }
+}
+
+/// One planned write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Create {
+        name: String,
+        config: Box<ScheduleConfig>,
+    },
+    Update {
+        name: String,
+        config: Box<ScheduleConfig>,
+        differences: Vec<String>,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Create { name, config } => write!(
+                f,
+                "+ create {name}: {} ({}){}",
+                config.expression,
+                config.timezone,
+                if config.enabled { "" } else { ", disabled" }
+            ),
+            Change::Update {
+                name, differences, ..
+            } => {
+                write!(f, "~ update {name}:")?;
+                for d in differences {
+                    write!(f, "\n    {d}")?;
+                }
+                Ok(())
+            }
+            Change::Delete { name } => write!(f, "- delete {name} (not in the catalog)"),
+        }
+    }
+}
+
+/// What a sync would do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub group: String,
+    pub create_group: bool,
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        !self.create_group && self.changes.is_empty()
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return write!(
+                f,
+                "schedule group {}: in sync with the catalog, nothing to do",
+                self.group
+            );
+        }
+        write!(f, "schedule group {}:", self.group)?;
+        if self.create_group {
+            write!(f, "\n+ create schedule group {}", self.group)?;
+        }
+        for c in &self.changes {
+            write!(f, "\n{c}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Compares the catalog with the scheduler's group.
+pub async fn plan(
+    client: &Client,
+    catalog: &Catalog,
+    targets: &SyncTargets,
+) -> anyhow::Result<Plan> {
+    let group = catalog.settings.schedule_group.clone();
+    let create_group = match client.get_schedule_group().name(&group).send().await {
+        Ok(_) => false,
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            true
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("reading schedule group {group}")));
+        }
+    };
+    let mut current = BTreeMap::new();
+    if !create_group {
+        let mut pages = client
+            .list_schedules()
+            .group_name(&group)
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            for summary in page.context("listing schedules")?.schedules {
+                let name = summary.name.unwrap_or_default();
+                let got = client
+                    .get_schedule()
+                    .group_name(&group)
+                    .name(&name)
+                    .send()
+                    .await
+                    .with_context(|| format!("reading schedule {name}"))?;
+                current.insert(name, ScheduleConfig::from_schedule(&got));
+            }
+        }
+    }
+    let mut changes = Vec::new();
+    for job in catalog.scheduled() {
+        let wanted = ScheduleConfig::from_job(job, targets)?;
+        match current.remove(&job.name) {
+            None => changes.push(Change::Create {
+                name: job.name.clone(),
+                config: Box::new(wanted),
+            }),
+            Some(have) => {
+                let differences = have.differences(&wanted);
+                if !differences.is_empty() {
+                    changes.push(Change::Update {
+                        name: job.name.clone(),
+                        config: Box::new(wanted),
+                        differences,
+                    });
+                }
+            }
+        }
+    }
+    changes.extend(current.into_keys().map(|name| Change::Delete { name }));
+    Ok(Plan {
+        group,
+        create_group,
+        changes,
+    })
+}
+
+/// Performs the plan's writes, in order; returns how many writes it made.
+pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
+    let mut writes = 0;
+    if plan.create_group {
+        client
+            .create_schedule_group()
+            .name(&plan.group)
+            .send()
+            .await
+            .with_context(|| format!("creating schedule group {}", plan.group))?;
+        writes += 1;
+    }
+    for change in &plan.changes {
+        match change {
+            Change::Create { name, config } => {
+                let parts = Parts::of(config)?;
+                client
+                    .create_schedule()
+                    .group_name(&plan.group)
+                    .name(name)
+                    .schedule_expression(&config.expression)
+                    .schedule_expression_timezone(&config.timezone)
+                    .set_start_date(parts.start)
+                    .set_end_date(parts.end)
+                    .description(&config.description)
+                    .state(parts.state)
+                    .flexible_time_window(parts.window)
+                    .action_after_completion(ActionAfterCompletion::None)
+                    .target(parts.target)
+                    .send()
+                    .await
+                    .with_context(|| format!("creating schedule {name}"))?;
+            }
+            Change::Update { name, config, .. } => {
+                let parts = Parts::of(config)?;
+                client
+                    .update_schedule()
+                    .group_name(&plan.group)
+                    .name(name)
+                    .schedule_expression(&config.expression)
+                    .schedule_expression_timezone(&config.timezone)
+                    .set_start_date(parts.start)
+                    .set_end_date(parts.end)
+                    .description(&config.description)
+                    .state(parts.state)
+                    .flexible_time_window(parts.window)
+                    .action_after_completion(ActionAfterCompletion::None)
+                    .target(parts.target)
+                    .send()
+                    .await
+                    .with_context(|| format!("updating schedule {name}"))?;
+            }
+            Change::Delete { name } => {
+                client
+                    .delete_schedule()
+                    .group_name(&plan.group)
+                    .name(name)
+                    .send()
+                    .await
+                    .with_context(|| format!("deleting schedule {name}"))?;
+            }
+        }
+        writes += 1;
+    }
+    Ok(writes)
+}
+
+/// The SDK shapes of a config (create and update take the same ones).
+struct Parts {
+    start: Option<SmithyTime>,
+    end: Option<SmithyTime>,
+    state: ScheduleState,
+    window: FlexibleTimeWindow,
+    target: SchedulerTarget,
+}
+
+impl Parts {
+    fn of(config: &ScheduleConfig) -> anyhow::Result<Parts> {
+        let window = match config.flexible_window_minutes {
+            0 => FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Off)
+                .build()?,
+            m => FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Flexible)
+                .maximum_window_in_minutes(m as i32)
+                .build()?,
+        };
+        let target = SchedulerTarget::builder()
+            .arn(&config.target_arn)
+            .role_arn(&config.role_arn)
+            .input(&config.input)
+            .retry_policy(
+                RetryPolicy::builder()
+                    .maximum_retry_attempts(config.retry_attempts as i32)
+                    .maximum_event_age_in_seconds(config.max_event_age_seconds as i32)
+                    .build(),
+            )
+            .set_dead_letter_config(
+                config
+                    .dead_letter_arn
+                    .as_ref()
+                    .map(|arn| DeadLetterConfig::builder().arn(arn).build()),
+            )
+            .build()?;
+        Ok(Parts {
+            start: config.start.map(SmithyTime::from_secs),
+            end: config.end.map(SmithyTime::from_secs),
+            state: if config.enabled {
+                ScheduleState::Enabled
+            } else {
+                ScheduleState::Disabled
+            },
+            window,
+            target,
+        })
+    }
+}

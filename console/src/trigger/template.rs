@@ -1,0 +1,83 @@
+//! The envelope a schedule sends: a template over EventBridge Scheduler's context
+//! attributes, which the scheduler (or the local firing engine) fills in at fire time.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
+pub const EXECUTION_ID: &str = "<aws.scheduler.execution-id>";
+pub const SCHEDULE_ARN: &str = "<aws.scheduler.schedule-arn>";
+pub const ATTEMPT_NUMBER: &str = "<aws.scheduler.attempt-number>";
+
+/// The target `Input` for a job: the envelope with the context attributes in place of the
+/// values only known at fire time. Keys are written in a fixed order, so the same catalog
+/// always yields the same text (schedule sync compares it).
+pub fn envelope_template(job: &str, payload: &Map<String, Value>) -> String {
+    let mut out = format!(
+        r#"{{"job":{},"scheduled_for":"{SCHEDULED_TIME}","execution_id":"{EXECUTION_ID}","schedule_arn":"{SCHEDULE_ARN}","attempt":"{ATTEMPT_NUMBER}""#,
+        Value::String(job.to_string())
+    );
+    if !payload.is_empty() {
+        out.push_str(r#","payload":"#);
+        out.push_str(&Value::Object(payload.clone()).to_string());
+    }
+    out.push('}');
+    out
+}
+
+/// The values of one firing.
+#[derive(Debug, Clone)]
+pub struct FireContext {
+    pub scheduled_time: DateTime<Utc>,
+    pub execution_id: String,
+    pub schedule_arn: String,
+    pub attempt: u32,
+}
+
+/// Fills the context attributes in, as the scheduler does (plain text replacement).
+pub fn substitute(input: &str, ctx: &FireContext) -> String {
+    input
+        .replace(
+            SCHEDULED_TIME,
+            &ctx.scheduled_time
+                .to_rfc3339_opts(SecondsFormat::Secs, true),
+        )
+        .replace(EXECUTION_ID, &ctx.execution_id)
+        .replace(SCHEDULE_ARN, &ctx.schedule_arn)
+        .replace(ATTEMPT_NUMBER, &ctx.attempt.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit::Envelope;
+    use serde_json::json;
+
+    #[test]
+    fn a_filled_template_is_the_envelope() {
+        let payload = json!({"tenant": "a\"b", "n": 1})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let template = envelope_template("nightly", &payload);
+        let input = substitute(
+            &template,
+            &FireContext {
+                scheduled_time: "2026-11-29T03:00:00Z".parse().unwrap(),
+                execution_id: "e-1".into(),
+                schedule_arn: "arn:aws:scheduler:us-east-1:000000000000:schedule/g/nightly".into(),
+                attempt: 2,
+            },
+        );
+        let envelope = Envelope::parse(&input).unwrap();
+        assert_eq!(envelope.job, "nightly");
+        assert_eq!(
+            envelope.scheduled_for.to_rfc3339(),
+            "2026-11-29T03:00:00+00:00"
+        );
+        assert_eq!(envelope.execution_id.as_deref(), Some("e-1"));
+        assert_eq!(envelope.attempt, Some(2));
+        assert_eq!(envelope.payload_value(), json!({"tenant": "a\"b", "n": 1}));
+        assert!(!envelope_template("x", &Map::new()).contains("payload"));
+    }
+}
