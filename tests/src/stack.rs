@@ -18,6 +18,7 @@ use schedkit::store::{KEY_ATTRIBUTE, TTL_ATTRIBUTE};
 use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
+use schedkit_console::trigger::claims::KEY_ATTRIBUTE as FIRING_KEY;
 use schedkit_worker::jobs::EFFECT_KEY;
 
 /// Settings of a stack.
@@ -46,6 +47,10 @@ pub struct Stack {
     pub dlq_url: String,
     pub table: String,
     pub effects_table: String,
+    /// Where EventBridge Scheduler (or the local engine) puts firings it cannot deliver.
+    pub schedule_dlq_url: String,
+    /// Firing claims shared by local firing engines.
+    pub firings_table: String,
     pub sqs: aws_sdk_sqs::Client,
     pub ddb: aws_sdk_dynamodb::Client,
 }
@@ -87,16 +92,27 @@ impl Stack {
             .await?
             .queue_url
             .expect("CreateQueue returns a URL");
+        let schedule_dlq_url = sqs
+            .create_queue()
+            .queue_name(format!("{name}-schedule-dlq"))
+            .send()
+            .await?
+            .queue_url
+            .expect("CreateQueue returns a URL");
         let table = format!("{name}-executions");
         let effects_table = format!("{name}-effects");
+        let firings_table = format!("{name}-firings");
         create_table(&ddb, &table, KEY_ATTRIBUTE, Some(TTL_ATTRIBUTE)).await?;
         create_table(&ddb, &effects_table, EFFECT_KEY, None).await?;
+        create_table(&ddb, &firings_table, FIRING_KEY, Some(TTL_ATTRIBUTE)).await?;
         Ok(Stack {
             name: name.into(),
             queue_url,
             dlq_url,
             table,
             effects_table,
+            schedule_dlq_url,
+            firings_table,
             sqs,
             ddb,
         })
@@ -106,7 +122,11 @@ impl Stack {
     pub async fn delete(sdk: &SdkConfig, name: &str) {
         let sqs = aws_sdk_sqs::Client::new(sdk);
         let ddb = aws_sdk_dynamodb::Client::new(sdk);
-        for q in [format!("{name}-jobs"), format!("{name}-dlq")] {
+        for q in [
+            format!("{name}-jobs"),
+            format!("{name}-dlq"),
+            format!("{name}-schedule-dlq"),
+        ] {
             if let Ok(out) = sqs.get_queue_url().queue_name(q).send().await {
                 let _ = sqs
                     .delete_queue()
@@ -115,9 +135,19 @@ impl Stack {
                     .await;
             }
         }
-        for t in [format!("{name}-executions"), format!("{name}-effects")] {
+        for t in [
+            format!("{name}-executions"),
+            format!("{name}-effects"),
+            format!("{name}-firings"),
+        ] {
             let _ = ddb.delete_table().table_name(t).send().await;
         }
+    }
+
+    /// The ARN of one of this stack's queues (LocalStack's account and region).
+    pub fn arn_of(&self, queue_url: &str) -> String {
+        let name = queue_url.rsplit('/').next().unwrap_or_default();
+        format!("arn:aws:sqs:us-east-1:000000000000:{name}")
     }
 
     pub fn store(&self) -> DynamoStore {

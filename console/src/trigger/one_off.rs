@@ -1,0 +1,143 @@
+//! One-off jobs: run a job once, at a given time or after a delay, with the same envelope
+//! and key semantics as scheduled runs.
+//!
+//! Up to 15 minutes ahead the envelope goes straight to the queue with SQS `DelaySeconds`;
+//! further ahead it becomes a one-time `at()` schedule that deletes itself after firing
+//! (`ActionAfterCompletion: DELETE`), in the group `<catalog group>-once`, which schedule
+//! sync never touches.
+
+use anyhow::Context;
+use aws_sdk_scheduler::types::{
+    ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
+};
+use chrono::{DateTime, SecondsFormat, Utc};
+use schedkit::Envelope;
+use serde_json::Value;
+
+use super::template::{ATTEMPT_NUMBER, EXECUTION_ID, SCHEDULE_ARN};
+
+/// SQS's longest message delay.
+pub const MAX_DELAY_SECONDS: i64 = 900;
+
+/// Where a one-off run was put.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Enqueued {
+    /// On the queue, invisible for `delay_seconds`.
+    Queued {
+        message_id: String,
+        delay_seconds: i32,
+    },
+    /// A one-time schedule that fires at the envelope's `scheduled_for`.
+    Scheduled { group: String, name: String },
+}
+
+/// Where one-off runs go.
+#[derive(Debug, Clone)]
+pub struct OneOffTarget {
+    pub queue_url: String,
+    pub queue_arn: String,
+    pub role_arn: String,
+    /// The catalog's schedule group; one-time schedules go to `<group>-once`.
+    pub group: String,
+    pub dead_letter_arn: Option<String>,
+}
+
+/// The group one-time schedules live in.
+pub fn once_group(group: &str) -> String {
+    format!("{group}-once")
+}
+
+/// Enqueues the envelope to run at its `scheduled_for` (now, or later).
+pub async fn enqueue(
+    sqs: &aws_sdk_sqs::Client,
+    scheduler: &aws_sdk_scheduler::Client,
+    target: &OneOffTarget,
+    envelope: &Envelope,
+    now: DateTime<Utc>,
+) -> anyhow::Result<Enqueued> {
+    let wait = (envelope.scheduled_for - now).num_milliseconds();
+    if wait <= MAX_DELAY_SECONDS * 1000 {
+        let delay_seconds = (wait.max(0) as f64 / 1000.0).ceil() as i32;
+        let out = sqs
+            .send_message()
+            .queue_url(&target.queue_url)
+            .message_body(envelope.to_json())
+            .delay_seconds(delay_seconds)
+            .send()
+            .await
+            .context("sending the envelope")?;
+        return Ok(Enqueued::Queued {
+            message_id: out.message_id.unwrap_or_default(),
+            delay_seconds,
+        });
+    }
+    let group = once_group(&target.group);
+    ensure_group(scheduler, &group).await?;
+    let name = format!(
+        "{}-{}",
+        envelope.job.chars().take(48).collect::<String>(),
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let at = envelope
+        .scheduled_for
+        .to_rfc3339_opts(SecondsFormat::Secs, true);
+    let mut builder = Target::builder()
+        .arn(&target.queue_arn)
+        .role_arn(&target.role_arn)
+        .input(one_time_input(envelope));
+    if let Some(dlq) = &target.dead_letter_arn {
+        builder = builder.dead_letter_config(
+            aws_sdk_scheduler::types::DeadLetterConfig::builder()
+                .arn(dlq)
+                .build(),
+        );
+    }
+    scheduler
+        .create_schedule()
+        .group_name(&group)
+        .name(&name)
+        .schedule_expression(format!("at({})", at.trim_end_matches('Z')))
+        .schedule_expression_timezone("UTC")
+        .description(format!("one-off run of {}", envelope.job))
+        .flexible_time_window(
+            FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Off)
+                .build()?,
+        )
+        .action_after_completion(ActionAfterCompletion::Delete)
+        .target(builder.build()?)
+        .send()
+        .await
+        .with_context(|| format!("creating one-time schedule {group}/{name}"))?;
+    Ok(Enqueued::Scheduled { group, name })
+}
+
+/// The envelope as a one-time schedule's input: its own values, plus the scheduler's
+/// context attributes for the execution id, schedule and attempt.
+pub fn one_time_input(envelope: &Envelope) -> String {
+    let mut value = serde_json::to_value(envelope).expect("an envelope serialises");
+    let map = value.as_object_mut().expect("an envelope is an object");
+    map.insert("execution_id".into(), Value::String(EXECUTION_ID.into()));
+    map.insert("schedule_arn".into(), Value::String(SCHEDULE_ARN.into()));
+    map.insert("attempt".into(), Value::String(ATTEMPT_NUMBER.into()));
+    value.to_string()
+}
+
+async fn ensure_group(scheduler: &aws_sdk_scheduler::Client, group: &str) -> anyhow::Result<()> {
+    match scheduler.get_schedule_group().name(group).send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            scheduler
+                .create_schedule_group()
+                .name(group)
+                .send()
+                .await
+                .with_context(|| format!("creating schedule group {group}"))?;
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading schedule group {group}"))),
+    }
+}

@@ -1,0 +1,309 @@
+//! The local firing engine against LocalStack: a fast-forwarded day of cron, rate and at
+//! schedules in two time zones yields exactly the expected envelopes; two engines at once
+//! fire nothing twice; a disabled schedule fires nothing; a one-time schedule with DELETE
+//! is gone after firing; a failing target is retried, then dead-lettered; and a schedule
+//! runs end to end through the worker to a DONE record.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use schedkit::catalog::Catalog;
+use schedkit::{Envelope, Metrics, Status};
+use schedkit_console::trigger::engine::{Delivery, Engine, EngineOptions};
+use schedkit_console::trigger::one_off::{self, Enqueued, OneOffTarget, once_group};
+use schedkit_console::trigger::sync::{self, SyncTargets};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+
+fn utc(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// Syncs `jobs` into a fresh group whose schedules target the stack's queue.
+async fn schedules(
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+    jobs: &str,
+    queue_arn: &str,
+) -> String {
+    let group = unique("ff");
+    let text = format!("[settings]\nschedule_group = \"{group}\"\n{jobs}");
+    let catalog = Catalog::parse(&text, "engine-test.toml").unwrap_or_else(|e| panic!("{e}"));
+    let scheduler = aws_sdk_scheduler::Client::new(sdk);
+    let targets = SyncTargets {
+        queue_arn: queue_arn.into(),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
+        chains: BTreeMap::new(),
+    };
+    let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
+    group
+}
+
+fn engine(sdk: &aws_config::SdkConfig, stack: &Stack, group: &str, owner: &str) -> Engine {
+    Engine::new(
+        sdk,
+        EngineOptions {
+            groups: vec![group.to_string(), once_group(group)],
+            claims_table: Some(stack.firings_table.clone()),
+            owner: owner.into(),
+        },
+    )
+}
+
+/// Every envelope on the jobs queue, grouped by job: the scheduled times, sorted.
+async fn envelopes(stack: &Stack) -> BTreeMap<String, Vec<String>> {
+    let mut by_job: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for m in stack.receive(100, Duration::from_secs(3)).await.unwrap() {
+        let e = Envelope::parse(m.body.as_deref().unwrap()).unwrap();
+        assert!(
+            e.execution_id.is_some() && e.schedule_arn.is_some(),
+            "context attributes filled in"
+        );
+        assert_eq!(e.attempt, Some(1));
+        by_job
+            .entry(e.job)
+            .or_default()
+            .push(e.scheduled_for.to_rfc3339());
+    }
+    for times in by_job.values_mut() {
+        times.sort();
+    }
+    by_job
+}
+
+const DAY: &str = r#"
+[jobs.ny-open]
+owner = "trading"
+[jobs.ny-open.schedule]
+expression = "cron(0 9 ? * MON-FRI *)"
+timezone = "America/New_York"
+
+[jobs.berlin-quarterly]
+owner = "ops"
+[jobs.berlin-quarterly.schedule]
+expression = "cron(0 */6 * * ? *)"
+timezone = "Europe/Berlin"
+
+[jobs.every-4h]
+owner = "ops"
+[jobs.every-4h.schedule]
+expression = "rate(4 hours)"
+start = 2030-06-03T01:00:00Z
+
+[jobs.close]
+owner = "finance"
+[jobs.close.schedule]
+expression = "at(2030-06-03T15:30:00)"
+timezone = "Europe/Berlin"
+
+[jobs.paused]
+owner = "ops"
+[jobs.paused.schedule]
+expression = "rate(1 minute)"
+start = 2030-06-03T00:00:00Z
+enabled = false
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("engine"), StackOptions::default())
+        .await
+        .unwrap();
+    let queue_arn = stack.arn_of(&stack.queue_url);
+    let group = schedules(&sdk, &stack, DAY, &queue_arn).await;
+
+    // A one-off run far enough ahead to become a one-time schedule that deletes itself.
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let mut once = Envelope::new("one-off-report", utc("2030-06-03T12:00:00Z"));
+    once.key = Some("one-off-report:2030-06-03".into());
+    let target = OneOffTarget {
+        queue_url: stack.queue_url.clone(),
+        queue_arn: queue_arn.clone(),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        group: group.clone(),
+        dead_letter_arn: None,
+    };
+    let Enqueued::Scheduled { name, .. } =
+        one_off::enqueue(&stack.sqs, &scheduler, &target, &once, Utc::now())
+            .await
+            .unwrap()
+    else {
+        panic!("a run years ahead is scheduled, not queued");
+    };
+
+    // Two engines fast-forward the same day at the same time.
+    let (from, to) = (utc("2030-06-03T00:00:00Z"), utc("2030-06-04T00:00:00Z"));
+    let (a, b) = (
+        engine(&sdk, &stack, &group, "engine-a"),
+        engine(&sdk, &stack, &group, "engine-b"),
+    );
+    let (fa, fb) = tokio::join!(a.fast_forward(from, to), b.fast_forward(from, to));
+    let all: Vec<_> = fa.unwrap().into_iter().chain(fb.unwrap()).collect();
+    let delivered = all
+        .iter()
+        .filter(|f| matches!(f.delivery, Delivery::Delivered { .. }))
+        .count();
+    let elsewhere = all
+        .iter()
+        .filter(|f| f.delivery == Delivery::FiredElsewhere)
+        .count();
+    assert_eq!(delivered, 13, "{all:#?}");
+    assert_eq!(delivered + elsewhere, all.len());
+
+    let expected: BTreeMap<String, Vec<String>> = [
+        // 09:00 New York summer time.
+        ("ny-open", vec!["2030-06-03T13:00:00+00:00"]),
+        // 00:00, 06:00, 12:00, 18:00 Berlin summer time; 00:00 of June 3 was 22:00 UTC of June 2.
+        (
+            "berlin-quarterly",
+            vec![
+                "2030-06-03T04:00:00+00:00",
+                "2030-06-03T10:00:00+00:00",
+                "2030-06-03T16:00:00+00:00",
+                "2030-06-03T22:00:00+00:00",
+            ],
+        ),
+        (
+            "every-4h",
+            vec![
+                "2030-06-03T01:00:00+00:00",
+                "2030-06-03T05:00:00+00:00",
+                "2030-06-03T09:00:00+00:00",
+                "2030-06-03T13:00:00+00:00",
+                "2030-06-03T17:00:00+00:00",
+                "2030-06-03T21:00:00+00:00",
+            ],
+        ),
+        ("close", vec!["2030-06-03T13:30:00+00:00"]),
+        ("one-off-report", vec!["2030-06-03T12:00:00+00:00"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
+    .collect();
+    assert_eq!(
+        envelopes(&stack).await,
+        expected,
+        "no duplicates, nothing from the paused schedule"
+    );
+
+    // The one-time schedule with DELETE is gone; the catalog's own at() schedule stays.
+    let gone = scheduler
+        .get_schedule()
+        .group_name(once_group(&group))
+        .name(&name)
+        .send()
+        .await;
+    assert!(
+        gone.unwrap_err()
+            .as_service_error()
+            .is_some_and(|e| e.is_resource_not_found_exception())
+    );
+    assert!(
+        scheduler
+            .get_schedule()
+            .group_name(&group)
+            .name("close")
+            .send()
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_target_is_retried_then_dead_lettered() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("engine-dlq"), StackOptions::default())
+        .await
+        .unwrap();
+    let jobs = r#"
+[jobs.export]
+owner = "partners"
+[jobs.export.schedule]
+expression = "cron(0 12 * * ? *)"
+delivery_retries = 2
+"#;
+    let missing_queue = "arn:aws:sqs:us-east-1:000000000000:no-such-queue";
+    let group = schedules(&sdk, &stack, jobs, missing_queue).await;
+    let firings = engine(&sdk, &stack, &group, "engine")
+        .fast_forward(utc("2030-06-03T00:00:00Z"), utc("2030-06-04T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1);
+    let Delivery::DeadLettered { attempts, error } = &firings[0].delivery else {
+        panic!("{:?}", firings[0].delivery);
+    };
+    assert_eq!(*attempts, 3, "the first attempt and two retries");
+    assert!(error.contains("no-such-queue"), "{error}");
+
+    let dlq = Stack {
+        queue_url: stack.schedule_dlq_url.clone(),
+        ..stack.clone()
+    };
+    let letters = dlq.receive(1, Duration::from_secs(3)).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    let envelope = Envelope::parse(letters[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (envelope.job.as_str(), envelope.scheduled_for),
+        ("export", utc("2030-06-03T12:00:00Z"))
+    );
+    let raw = stack
+        .sqs
+        .receive_message()
+        .queue_url(&stack.schedule_dlq_url)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        raw.messages.unwrap_or_default().is_empty(),
+        "one dead letter only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_runs_end_to_end_to_a_done_record() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("e2e"), StackOptions::default())
+        .await
+        .unwrap();
+    let jobs = r#"
+[jobs.flaky-sync]
+owner = "crm"
+payload = { fail_times = 0 }
+[jobs.flaky-sync.schedule]
+expression = "cron(0 12 * * ? *)"
+timezone = "UTC"
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let firings = engine(&sdk, &stack, &group, "engine")
+        .fast_forward(utc("2030-06-03T00:00:00Z"), utc("2030-06-04T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1);
+    let worker = stack.processor(stack.example_registry(), "worker", Metrics::capture().0);
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(stats.outcomes.get("succeeded"), Some(&1));
+    let record = stack
+        .record("flaky-sync#2030-06-03T12:00:00Z")
+        .await
+        .unwrap()
+        .expect("record");
+    assert_eq!((record.status, record.attempt), (Status::Done, 1));
+    let input = Envelope::parse(record.input.as_deref().unwrap()).unwrap();
+    assert!(
+        input
+            .schedule_arn
+            .unwrap()
+            .ends_with(&format!("schedule/{group}/flaky-sync"))
+    );
+    let keys: BTreeSet<_> = stack
+        .records()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.execution_key)
+        .collect();
+    assert_eq!(keys.len(), 1);
+}
