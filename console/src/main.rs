@@ -1,1 +1,35 @@
-fn main() {}
+//! `schedkit`: parse, dispatch, and turn errors into one line and an exit code
+//! (0 success, 1 failure, 2 a problem with the input: fix the command or the catalog).
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use schedkit_console::cli::{Cli, UsageError, run};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_init();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the whole chain of causes on one line, never a backtrace.
+            eprintln!("schedkit: error: {e:#}");
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// Warnings and errors on stderr (RUST_LOG overrides), so stdout stays for results.
+fn tracing_init() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

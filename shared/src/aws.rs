@@ -9,3 +9,26 @@ use aws_config::{BehaviorVersion, SdkConfig};
 pub async fn load_config() -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest()).load().await
 }
+
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+
+/// One readable line for an SDK error: `Code: message` for a service's answer, the cause
+/// chain for everything else (timeouts, connection refused). The SDK's own `Display` says
+/// only "service error", and its full context dumps the raw response.
+pub fn describe<E, R>(err: &SdkError<E, R>) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match err {
+        SdkError::ServiceError(s) => {
+            let e = s.err();
+            match (e.code(), e.message()) {
+                (Some(code), Some(message)) => format!("{code}: {message}"),
+                (Some(code), None) => code.to_string(),
+                _ => e.to_string(),
+            }
+        }
+        other => DisplayErrorContext(other).to_string(),
+    }
+}

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
 };
 
+use crate::aws::describe;
 use crate::batch::{MessageReport, Processor};
 
 /// How to poll.
@@ -76,7 +76,7 @@ pub async fn poll(
         let messages = match received {
             Ok(out) => out.messages.unwrap_or_default(),
             Err(e) => {
-                tracing::warn!(error = %DisplayErrorContext(e), "receive failed; retrying in 1 s");
+                tracing::warn!(error = %describe(&e), "receive failed; retrying in 1 s");
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
@@ -149,7 +149,7 @@ pub async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[Messa
             out.successful.len() as u64
         }
         Err(e) => {
-            tracing::warn!(error = %DisplayErrorContext(e), "delete batch failed; messages will come back as duplicates");
+            tracing::warn!(error = %describe(&e), "delete batch failed; messages will come back as duplicates");
             0
         }
     }

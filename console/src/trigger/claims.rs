@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::aws_error::AwsResultExt;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
@@ -65,7 +65,7 @@ impl Claims {
             {
                 Ok(false)
             }
-            Err(e) => Err(anyhow::Error::new(e).context(format!("claiming firing {key}"))),
+            Err(e) => Err(e).aws(format!("claiming firing {key}")),
         }
     }
 
@@ -83,7 +83,7 @@ impl Claims {
             .expression_attribute_values(":owner", AttributeValue::S(owner.into()))
             .send()
             .await
-            .with_context(|| format!("finishing firing {key}"))?;
+            .aws(format!("finishing firing {key}"))?;
         Ok(())
     }
 }

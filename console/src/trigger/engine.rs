@@ -16,6 +16,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::Context;
+
+use crate::aws_error::AwsResultExt;
 use aws_config::SdkConfig;
 use aws_sdk_scheduler::types::{ActionAfterCompletion, ScheduleState};
 use aws_sdk_sqs::types::MessageAttributeValue;
@@ -132,7 +134,7 @@ impl Engine {
                 .into_paginator()
                 .send();
             while let Some(page) = pages.next().await {
-                for summary in page.context("listing schedules")?.schedules {
+                for summary in page.aws("listing schedules")?.schedules {
                     let (name, group) = (
                         summary.name.unwrap_or_default(),
                         summary.group_name.unwrap_or_default(),
@@ -154,8 +156,7 @@ impl Engine {
                             continue;
                         }
                         Err(e) => {
-                            return Err(anyhow::Error::new(e)
-                                .context(format!("reading schedule {group}/{name}")));
+                            return Err(e).aws(format!("reading schedule {group}/{name}"));
                         }
                     };
                     match load(s) {
@@ -326,7 +327,7 @@ impl Engine {
                     .message_body(input)
                     .send()
                     .await
-                    .map_err(|e| context(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
             }
             "states" => {
                 self.sfn
@@ -335,7 +336,7 @@ impl Engine {
                     .input(input)
                     .send()
                     .await
-                    .map_err(|e| context(&aws_sdk_sfn::error::DisplayErrorContext(e)))?;
+                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
             }
             "lambda" => {
                 self.lambda
@@ -345,7 +346,7 @@ impl Engine {
                     .payload(aws_sdk_lambda::primitives::Blob::new(input))
                     .send()
                     .await
-                    .map_err(|e| context(&aws_sdk_lambda::error::DisplayErrorContext(e)))?;
+                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
             }
             other => {
                 return Err(format!(
@@ -372,7 +373,7 @@ impl Engine {
             .queue_owner_aws_account_id(account)
             .send()
             .await
-            .map_err(|e| format!("{arn}: {}", aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .map_err(|e| format!("{arn}: {}", schedkit::aws::describe(&e)))?
             .queue_url
             .unwrap_or_default();
         self.queue_urls
@@ -422,7 +423,7 @@ impl Engine {
                 .message_attributes("TARGET_ARN", text(&s.target_arn))
                 .send()
                 .await
-                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
+                .map_err(|e| schedkit::aws::describe(&e)),
             Err(e) => Err(e),
         };
         match sent {
@@ -453,10 +454,7 @@ impl Engine {
             {
                 Ok(())
             }
-            Err(e) => {
-                Err(anyhow::Error::new(e)
-                    .context(format!("deleting completed schedule {}", s.name)))
-            }
+            Err(e) => Err(e).aws(format!("deleting completed schedule {}", s.name)),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! (`ActionAfterCompletion: DELETE`), in the group `<catalog group>-once`, which schedule
 //! sync never touches.
 
-use anyhow::Context;
+use crate::aws_error::AwsResultExt;
 use aws_sdk_scheduler::types::{
     ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
 };
@@ -65,7 +65,7 @@ pub async fn enqueue(
             .delay_seconds(delay_seconds)
             .send()
             .await
-            .context("sending the envelope")?;
+            .aws("sending the envelope")?;
         return Ok(Enqueued::Queued {
             message_id: out.message_id.unwrap_or_default(),
             delay_seconds,
@@ -108,7 +108,7 @@ pub async fn enqueue(
         .target(builder.build()?)
         .send()
         .await
-        .with_context(|| format!("creating one-time schedule {group}/{name}"))?;
+        .aws(format!("creating one-time schedule {group}/{name}"))?;
     Ok(Enqueued::Scheduled { group, name })
 }
 
@@ -135,9 +135,9 @@ async fn ensure_group(scheduler: &aws_sdk_scheduler::Client, group: &str) -> any
                 .name(group)
                 .send()
                 .await
-                .with_context(|| format!("creating schedule group {group}"))?;
+                .aws(format!("creating schedule group {group}"))?;
             Ok(())
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("reading schedule group {group}"))),
+        Err(e) => Err(e).aws(format!("reading schedule group {group}")),
     }
 }

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use anyhow::Context;
+
+use crate::aws_error::AwsResultExt;
 use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
 use aws_sdk_scheduler::primitives::DateTime as SmithyTime;
@@ -271,7 +273,7 @@ pub async fn plan(
             true
         }
         Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("reading schedule group {group}")));
+            return Err(e).aws(format!("reading schedule group {group}"));
         }
     };
     let mut current = BTreeMap::new();
@@ -282,7 +284,7 @@ pub async fn plan(
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
-            for summary in page.context("listing schedules")?.schedules {
+            for summary in page.aws("listing schedules")?.schedules {
                 let name = summary.name.unwrap_or_default();
                 let got = client
                     .get_schedule()
@@ -290,7 +292,7 @@ pub async fn plan(
                     .name(&name)
                     .send()
                     .await
-                    .with_context(|| format!("reading schedule {name}"))?;
+                    .aws(format!("reading schedule {name}"))?;
                 current.insert(name, ScheduleConfig::from_schedule(&got));
             }
         }
@@ -332,7 +334,7 @@ pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
             .name(&plan.group)
             .send()
             .await
-            .with_context(|| format!("creating schedule group {}", plan.group))?;
+            .aws(format!("creating schedule group {}", plan.group))?;
         writes += 1;
     }
     for change in &plan.changes {
@@ -354,7 +356,7 @@ pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
                     .target(parts.target)
                     .send()
                     .await
-                    .with_context(|| format!("creating schedule {name}"))?;
+                    .aws(format!("creating schedule {name}"))?;
             }
             Change::Update { name, config, .. } => {
                 let parts = Parts::of(config)?;
@@ -373,7 +375,7 @@ pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
                     .target(parts.target)
                     .send()
                     .await
-                    .with_context(|| format!("updating schedule {name}"))?;
+                    .aws(format!("updating schedule {name}"))?;
             }
             Change::Delete { name } => {
                 client
@@ -382,7 +384,7 @@ pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
                     .name(name)
                     .send()
                     .await
-                    .with_context(|| format!("deleting schedule {name}"))?;
+                    .aws(format!("deleting schedule {name}"))?;
             }
         }
         writes += 1;

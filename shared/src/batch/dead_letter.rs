@@ -5,7 +5,6 @@
 //! message be deleted: a crash in between leaves a duplicate, never a loss.
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 
@@ -116,7 +115,7 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
     req.send().await.map(|_| ()).map_err(|e| {
         format!(
             "could not send to the dead-letter queue: {}",
-            DisplayErrorContext(e)
+            crate::aws::describe(&e)
         )
     })
 }

@@ -67,7 +67,7 @@ impl Heartbeat {
         {
             tracing::warn!(
                 key = self.key,
-                error = %aws_sdk_sqs::error::DisplayErrorContext(e),
+                error = %crate::aws::describe(&e),
                 "could not extend message visibility"
             );
         }

@@ -491,7 +491,7 @@ impl Processor {
             .send()
             .await
         {
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(e), "could not change message visibility");
+            tracing::warn!(error = %crate::aws::describe(&e), "could not change message visibility");
         }
     }
 

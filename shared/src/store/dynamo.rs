@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use chrono::{DateTime, Utc};
@@ -303,10 +303,10 @@ fn decode(key: &str, item: HashMap<String, AttributeValue>) -> Result<ExecutionR
 
 fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
 where
-    E: std::error::Error + 'static,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    StoreError::Unavailable(DisplayErrorContext(err).to_string())
+    StoreError::Unavailable(crate::aws::describe(&err))
 }
 
 fn s(v: &str) -> AttributeValue {

@@ -61,7 +61,7 @@ impl Job for RecordInvoice {
                 .map_err(|e| {
                     JobError::retryable(format!(
                         "effects table write failed: {}",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
+                        schedkit::aws::describe(&e)
                     ))
                 })?;
             Ok(json!({"amount_cents": amount}))

@@ -1,0 +1,146 @@
+//! `schedkit fire JOB`: run a job now or later, with the envelope a schedule would send.
+
+use anyhow::Context;
+
+use crate::aws_error::AwsResultExt;
+use aws_sdk_sqs::types::QueueAttributeName;
+use chrono::{SecondsFormat, Utc};
+use clap::Args;
+use schedkit::Envelope;
+use serde_json::{Map, Value};
+
+use super::{Cli, Output, UsageError, load_catalog, parse_instant};
+use crate::trigger::one_off::{self, Enqueued, OneOffTarget};
+
+#[derive(Debug, Args)]
+pub struct FireArgs {
+    /// A job of the catalog.
+    pub job: String,
+    /// The payload, a JSON object (default: the catalog's payload for the job).
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// An explicit execution key (default: the job's key template, else <job>#<time>).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Run at this instant (RFC 3339).
+    #[arg(long, conflicts_with = "delay")]
+    pub at: Option<String>,
+    /// Run after this delay (90s, 15m, 2h, 1d).
+    #[arg(long = "in", value_name = "DELAY")]
+    pub delay: Option<String>,
+    /// The jobs queue.
+    #[arg(long, env = "SCHEDKIT_QUEUE_URL")]
+    pub queue_url: String,
+    /// The role EventBridge Scheduler assumes (needed for runs more than 15 minutes ahead).
+    #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN")]
+    pub role_arn: Option<String>,
+}
+
+pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
+    let catalog = load_catalog(cli)?;
+    let job = catalog.job(&a.job).ok_or_else(|| {
+        UsageError(format!(
+            "job `{}` is not in {} (its jobs: {})",
+            a.job,
+            catalog.file,
+            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let now = Utc::now();
+    let at = match (&a.at, &a.delay) {
+        (Some(at), _) => parse_instant(at).map_err(UsageError)?,
+        (None, Some(delay)) => {
+            let d = humantime::parse_duration(delay)
+                .map_err(|e| UsageError(format!("--in `{delay}`: {e}")))?;
+            now + chrono::Duration::from_std(d).map_err(|e| UsageError(e.to_string()))?
+        }
+        (None, None) => now,
+    };
+    let payload: Map<String, Value> = match &a.payload {
+        Some(text) => match serde_json::from_str(text) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err(UsageError("--payload must be a JSON object".into()).into()),
+            Err(e) => return Err(UsageError(format!("--payload is not JSON: {e}")).into()),
+        },
+        None => job.payload(),
+    };
+    let mut envelope = Envelope::new(job.name.clone(), at);
+    envelope.key = a.key.clone();
+    envelope.payload = (!payload.is_empty()).then_some(payload);
+    // The worker would reject what the key template cannot fill: say so now instead.
+    schedkit::key::execution_key(&envelope, job.policy.key_template.as_ref())
+        .map_err(|e| UsageError(e.to_string()))?;
+
+    let sdk = cli.aws.sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let far = (at - now).num_seconds() > one_off::MAX_DELAY_SECONDS;
+    let role_arn = match (&a.role_arn, far) {
+        (Some(r), _) => r.clone(),
+        (None, false) => String::new(),
+        (None, true) => return Err(UsageError("a run more than 15 minutes ahead becomes a one-time schedule: give --role-arn (or SCHEDKIT_SCHEDULER_ROLE_ARN)".into()).into()),
+    };
+    let queue_arn = if far {
+        queue_arn(&sqs, &a.queue_url).await?
+    } else {
+        String::new()
+    };
+    let target = OneOffTarget {
+        queue_url: a.queue_url.clone(),
+        queue_arn,
+        role_arn,
+        group: catalog.settings.schedule_group.clone(),
+        dead_letter_arn: None,
+    };
+    let enqueued = one_off::enqueue(&sqs, &scheduler, &target, &envelope, now).await?;
+    let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    match (cli.output, &enqueued) {
+        (
+            Output::Json,
+            Enqueued::Queued {
+                message_id,
+                delay_seconds,
+            },
+        ) => println!(
+            "{}",
+            serde_json::json!({"job": job.name, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}})
+        ),
+        (Output::Json, Enqueued::Scheduled { group, name }) => println!(
+            "{}",
+            serde_json::json!({"job": job.name, "scheduled_for": when, "schedule": {"group": group, "name": name}})
+        ),
+        (
+            Output::Table,
+            Enqueued::Queued {
+                message_id,
+                delay_seconds,
+            },
+        ) => {
+            println!(
+                "{} queued for {when} (message {message_id}, visible in {delay_seconds} s)",
+                job.name
+            )
+        }
+        (Output::Table, Enqueued::Scheduled { group, name }) => {
+            println!(
+                "{} scheduled for {when} (one-time schedule {group}/{name}, deleted after it fires)",
+                job.name
+            )
+        }
+    }
+    Ok(())
+}
+
+async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
+    let attrs = sqs
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .aws(format!("reading the queue {url}"))?;
+    attrs
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .context("the queue has no ARN")
+}

@@ -1,0 +1,82 @@
+//! The command line: `main` parses it and calls [`run`]; each command is a module.
+
+mod aws_args;
+mod catalog_cmd;
+mod engine_cmd;
+mod fire_cmd;
+mod output;
+mod schedules_cmd;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub use aws_args::AwsArgs;
+pub use output::Output;
+
+/// schedkit: run and operate scheduled jobs on AWS (or LocalStack).
+#[derive(Debug, Parser)]
+#[command(name = "schedkit", version)]
+pub struct Cli {
+    /// The job catalog.
+    #[arg(
+        long,
+        global = true,
+        env = "SCHEDKIT_CATALOG",
+        default_value = "infra/catalog.toml"
+    )]
+    pub catalog: PathBuf,
+    /// Output format.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(flatten)]
+    pub aws: AwsArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the job catalog and show each job's next run.
+    #[command(subcommand)]
+    Catalog(catalog_cmd::CatalogCommand),
+    /// Preview schedule expressions; sync EventBridge Scheduler with the catalog.
+    #[command(subcommand)]
+    Schedules(schedules_cmd::SchedulesCommand),
+    /// Run a job now or later (a one-off run with its own key unless one is given).
+    Fire(fire_cmd::FireArgs),
+    /// The local firing engine: fire the schedules of an endpoint that does not fire them.
+    Engine(engine_cmd::EngineArgs),
+}
+
+/// A failure that is the user's to fix (bad input, invalid catalog): exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Runs the command.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match &cli.command {
+        Command::Catalog(c) => catalog_cmd::run(c, &cli).await,
+        Command::Schedules(c) => schedules_cmd::run(c, &cli).await,
+        Command::Fire(a) => fire_cmd::run(a, &cli).await,
+        Command::Engine(a) => engine_cmd::run(a, &cli).await,
+    }
+}
+
+/// The catalog the command names, or a usage error listing every problem.
+pub fn load_catalog(cli: &Cli) -> anyhow::Result<schedkit::catalog::Catalog> {
+    schedkit::catalog::Catalog::load(&cli.catalog).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// `now` or an RFC 3339 instant.
+pub fn parse_instant(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if text == "now" {
+        return Ok(chrono::Utc::now());
+    }
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|_| {
+            format!("`{text}` is not an instant: use RFC 3339 (2030-06-03T09:00:00Z) or `now`")
+        })
+}

@@ -1,0 +1,57 @@
+//! Tables for people, JSON for scripts: every command prints one or the other.
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+impl Output {
+    /// Prints `rows` as an aligned table (with `headers`) or as a JSON array.
+    pub fn rows<T: Serialize>(
+        self,
+        headers: &[&str],
+        rows: &[T],
+        cells: impl Fn(&T) -> Vec<String>,
+    ) {
+        match self {
+            Output::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(rows).expect("rows serialise")
+            ),
+            Output::Table => print!(
+                "{}",
+                table(headers, &rows.iter().map(cells).collect::<Vec<_>>())
+            ),
+        }
+    }
+}
+
+/// Columns padded to their widest cell, two spaces apart.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(c);
+            } else {
+                out.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(headers.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}

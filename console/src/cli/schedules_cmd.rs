@@ -1,0 +1,154 @@
+//! `schedkit schedules next` (preview an expression) and `schedkit schedules sync`.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context;
+use chrono::{SecondsFormat, Utc};
+use clap::{Args, Subcommand};
+use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
+use serde::Serialize;
+
+use super::{Cli, Output, UsageError, load_catalog, parse_instant};
+use crate::trigger::sync::{self, SyncTargets};
+
+#[derive(Debug, Subcommand)]
+pub enum SchedulesCommand {
+    /// The next runs of an expression, in UTC and in its zone.
+    Next(NextArgs),
+    /// Make EventBridge Scheduler match the catalog (create, update, delete schedules).
+    Sync(SyncArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NextArgs {
+    /// cron(...), rate(...) or at(...).
+    pub expression: String,
+    /// IANA time zone the expression is evaluated in.
+    #[arg(long, default_value = "UTC")]
+    pub tz: String,
+    /// Start from this instant (RFC 3339) instead of now; a rate counts from here too.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// How many runs.
+    #[arg(short = 'n', long, default_value_t = 5)]
+    pub count: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// Print the changes without making them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The jobs queue the schedules send to.
+    #[arg(long, env = "SCHEDKIT_QUEUE_ARN")]
+    pub queue_arn: String,
+    /// The role EventBridge Scheduler assumes to send.
+    #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN")]
+    pub role_arn: String,
+    /// Where the scheduler puts firings it cannot deliver.
+    #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
+    pub dead_letter_arn: Option<String>,
+    /// A chain's state machine: NAME=ARN (repeatable).
+    #[arg(long = "chain", value_parser = parse_chain)]
+    pub chains: Vec<(String, String)>,
+}
+
+fn parse_chain(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(n, a)| (n.to_string(), a.to_string()))
+        .ok_or_else(|| format!("`{text}` is not NAME=ARN"))
+}
+
+#[derive(Serialize)]
+struct Run {
+    utc: String,
+    local: String,
+}
+
+pub async fn run(command: &SchedulesCommand, cli: &Cli) -> anyhow::Result<()> {
+    match command {
+        SchedulesCommand::Next(a) => next(a, cli.output),
+        SchedulesCommand::Sync(a) => sync_catalog(a, cli).await,
+    }
+}
+
+fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
+    let expression: ScheduleExpression = a
+        .expression
+        .parse()
+        .map_err(|e: schedkit::schedule::ExpressionError| UsageError(e.to_string()))?;
+    let tz = parse_timezone(&a.tz).map_err(UsageError)?;
+    let from = match &a.from {
+        Some(f) => parse_instant(f).map_err(UsageError)?,
+        None => Utc::now(),
+    };
+    let mut schedule = Schedule::new(expression, tz);
+    // A rate has no calendar: preview it counting from the start instant.
+    schedule.created = Some(from);
+    let runs: Vec<Run> = schedule
+        .next_n(from - chrono::Duration::nanoseconds(1), a.count)
+        .into_iter()
+        .map(|t| Run {
+            utc: t.to_rfc3339_opts(SecondsFormat::Secs, true),
+            local: t
+                .with_timezone(&tz)
+                .format("%Y-%m-%d %H:%M %Z (%:z)")
+                .to_string(),
+        })
+        .collect();
+    let local = format!("LOCAL ({})", a.tz);
+    output.rows(&["UTC", &local], &runs, |r| {
+        vec![r.utc.clone(), r.local.clone()]
+    });
+    if runs.is_empty() && output == Output::Table {
+        println!(
+            "(no run after {})",
+            from.to_rfc3339_opts(SecondsFormat::Secs, true)
+        );
+    }
+    Ok(())
+}
+
+async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
+    let catalog = load_catalog(cli)?;
+    let sdk = cli.aws.sdk_config().await;
+    let client = aws_sdk_scheduler::Client::new(&sdk);
+    let targets = SyncTargets {
+        queue_arn: a.queue_arn.clone(),
+        role_arn: a.role_arn.clone(),
+        dead_letter_arn: a.dead_letter_arn.clone(),
+        chains: a.chains.iter().cloned().collect::<BTreeMap<_, _>>(),
+    };
+    let plan = sync::plan(&client, &catalog, &targets)
+        .await
+        .context("planning the sync")?;
+    let writes = if a.dry_run {
+        0
+    } else {
+        sync::apply(&client, &plan).await?
+    };
+    match cli.output {
+        Output::Table => {
+            println!("{plan}");
+            if a.dry_run {
+                println!("(dry run: nothing changed)");
+            } else if !plan.is_empty() {
+                println!("applied: {writes} write(s)");
+            }
+        }
+        Output::Json => {
+            let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
+            println!(
+                "{}",
+                serde_json::json!({
+                    "group": plan.group,
+                    "create_group": plan.create_group,
+                    "changes": changes,
+                    "dry_run": a.dry_run,
+                    "writes": writes,
+                })
+            );
+        }
+    }
+    Ok(())
+}
