@@ -1,7 +1,7 @@
 //! README command 1 runs whole: the demo binary against LocalStack, with worker processes.
 
 #[test]
-fn the_demo_runs_and_reports_every_outcome() {
+fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
     let name = schedkit_testkit::unique("demo-test");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_demo"))
         .args([
@@ -19,13 +19,17 @@ fn the_demo_runs_and_reports_every_outcome() {
         String::from_utf8_lossy(&out.stderr)
     );
     for expected in [
+        "+ create schedule group",
+        "+ create long-report: cron(0 3 * * ? *) (Europe/Berlin)",
+        "with two engines at once: 6 firings delivered once each (6 seen as already fired by the other engine)",
         "record-invoice   DONE        12        12",
-        "always-fails     FAILED       2         6",
-        "flaky-sync       DONE         3",
-        "long-report      DONE         2         2",
+        "always-fails     FAILED       1         3",
+        "flaky-sync       DONE         4         8",
+        "long-report      DONE         1         1",
         "duplicates skipped: 15",
         "invoice side effects: 12 keys, 0 applied other than exactly once",
-        "== dead letters (7)",
+        "== dead letters (6)",
+        "attempts-exhausted  always-fails",
         "key-conflict",
         "unknown-job",
         "jobs queue now: 0 visible, 0 in flight, 0 delayed",

@@ -1,6 +1,8 @@
-//! The demo: a burst of envelopes (duplicates, a transient failure, a permanent one, poison
-//! messages, a key conflict, long jobs) through worker processes in polling mode, then a
-//! report of what happened, read back from the executions table, the DLQ and the workers.
+//! The demo, starting from the job catalog: its schedules are synced into LocalStack's
+//! EventBridge Scheduler and a simulated day of them is fired by two local firing engines
+//! at once; a burst of one-off envelopes (invoices with duplicate deliveries, a key reused
+//! with another payload, poison messages) joins them; worker processes in polling mode
+//! drain the queue; the report reads back the executions table, the DLQ and the workers.
 //!
 //! `make demo` builds the binaries, starts LocalStack if needed and runs this.
 
@@ -11,10 +13,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, Datelike, TimeZone, Utc, Weekday};
 use clap::Parser;
 use schedkit::Envelope;
 use schedkit::batch::attr;
+use schedkit::catalog::Catalog;
+use schedkit_console::trigger::engine::{Delivery, Engine, EngineOptions};
+use schedkit_console::trigger::sync::{self, SyncTargets};
 use schedkit_testkit::{Stack, StackOptions, localstack};
 use serde_json::{Value, json};
 
@@ -33,6 +38,9 @@ struct Args {
     /// Where the workers' stdout (JSON logs and EMF lines) is written.
     #[arg(long, default_value = "target/demo")]
     log_dir: PathBuf,
+    /// The job catalog whose schedules fire.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/catalog.toml"))]
+    catalog: PathBuf,
 }
 
 #[tokio::main]
@@ -60,8 +68,11 @@ async fn main() -> anyhow::Result<()> {
         stack.queue_url, stack.dlq_url, stack.table
     );
 
+    let day = next_weekday(Utc::now());
+    let firings = fire_catalog_day(&sdk, &stack, &args.catalog, day).await?;
+
     let burst = burst();
-    println!("sending {} messages:", burst.len());
+    println!("\nsending a burst of {} one-off messages:", burst.len());
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
     for (kind, _) in &burst {
         *kinds.entry(kind).or_default() += 1;
@@ -102,7 +113,83 @@ async fn main() -> anyhow::Result<()> {
     }
     let elapsed = started.elapsed();
 
-    report(&stack, &workers, elapsed, burst.len()).await
+    report(&stack, &workers, elapsed, burst.len() + firings).await
+}
+
+/// The first weekday (UTC) after `now`, at midnight: a day on which every catalog schedule
+/// fires, whatever day the demo runs.
+fn next_weekday(now: DateTime<Utc>) -> DateTime<Utc> {
+    let mut day = now.date_naive().succ_opt().expect("a next day");
+    while matches!(day.weekday(), Weekday::Sat | Weekday::Sun) {
+        day = day.succ_opt().expect("a next day");
+    }
+    Utc.from_utc_datetime(&day.and_hms_opt(0, 0, 0).expect("midnight"))
+}
+
+/// Syncs the catalog's schedules (in a group of the demo's own) and fast-forwards one day
+/// of them with two engines side by side; returns how many envelopes were delivered.
+async fn fire_catalog_day(
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+    catalog: &std::path::Path,
+    day: DateTime<Utc>,
+) -> anyhow::Result<usize> {
+    let mut catalog = Catalog::load(catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    catalog.settings.schedule_group = stack.name.clone();
+    let scheduler = aws_sdk_scheduler::Client::new(sdk);
+    let targets = SyncTargets {
+        queue_arn: stack.arn_of(&stack.queue_url),
+        role_arn: "arn:aws:iam::000000000000:role/schedkit-scheduler".into(),
+        dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
+        chains: BTreeMap::new(),
+    };
+    println!("syncing {} into EventBridge Scheduler:", catalog.file);
+    let plan = sync::plan(&scheduler, &catalog, &targets).await?;
+    println!("{plan}");
+    sync::apply(&scheduler, &plan).await?;
+
+    let engine = |owner: &str| {
+        Engine::new(
+            sdk,
+            EngineOptions {
+                groups: vec![stack.name.clone()],
+                claims_table: Some(stack.firings_table.clone()),
+                owner: owner.into(),
+            },
+        )
+    };
+    let (a, b) = (engine("engine-a"), engine("engine-b"));
+    let end = day + chrono::Duration::days(1);
+    let (fa, fb) = tokio::join!(a.fast_forward(day, end), b.fast_forward(day, end));
+    let all: Vec<_> = fa?.into_iter().chain(fb?).collect();
+    let mut per_schedule: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in all
+        .iter()
+        .filter(|f| matches!(f.delivery, Delivery::Delivered { .. }))
+    {
+        per_schedule
+            .entry(f.schedule.clone())
+            .or_default()
+            .push(f.scheduled_time.format("%H:%M").to_string());
+    }
+    let delivered: usize = per_schedule.values().map(Vec::len).sum();
+    let elsewhere = all
+        .iter()
+        .filter(|f| f.delivery == Delivery::FiredElsewhere)
+        .count();
+    println!(
+        "\nfast-forwarded {} 00:00-24:00 UTC with two engines at once: {delivered} firings delivered once each ({elsewhere} seen as already fired by the other engine)",
+        day.format("%a %Y-%m-%d")
+    );
+    for (schedule, times) in per_schedule.iter_mut() {
+        times.sort();
+        println!(
+            "  {schedule:<14} {} at {} UTC",
+            times.len(),
+            times.join(", ")
+        );
+    }
+    Ok(delivered)
 }
 
 /// The burst: (what it is, body).
@@ -134,24 +221,6 @@ fn burst() -> Vec<(&'static str, String)> {
             json!({"tenant": "t02", "billing_month": "2026-10", "amount_cents": 999_999}),
         ),
     ));
-    for (h, fail_times) in [(3, 1), (4, 2), (5, 2)] {
-        out.push((
-            "flaky-sync (fails, then succeeds)",
-            envelope("flaky-sync", h, json!({"fail_times": fail_times})),
-        ));
-    }
-    for h in [6, 7] {
-        out.push((
-            "always-fails",
-            envelope("always-fails", h, json!({"account": format!("acct-{h}")})),
-        ));
-    }
-    for h in [8, 9] {
-        out.push((
-            "long-report (outlives its lease)",
-            envelope("long-report", h, json!({"seconds": 3})),
-        ));
-    }
     out.push(("poison: not JSON", "nightly-export please".to_string()));
     out.push((
         "poison: unknown job",
@@ -302,7 +371,7 @@ async fn report(
     let received: u64 = outcomes.values().sum();
     println!("\n== run");
     println!(
-        "  messages sent {sent}, deliveries processed {received}, in {:.1} s",
+        "  envelopes sent {sent} (burst and firings), deliveries processed {received}, in {:.1} s",
         elapsed.as_secs_f64()
     );
     println!(
