@@ -213,6 +213,54 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("realtime"), StackOptions::default())
+        .await
+        .unwrap();
+    let group = unique("rt");
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let target = OneOffTarget {
+        queue_url: stack.queue_url.clone(),
+        queue_arn: stack.arn_of(&stack.queue_url),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        group: group.clone(),
+        dead_letter_arn: None,
+    };
+    // Due in 2 s: enqueue it as if it were due in 20 minutes, so it becomes a schedule.
+    let now = Utc::now();
+    let due = now + chrono::Duration::seconds(2);
+    let due = due - chrono::Duration::nanoseconds(i64::from(due.timestamp_subsec_nanos()));
+    let envelope = Envelope::new("soon", due);
+    let Enqueued::Scheduled { name, .. } = one_off::enqueue(
+        &stack.sqs,
+        &scheduler,
+        &target,
+        &envelope,
+        now - chrono::Duration::minutes(20),
+    )
+    .await
+    .unwrap() else {
+        panic!("expected a one-time schedule");
+    };
+    let engine = engine(&sdk, &stack, &group, "real-time");
+    let run = engine.run(
+        Duration::from_millis(500),
+        tokio::time::sleep(Duration::from_secs(5)),
+    );
+    run.await.unwrap();
+    let got = envelopes(&stack).await;
+    assert_eq!(got.get("soon"), Some(&vec![due.to_rfc3339()]), "{got:?}");
+    let gone = scheduler
+        .get_schedule()
+        .group_name(once_group(&group))
+        .name(&name)
+        .send()
+        .await;
+    assert!(gone.is_err(), "deleted after completion");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_target_is_retried_then_dead_lettered() {
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("engine-dlq"), StackOptions::default())

@@ -1,0 +1,230 @@
+//! The `schedkit` binary: previews, catalog checks, sync dry runs and `fire`, as a user runs
+//! them (exact output for the deterministic ones, exit codes, one-line errors).
+
+use std::process::{Command, Output};
+
+use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
+
+fn schedkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_schedkit"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("SCHEDKIT_CATALOG")
+        .output()
+        .expect("schedkit runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn schedules_next_previews_in_utc_and_in_the_zone() {
+    let out = schedkit(&[
+        "schedules",
+        "next",
+        "cron(30 2 * * ? *)",
+        "--tz",
+        "America/New_York",
+        "--from",
+        "2027-03-13T00:00:00Z",
+        "-n",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "UTC                   LOCAL (America/New_York)\n\
+         2027-03-13T07:30:00Z  2027-03-13 02:30 EST (-05:00)\n\
+         2027-03-15T06:30:00Z  2027-03-15 02:30 EDT (-04:00)\n\
+         2027-03-16T06:30:00Z  2027-03-16 02:30 EDT (-04:00)\n"
+    );
+    let json = schedkit(&[
+        "--output",
+        "json",
+        "schedules",
+        "next",
+        "rate(90 minutes)",
+        "--from",
+        "2030-01-01T00:00:00Z",
+        "-n",
+        "2",
+    ]);
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        value,
+        serde_json::json!([
+            {"utc": "2030-01-01T00:00:00Z", "local": "2030-01-01 00:00 UTC (+00:00)"},
+            {"utc": "2030-01-01T01:30:00Z", "local": "2030-01-01 01:30 UTC (+00:00)"}
+        ])
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["schedules", "next", "cron(0 24 * * ? *)"],
+            "schedkit: error: invalid schedule expression `cron(0 24 * * ? *)`: hours field at position 7: 24 is out of range, expected 0-23\n",
+        ),
+        (
+            &["schedules", "next", "rate(5 minutes)", "--tz", "Moon/Base"],
+            "schedkit: error: `Moon/Base` is not an IANA time zone name (e.g. Europe/Berlin, America/New_York, UTC)\n",
+        ),
+        (
+            &[
+                "--catalog",
+                "shared/tests/fixtures/catalogs/lease-too-long.toml",
+                "catalog",
+                "check",
+            ],
+            "schedkit: error: shared/tests/fixtures/catalogs/lease-too-long.toml: job `nightly`: field `lease_seconds`: 120 s is longer than the function timeout (60 s, settings.function_timeout_seconds); a lease must end when the function can no longer be running\n",
+        ),
+        (
+            &[
+                "fire",
+                "record-invoice",
+                "--queue-url",
+                "http://x",
+                "--payload",
+                "[1]",
+            ],
+            "schedkit: error: --payload must be a JSON object\n",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = schedkit(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&out), message, "{args:?}");
+    }
+}
+
+#[test]
+fn catalog_check_lists_every_job() {
+    let out = schedkit(&["catalog", "check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("infra/catalog.toml: valid, 4 jobs\n\nJOB "),
+        "{text}"
+    );
+    for job in [
+        "always-fails",
+        "flaky-sync",
+        "long-report",
+        "record-invoice",
+    ] {
+        assert!(text.contains(&format!("\n{job} ")), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("cli"), StackOptions::default())
+        .await
+        .unwrap();
+    let group = unique("cli-group");
+    let catalog = std::env::temp_dir().join(format!("{group}.toml"));
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/catalog.toml"
+    ))
+    .unwrap();
+    std::fs::write(
+        &catalog,
+        shipped.replace(
+            "schedule_group = \"schedkit\"",
+            &format!("schedule_group = \"{group}\""),
+        ),
+    )
+    .unwrap();
+    let catalog = catalog.to_string_lossy().to_string();
+    let queue_arn = stack.arn_of(&stack.queue_url);
+    let sync = |dry: bool| {
+        let mut args = vec![
+            "--catalog",
+            &catalog,
+            "schedules",
+            "sync",
+            "--queue-arn",
+            &queue_arn,
+            "--role-arn",
+            "arn:aws:iam::000000000000:role/s",
+        ];
+        if dry {
+            args.push("--dry-run");
+        }
+        schedkit(&args)
+    };
+    let dry = sync(true);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert_eq!(
+        stdout(&dry),
+        format!(
+            "schedule group {group}:\n+ create schedule group {group}\n\
+             + create always-fails: cron(30 9 ? * MON-FRI *) (America/New_York)\n\
+             + create flaky-sync: rate(6 hours) (UTC)\n\
+             + create long-report: cron(0 3 * * ? *) (Europe/Berlin)\n\
+             (dry run: nothing changed)\n"
+        )
+    );
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    assert!(
+        scheduler
+            .get_schedule_group()
+            .name(&group)
+            .send()
+            .await
+            .is_err(),
+        "the dry run created nothing"
+    );
+    assert!(stdout(&sync(false)).ends_with("applied: 4 write(s)\n"));
+    assert_eq!(
+        stdout(&sync(false)),
+        format!("schedule group {group}: in sync with the catalog, nothing to do\n")
+    );
+
+    let fire = schedkit(&[
+        "--catalog",
+        &catalog,
+        "fire",
+        "long-report",
+        "--queue-url",
+        &stack.queue_url,
+        "--at",
+        "2030-06-03T09:00:00Z",
+        "--role-arn",
+        "arn:aws:iam::000000000000:role/s",
+    ]);
+    assert!(fire.status.success(), "{}", stderr(&fire));
+    assert!(stdout(&fire).starts_with(&format!("long-report scheduled for 2030-06-03T09:00:00Z (one-time schedule {group}-once/long-report-")), "{}", stdout(&fire));
+    let now = schedkit(&[
+        "--catalog",
+        &catalog,
+        "fire",
+        "long-report",
+        "--queue-url",
+        &stack.queue_url,
+        "--payload",
+        r#"{"seconds": 1}"#,
+    ]);
+    assert!(now.status.success(), "{}", stderr(&now));
+    let messages = stack
+        .receive(1, std::time::Duration::from_secs(3))
+        .await
+        .unwrap();
+    let envelope = schedkit::Envelope::parse(messages[0].body.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (envelope.job.as_str(), envelope.payload_value()),
+        ("long-report", serde_json::json!({"seconds": 1}))
+    );
+}
