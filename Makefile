@@ -18,6 +18,7 @@ test:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	infra/lint.sh
 
 build:
 	$(CARGO) build --workspace --bins --locked

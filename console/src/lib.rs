@@ -3,4 +3,5 @@
 
 mod aws_error;
 pub mod cli;
+pub mod iac;
 pub mod trigger;

@@ -4,6 +4,7 @@ mod aws_args;
 mod catalog_cmd;
 mod engine_cmd;
 mod fire_cmd;
+mod iac_cmd;
 mod output;
 mod schedules_cmd;
 
@@ -47,6 +48,15 @@ pub enum Command {
     Fire(fire_cmd::FireArgs),
     /// The local firing engine: fire the schedules of an endpoint that does not fire them.
     Engine(engine_cmd::EngineArgs),
+    /// Infrastructure as code: keep the template's catalog-derived parts in sync.
+    #[command(subcommand)]
+    Iac(IacCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IacCommand {
+    /// Regenerate the schedules, alarms and dashboard of infra/template.yaml from the catalog.
+    Render(iac_cmd::RenderArgs),
 }
 
 /// A failure that is the user's to fix (bad input, invalid catalog): exit code 2.
@@ -61,6 +71,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Schedules(c) => schedules_cmd::run(c, &cli).await,
         Command::Fire(a) => fire_cmd::run(a, &cli).await,
         Command::Engine(a) => engine_cmd::run(a, &cli).await,
+        Command::Iac(IacCommand::Render(a)) => iac_cmd::render(a, &cli).await,
     }
 }
 

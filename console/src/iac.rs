@@ -1,0 +1,382 @@
+//! The parts of `infra/template.yaml` that the job catalog decides: worker settings,
+//! one EventBridge Scheduler schedule per scheduled job, per-job failure alarms, the
+//! failure-storm alarm and the dashboard. `schedkit iac render` rewrites them between the
+//! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
+//! fails when the template and the catalog disagree.
+//!
+//! YAML is written by hand: every value is a plain scalar or a JSON-quoted string (JSON
+//! strings are valid YAML double-quoted scalars), so no YAML library is needed.
+
+use std::fmt::Write;
+
+use schedkit::catalog::{Catalog, Job, Target};
+
+use crate::trigger::template::envelope_template;
+
+/// The first line of a generated block; the block ends at [`END`].
+pub const BEGIN: &str =
+    "# BEGIN GENERATED FROM infra/catalog.toml by `schedkit iac render`: do not edit by hand";
+pub const END: &str = "# END GENERATED";
+
+/// A metric-math alarm can combine at most 10 metrics.
+const STORM_MAX_JOBS: usize = 10;
+
+/// The generated blocks, in template order: mappings, then resources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub mappings: String,
+    pub resources: String,
+}
+
+/// `long-report` → `LongReport`: a CloudFormation logical id.
+pub fn logical_id(name: &str) -> String {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+fn q(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+/// The redrive safety net must outlast every attempt of every job, in-progress bounces
+/// included (the worker re-checks a live lease after 2, 4, 8... seconds).
+fn max_receive_count(catalog: &Catalog) -> u32 {
+    catalog
+        .jobs
+        .values()
+        .map(|j| {
+            let lease = j.policy.lease.as_secs().max(2) / 2;
+            let bounces = 64 - lease.leading_zeros() + 1;
+            j.policy.retry.max_attempts * (1 + bounces)
+        })
+        .max()
+        .unwrap_or(10)
+        .clamp(10, 1000)
+}
+
+/// Renders the catalog's blocks.
+pub fn render(catalog: &Catalog) -> Result<Rendered, String> {
+    let s = &catalog.settings;
+    let mut mappings = String::new();
+    writeln!(mappings, "  Catalog:\n    Worker:").unwrap();
+    for (k, v) in [
+        ("TimeoutSeconds", s.function_timeout_seconds.to_string()),
+        (
+            "QueueVisibilitySeconds",
+            (6 * s.function_timeout_seconds).to_string(),
+        ),
+        (
+            "QueueRetentionSeconds",
+            (s.queue_retention_days * 86_400).to_string(),
+        ),
+        (
+            "DeadLetterRetentionSeconds",
+            (s.dlq_retention_days * 86_400).to_string(),
+        ),
+        ("MaxReceiveCount", max_receive_count(catalog).to_string()),
+        ("ScheduleGroup", q(&s.schedule_group)),
+    ] {
+        writeln!(mappings, "      {k}: {v}").unwrap();
+    }
+
+    let mut r = String::new();
+    for job in catalog.scheduled() {
+        schedule(&mut r, job)?;
+    }
+    let queue_jobs: Vec<&Job> = catalog
+        .jobs
+        .values()
+        .filter(|j| j.target == Target::Queue)
+        .collect();
+    if queue_jobs.len() > STORM_MAX_JOBS {
+        return Err(format!(
+            "{}: the failure-storm alarm combines at most {STORM_MAX_JOBS} jobs' metrics, the catalog has {}",
+            catalog.file,
+            queue_jobs.len()
+        ));
+    }
+    for job in &queue_jobs {
+        failure_alarms(&mut r, job);
+    }
+    storm_alarm(&mut r, &queue_jobs);
+    dashboard(&mut r, &queue_jobs);
+    Ok(Rendered {
+        mappings,
+        resources: r,
+    })
+}
+
+fn schedule(r: &mut String, job: &Job) -> Result<(), String> {
+    let spec = job
+        .spec
+        .schedule
+        .as_ref()
+        .expect("scheduled jobs have a schedule");
+    let target = match &job.target {
+        Target::Queue => "!GetAtt JobsQueue.Arn".to_string(),
+        Target::Chain(name) => format!("!Ref {}Chain", logical_id(name)),
+    };
+    let mut description = format!("owner: {}", job.spec.owner);
+    if let Some(d) = &job.spec.description {
+        description = format!("{description}. {d}");
+    }
+    description.truncate(512);
+    writeln!(r, "  Schedule{}:", logical_id(&job.name)).unwrap();
+    writeln!(r, "    Type: AWS::Scheduler::Schedule").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(r, "      Name: {}", q(&job.name)).unwrap();
+    writeln!(r, "      GroupName: !Ref ScheduleGroup").unwrap();
+    writeln!(r, "      Description: {}", q(&description)).unwrap();
+    writeln!(r, "      ScheduleExpression: {}", q(&spec.expression)).unwrap();
+    writeln!(r, "      ScheduleExpressionTimezone: {}", q(&spec.timezone)).unwrap();
+    writeln!(
+        r,
+        "      State: {}",
+        if spec.enabled { "ENABLED" } else { "DISABLED" }
+    )
+    .unwrap();
+    match spec.flexible_window_minutes {
+        0 => writeln!(r, "      FlexibleTimeWindow:\n        Mode: \"OFF\"").unwrap(),
+        m => writeln!(
+            r,
+            "      FlexibleTimeWindow:\n        Mode: FLEXIBLE\n        MaximumWindowInMinutes: {m}"
+        )
+        .unwrap(),
+    }
+    for (key, value) in [("StartDate", spec.start), ("EndDate", spec.end)] {
+        if let Some(t) = value {
+            writeln!(
+                r,
+                "      {key}: {}",
+                q(&t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            )
+            .unwrap();
+        }
+    }
+    writeln!(r, "      Target:").unwrap();
+    writeln!(r, "        Arn: {target}").unwrap();
+    writeln!(r, "        RoleArn: !GetAtt SchedulerRole.Arn").unwrap();
+    writeln!(
+        r,
+        "        Input: {}",
+        q(&envelope_template(&job.name, &job.payload()))
+    )
+    .unwrap();
+    writeln!(r, "        RetryPolicy:").unwrap();
+    writeln!(
+        r,
+        "          MaximumRetryAttempts: {}",
+        spec.delivery_retries
+    )
+    .unwrap();
+    writeln!(
+        r,
+        "          MaximumEventAgeInSeconds: {}",
+        spec.max_event_age_seconds
+    )
+    .unwrap();
+    writeln!(
+        r,
+        "        DeadLetterConfig:\n          Arn: !GetAtt ScheduleDeadLetterQueue.Arn\n"
+    )
+    .unwrap();
+    Ok(())
+}
+
+const NOTIFY: &str = "[!If [CreateTopic, !Ref NotificationTopic, !Ref NotificationTarget]]";
+
+fn failure_alarms(r: &mut String, job: &Job) {
+    let id = logical_id(&job.name);
+    let owner = &job.spec.owner;
+    writeln!(r, "  FailedAlarm{id}:").unwrap();
+    writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(
+        r,
+        "      AlarmName: !Sub schedkit-${{Stage}}-{}-failed-metric",
+        job.name
+    )
+    .unwrap();
+    writeln!(r, "      AlarmDescription: {}", q(&format!("{} ended FAILED at least once in 5 minutes (the signal; notifications come from its notice alarm). Owner: {owner}.", job.name))).unwrap();
+    writeln!(r, "      Namespace: schedkit\n      MetricName: Failed").unwrap();
+    writeln!(
+        r,
+        "      Dimensions: [{{ Name: Job, Value: {} }}]",
+        q(&job.name)
+    )
+    .unwrap();
+    writeln!(
+        r,
+        "      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 1"
+    )
+    .unwrap();
+    writeln!(r, "      ComparisonOperator: GreaterThanOrEqualToThreshold\n      TreatMissingData: notBreaching\n").unwrap();
+    // Composite, so the storm alarm can hold its notification back.
+    writeln!(r, "  FailedNotice{id}:").unwrap();
+    writeln!(r, "    Type: AWS::CloudWatch::CompositeAlarm").unwrap();
+    writeln!(r, "    Condition: OnAws").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(
+        r,
+        "      AlarmName: !Sub schedkit-${{Stage}}-{}-failed",
+        job.name
+    )
+    .unwrap();
+    writeln!(r, "      AlarmDescription: {}", q(&format!("{} failed for good: its message is in the DLQ with the reason (`schedkit dlq list`). Owner: {owner}. Held back during a failure storm.", job.name))).unwrap();
+    writeln!(
+        r,
+        "      AlarmRule: !Sub 'ALARM(\"${{FailedAlarm{id}.Arn}}\")'"
+    )
+    .unwrap();
+    writeln!(r, "      ActionsSuppressor: !Ref FailureStormAlarm").unwrap();
+    writeln!(
+        r,
+        "      ActionsSuppressorWaitPeriod: 120\n      ActionsSuppressorExtensionPeriod: 600"
+    )
+    .unwrap();
+    writeln!(r, "      AlarmActions: {NOTIFY}\n").unwrap();
+}
+
+fn storm_alarm(r: &mut String, jobs: &[&Job]) {
+    writeln!(r, "  FailureStormAlarm:").unwrap();
+    writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(r, "      AlarmName: !Sub schedkit-${{Stage}}-failure-storm").unwrap();
+    writeln!(r, "      AlarmDescription: {}", q("Two or more jobs failed within 5 minutes: probably a shared dependency, not the jobs. One notification instead of one per job; the per-job notices are held back while this fires.")).unwrap();
+    writeln!(r, "      Metrics:").unwrap();
+    let mut terms = Vec::new();
+    for (i, job) in jobs.iter().enumerate() {
+        let id = format!("m{i}");
+        writeln!(r, "        - Id: {id}\n          ReturnData: false\n          MetricStat:\n            Period: 300\n            Stat: Sum").unwrap();
+        writeln!(r, "            Metric:\n              Namespace: schedkit\n              MetricName: Failed").unwrap();
+        writeln!(
+            r,
+            "              Dimensions: [{{ Name: Job, Value: {} }}]",
+            q(&job.name)
+        )
+        .unwrap();
+        terms.push(format!("IF(FILL({id}, 0) > 0, 1, 0)"));
+    }
+    let expression = if terms.is_empty() {
+        "0".to_string()
+    } else {
+        terms.join(" + ")
+    };
+    writeln!(r, "        - Id: failing_jobs\n          Label: jobs failing\n          ReturnData: true\n          Expression: {}", q(&expression)).unwrap();
+    writeln!(r, "      EvaluationPeriods: 1\n      Threshold: 2\n      ComparisonOperator: GreaterThanOrEqualToThreshold").unwrap();
+    writeln!(
+        r,
+        "      TreatMissingData: notBreaching\n      AlarmActions: {NOTIFY}\n"
+    )
+    .unwrap();
+}
+
+fn dashboard(r: &mut String, jobs: &[&Job]) {
+    let metric = |name: &str| {
+        jobs.iter()
+            .map(|j| format!(r#"["schedkit","{name}","Job","{}"]"#, j.name))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let widget = |x: u32, y: u32, title: &str, metrics: String, stat: &str| {
+        format!(
+            r#"{{"type":"metric","x":{x},"y":{y},"width":12,"height":6,"properties":{{"title":"{title}","region":"${{AWS::Region}}","stat":"{stat}","period":300,"metrics":[{metrics}]}}}}"#
+        )
+    };
+    let queue = r#"["AWS/SQS","ApproximateNumberOfMessagesVisible","QueueName","${JobsQueue.QueueName}"],["AWS/SQS","ApproximateNumberOfMessagesVisible","QueueName","${JobsDeadLetterQueue.QueueName}"],["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","${JobsQueue.QueueName}",{"yAxis":"right"}]"#;
+    let widgets = [
+        widget(
+            0,
+            0,
+            "Queue depth, DLQ depth, oldest message (s)",
+            queue.to_string(),
+            "Maximum",
+        ),
+        widget(12, 0, "Failed runs by job", metric("Failed"), "Sum"),
+        widget(0, 6, "Succeeded runs by job", metric("Succeeded"), "Sum"),
+        widget(12, 6, "Retries by job", metric("Retried"), "Sum"),
+        widget(0, 12, "Duration p99 by job (ms)", metric("Duration"), "p99"),
+        widget(
+            12,
+            12,
+            "Schedule lag p99 by job (ms)",
+            metric("ScheduleLag"),
+            "p99",
+        ),
+    ];
+    let body = format!(r#"{{"widgets":[{}]}}"#, widgets.join(","));
+    writeln!(r, "  Dashboard:").unwrap();
+    writeln!(r, "    Type: AWS::CloudWatch::Dashboard").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(r, "      DashboardName: !Sub schedkit-${{Stage}}").unwrap();
+    writeln!(r, "      DashboardBody: !Sub {}", q(&body)).unwrap();
+}
+
+/// The template with its generated blocks replaced by `rendered`.
+pub fn apply(template: &str, rendered: &Rendered) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = template;
+    for block in [&rendered.mappings, &rendered.resources] {
+        let begin = rest.find(BEGIN).ok_or(
+            "the template lacks a `BEGIN GENERATED` marker (two are needed: Mappings, Resources)",
+        )?;
+        let line_end = begin + rest[begin..].find('\n').ok_or("unterminated marker")? + 1;
+        let end = line_end
+            + rest[line_end..]
+                .find(END)
+                .ok_or("a `BEGIN GENERATED` marker has no `END GENERATED`")?;
+        // Keep the END marker's indentation: back up to the start of its line.
+        let end_line_start = rest[..end].rfind('\n').map(|i| i + 1).unwrap_or(end);
+        out.push_str(&rest[..line_end]);
+        out.push_str(block);
+        rest = &rest[end_line_start..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logical_ids_are_alphanumeric_camel_case() {
+        assert_eq!(logical_id("long-report"), "LongReport");
+        assert_eq!(logical_id("a_b.c-d"), "ABCD");
+    }
+
+    #[test]
+    fn the_shipped_template_matches_the_shipped_catalog() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let catalog =
+            Catalog::load(std::path::Path::new(&format!("{root}/infra/catalog.toml"))).unwrap();
+        let template = std::fs::read_to_string(format!("{root}/infra/template.yaml")).unwrap();
+        let wanted = apply(&template, &render(&catalog).unwrap()).unwrap();
+        assert!(
+            wanted == template,
+            "infra/template.yaml disagrees with infra/catalog.toml: run `schedkit iac render`"
+        );
+    }
+
+    #[test]
+    fn apply_is_idempotent_and_keeps_the_rest() {
+        let template = format!("a\n  {BEGIN}\n  old\n  {END}\nb\n  {BEGIN}\n  {END}\nc\n");
+        let r = Rendered {
+            mappings: "  M\n".into(),
+            resources: "  R\n".into(),
+        };
+        let once = apply(&template, &r).unwrap();
+        assert_eq!(
+            once,
+            format!("a\n  {BEGIN}\n  M\n  {END}\nb\n  {BEGIN}\n  R\n  {END}\nc\n")
+        );
+        assert_eq!(apply(&once, &r).unwrap(), once);
+    }
+}

@@ -1,0 +1,127 @@
+"""Least privilege, read off the template: every IAM statement names stack resources,
+except the actions AWS only accepts on "*" (listed below, each with its reason)."""
+
+import pathlib
+import unittest
+
+from cfnlint.decode import decode_str
+
+TEMPLATE = pathlib.Path(__file__).resolve().parents[1] / "template.yaml"
+
+# Actions AWS requires on Resource "*": they act on the account, not on a resource.
+STAR_ONLY = {
+    # Step Functions' log delivery to CloudWatch Logs (vended logs) is configured account-wide.
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+    # X-Ray tracing has no resource-level permissions.
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+}
+
+
+def as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def identity_statements(template):
+    """(resource logical id, statement) for every identity policy in the template."""
+    for name, resource in template.get("Resources", {}).items():
+        kind = resource.get("Type")
+        props = resource.get("Properties", {})
+        if kind == "AWS::IAM::Role":
+            for policy in props.get("Policies", []):
+                for statement in as_list(policy["PolicyDocument"]["Statement"]):
+                    yield name, statement
+        elif kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            for statement in as_list(props["PolicyDocument"]["Statement"]):
+                yield name, statement
+
+
+def names_stack_resource(resource, logical_ids):
+    """Whether a Resource entry is an ARN of a resource of this stack."""
+    if isinstance(resource, dict) and len(resource) == 1:
+        (fn, arg), = resource.items()
+        if fn == "Ref":
+            return arg in logical_ids
+        if fn == "Fn::GetAtt":
+            target = arg[0] if isinstance(arg, list) else arg.split(".")[0]
+            return target in logical_ids
+        if fn == "Fn::Sub":
+            text = arg if isinstance(arg, str) else arg[0]
+            return any("${" + lid in text for lid in logical_ids)
+    return False
+
+
+def problems(template):
+    logical_ids = set(template.get("Resources", {}))
+    found = []
+    for name, resource in template.get("Resources", {}).items():
+        if resource.get("Type") == "AWS::Serverless::Function" and "Policies" in resource.get("Properties", {}):
+            found.append(f"{name}: use an explicit Role; SAM policy templates attach broad managed policies")
+    for name, st in identity_statements(template):
+        if st.get("Effect") != "Allow":
+            continue
+        actions = as_list(st.get("Action", []))
+        sid = st.get("Sid", "?")
+        for action in actions:
+            if action == "*" or action.endswith(":*"):
+                found.append(f"{name}/{sid}: wildcard action {action}")
+        for resource in as_list(st.get("Resource", [])):
+            if resource == "*":
+                extra = sorted(set(actions) - STAR_ONLY)
+                if extra:
+                    found.append(f"{name}/{sid}: Resource \"*\" for {', '.join(extra)}")
+            elif not names_stack_resource(resource, logical_ids):
+                found.append(f"{name}/{sid}: Resource {resource} is not a resource of this stack")
+    return found
+
+
+class LeastPrivilege(unittest.TestCase):
+    def test_every_statement_names_stack_resources(self):
+        template, matches = decode_str(TEMPLATE.read_text())
+        self.assertFalse(matches, matches)
+        self.assertGreaterEqual(len(list(identity_statements(template))), 8)
+        self.assertEqual(problems(template), [])
+
+    def test_the_check_catches_what_it_should(self):
+        bad = """
+Resources:
+  Queue: {Type: AWS::SQS::Queue}
+  Role:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument: {}
+      Policies:
+        - PolicyName: p
+          PolicyDocument:
+            Statement:
+              - {Sid: A, Effect: Allow, Action: sqs:SendMessage, Resource: "*"}
+              - {Sid: B, Effect: Allow, Action: "s3:*", Resource: !GetAtt Queue.Arn}
+              - {Sid: C, Effect: Allow, Action: sqs:SendMessage, Resource: "arn:aws:sqs:us-east-1:1:other"}
+              - {Sid: D, Effect: Allow, Action: xray:PutTraceSegments, Resource: "*"}
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties: {Policies: [AWSLambdaExecute]}
+"""
+        template, _ = decode_str(bad)
+        self.assertEqual(
+            problems(template),
+            [
+                "Fn: use an explicit Role; SAM policy templates attach broad managed policies",
+                'Role/A: Resource "*" for sqs:SendMessage',
+                "Role/B: wildcard action s3:*",
+                "Role/C: Resource arn:aws:sqs:us-east-1:1:other is not a resource of this stack",
+            ],
+        )
+
+
+if __name__ == "__main__":
+    unittest.main()
