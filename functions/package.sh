@@ -33,6 +33,9 @@ binary, archive = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
     info = zipfile.ZipInfo.from_file(binary, arcname="bootstrap")
     info.compress_type = zipfile.ZIP_DEFLATED
+    # A fixed date: the zip changes only when the binary does (so an unchanged
+    # deploy is a no-op).
+    info.date_time = (1980, 1, 1, 0, 0, 0)
     with open(binary, "rb") as f:
         z.writestr(info, f.read())
 PY

@@ -221,7 +221,6 @@ fn failure_alarms(r: &mut String, job: &Job) {
     // Composite, so the storm alarm can hold its notification back.
     writeln!(r, "  FailedNotice{id}:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::CompositeAlarm").unwrap();
-    writeln!(r, "    Condition: OnAws").unwrap();
     writeln!(r, "    Properties:").unwrap();
     writeln!(
         r,

@@ -1,0 +1,168 @@
+"""Creates or updates the schedkit stack on LocalStack from infra/template.yaml.
+
+    infra/deploy-localstack.sh [--stack NAME] [Parameter=Value ...]
+
+Packages the worker (functions/package.sh, the debug profile the tests use) into
+LocalStack's S3, points the template's CodeUri at it, and deploys the same template as on
+AWS through a change set. LocalStack reports a change set without changes as created
+rather than failed (as AWS does); it is deleted instead of executed, so an unchanged
+deploy changes nothing. Prints a
+JSON summary on stdout: {"stack", "status", "changed", "outputs"}.
+
+Runs with the Python of LocalStack's virtualenv, which has boto3.
+"""
+
+import hashlib
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+import boto3
+from botocore.exceptions import ClientError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+BUCKET = "schedkit-artifacts"
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
+
+
+def log(*args):
+    print("deploy:", *args, file=sys.stderr)
+
+
+def client(service):
+    port = os.environ.get("LOCALSTACK_PORT", "4566")
+    return boto3.client(
+        service,
+        endpoint_url=os.environ.get("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}"),
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+def upload(s3, path):
+    """`path` in S3, keyed by its content (an unchanged file keeps its URI); the S3 URI."""
+    data = path.read_bytes()
+    key = f"{path.stem}-{hashlib.sha256(data).hexdigest()[:32]}{path.suffix}"
+    try:
+        s3.head_bucket(Bucket=BUCKET)
+    except ClientError:
+        s3.create_bucket(Bucket=BUCKET)
+    try:
+        s3.head_object(Bucket=BUCKET, Key=key)
+    except ClientError:
+        log(f"uploading {path.name} ({len(data) // 1024} KiB) as s3://{BUCKET}/{key}")
+        s3.put_object(Bucket=BUCKET, Key=key, Body=data)
+    return f"s3://{BUCKET}/{key}"
+
+
+def package_worker():
+    out = subprocess.run(
+        [str(ROOT / "functions/package.sh"), "worker"], check=True, capture_output=True, text=True
+    )
+    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+
+
+def template_body(s3):
+    """The template as `sam build` + `sam package` leave it: its local files in S3."""
+    text = (ROOT / "infra/template.yaml").read_text()
+    replacements = {
+        "CodeUri: ../functions/worker": f"CodeUri: {upload(s3, package_worker())}",
+        "DefinitionUri: chain.asl.json": f"DefinitionUri: {upload(s3, ROOT / 'infra/chain.asl.json')}",
+    }
+    for old, new in replacements.items():
+        if old not in text:
+            sys.exit(f"deploy: error: infra/template.yaml no longer contains `{old}`")
+        text = text.replace(old, new)
+    return text
+
+
+def stack_status(cfn, stack):
+    try:
+        return cfn.describe_stacks(StackName=stack)["Stacks"][0]["StackStatus"]
+    except ClientError:
+        return None
+
+
+def wait_stack(cfn, stack, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        status = stack_status(cfn, stack)
+        if status and not status.endswith("_IN_PROGRESS"):
+            return status
+        time.sleep(1)
+    sys.exit(f"deploy: error: {stack} still in progress after {timeout} s")
+
+
+def main(argv):
+    stack, params = "schedkit-dev", {}
+    args = iter(argv)
+    for arg in args:
+        if arg == "--stack":
+            stack = next(args)
+        elif "=" in arg:
+            key, value = arg.split("=", 1)
+            params[key] = value
+        else:
+            sys.exit(f"deploy: unknown argument {arg} (usage: [--stack NAME] [Param=Value ...])")
+
+    cfn = client("cloudformation")
+    body = template_body(client("s3"))
+    existing = stack_status(cfn, stack)
+    if existing == "ROLLBACK_COMPLETE":
+        log(f"{stack} failed to create before; deleting it first")
+        cfn.delete_stack(StackName=stack)
+        wait_stack(cfn, stack)
+        existing = None
+    change_set = f"schedkit-{int(time.time() * 1000)}"
+    cfn.create_change_set(
+        StackName=stack,
+        ChangeSetName=change_set,
+        ChangeSetType="UPDATE" if existing else "CREATE",
+        TemplateBody=body,
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(params.items())],
+        Capabilities=CAPABILITIES,
+    )
+    deadline = time.time() + 120
+    while True:
+        cs = cfn.describe_change_set(StackName=stack, ChangeSetName=change_set)
+        if not cs["Status"].endswith("_PENDING") and not cs["Status"].endswith("_IN_PROGRESS"):
+            break
+        if time.time() > deadline:
+            sys.exit("deploy: error: the change set was not created within 120 s")
+        time.sleep(0.5)
+    no_changes = not cs.get("Changes") or "didn't contain changes" in (cs.get("StatusReason") or "")
+    if existing and no_changes:
+        cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+        log(f"{stack}: no changes, nothing deployed")
+        changed = False
+    elif cs["Status"] == "FAILED":
+        sys.exit(f"deploy: error: change set failed: {cs.get('StatusReason')}")
+    else:
+        log(f"{stack}: executing {len(cs.get('Changes', []))} change(s)")
+        cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
+        changed = True
+    status = wait_stack(cfn, stack)
+    if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        events = cfn.describe_stack_events(StackName=stack)["StackEvents"]
+        reasons = [f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason')}" for e in events if "FAILED" in e["ResourceStatus"]]
+        sys.exit(f"deploy: error: {stack} is {status}: " + "; ".join(reasons[:5]))
+    outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    print(
+        json.dumps(
+            {
+                "stack": stack,
+                "status": status,
+                "changed": changed,
+                "outputs": {o["OutputKey"]: o["OutputValue"] for o in outputs},
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
