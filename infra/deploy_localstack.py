@@ -1,6 +1,7 @@
 """Creates or updates the schedkit stack on LocalStack from infra/template.yaml.
 
     infra/deploy-localstack.sh [--stack NAME] [Parameter=Value ...]
+    infra/deploy-localstack.sh --stack NAME --delete
 
 Packages the worker (functions/package.sh, the debug profile the tests use) into
 LocalStack's S3, points the template's CodeUri at it, and deploys the same template as on
@@ -60,6 +61,10 @@ def upload(s3, path):
 
 
 def package_worker():
+    """The worker's zip: SCHEDKIT_WORKER_ZIP when given (the tests, which must not start
+    cargo while cargo runs them), else built now."""
+    if given := os.environ.get("SCHEDKIT_WORKER_ZIP"):
+        return pathlib.Path(given)
     out = subprocess.run(
         [str(ROOT / "functions/package.sh"), "worker"], check=True, capture_output=True, text=True
     )
@@ -91,18 +96,22 @@ def wait_stack(cfn, stack, timeout=600):
     deadline = time.time() + timeout
     while time.time() < deadline:
         status = stack_status(cfn, stack)
-        if status and not status.endswith("_IN_PROGRESS"):
+        if status is None or status == "DELETE_COMPLETE":
+            return "DELETE_COMPLETE"
+        if not status.endswith("_IN_PROGRESS"):
             return status
         time.sleep(1)
     sys.exit(f"deploy: error: {stack} still in progress after {timeout} s")
 
 
 def main(argv):
-    stack, params = "schedkit-dev", {}
+    stack, params, delete = "schedkit-dev", {}, False
     args = iter(argv)
     for arg in args:
         if arg == "--stack":
             stack = next(args)
+        elif arg == "--delete":
+            delete = True
         elif "=" in arg:
             key, value = arg.split("=", 1)
             params[key] = value
@@ -110,6 +119,12 @@ def main(argv):
             sys.exit(f"deploy: unknown argument {arg} (usage: [--stack NAME] [Param=Value ...])")
 
     cfn = client("cloudformation")
+    if delete:
+        if stack_status(cfn, stack):
+            cfn.delete_stack(StackName=stack)
+            wait_stack(cfn, stack)
+        print(json.dumps({"stack": stack, "status": "DELETED"}))
+        return
     body = template_body(client("s3"))
     existing = stack_status(cfn, stack)
     if existing == "ROLLBACK_COMPLETE":

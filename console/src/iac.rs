@@ -123,11 +123,7 @@ fn schedule(r: &mut String, job: &Job) -> Result<(), String> {
         Target::Queue => "!GetAtt JobsQueue.Arn".to_string(),
         Target::Chain(name) => format!("!Ref {}Chain", logical_id(name)),
     };
-    let mut description = format!("owner: {}", job.spec.owner);
-    if let Some(d) = &job.spec.description {
-        description = format!("{description}. {d}");
-    }
-    description.truncate(512);
+    let description = crate::trigger::sync::description(job);
     writeln!(r, "  Schedule{}:", logical_id(&job.name)).unwrap();
     writeln!(r, "    Type: AWS::Scheduler::Schedule").unwrap();
     writeln!(r, "    Properties:").unwrap();

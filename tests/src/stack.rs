@@ -1,47 +1,110 @@
-//! A worker's resources on LocalStack: jobs queue, DLQ, executions table, effects table.
-//!
-//! Until the IaC template deploys them, tests and the demo create them here with the
-//! settings the design asks for (DLQ retention 14 days, a redrive policy as safety net,
-//! TTL on the executions table).
+//! schedkit's stack on LocalStack, deployed from `infra/template.yaml` (one CloudFormation
+//! stack per test, so tests run in parallel without seeing each other's messages), and the
+//! helpers tests and the demo use on it.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
+use anyhow::Context;
 use aws_config::SdkConfig;
 use aws_lambda_events::event::sqs::SqsMessage;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType,
-    ScalarAttributeType, TableStatus, TimeToLiveSpecification,
-};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
-use schedkit::store::{KEY_ATTRIBUTE, TTL_ATTRIBUTE};
 use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
-use schedkit_console::trigger::claims::KEY_ATTRIBUTE as FIRING_KEY;
 use schedkit_worker::jobs::EFFECT_KEY;
+use serde::Deserialize;
 
-/// Settings of a stack.
+/// Settings of a test's stack.
 #[derive(Debug, Clone)]
 pub struct StackOptions {
-    /// Default visibility timeout of the jobs queue, seconds.
-    pub visibility_timeout: i32,
-    /// The redrive policy's `maxReceiveCount` (the safety net; schedkit dead-letters first).
-    pub max_receive_count: u32,
+    /// The jobs queue's visibility timeout, seconds (the template's is 6 x the worker's
+    /// timeout; tests that wait for redeliveries shorten it).
+    pub visibility_timeout: Option<i32>,
+    /// The redrive policy's `maxReceiveCount` (the template derives it from the catalog).
+    pub max_receive_count: Option<u32>,
+    /// Whether the deployed worker Lambda consumes the jobs queue. Off by default: most
+    /// tests drive workers themselves.
+    pub worker_event_source: bool,
 }
 
 impl Default for StackOptions {
     fn default() -> Self {
         StackOptions {
-            visibility_timeout: 30,
-            max_receive_count: 20,
+            visibility_timeout: None,
+            max_receive_count: None,
+            worker_event_source: false,
         }
     }
 }
 
-/// Names, URLs and clients of one set of resources.
+/// What `infra/deploy-localstack.sh` reports.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Deployment {
+    pub stack: String,
+    pub status: String,
+    #[serde(default)]
+    pub changed: bool,
+    #[serde(default)]
+    pub outputs: HashMap<String, String>,
+}
+
+/// The CloudFormation stack name of a stage.
+pub fn stack_name(stage: &str) -> String {
+    format!("schedkit-{stage}")
+}
+
+/// Runs the project's deploy command for `stage` with template parameters `params`.
+pub async fn deploy(stage: &str, params: &[(&str, &str)]) -> anyhow::Result<Deployment> {
+    let mut args = vec![
+        "--stack".to_string(),
+        stack_name(stage),
+        format!("Stage={stage}"),
+    ];
+    args.extend(params.iter().map(|(k, v)| format!("{k}={v}")));
+    run_deploy_script(&args).await
+}
+
+/// Deletes the stage's stack and waits until it is gone.
+pub async fn undeploy(stage: &str) -> anyhow::Result<()> {
+    run_deploy_script(&["--stack".into(), stack_name(stage), "--delete".into()]).await?;
+    Ok(())
+}
+
+async fn run_deploy_script(args: &[String]) -> anyhow::Result<Deployment> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target"));
+    let zip = target.join("lambda/debug/worker.zip");
+    anyhow::ensure!(
+        zip.exists(),
+        "{} is missing: package it with `functions/package.sh worker probe` (`make test` does)",
+        zip.display()
+    );
+    let out = tokio::process::Command::new(root.join("infra/deploy-localstack.sh"))
+        .args(args)
+        .env("AWS_ENDPOINT_URL", crate::endpoint())
+        // Never build from inside `cargo test`: deploy the zip that is already there.
+        .env("SCHEDKIT_WORKER_ZIP", &zip)
+        .output()
+        .await
+        .context("running infra/deploy-localstack.sh")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "deploy {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).context("reading the deploy summary")
+}
+
+/// A deployed stage: the names and URLs of its outputs, and clients.
 #[derive(Clone, Debug)]
 pub struct Stack {
+    /// The stage (every resource name carries it).
     pub name: String,
     pub queue_url: String,
     pub dlq_url: String,
@@ -51,97 +114,84 @@ pub struct Stack {
     pub schedule_dlq_url: String,
     /// Firing claims shared by local firing engines.
     pub firings_table: String,
+    pub schedule_group: String,
+    pub scheduler_role_arn: String,
+    pub worker_function: String,
+    pub outputs: HashMap<String, String>,
     pub sqs: aws_sdk_sqs::Client,
     pub ddb: aws_sdk_dynamodb::Client,
 }
 
 impl Stack {
-    /// Creates (or reuses, when they exist) the resources named after `name`.
+    /// Deploys (or updates) the template as stage `name` and adapts its queue to `options`.
     pub async fn create(
         sdk: &SdkConfig,
         name: &str,
         options: StackOptions,
     ) -> anyhow::Result<Stack> {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        let ddb = aws_sdk_dynamodb::Client::new(sdk);
-        let dlq_url = sqs
-            .create_queue()
-            .queue_name(format!("{name}-dlq"))
-            .attributes(
-                QueueAttributeName::MessageRetentionPeriod,
-                (14 * 24 * 3600).to_string(),
-            )
-            .send()
-            .await?
-            .queue_url
-            .expect("CreateQueue returns a URL");
-        let dlq_arn = queue_arn(&sqs, &dlq_url).await?;
-        let redrive = serde_json::json!({
-            "deadLetterTargetArn": dlq_arn,
-            "maxReceiveCount": options.max_receive_count,
-        });
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(format!("{name}-jobs"))
-            .attributes(
-                QueueAttributeName::VisibilityTimeout,
-                options.visibility_timeout.to_string(),
-            )
-            .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
-            .send()
-            .await?
-            .queue_url
-            .expect("CreateQueue returns a URL");
-        let schedule_dlq_url = sqs
-            .create_queue()
-            .queue_name(format!("{name}-schedule-dlq"))
-            .send()
-            .await?
-            .queue_url
-            .expect("CreateQueue returns a URL");
-        let table = format!("{name}-executions");
-        let effects_table = format!("{name}-effects");
-        let firings_table = format!("{name}-firings");
-        create_table(&ddb, &table, KEY_ATTRIBUTE, Some(TTL_ATTRIBUTE)).await?;
-        create_table(&ddb, &effects_table, EFFECT_KEY, None).await?;
-        create_table(&ddb, &firings_table, FIRING_KEY, Some(TTL_ATTRIBUTE)).await?;
-        Ok(Stack {
+        let source = if options.worker_event_source {
+            "enabled"
+        } else {
+            "disabled"
+        };
+        let deployment = deploy(name, &[("WorkerEventSource", source)]).await?;
+        let o = &deployment.outputs;
+        let get = |key: &str| {
+            o.get(key)
+                .cloned()
+                .with_context(|| format!("the stack has no output {key}"))
+        };
+        let stack = Stack {
             name: name.into(),
-            queue_url,
-            dlq_url,
-            table,
-            effects_table,
-            schedule_dlq_url,
-            firings_table,
-            sqs,
-            ddb,
-        })
+            queue_url: get("JobsQueueUrl")?,
+            dlq_url: get("DeadLetterQueueUrl")?,
+            table: get("ExecutionsTableName")?,
+            effects_table: get("EffectsTableName")?,
+            schedule_dlq_url: get("ScheduleDeadLetterQueueUrl")?,
+            firings_table: get("FiringsTableName")?,
+            schedule_group: get("ScheduleGroupName")?,
+            scheduler_role_arn: get("SchedulerRoleArn")?,
+            worker_function: get("WorkerFunctionName")?,
+            outputs: o.clone(),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            ddb: aws_sdk_dynamodb::Client::new(sdk),
+        };
+        if let Some(v) = options.visibility_timeout {
+            stack
+                .set_queue_attribute(QueueAttributeName::VisibilityTimeout, v.to_string())
+                .await?;
+        }
+        if let Some(n) = options.max_receive_count {
+            let redrive = serde_json::json!({
+                "deadLetterTargetArn": stack.arn_of(&stack.dlq_url),
+                "maxReceiveCount": n,
+            });
+            stack
+                .set_queue_attribute(QueueAttributeName::RedrivePolicy, redrive.to_string())
+                .await?;
+        }
+        Ok(stack)
     }
 
-    /// Deletes the queues and tables (the demo starts from a clean slate).
-    pub async fn delete(sdk: &SdkConfig, name: &str) {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        let ddb = aws_sdk_dynamodb::Client::new(sdk);
-        for q in [
-            format!("{name}-jobs"),
-            format!("{name}-dlq"),
-            format!("{name}-schedule-dlq"),
-        ] {
-            if let Ok(out) = sqs.get_queue_url().queue_name(q).send().await {
-                let _ = sqs
-                    .delete_queue()
-                    .queue_url(out.queue_url.unwrap_or_default())
-                    .send()
-                    .await;
-            }
+    /// Deletes the stage's stack (the demo starts from a clean slate).
+    pub async fn delete(_sdk: &SdkConfig, name: &str) {
+        if let Err(e) = undeploy(name).await {
+            eprintln!("could not delete stage {name}: {e}");
         }
-        for t in [
-            format!("{name}-executions"),
-            format!("{name}-effects"),
-            format!("{name}-firings"),
-        ] {
-            let _ = ddb.delete_table().table_name(t).send().await;
-        }
+    }
+
+    async fn set_queue_attribute(
+        &self,
+        name: QueueAttributeName,
+        value: String,
+    ) -> anyhow::Result<()> {
+        self.sqs
+            .set_queue_attributes()
+            .queue_url(&self.queue_url)
+            .attributes(name, value)
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// The ARN of one of this stack's queues (LocalStack's account and region).
@@ -369,83 +419,6 @@ impl Stack {
             .unwrap_or(0))
     }
 }
-
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await?
-        .attributes
-        .unwrap_or_default();
-    Ok(attrs
-        .get(&QueueAttributeName::QueueArn)
-        .cloned()
-        .unwrap_or_default())
-}
-
-async fn create_table(
-    ddb: &aws_sdk_dynamodb::Client,
-    name: &str,
-    key: &str,
-    ttl: Option<&str>,
-) -> anyhow::Result<()> {
-    let created = ddb
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(key)
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(key)
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .send()
-        .await;
-    if let Err(e) = created {
-        let exists = e
-            .as_service_error()
-            .is_some_and(|s| s.is_resource_in_use_exception());
-        if !exists {
-            return Err(e.into());
-        }
-    }
-    for _ in 0..100 {
-        let status = ddb
-            .describe_table()
-            .table_name(name)
-            .send()
-            .await?
-            .table
-            .and_then(|t| t.table_status);
-        if status == Some(TableStatus::Active) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    if let Some(attr) = ttl {
-        ddb.update_time_to_live()
-            .table_name(name)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .enabled(true)
-                    .attribute_name(attr)
-                    .build()?,
-            )
-            .send()
-            .await
-            .ok();
-    }
-    Ok(())
-}
-
 impl Stack {
     /// Runs the processors side by side, each long-polling the jobs queue, until the queue
     /// holds no message at all; returns every report, all processors together.

@@ -19,8 +19,7 @@ fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
         String::from_utf8_lossy(&out.stderr)
     );
     for expected in [
-        "+ create schedule group",
-        "+ create long-report: cron(0 3 * * ? *) (Europe/Berlin)",
+        ": in sync with the catalog, nothing to do",
         "with two engines at once: 6 firings delivered once each (6 seen as already fired by the other engine)",
         "record-invoice   DONE        12        12",
         "always-fails     FAILED       1         3",

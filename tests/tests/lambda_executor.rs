@@ -220,8 +220,9 @@ async fn an_sqs_event_source_mapping_drives_the_worker_with_partial_batch_respon
     let sdk = localstack().await;
     // maxReceiveCount 2: a message reported failed twice is moved to the DLQ by SQS.
     let options = StackOptions {
-        visibility_timeout: 5,
-        max_receive_count: 2,
+        visibility_timeout: Some(5),
+        max_receive_count: Some(2),
+        ..StackOptions::default()
     };
     let stack = Stack::create(&sdk, &unique("esm"), options).await.unwrap();
     let lambda = aws_sdk_lambda::Client::new(&sdk);
@@ -245,7 +246,7 @@ async fn an_sqs_event_source_mapping_drives_the_worker_with_partial_batch_respon
     for e in [&invoice, &flaky, &failing] {
         stack.send_envelope(e).await.unwrap();
     }
-    let queue_arn = format!("arn:aws:sqs:us-east-1:000000000000:{}-jobs", stack.name);
+    let queue_arn = stack.arn_of(&stack.queue_url);
     lambda
         .create_event_source_mapping()
         .function_name(&spec.name)

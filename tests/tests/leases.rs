@@ -19,7 +19,7 @@ async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
     let sdk = localstack().await;
     // A 1 s visibility timeout: the message reappears soon after worker A stops renewing.
     let options = StackOptions {
-        visibility_timeout: 1,
+        visibility_timeout: Some(1),
         ..StackOptions::default()
     };
     let stack = Stack::create(&sdk, &unique("reclaim"), options)
@@ -108,7 +108,7 @@ async fn an_expired_lease_is_reclaimed_and_the_late_completion_is_refused() {
 async fn heartbeats_keep_a_job_longer_than_three_leases_from_being_reclaimed() {
     let sdk = localstack().await;
     let options = StackOptions {
-        visibility_timeout: 1,
+        visibility_timeout: Some(1),
         ..StackOptions::default()
     };
     let stack = Stack::create(&sdk, &unique("heartbeat"), options)

@@ -66,7 +66,7 @@ fn envelope(hour: u32) -> Envelope {
 async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
     let sdk = localstack().await;
     let options = StackOptions {
-        visibility_timeout: 1,
+        visibility_timeout: Some(1),
         ..StackOptions::default()
     };
     let stack = Stack::create(&sdk, &unique("outage"), options)
@@ -122,7 +122,7 @@ async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
 async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     let sdk = localstack().await;
     let options = StackOptions {
-        visibility_timeout: 1,
+        visibility_timeout: Some(1),
         ..StackOptions::default()
     };
     let stack = Stack::create(&sdk, &unique("midrun"), options)

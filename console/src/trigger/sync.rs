@@ -73,17 +73,12 @@ impl ScheduleConfig {
                 })?
                 .clone(),
         };
-        let mut description = format!("owner: {}", job.spec.owner);
-        if let Some(d) = &job.spec.description {
-            description = format!("{description}. {d}");
-        }
-        description.truncate(512);
         Ok(ScheduleConfig {
             expression: spec.expression.clone(),
             timezone: spec.timezone.clone(),
             start: spec.start.map(|t| t.timestamp()),
             end: spec.end.map(|t| t.timestamp()),
-            description,
+            description: description(job),
             enabled: spec.enabled,
             flexible_window_minutes: spec.flexible_window_minutes,
             target_arn,
@@ -180,6 +175,16 @@ impl ScheduleConfig {
         );
         out
     }
+}
+
+/// A schedule's description: who owns the job, and what it does (at most 512 characters,
+/// EventBridge Scheduler's limit).
+pub fn description(job: &Job) -> String {
+    let mut text = format!("owner: {}", job.spec.owner);
+    if let Some(d) = &job.spec.description {
+        text = format!("{text}. {d}");
+    }
+    text.chars().take(512).collect()
 }
 
 /// One planned write.

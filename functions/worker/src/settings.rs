@@ -60,9 +60,20 @@ impl Settings {
     }
 }
 
+/// Who holds a lease, for operators reading a record: the function and its execution
+/// environment (log stream) inside Lambda, the host and process elsewhere.
 fn default_worker_id() -> String {
-    let host = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME")
-        .or_else(|_| std::env::var("HOSTNAME"))
-        .unwrap_or_else(|_| "worker".into());
-    format!("{host}/{}", std::process::id())
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    match (
+        var("AWS_LAMBDA_FUNCTION_NAME"),
+        var("AWS_LAMBDA_LOG_STREAM_NAME"),
+    ) {
+        (Some(function), Some(stream)) => format!("{function}/{stream}"),
+        (Some(function), None) => format!("{function}/{}", std::process::id()),
+        _ => format!(
+            "{}/{}",
+            var("HOSTNAME").unwrap_or_else(|| "worker".into()),
+            std::process::id()
+        ),
+    }
 }

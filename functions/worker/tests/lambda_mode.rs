@@ -28,10 +28,7 @@ async fn the_lambda_binary_returns_the_partial_batch_response() {
     let mut records = stack.receive(3, Duration::from_secs(5)).await.unwrap();
     assert_eq!(records.len(), 3);
     for r in &mut records {
-        r.event_source_arn = Some(format!(
-            "arn:aws:sqs:us-east-1:000000000000:{}-jobs",
-            stack.name
-        ));
+        r.event_source_arn = Some(stack.arn_of(&stack.queue_url));
         r.aws_region = Some("us-east-1".into());
     }
     let event = json!({ "Records": records });

@@ -32,8 +32,8 @@ struct Args {
     /// The worker binary (default: `worker` next to this binary).
     #[arg(long)]
     worker_bin: Option<PathBuf>,
-    /// Prefix of the queues and tables (recreated empty on every run).
-    #[arg(long, default_value = "schedkit-demo")]
+    /// The stage deployed from infra/template.yaml (redeployed empty on every run).
+    #[arg(long, default_value = "demo")]
     name: String,
     /// Where the workers' stdout (JSON logs and EMF lines) is written.
     #[arg(long, default_value = "target/demo")]
@@ -61,11 +61,19 @@ async fn main() -> anyhow::Result<()> {
         "== schedkit demo on LocalStack ({})",
         schedkit_testkit::endpoint()
     );
+    println!(
+        "deploying infra/template.yaml as stage `{}` (infra/deploy-localstack.sh)...",
+        args.name
+    );
     Stack::delete(&sdk, &args.name).await;
     let stack = Stack::create(&sdk, &args.name, StackOptions::default()).await?;
     println!(
-        "queue {}\ndlq   {}\ntable {}\n",
-        stack.queue_url, stack.dlq_url, stack.table
+        "stack {}: queue {}, DLQ {}, table {}, schedule group {}\n",
+        schedkit_testkit::stack::stack_name(&args.name),
+        stack.queue_url.rsplit('/').next().unwrap_or_default(),
+        stack.dlq_url.rsplit('/').next().unwrap_or_default(),
+        stack.table,
+        stack.schedule_group
     );
 
     let day = next_weekday(Utc::now());
@@ -135,11 +143,13 @@ async fn fire_catalog_day(
     day: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
     let mut catalog = Catalog::load(catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-    catalog.settings.schedule_group = stack.name.clone();
+    // The deployed stack already holds the catalog's schedules (the template is generated
+    // from the same catalog): the sync below finds nothing to change.
+    catalog.settings.schedule_group = stack.schedule_group.clone();
     let scheduler = aws_sdk_scheduler::Client::new(sdk);
     let targets = SyncTargets {
         queue_arn: stack.arn_of(&stack.queue_url),
-        role_arn: "arn:aws:iam::000000000000:role/schedkit-scheduler".into(),
+        role_arn: stack.scheduler_role_arn.clone(),
         dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
         chains: BTreeMap::new(),
     };
@@ -152,7 +162,7 @@ async fn fire_catalog_day(
         Engine::new(
             sdk,
             EngineOptions {
-                groups: vec![stack.name.clone()],
+                groups: vec![stack.schedule_group.clone()],
                 claims_table: Some(stack.firings_table.clone()),
                 owner: owner.into(),
             },

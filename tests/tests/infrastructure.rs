@@ -1,0 +1,121 @@
+//! The SAM template on LocalStack: create, no-op redeploy, update; the outputs name working
+//! resources (the deployed worker Lambda processes an envelope through the SQS event
+//! source); the schedules are the catalog's.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use schedkit::catalog::Catalog;
+use schedkit::{Envelope, Status};
+use schedkit_console::trigger::sync::{self, SyncTargets};
+use schedkit_testkit::stack::deploy;
+use schedkit_testkit::{localstack, unique};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_template_deploys_updates_and_runs_on_localstack() {
+    let sdk = localstack().await;
+    let stage = unique("iac");
+    let enabled = ("WorkerEventSource", "enabled");
+
+    let created = deploy(&stage, &[enabled]).await.unwrap();
+    assert_eq!(
+        (created.status.as_str(), created.changed),
+        ("CREATE_COMPLETE", true)
+    );
+    let again = deploy(&stage, &[enabled]).await.unwrap();
+    assert!(!again.changed, "an unchanged deploy is a no-op");
+    assert_eq!(again.outputs, created.outputs);
+    let updated = deploy(&stage, &[enabled, ("OldestMessageAlarmSeconds", "600")])
+        .await
+        .unwrap();
+    assert_eq!(
+        (updated.status.as_str(), updated.changed),
+        ("UPDATE_COMPLETE", true)
+    );
+
+    // The outputs name working resources: an envelope on the queue is run by the deployed
+    // worker through LocalStack's event source mapping, to a DONE record.
+    let o = &updated.outputs;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let mut invoice = Envelope::new("record-invoice", "2026-11-01T00:00:00Z".parse().unwrap());
+    invoice.payload = json!({"tenant": "deployed", "billing_month": "2026-10", "amount_cents": 9})
+        .as_object()
+        .cloned();
+    sqs.send_message()
+        .queue_url(&o["JobsQueueUrl"])
+        .message_body(invoice.to_json())
+        .send()
+        .await
+        .unwrap();
+    let store = schedkit::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        &o["ExecutionsTableName"],
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let record = loop {
+        if let Some(r) = store.get("invoice:2026-10:deployed").await.unwrap()
+            && r.status == Status::Done
+        {
+            break r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deployed worker did not run the job"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(record.attempt, 1);
+    assert!(
+        record.owner.unwrap().contains(&o["WorkerFunctionName"]),
+        "run by the Lambda"
+    );
+
+    // The schedules are the catalog's: same names and expressions, and a sync finds
+    // nothing to change.
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let group = &o["ScheduleGroupName"];
+    let mut deployed = BTreeMap::new();
+    for s in scheduler
+        .list_schedules()
+        .group_name(group)
+        .send()
+        .await
+        .unwrap()
+        .schedules
+    {
+        let name = s.name.unwrap();
+        let got = scheduler
+            .get_schedule()
+            .group_name(group)
+            .name(&name)
+            .send()
+            .await
+            .unwrap();
+        deployed.insert(name, got.schedule_expression.unwrap());
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml");
+    let mut catalog = Catalog::load(&path).unwrap();
+    let wanted: BTreeMap<_, _> = catalog
+        .scheduled()
+        .map(|j| {
+            (
+                j.name.clone(),
+                j.spec.schedule.as_ref().unwrap().expression.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(deployed, wanted);
+    catalog.settings.schedule_group = group.clone();
+    let targets = SyncTargets {
+        queue_arn: o["JobsQueueArn"].clone(),
+        role_arn: o["SchedulerRoleArn"].clone(),
+        dead_letter_arn: Some(o["ScheduleDeadLetterQueueArn"].clone()),
+        chains: BTreeMap::new(),
+    };
+    let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
+    assert!(plan.is_empty(), "template and catalog disagree:\n{plan}");
+
+    schedkit_testkit::stack::undeploy(&stage).await.unwrap();
+}
