@@ -18,7 +18,7 @@ use schedkit_worker::jobs::EFFECT_KEY;
 use serde::Deserialize;
 
 /// Settings of a test's stack.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct StackOptions {
     /// The jobs queue's visibility timeout, seconds (the template's is 6 x the worker's
     /// timeout; tests that wait for redeliveries shorten it).
@@ -28,16 +28,6 @@ pub struct StackOptions {
     /// Whether the deployed worker Lambda consumes the jobs queue. Off by default: most
     /// tests drive workers themselves.
     pub worker_event_source: bool,
-}
-
-impl Default for StackOptions {
-    fn default() -> Self {
-        StackOptions {
-            visibility_timeout: None,
-            max_receive_count: None,
-            worker_event_source: false,
-        }
-    }
 }
 
 /// What `infra/deploy-localstack.sh` reports.
