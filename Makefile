@@ -4,7 +4,7 @@
 CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
-.PHONY: demo test lint build package test-only localstack-start localstack-stop localstack-status
+.PHONY: demo test lint build package deploy-localstack test-only localstack-start localstack-stop localstack-status
 
 ## demo: run the burst of envelopes through two workers and print the report (LocalStack stays up).
 demo: build localstack-start
@@ -30,6 +30,10 @@ package:
 
 test-only:
 	$(CARGO) test --workspace --locked
+
+## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev; prints the outputs.
+deploy-localstack: build localstack-start
+	infra/deploy-localstack.sh --stack schedkit-dev Stage=dev
 
 localstack-start:
 	localstack/launch.sh start

@@ -31,6 +31,9 @@ pub struct FireArgs {
     /// The jobs queue.
     #[arg(long, env = "SCHEDKIT_QUEUE_URL")]
     pub queue_url: String,
+    /// The schedule group (default: the catalog's); one-time schedules go to `<group>-once`.
+    #[arg(long)]
+    pub group: Option<String>,
     /// The role EventBridge Scheduler assumes (needed for runs more than 15 minutes ahead).
     #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN")]
     pub role_arn: Option<String>,
@@ -89,7 +92,10 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         queue_url: a.queue_url.clone(),
         queue_arn,
         role_arn,
-        group: catalog.settings.schedule_group.clone(),
+        group: a
+            .group
+            .clone()
+            .unwrap_or_else(|| catalog.settings.schedule_group.clone()),
         dead_letter_arn: None,
     };
     let enqueued = one_off::enqueue(&sqs, &scheduler, &target, &envelope, now).await?;

@@ -48,6 +48,10 @@ pub struct SyncArgs {
     /// Where the scheduler puts firings it cannot deliver.
     #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
     pub dead_letter_arn: Option<String>,
+    /// The schedule group to sync (default: the catalog's; a deployed stage's is
+    /// `<catalog group>-<stage>`).
+    #[arg(long)]
+    pub group: Option<String>,
     /// A chain's state machine: NAME=ARN (repeatable).
     #[arg(long = "chain", value_parser = parse_chain)]
     pub chains: Vec<(String, String)>,
@@ -110,7 +114,10 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
 }
 
 async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
-    let catalog = load_catalog(cli)?;
+    let mut catalog = load_catalog(cli)?;
+    if let Some(group) = &a.group {
+        catalog.settings.schedule_group = group.clone();
+    }
     let sdk = cli.aws.sdk_config().await;
     let client = aws_sdk_scheduler::Client::new(&sdk);
     let targets = SyncTargets {
