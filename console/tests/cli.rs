@@ -117,7 +117,7 @@ fn catalog_check_lists_every_job() {
         "{text}"
     );
     for job in [
-        "always-fails",
+        "partner-export",
         "flaky-sync",
         "long-report",
         "record-invoice",
@@ -171,9 +171,9 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
         stdout(&dry),
         format!(
             "schedule group {group}:\n+ create schedule group {group}\n\
-             + create always-fails: cron(30 9 ? * MON-FRI *) (America/New_York)\n\
              + create flaky-sync: rate(6 hours) (UTC)\n\
              + create long-report: cron(0 3 * * ? *) (Europe/Berlin)\n\
+             + create partner-export: cron(30 9 ? * MON-FRI *) (America/New_York)\n\
              (dry run: nothing changed)\n"
         )
     );

@@ -71,9 +71,9 @@ fn the_shipped_catalog_is_valid() {
     assert_eq!(
         names,
         [
-            "always-fails",
             "flaky-sync",
             "long-report",
+            "partner-export",
             "record-invoice"
         ]
     );
@@ -87,7 +87,7 @@ fn the_shipped_catalog_is_valid() {
     assert!(catalog.job("record-invoice").unwrap().schedule.is_none());
     assert_eq!(
         catalog
-            .job("always-fails")
+            .job("partner-export")
             .unwrap()
             .policy
             .retry

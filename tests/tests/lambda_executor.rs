@@ -242,7 +242,7 @@ async fn an_sqs_event_source_mapping_drives_the_worker_with_partial_batch_respon
         .cloned();
     let mut flaky = Envelope::new("flaky-sync", at);
     flaky.payload = json!({"fail_times": 1}).as_object().cloned();
-    let failing = Envelope::new("always-fails", at);
+    let failing = Envelope::new("partner-export", at);
     for e in [&invoice, &flaky, &failing] {
         stack.send_envelope(e).await.unwrap();
     }
@@ -289,8 +289,8 @@ async fn an_sqs_event_source_mapping_drives_the_worker_with_partial_batch_respon
     // Reported failed on both receives, then moved by the redrive policy.
     assert_eq!(
         (
-            by_job("always-fails").status,
-            by_job("always-fails").attempt
+            by_job("partner-export").status,
+            by_job("partner-export").attempt
         ),
         (Status::Retrying, 2)
     );

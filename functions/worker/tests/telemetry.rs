@@ -33,7 +33,7 @@ async fn run_worker(log_payloads: bool) -> Vec<String> {
             .cloned();
     let mut flaky = Envelope::new("flaky-sync", at);
     flaky.payload = json!({"fail_times": 1}).as_object().cloned();
-    let mut failing = Envelope::new("always-fails", at);
+    let mut failing = Envelope::new("partner-export", at);
     failing.payload = json!({"note": SECRET}).as_object().cloned();
     for e in [&invoice, &invoice, &flaky, &failing] {
         stack.send_envelope(e).await.unwrap();

@@ -4,9 +4,9 @@
 //! Their policies (attempts, backoff, lease, key template) come from the job catalog, not
 //! from here: the code says *what* a job does, the catalog *how* it is run.
 
-mod always_fails;
 mod flaky_sync;
 mod long_report;
+mod partner_export;
 mod record_invoice;
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use std::sync::Arc;
 use schedkit::catalog::{Catalog, Target};
 use schedkit::{Job, Registry};
 
+pub use partner_export::ACCOUNT_ITEM;
 pub use record_invoice::{EFFECT_KEY, RecordInvoice};
 
 /// The catalog the worker was built with (`infra/catalog.toml`), or the file named by
@@ -39,7 +40,10 @@ fn implementation(
         "record-invoice" => Arc::new(RecordInvoice::new(ddb.clone(), effects_table.clone())),
         "long-report" => Arc::new(long_report::run),
         "flaky-sync" => Arc::new(flaky_sync::run),
-        "always-fails" => Arc::new(always_fails::run),
+        "partner-export" => Arc::new(partner_export::PartnerExport::new(
+            ddb.clone(),
+            effects_table.clone(),
+        )),
         _ => return None,
     })
 }

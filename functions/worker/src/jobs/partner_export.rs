@@ -1,0 +1,67 @@
+//! `partner-export`: exports orders to a partner whose API rejects the account until someone
+//! fixes it. Every attempt fails (retryably) while the account is blocked, so the run ends
+//! FAILED in the DLQ; once the account is active again, a redrive succeeds.
+//!
+//! The account's state is an item of the effects table (`config:partner-account`, field
+//! `status`), which stands in for the partner's side: the demo "fixes" the account by
+//! setting it to `active`.
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use schedkit::job::BoxFuture;
+use schedkit::{Job, JobContext, JobError, JobResult};
+use serde_json::json;
+
+use super::EFFECT_KEY;
+
+/// The effects-table item that says whether the partner account works.
+pub const ACCOUNT_ITEM: &str = "config:partner-account";
+
+pub struct PartnerExport {
+    ddb: Client,
+    table: Option<String>,
+}
+
+impl PartnerExport {
+    pub fn new(ddb: Client, table: Option<String>) -> Self {
+        PartnerExport { ddb, table }
+    }
+}
+
+impl Job for PartnerExport {
+    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
+        let ddb = self.ddb.clone();
+        let table = self.table.clone();
+        Box::pin(async move {
+            let table = table.ok_or_else(|| {
+                JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
+            })?;
+            let item = ddb
+                .get_item()
+                .table_name(&table)
+                .key(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| {
+                    JobError::retryable(format!(
+                        "reading the account state: {}",
+                        schedkit::aws::describe(&e)
+                    ))
+                })?
+                .item;
+            let active = item
+                .as_ref()
+                .and_then(|i| i.get("status"))
+                .and_then(|v| v.as_s().ok())
+                .is_some_and(|s| s == "active");
+            if !active {
+                return Err(JobError::retryable(format!(
+                    "export rejected by the partner API: 422 account blocked (attempt {})",
+                    ctx.attempt
+                )));
+            }
+            Ok(json!({"exported": true}))
+        })
+    }
+}
