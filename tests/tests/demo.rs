@@ -22,7 +22,7 @@ fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
         ": in sync with the catalog, nothing to do",
         "with two engines at once: 6 firings delivered once each (6 seen as already fired by the other engine)",
         "record-invoice   DONE        12        12",
-        "partner-export     FAILED       1         3",
+        "partner-export   FAILED       1         3",
         "flaky-sync       DONE         4         8",
         "long-report      DONE         1         1",
         "duplicates skipped: 15",
