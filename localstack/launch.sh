@@ -199,6 +199,10 @@ start() {
             die "port $port is taken by something that is not LocalStack; set LOCALSTACK_PORT to a free port"
         fi
         install
+        # In host mode LocalStack does not create its own state folders; CloudWatch, for
+        # one, then fails with "unable to open database file".
+        OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT=$fsroot "$venv/bin/python" -c \
+            'from localstack import config; config.dirs.mkdirs()'
         say "starting on 127.0.0.1:$port (log: $logfile)"
         # setsid: LocalStack and everything it spawns (DynamoDB Local's java) share one
         # process group, which `stop` signals as a whole.
