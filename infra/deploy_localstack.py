@@ -121,8 +121,22 @@ def main(argv):
     cfn = client("cloudformation")
     if delete:
         if stack_status(cfn, stack):
+            functions = [
+                r["PhysicalResourceId"]
+                for r in cfn.describe_stack_resources(StackName=stack)["StackResources"]
+                if r["ResourceType"] == "AWS::Lambda::Function"
+            ]
             cfn.delete_stack(StackName=stack)
             wait_stack(cfn, stack)
+            # LocalStack deletes the functions but leaves their SQS event source mappings,
+            # which then block the next deploy of the same stage.
+            lam = client("lambda")
+            for mapping in lam.list_event_source_mappings()["EventSourceMappings"]:
+                if mapping.get("FunctionArn", "").split(":")[-1] in functions:
+                    try:
+                        lam.delete_event_source_mapping(UUID=mapping["UUID"])
+                    except ClientError:
+                        pass
         print(json.dumps({"stack": stack, "status": "DELETED"}))
         return
     body = template_body(client("s3"))

@@ -4,4 +4,5 @@
 mod aws_error;
 pub mod cli;
 pub mod iac;
+pub mod ops;
 pub mod trigger;

@@ -163,11 +163,44 @@ impl Stack {
         Ok(stack)
     }
 
-    /// Deletes the stage's stack (the demo starts from a clean slate).
-    pub async fn delete(_sdk: &SdkConfig, name: &str) {
-        if let Err(e) = undeploy(name).await {
-            eprintln!("could not delete stage {name}: {e}");
+    /// Empties the stage: its queues and tables (the demo starts from a clean slate on
+    /// the same stack; deleting and recreating a stack trips LocalStack, which leaves the
+    /// old event source mapping behind).
+    pub async fn reset(&self) -> anyhow::Result<()> {
+        for url in [&self.queue_url, &self.dlq_url, &self.schedule_dlq_url] {
+            self.sqs.purge_queue().queue_url(url).send().await?;
         }
+        for (table, key) in [
+            (&self.table, "execution_key"),
+            (&self.effects_table, EFFECT_KEY),
+            (&self.firings_table, "firing_key"),
+        ] {
+            let mut start = None;
+            loop {
+                let page = self
+                    .ddb
+                    .scan()
+                    .table_name(table)
+                    .projection_expression("#k")
+                    .expression_attribute_names("#k", key)
+                    .set_exclusive_start_key(start.take())
+                    .send()
+                    .await?;
+                for item in page.items.unwrap_or_default() {
+                    self.ddb
+                        .delete_item()
+                        .table_name(table)
+                        .set_key(Some(item))
+                        .send()
+                        .await?;
+                }
+                match page.last_evaluated_key {
+                    Some(k) if !k.is_empty() => start = Some(k),
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn set_queue_attribute(

@@ -24,6 +24,10 @@ pub struct EngineArgs {
     /// A DynamoDB table of firing claims, so several engines fire each firing once.
     #[arg(long, env = "SCHEDKIT_FIRINGS_TABLE")]
     pub claims_table: Option<String>,
+    /// Use the stage's claims table (`schedkit-<stage>-firings`), so every engine run for
+    /// the stage fires each firing once.
+    #[arg(long)]
+    pub shared: bool,
     /// Real time: how often to look for due firings, in seconds.
     #[arg(long, default_value_t = 10)]
     pub tick: u64,
@@ -40,7 +44,7 @@ struct Row {
 
 pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
     let groups = if a.groups.is_empty() {
-        let group = load_catalog(cli)?.settings.schedule_group;
+        let group = super::stage_group(&load_catalog(cli)?, cli);
         vec![once_group(&group), group]
     } else {
         a.groups.clone()
@@ -50,7 +54,10 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
         &sdk,
         EngineOptions {
             groups,
-            claims_table: a.claims_table.clone(),
+            claims_table: a.claims_table.clone().or_else(|| {
+                a.shared
+                    .then(|| format!("schedkit-{}-firings", cli.target.stage()))
+            }),
             owner: format!("schedkit-engine/{}", std::process::id()),
         },
     );

@@ -9,7 +9,7 @@ use clap::Args;
 use schedkit::Envelope;
 use serde_json::{Map, Value};
 
-use super::{Cli, Output, UsageError, load_catalog, parse_instant};
+use super::{Cli, Output, UsageError, load_catalog, parse_instant, stage_group};
 use crate::trigger::one_off::{self, Enqueued, OneOffTarget};
 
 #[derive(Debug, Args)]
@@ -28,9 +28,6 @@ pub struct FireArgs {
     /// Run after this delay (90s, 15m, 2h, 1d).
     #[arg(long = "in", value_name = "DELAY")]
     pub delay: Option<String>,
-    /// The jobs queue.
-    #[arg(long, env = "SCHEDKIT_QUEUE_URL")]
-    pub queue_url: String,
     /// The schedule group (default: the catalog's); one-time schedules go to `<group>-once`.
     #[arg(long)]
     pub group: Option<String>,
@@ -83,19 +80,23 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         (None, false) => String::new(),
         (None, true) => return Err(UsageError("a run more than 15 minutes ahead becomes a one-time schedule: give --role-arn (or SCHEDKIT_SCHEDULER_ROLE_ARN)".into()).into()),
     };
+    let queue_url = match &cli.target.queue_url {
+        Some(u) => u.clone(),
+        None => cli.target.resolve(&sqs).await?.queue_url,
+    };
     let queue_arn = if far {
-        queue_arn(&sqs, &a.queue_url).await?
+        queue_arn(&sqs, &queue_url).await?
     } else {
         String::new()
     };
     let target = OneOffTarget {
-        queue_url: a.queue_url.clone(),
+        queue_url: queue_url.clone(),
         queue_arn,
         role_arn,
         group: a
             .group
             .clone()
-            .unwrap_or_else(|| catalog.settings.schedule_group.clone()),
+            .unwrap_or_else(|| stage_group(&catalog, cli)),
         dead_letter_arn: None,
     };
     let enqueued = one_off::enqueue(&sqs, &scheduler, &target, &envelope, now).await?;

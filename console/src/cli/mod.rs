@@ -2,11 +2,17 @@
 
 mod aws_args;
 mod catalog_cmd;
+mod dlq_cmd;
 mod engine_cmd;
+mod executions_cmd;
 mod fire_cmd;
 mod iac_cmd;
+mod jobs_cmd;
 mod output;
 mod schedules_cmd;
+mod status_cmd;
+pub(crate) mod style;
+pub mod target;
 
 use std::path::PathBuf;
 
@@ -32,12 +38,24 @@ pub struct Cli {
     pub output: Output,
     #[command(flatten)]
     pub aws: AwsArgs,
+    #[command(flatten)]
+    pub target: target::TargetArgs,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The jobs queue, the DLQ, failing jobs, and each job's last run.
+    Status,
+    /// The catalog's jobs with their next three runs, last status and success rate.
+    Jobs,
+    /// Execution records: list (by job, status, time) or show one whole.
+    #[command(subcommand)]
+    Executions(executions_cmd::ExecutionsCommand),
+    /// Dead letters: list, show, redrive, purge.
+    #[command(subcommand)]
+    Dlq(dlq_cmd::DlqCommand),
     /// Validate the job catalog and show each job's next run.
     #[command(subcommand)]
     Catalog(catalog_cmd::CatalogCommand),
@@ -67,6 +85,10 @@ pub struct UsageError(pub String);
 /// Runs the command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
+        Command::Status => status_cmd::run(&cli).await,
+        Command::Jobs => jobs_cmd::run(&cli).await,
+        Command::Executions(c) => executions_cmd::run(c, &cli).await,
+        Command::Dlq(c) => dlq_cmd::run(c, &cli).await,
         Command::Catalog(c) => catalog_cmd::run(c, &cli).await,
         Command::Schedules(c) => schedules_cmd::run(c, &cli).await,
         Command::Fire(a) => fire_cmd::run(a, &cli).await,
@@ -78,6 +100,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
 /// The catalog the command names, or a usage error listing every problem.
 pub fn load_catalog(cli: &Cli) -> anyhow::Result<schedkit::catalog::Catalog> {
     schedkit::catalog::Catalog::load(&cli.catalog).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The schedule group a command works in: `<catalog group>-<stage>` with --stage (as the
+/// template names it), else the catalog's group.
+pub fn stage_group(catalog: &schedkit::catalog::Catalog, cli: &Cli) -> String {
+    match &cli.target.stage {
+        Some(stage) => format!("{}-{stage}", catalog.settings.schedule_group),
+        None => catalog.settings.schedule_group.clone(),
+    }
 }
 
 /// `now` or an RFC 3339 instant.

@@ -115,9 +115,10 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
 
 async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     let mut catalog = load_catalog(cli)?;
-    if let Some(group) = &a.group {
-        catalog.settings.schedule_group = group.clone();
-    }
+    catalog.settings.schedule_group = a
+        .group
+        .clone()
+        .unwrap_or_else(|| super::stage_group(&catalog, cli));
     let sdk = cli.aws.sdk_config().await;
     let client = aws_sdk_scheduler::Client::new(&sdk);
     let targets = SyncTargets {

@@ -12,15 +12,17 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use chrono::{DateTime, Datelike, TimeZone, Utc, Weekday};
 use clap::Parser;
-use schedkit::Envelope;
 use schedkit::batch::attr;
 use schedkit::catalog::Catalog;
+use schedkit::{Envelope, Status};
 use schedkit_console::trigger::engine::{Delivery, Engine, EngineOptions};
 use schedkit_console::trigger::sync::{self, SyncTargets};
 use schedkit_testkit::{Stack, StackOptions, localstack};
+use schedkit_worker::jobs::{ACCOUNT_ITEM, EFFECT_KEY};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -65,8 +67,8 @@ async fn main() -> anyhow::Result<()> {
         "deploying infra/template.yaml as stage `{}` (infra/deploy-localstack.sh)...",
         args.name
     );
-    Stack::delete(&sdk, &args.name).await;
     let stack = Stack::create(&sdk, &args.name, StackOptions::default()).await?;
+    stack.reset().await?;
     println!(
         "stack {}: queue {}, DLQ {}, table {}, schedule group {}\n",
         schedkit_testkit::stack::stack_name(&args.name),
@@ -96,10 +98,24 @@ async fn main() -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.log_dir)?;
     let started = Instant::now();
+    let workers = run_workers(&args, &stack, &worker_bin, "run").await?;
+    let elapsed = started.elapsed();
+
+    report(&stack, &workers, elapsed, burst.len() + firings).await?;
+    operate(&args, &stack, &worker_bin).await
+}
+
+/// Worker processes in polling mode until the queue is drained; their closing summaries.
+async fn run_workers(
+    args: &Args,
+    stack: &Stack,
+    worker_bin: &std::path::Path,
+    label: &str,
+) -> anyhow::Result<Vec<WorkerSummary>> {
     let mut children = Vec::new();
     for i in 0..args.workers {
-        let log = args.log_dir.join(format!("worker-{i}.log"));
-        let child = tokio::process::Command::new(&worker_bin)
+        let log = args.log_dir.join(format!("worker-{i}-{label}.log"));
+        let child = tokio::process::Command::new(worker_bin)
             .args(["--until-drained", "--wait-seconds", "1"])
             .envs(stack.worker_env())
             .env("SCHEDKIT_WORKER_ID", format!("demo-worker-{i}"))
@@ -119,9 +135,83 @@ async fn main() -> anyhow::Result<()> {
         );
         workers.push(summary(&log)?);
     }
-    let elapsed = started.elapsed();
+    Ok(workers)
+}
 
-    report(&stack, &workers, elapsed, burst.len() + firings).await
+/// The operator's part, with the `schedkit` console: what is wrong, the dead letters, a
+/// fix, a redrive, and every execution DONE.
+async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> anyhow::Result<()> {
+    let console_bin = worker_bin.with_file_name("schedkit");
+    let console = |command: &'static [&'static str]| {
+        let console_bin = console_bin.clone();
+        async move {
+            println!("\n$ schedkit --stage {} {}", args.name, command.join(" "));
+            let out = tokio::process::Command::new(&console_bin)
+                .arg("--stage")
+                .arg(&args.name)
+                .args(command)
+                .envs(stack.worker_env())
+                .env("SCHEDKIT_CATALOG", &args.catalog)
+                .env("SCHEDKIT_AUDIT_LOG", args.log_dir.join("audit.jsonl"))
+                .env("NO_COLOR", "1")
+                .output()
+                .await
+                .with_context(|| format!("starting {}", console_bin.display()))?;
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+            anyhow::ensure!(
+                out.status.success(),
+                "schedkit {} failed: {}",
+                command.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            Ok::<_, anyhow::Error>(())
+        }
+    };
+    println!("\n== operating: the alarm said a job failed");
+    console(&["status"]).await?;
+    console(&["dlq", "list"]).await?;
+
+    println!(
+        "\n== the fix: the partner re-activates the account (config:partner-account = active)"
+    );
+    stack
+        .ddb
+        .put_item()
+        .table_name(&stack.effects_table)
+        .item(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
+        .item("status", AttributeValue::S("active".into()))
+        .send()
+        .await?;
+    console(&["dlq", "redrive", "--job", "partner-export", "--yes"]).await?;
+    println!("(workers drain the queue again)");
+    run_workers(args, stack, worker_bin, "redrive").await?;
+    // Rejected messages can never succeed as they are: read, then dropped.
+    console(&[
+        "dlq",
+        "purge",
+        "--reason",
+        "poison",
+        "--reason",
+        "unknown-job",
+        "--reason",
+        "key-conflict",
+        "--yes",
+    ])
+    .await?;
+    console(&["status"]).await?;
+
+    let records = stack.records().await?;
+    let open: Vec<_> = records
+        .iter()
+        .filter(|r| r.status != Status::Done)
+        .collect();
+    anyhow::ensure!(open.is_empty(), "not every execution is DONE: {open:?}");
+    println!(
+        "\nevery execution is DONE ({} records); audit trail in {}",
+        records.len(),
+        args.log_dir.join("audit.jsonl").display()
+    );
+    Ok(())
 }
 
 /// The first weekday (UTC) after `now`, at midnight: a day on which every catalog schedule

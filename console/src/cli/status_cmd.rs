@@ -1,0 +1,81 @@
+//! `schedkit status`: the queue, the DLQ, failing jobs, and each job's last run.
+
+use super::{Cli, Output, load_catalog, style};
+use crate::ops::status;
+
+pub async fn run(cli: &Cli) -> anyhow::Result<()> {
+    let catalog = load_catalog(cli)?;
+    let sdk = cli.aws.sdk_config().await;
+    let target = cli.target.resolve(&aws_sdk_sqs::Client::new(&sdk)).await?;
+    let report = status::gather(&sdk, &target, &catalog).await?;
+    if cli.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    let q = &report.queue;
+    let age = report
+        .oldest_message_age_seconds
+        .map(|s| format!("{s:.0} s"))
+        .unwrap_or_else(|| "n/a (no CloudWatch data)".into());
+    println!("stage {}", target.stage);
+    println!(
+        "jobs queue     {} visible, {} in flight, {} delayed; oldest message {age}",
+        q.visible, q.in_flight, q.delayed
+    );
+    println!("dead letters   {}", report.dlq_depth);
+    println!();
+    if report.failing_jobs.is_empty() {
+        println!("failing jobs   none");
+    } else {
+        println!("failing jobs");
+        print!(
+            "{}",
+            super::output::table(
+                &["JOB", "FAILED", "LAST ERROR"],
+                &report
+                    .failing_jobs
+                    .iter()
+                    .map(|f| vec![f.job.clone(), f.failed.to_string(), clip(&f.last_error, 80)])
+                    .collect::<Vec<_>>(),
+            )
+        );
+    }
+    println!();
+    print!(
+        "{}",
+        super::output::table(
+            &[
+                "JOB",
+                "LAST RUN (SCHEDULED FOR)",
+                "STATUS",
+                "ATTEMPTS",
+                "UPDATED"
+            ],
+            &report
+                .jobs
+                .iter()
+                .map(|j| {
+                    vec![
+                        j.job.clone(),
+                        j.scheduled_for.clone().unwrap_or_else(|| "never".into()),
+                        j.status.map(style::status).unwrap_or_else(|| "-".into()),
+                        j.attempt
+                            .map(|a| a.to_string())
+                            .unwrap_or_else(|| "-".into()),
+                        j.updated_at.clone().unwrap_or_else(|| "-".into()),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        )
+    );
+    Ok(())
+}
+
+/// At most `n` characters, with an ellipsis when cut.
+pub fn clip(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        text.to_string()
+    } else {
+        text.chars().take(n - 1).collect::<String>() + "…"
+    }
+}

@@ -1,0 +1,57 @@
+//! The audit trail: one JSON line per action that changes state (who, what, when),
+//! appended to `SCHEDKIT_AUDIT_LOG` (default `~/.schedkit/audit.jsonl`).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use aws_config::SdkConfig;
+use serde_json::{Value, json};
+
+/// Where the audit lines go.
+pub fn path() -> PathBuf {
+    match std::env::var_os("SCHEDKIT_AUDIT_LOG") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(std::env::temp_dir);
+            home.join(".schedkit").join("audit.jsonl")
+        }
+    }
+}
+
+/// Who runs the console: the AWS identity (STS), else the local user.
+pub async fn who(sdk: &SdkConfig) -> String {
+    match aws_sdk_sts::Client::new(sdk)
+        .get_caller_identity()
+        .send()
+        .await
+    {
+        Ok(id) => id.arn.unwrap_or_default(),
+        Err(_) => format!(
+            "{}@{} (no AWS identity)",
+            std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
+        ),
+    }
+}
+
+/// Appends the line for one action.
+pub async fn record(sdk: &SdkConfig, action: &str, details: Value) -> anyhow::Result<()> {
+    let line = json!({
+        "when": chrono::Utc::now().to_rfc3339(),
+        "who": who(sdk).await,
+        "what": action,
+        "details": details,
+    });
+    let path = path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    writeln!(file, "{line}")?;
+    Ok(())
+}

@@ -1,0 +1,403 @@
+//! Dead letters, decoded and handled without loss.
+//!
+//! Reading never consumes: messages are received, then made visible again at once.
+//! Redrive moves messages back to the jobs queue, either all at once through an SQS
+//! message move task, or a selection one by one, always sending before deleting: a crash
+//! between the two leaves a duplicate (which the execution store absorbs), never a gap.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, Message, MessageAttributeValue,
+    MessageSystemAttributeName,
+};
+use chrono::{DateTime, Utc};
+use schedkit::Envelope;
+use schedkit::batch::attr;
+use serde::Serialize;
+
+use crate::aws_error::AwsResultExt;
+
+/// How long a message stays hidden while the console holds it: it comes back by itself
+/// if the console dies. `SCHEDKIT_DLQ_HOLD_SECONDS` changes it (default 60).
+fn hold() -> Duration {
+    let secs = std::env::var("SCHEDKIT_DLQ_HOLD_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    Duration::from_secs(secs)
+}
+
+/// A dead letter with what schedkit wrote on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeadLetter {
+    pub message_id: String,
+    #[serde(skip)]
+    pub receipt_handle: String,
+    pub body: String,
+    /// `poison`, `unknown-job`, `key-conflict`, `attempts-exhausted`, `permanent-error`,
+    /// or none when SQS's own redrive policy moved it (the worker died before deciding).
+    pub reason: Option<String>,
+    pub error: Option<String>,
+    pub job: Option<String>,
+    pub key: Option<String>,
+    pub attempts: Option<u32>,
+    pub failed_at: Option<String>,
+    pub source_queue: Option<String>,
+    /// When it reached the dead-letter queue.
+    pub dead_lettered_at: DateTime<Utc>,
+    #[serde(skip)]
+    pub attributes: HashMap<String, MessageAttributeValue>,
+}
+
+impl DeadLetter {
+    fn from(m: Message) -> DeadLetter {
+        let attributes = m.message_attributes.unwrap_or_default();
+        let text = |name: &str| attributes.get(name).and_then(|v| v.string_value.clone());
+        let body = m.body.unwrap_or_default();
+        // Without schedkit's attributes, the body may still say which job it was.
+        let envelope = Envelope::parse(&body).ok();
+        let sent_ms: i64 = m
+            .attributes
+            .as_ref()
+            .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        DeadLetter {
+            message_id: m.message_id.unwrap_or_default(),
+            receipt_handle: m.receipt_handle.unwrap_or_default(),
+            reason: text(attr::REASON),
+            error: text(attr::ERROR),
+            job: text(attr::JOB).or_else(|| envelope.as_ref().map(|e| e.job.clone())),
+            key: text(attr::KEY).or_else(|| envelope.as_ref().and_then(|e| e.key.clone())),
+            attempts: text(attr::ATTEMPTS).and_then(|a| a.parse().ok()),
+            failed_at: text(attr::FAILED_AT),
+            source_queue: text(attr::SOURCE_QUEUE),
+            dead_lettered_at: DateTime::from_timestamp_millis(sent_ms).unwrap_or_default(),
+            body,
+            attributes,
+        }
+    }
+
+    /// How long it has been in the dead-letter queue.
+    pub fn age(&self, now: DateTime<Utc>) -> Duration {
+        (now - self.dead_lettered_at).to_std().unwrap_or_default()
+    }
+}
+
+/// Which dead letters a command acts on. Empty criteria match everything.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub jobs: Vec<String>,
+    pub keys: Vec<String>,
+    pub message_ids: Vec<String>,
+    pub reasons: Vec<String>,
+    /// Only messages dead-lettered at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Only messages dead-lettered at most this long ago.
+    pub newer_than: Option<Duration>,
+}
+
+impl Selection {
+    pub fn is_everything(&self) -> bool {
+        self.jobs.is_empty()
+            && self.keys.is_empty()
+            && self.message_ids.is_empty()
+            && self.reasons.is_empty()
+            && self.older_than.is_none()
+            && self.newer_than.is_none()
+    }
+
+    pub fn matches(&self, d: &DeadLetter, now: DateTime<Utc>) -> bool {
+        let any = |list: &[String], value: &Option<String>| {
+            list.is_empty() || value.as_ref().is_some_and(|v| list.contains(v))
+        };
+        any(&self.jobs, &d.job)
+            && any(&self.keys, &d.key)
+            && any(&self.reasons, &d.reason)
+            && (self.message_ids.is_empty() || self.message_ids.contains(&d.message_id))
+            && self.older_than.is_none_or(|t| d.age(now) >= t)
+            && self.newer_than.is_none_or(|t| d.age(now) <= t)
+    }
+}
+
+async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> anyhow::Result<Vec<Message>> {
+    Ok(sqs
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .visibility_timeout(hold.as_secs() as i32)
+        .message_attribute_names("All")
+        .message_system_attribute_names(MessageSystemAttributeName::All)
+        .send()
+        .await
+        .aws(format!("reading the dead-letter queue {queue_url}"))?
+        .messages
+        .unwrap_or_default())
+}
+
+/// Makes held messages visible again.
+async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> anyhow::Result<()> {
+    for chunk in receipts.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                ChangeMessageVisibilityBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(r)
+                    .visibility_timeout(0)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        sqs.change_message_visibility_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .aws("releasing dead letters")?;
+    }
+    Ok(())
+}
+
+/// Every dead letter, oldest first, left in the queue.
+pub async fn peek(sqs: &Client, dlq_url: &str) -> anyhow::Result<Vec<DeadLetter>> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    loop {
+        let batch = receive(sqs, dlq_url, hold()).await?;
+        let before = out.len();
+        for m in batch {
+            let d = DeadLetter::from(m);
+            if seen.insert(d.message_id.clone()) {
+                out.push(d);
+            }
+        }
+        // Nothing new: either empty, or held messages coming back (we have them all).
+        if out.len() == before {
+            break;
+        }
+    }
+    let receipts: Vec<_> = out.iter().map(|d| d.receipt_handle.clone()).collect();
+    release(sqs, dlq_url, &receipts).await?;
+    out.sort_by_key(|d| d.dead_lettered_at);
+    Ok(out)
+}
+
+/// What a redrive or purge did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Handled {
+    pub matched: usize,
+    pub done: usize,
+    /// Left alone: they did not match.
+    pub skipped: usize,
+}
+
+/// Sends the selected dead letters back to `queue_url`, one by one: send, then delete.
+/// `progress(done_so_far)` is called after each message.
+pub async fn redrive_selected(
+    sqs: &Client,
+    dlq_url: &str,
+    queue_url: &str,
+    selection: &Selection,
+    mut progress: impl FnMut(usize),
+) -> anyhow::Result<Handled> {
+    each_selected(
+        sqs,
+        dlq_url,
+        selection,
+        |d| {
+            let sqs = sqs.clone();
+            let queue_url = queue_url.to_string();
+            async move {
+                sqs.send_message()
+                    .queue_url(&queue_url)
+                    .message_body(&d.body)
+                    .send()
+                    .await
+                    .aws(format!("sending {} back to {queue_url}", d.message_id))?;
+                Ok(())
+            }
+        },
+        &mut progress,
+    )
+    .await
+}
+
+/// Deletes the selected dead letters.
+pub async fn purge_selected(
+    sqs: &Client,
+    dlq_url: &str,
+    selection: &Selection,
+    mut progress: impl FnMut(usize),
+) -> anyhow::Result<Handled> {
+    each_selected(sqs, dlq_url, selection, |_| async { Ok(()) }, &mut progress).await
+}
+
+/// Holds every message of the DLQ in turn; for each selected one runs `before_delete`,
+/// then deletes it; releases the others at the end.
+async fn each_selected<F, Fut>(
+    sqs: &Client,
+    dlq_url: &str,
+    selection: &Selection,
+    mut before_delete: F,
+    progress: &mut impl FnMut(usize),
+) -> anyhow::Result<Handled>
+where
+    F: FnMut(DeadLetter) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let now = Utc::now();
+    let mut handled = Handled::default();
+    let mut held = Vec::new();
+    let mut seen = HashSet::new();
+    loop {
+        let batch = receive(sqs, dlq_url, hold()).await?;
+        let mut new = false;
+        for m in batch {
+            let d = DeadLetter::from(m);
+            if !seen.insert(d.message_id.clone()) {
+                // Held by us earlier and back already: keep its new receipt to release.
+                held.push(d.receipt_handle);
+                continue;
+            }
+            new = true;
+            if !selection.matches(&d, now) {
+                handled.skipped += 1;
+                held.push(d.receipt_handle);
+                continue;
+            }
+            handled.matched += 1;
+            let receipt = d.receipt_handle.clone();
+            let id = d.message_id.clone();
+            before_delete(d).await?;
+            sqs.delete_message()
+                .queue_url(dlq_url)
+                .receipt_handle(receipt)
+                .send()
+                .await
+                .aws(format!("deleting {id} from the dead-letter queue"))?;
+            handled.done += 1;
+            progress(handled.done);
+        }
+        if !new {
+            break;
+        }
+    }
+    release(sqs, dlq_url, &held).await?;
+    Ok(handled)
+}
+
+/// A message move task's progress.
+#[derive(Debug, Clone, Serialize)]
+pub struct MoveProgress {
+    pub status: String,
+    pub moved: i64,
+    pub to_move: Option<i64>,
+}
+
+/// Moves every dead letter to `destination_arn` with an SQS message move task, reporting
+/// progress until the task ends.
+pub async fn redrive_all(
+    sqs: &Client,
+    dlq_arn: &str,
+    destination_arn: &str,
+    mut progress: impl FnMut(&MoveProgress),
+) -> anyhow::Result<MoveProgress> {
+    let task = sqs
+        .start_message_move_task()
+        .source_arn(dlq_arn)
+        .destination_arn(destination_arn)
+        .send()
+        .await
+        .aws("starting the message move task")?
+        .task_handle
+        .unwrap_or_default();
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let tasks = sqs
+            .list_message_move_tasks()
+            .source_arn(dlq_arn)
+            .send()
+            .await
+            .aws("reading the message move task")?
+            .results
+            .unwrap_or_default();
+        let Some(t) = tasks
+            .into_iter()
+            .find(|t| t.task_handle.as_deref() == Some(task.as_str()) || t.task_handle.is_none())
+        else {
+            continue;
+        };
+        let p = MoveProgress {
+            status: t.status.clone().unwrap_or_default(),
+            moved: t.approximate_number_of_messages_moved,
+            to_move: t.approximate_number_of_messages_to_move,
+        };
+        progress(&p);
+        match p.status.as_str() {
+            "RUNNING" | "CANCELLING" => continue,
+            "COMPLETED" => return Ok(p),
+            other => anyhow::bail!(
+                "the message move task ended {other}: {}",
+                t.failure_reason.unwrap_or_default()
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn letter(job: &str, reason: &str, age_s: i64) -> DeadLetter {
+        DeadLetter {
+            message_id: format!("m-{job}"),
+            receipt_handle: String::new(),
+            body: String::new(),
+            reason: Some(reason.into()),
+            error: None,
+            job: Some(job.into()),
+            key: None,
+            attempts: None,
+            failed_at: None,
+            source_queue: None,
+            dead_lettered_at: Utc::now() - chrono::Duration::seconds(age_s),
+            attributes: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn selections_combine_their_criteria() {
+        let now = Utc::now();
+        let d = letter("export", "attempts-exhausted", 3600);
+        assert!(Selection::default().matches(&d, now));
+        let by_job = Selection {
+            jobs: vec!["export".into()],
+            ..Default::default()
+        };
+        assert!(by_job.matches(&d, now));
+        let other = Selection {
+            jobs: vec!["report".into()],
+            ..Default::default()
+        };
+        assert!(!other.matches(&d, now));
+        let old = Selection {
+            older_than: Some(Duration::from_secs(600)),
+            ..by_job.clone()
+        };
+        assert!(old.matches(&d, now));
+        let recent = Selection {
+            newer_than: Some(Duration::from_secs(600)),
+            ..by_job
+        };
+        assert!(!recent.matches(&d, now));
+        let poison = Selection {
+            reasons: vec!["poison".into()],
+            ..Default::default()
+        };
+        assert!(!poison.matches(&d, now));
+    }
+}

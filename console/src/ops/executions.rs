@@ -1,0 +1,186 @@
+//! Reading execution records: by job and time (index `by-job`), by status (index
+//! `by-status`), or all (a scan), a page at a time.
+
+use std::collections::HashMap;
+
+use anyhow::Context;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::Engine;
+use chrono::{DateTime, SecondsFormat, Utc};
+use schedkit::{ExecutionRecord, Status};
+
+use crate::aws_error::AwsResultExt;
+
+/// Which records, and how many.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub job: Option<String>,
+    pub status: Option<Status>,
+    /// Scheduled at or after (by job), or updated at or after (by status or all).
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    pub limit: i32,
+    /// The token a previous page returned.
+    pub page: Option<String>,
+}
+
+/// One page of records, newest first, and the token of the next page.
+pub async fn list(
+    ddb: &Client,
+    table: &str,
+    f: &Filter,
+) -> anyhow::Result<(Vec<ExecutionRecord>, Option<String>)> {
+    let start = f.page.as_deref().map(decode_token).transpose()?;
+    // Bounds in the format of the attribute they are compared with, as text:
+    // `scheduled_for` is written to the second, `updated_at` to the millisecond.
+    let bounds = |format: SecondsFormat| {
+        let text = |t: &DateTime<Utc>| t.to_rfc3339_opts(format, true);
+        (
+            f.since.as_ref().map(text).unwrap_or_else(|| "0".into()),
+            f.until.as_ref().map(text).unwrap_or_else(|| "9".into()),
+        )
+    };
+    let (items, last) = match (&f.job, &f.status) {
+        (Some(job), status) => {
+            let (since, until) = bounds(SecondsFormat::Secs);
+            let mut q = ddb
+                .query()
+                .table_name(table)
+                .index_name("by-job")
+                .key_condition_expression("#job = :job AND #t BETWEEN :since AND :until")
+                .expression_attribute_names("#job", "job")
+                .expression_attribute_names("#t", "scheduled_for")
+                .expression_attribute_values(":job", AttributeValue::S(job.clone()))
+                .expression_attribute_values(":since", AttributeValue::S(since))
+                .expression_attribute_values(":until", AttributeValue::S(until))
+                .scan_index_forward(false)
+                .limit(f.limit)
+                .set_exclusive_start_key(start);
+            if let Some(s) = status {
+                q = q
+                    .filter_expression("#s = :s")
+                    .expression_attribute_names("#s", "status")
+                    .expression_attribute_values(":s", AttributeValue::S(s.as_str().into()));
+            }
+            let out = q.send().await.aws(format!("querying {table} by job"))?;
+            (out.items.unwrap_or_default(), out.last_evaluated_key)
+        }
+        (None, Some(status)) => {
+            let (since, until) = bounds(SecondsFormat::Millis);
+            let out = ddb
+                .query()
+                .table_name(table)
+                .index_name("by-status")
+                .key_condition_expression("#s = :s AND #t BETWEEN :since AND :until")
+                .expression_attribute_names("#s", "status")
+                .expression_attribute_names("#t", "updated_at")
+                .expression_attribute_values(":s", AttributeValue::S(status.as_str().into()))
+                .expression_attribute_values(":since", AttributeValue::S(since))
+                .expression_attribute_values(":until", AttributeValue::S(until))
+                .scan_index_forward(false)
+                .limit(f.limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .aws(format!("querying {table} by status"))?;
+            (out.items.unwrap_or_default(), out.last_evaluated_key)
+        }
+        (None, None) => {
+            let (since, until) = bounds(SecondsFormat::Millis);
+            let out = ddb
+                .scan()
+                .table_name(table)
+                .filter_expression("#t BETWEEN :since AND :until")
+                .expression_attribute_names("#t", "updated_at")
+                .expression_attribute_values(":since", AttributeValue::S(since))
+                .expression_attribute_values(":until", AttributeValue::S(until))
+                .limit(f.limit)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .aws(format!("scanning {table}"))?;
+            (out.items.unwrap_or_default(), out.last_evaluated_key)
+        }
+    };
+    let mut records: Vec<ExecutionRecord> = items
+        .into_iter()
+        .map(|i| serde_dynamo::from_item(i).context("an execution record that does not decode"))
+        .collect::<Result<_, _>>()?;
+    if f.job.is_none() && f.status.is_none() {
+        records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
+    }
+    Ok((
+        records,
+        last.filter(|k| !k.is_empty()).map(|k| encode_token(&k)),
+    ))
+}
+
+/// The newest record of a job, if any.
+pub async fn last_of(
+    ddb: &Client,
+    table: &str,
+    job: &str,
+) -> anyhow::Result<Option<ExecutionRecord>> {
+    let f = Filter {
+        job: Some(job.into()),
+        limit: 1,
+        ..Default::default()
+    };
+    Ok(list(ddb, table, &f).await?.0.into_iter().next())
+}
+
+/// Up to `n` newest records of a job.
+pub async fn recent_of(
+    ddb: &Client,
+    table: &str,
+    job: &str,
+    n: i32,
+) -> anyhow::Result<Vec<ExecutionRecord>> {
+    let f = Filter {
+        job: Some(job.into()),
+        limit: n,
+        ..Default::default()
+    };
+    Ok(list(ddb, table, &f).await?.0)
+}
+
+/// Page tokens: the index key of the last item, as URL-safe base64 JSON (keys are strings).
+fn encode_token(key: &HashMap<String, AttributeValue>) -> String {
+    let plain: HashMap<&str, &str> = key
+        .iter()
+        .filter_map(|(k, v)| v.as_s().ok().map(|s| (k.as_str(), s.as_str())))
+        .collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&plain).expect("strings serialise"))
+}
+
+fn decode_token(token: &str) -> anyhow::Result<HashMap<String, AttributeValue>> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .context("--page is not a token printed by a previous page")?;
+    let plain: HashMap<String, String> = serde_json::from_slice(&bytes)
+        .ok()
+        .context("--page is not a token printed by a previous page")?;
+    Ok(plain
+        .into_iter()
+        .map(|(k, v)| (k, AttributeValue::S(v)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_tokens_round_trip() {
+        let key: HashMap<String, AttributeValue> = [
+            ("execution_key".to_string(), AttributeValue::S("a#b".into())),
+            ("job".to_string(), AttributeValue::S("x".into())),
+        ]
+        .into();
+        assert_eq!(decode_token(&encode_token(&key)).unwrap(), key);
+        assert!(decode_token("!!").is_err());
+    }
+}
