@@ -24,10 +24,15 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Warnings and errors on stderr (RUST_LOG overrides), so stdout stays for results.
+/// Warnings and errors on stderr (RUST_LOG overrides), so stdout stays for results. The
+/// SDK's own warnings (a missing config file...) stay out: its errors reach the user as the
+/// command's one-line error.
 fn tracing_init() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(
+            "warn,aws_runtime=error,aws_config=error,aws_smithy_runtime=error",
+        )
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

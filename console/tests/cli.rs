@@ -14,6 +14,10 @@ fn schedkit(args: &[&str]) -> Output {
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .env_remove("SCHEDKIT_CATALOG")
+        .env(
+            "SCHEDKIT_AUDIT_LOG",
+            std::env::temp_dir().join("schedkit-cli-test-audit.jsonl"),
+        )
         .output()
         .expect("schedkit runs")
 }

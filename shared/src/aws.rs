@@ -13,14 +13,15 @@ pub async fn load_config() -> SdkConfig {
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 
 /// One readable line for an SDK error: `Code: message` for a service's answer, the cause
-/// chain for everything else (timeouts, connection refused). The SDK's own `Display` says
-/// only "service error", and its full context dumps the raw response.
+/// chain for everything else (timeouts, connection refused, missing credentials). The
+/// SDK's own `Display` says only "service error", and its full context dumps the raw
+/// response over several lines.
 pub fn describe<E, R>(err: &SdkError<E, R>) -> String
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    match err {
+    let text = match err {
         SdkError::ServiceError(s) => {
             let e = s.err();
             match (e.code(), e.message()) {
@@ -30,5 +31,6 @@ where
             }
         }
         other => DisplayErrorContext(other).to_string(),
-    }
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

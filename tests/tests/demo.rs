@@ -32,6 +32,12 @@ fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
         "key-conflict",
         "unknown-job",
         "jobs queue now: 0 visible, 0 in flight, 0 delayed",
+        "$ schedkit --stage",
+        "failing jobs\nJOB             FAILED  LAST ERROR\npartner-export  1",
+        "redrove 1 dead letter(s); 5 did not match and stay",
+        "deleted 5 dead letter(s); 0 did not match and stay",
+        "failing jobs   none",
+        "every execution is DONE (18 records)",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
     }

@@ -76,9 +76,14 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
     if from >= to {
         return Err(UsageError("--from must be before --to".into()).into());
     }
-    let rows: Vec<Row> = engine
-        .fast_forward(from, to)
-        .await?
+    let firings = engine.fast_forward(from, to).await?;
+    crate::ops::audit::record(
+        &sdk,
+        "engine fast-forward",
+        serde_json::json!({"from": from.to_rfc3339(), "to": to.to_rfc3339(), "firings": firings.len()}),
+    )
+    .await?;
+    let rows: Vec<Row> = firings
         .into_iter()
         .map(|f| Row {
             scheduled_time: f.scheduled_time.to_rfc3339_opts(SecondsFormat::Secs, true),

@@ -101,6 +101,12 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     };
     let enqueued = one_off::enqueue(&sqs, &scheduler, &target, &envelope, now).await?;
     let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
+    crate::ops::audit::record(
+        &sdk,
+        "fire",
+        serde_json::json!({"job": job.name, "scheduled_for": when, "key": envelope.key, "queue": queue_url, "enqueued": format!("{enqueued:?}")}),
+    )
+    .await?;
     match (cli.output, &enqueued) {
         (
             Output::Json,

@@ -135,6 +135,15 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     } else {
         sync::apply(&client, &plan).await?
     };
+    if writes > 0 {
+        let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
+        crate::ops::audit::record(
+            &sdk,
+            "schedules sync",
+            serde_json::json!({"group": plan.group, "writes": writes, "changes": changes}),
+        )
+        .await?;
+    }
     match cli.output {
         Output::Table => {
             println!("{plan}");
