@@ -146,11 +146,16 @@ install_dynamodb_local() {
 # init it starts for each execution environment (built with cargo, like the rest).
 install_executor() {
     local stamp=$venv/.schedkit-executor wanted
-    wanted=$(cd "$here/executor-plugin" && find . -name '*.py' -o -name '*.toml' | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+    wanted=$(cd "$here/executor-plugin" && find pyproject.toml schedkit_localstack_executor -name '*.py' -o -name '*.toml' | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
         say "installing the schedkit Lambda executor plugin"
+        # Built from a copy: setuptools leaves build/ and *.egg-info/ where it builds.
+        local src
+        src=$(mktemp -d)
+        cp -R "$here/executor-plugin/pyproject.toml" "$here/executor-plugin/schedkit_localstack_executor" "$src/"
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-            --no-build-isolation --force-reinstall "$here/executor-plugin"
+            --no-build-isolation --force-reinstall "$src"
+        rm -rf "$src"
         echo "$wanted" >"$stamp"
     fi
     if [ -n "${SCHEDKIT_LAMBDA_INIT:-}" ]; then

@@ -1,1 +1,0 @@
-"""schedkit's LocalStack Lambda runtime executor: functions run as host processes."""
