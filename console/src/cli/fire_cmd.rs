@@ -1,9 +1,5 @@
 //! `schedkit fire JOB`: run a job now or later, with the envelope a schedule would send.
 
-use anyhow::Context;
-
-use crate::aws_error::AwsResultExt;
-use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use schedkit::Envelope;
@@ -85,7 +81,7 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         None => cli.target.resolve(&sqs).await?.queue_url,
     };
     let queue_arn = if far {
-        queue_arn(&sqs, &queue_url).await?
+        super::target::arn_of(&sqs, &queue_url).await?
     } else {
         String::new()
     };
@@ -142,18 +138,4 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .aws(format!("reading the queue {url}"))?;
-    attrs
-        .attributes
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .context("the queue has no ARN")
 }

@@ -74,7 +74,8 @@ async fn url_of(sqs: &aws_sdk_sqs::Client, name: &str, stage: &str) -> anyhow::R
     }
 }
 
-async fn arn_of(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
+/// The ARN of a queue, by URL.
+pub async fn arn_of(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
     let attrs = sqs
         .get_queue_attributes()
         .queue_url(url)

@@ -330,6 +330,24 @@ pub async fn plan(
     })
 }
 
+/// CreateSchedule and UpdateSchedule take the same fields, on two builder types.
+macro_rules! schedule_request {
+    ($builder:expr, $group:expr, $name:expr, $config:expr, $parts:expr) => {
+        $builder
+            .group_name($group)
+            .name($name)
+            .schedule_expression(&$config.expression)
+            .schedule_expression_timezone(&$config.timezone)
+            .set_start_date($parts.start)
+            .set_end_date($parts.end)
+            .description(&$config.description)
+            .state($parts.state)
+            .flexible_time_window($parts.window)
+            .action_after_completion(ActionAfterCompletion::None)
+            .target($parts.target)
+    };
+}
+
 /// Performs the plan's writes, in order; returns how many writes it made.
 pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
     let mut writes = 0;
@@ -346,38 +364,14 @@ pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
         match change {
             Change::Create { name, config } => {
                 let parts = Parts::of(config)?;
-                client
-                    .create_schedule()
-                    .group_name(&plan.group)
-                    .name(name)
-                    .schedule_expression(&config.expression)
-                    .schedule_expression_timezone(&config.timezone)
-                    .set_start_date(parts.start)
-                    .set_end_date(parts.end)
-                    .description(&config.description)
-                    .state(parts.state)
-                    .flexible_time_window(parts.window)
-                    .action_after_completion(ActionAfterCompletion::None)
-                    .target(parts.target)
+                schedule_request!(client.create_schedule(), &plan.group, name, config, parts)
                     .send()
                     .await
                     .aws(format!("creating schedule {name}"))?;
             }
             Change::Update { name, config, .. } => {
                 let parts = Parts::of(config)?;
-                client
-                    .update_schedule()
-                    .group_name(&plan.group)
-                    .name(name)
-                    .schedule_expression(&config.expression)
-                    .schedule_expression_timezone(&config.timezone)
-                    .set_start_date(parts.start)
-                    .set_end_date(parts.end)
-                    .description(&config.description)
-                    .state(parts.state)
-                    .flexible_time_window(parts.window)
-                    .action_after_completion(ActionAfterCompletion::None)
-                    .target(parts.target)
+                schedule_request!(client.update_schedule(), &plan.group, name, config, parts)
                     .send()
                     .await
                     .aws(format!("updating schedule {name}"))?;

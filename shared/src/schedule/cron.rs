@@ -290,7 +290,7 @@ fn value(
 }
 
 /// A numeric field: `*`, values, ranges `a-b`, steps `a/s`, `*/s`, `a-b/s`, lists of those.
-/// Returns a bitset (bit v for value v).
+/// Returns a bitset (bit v for value v); fields up to 63 only.
 fn numeric(
     f: &Field,
     min: u32,
@@ -298,110 +298,62 @@ fn numeric(
     names: Option<&[&str]>,
     expression: &str,
 ) -> Result<u64, ExpressionError> {
-    let mut bits = 0u64;
-    let mut at = 0;
-    for item in f.text.split(',') {
-        bits |= item_bits(item, f, at, min, max, names, expression)?;
-        at += item.len() + 1;
-    }
-    Ok(bits)
+    Ok(values(f, min, max, names, expression)?
+        .into_iter()
+        .fold(0, |bits, v| bits | (1u64 << v)))
 }
 
-fn item_bits(
-    item: &str,
+/// The year field, as a bitset over 1970..=2199 (230 bits).
+fn year_set(f: &Field, expression: &str) -> Result<[u64; 4], ExpressionError> {
+    let mut years = [0u64; 4];
+    for y in values(f, MIN_YEAR as u32, MAX_YEAR as u32, None, expression)? {
+        let bit = (y - MIN_YEAR as u32) as usize;
+        years[bit / 64] |= 1 << (bit % 64);
+    }
+    Ok(years)
+}
+
+/// Every value a numeric field's list of items names.
+fn values(
     f: &Field,
-    at: usize,
     min: u32,
     max: u32,
     names: Option<&[&str]>,
     expression: &str,
-) -> Result<u64, ExpressionError> {
-    let err = |offset: usize, msg: String| {
-        ExpressionError::new(expression, Some(f.name), f.offset + at + offset, msg)
-    };
-    let (range, step) = match item.split_once('/') {
-        Some((r, s)) => {
-            let step: u32 =
-                s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
-                    err(r.len() + 1, format!("step `{s}` must be a positive number"))
-                })?;
-            (r, Some(step))
-        }
-        None => (item, None),
-    };
-    let (lo, hi) = if range == "*" {
-        (min, max)
-    } else if let Some((a, b)) = range.split_once('-') {
-        let lo = value(a, f, at, min, max, names, expression)?;
-        let hi = value(b, f, at + a.len() + 1, min, max, names, expression)?;
-        if lo > hi {
-            return Err(err(0, format!("range `{range}` runs backwards")));
-        }
-        (lo, hi)
-    } else {
-        let v = value(range, f, at, min, max, names, expression)?;
-        // `a/s` starts at a and steps to the end of the field.
-        (v, if step.is_some() { max } else { v })
-    };
-    let step = step.unwrap_or(1);
-    Ok((lo..=hi)
-        .step_by(step as usize)
-        .fold(0, |b, v| b | (1u64 << v)))
-}
-
-fn year_set(f: &Field, expression: &str) -> Result<[u64; 4], ExpressionError> {
-    let mut years = [0u64; 4];
+) -> Result<Vec<u32>, ExpressionError> {
+    let mut out = Vec::new();
     let mut at = 0;
     for item in f.text.split(',') {
-        // Years do not fit one u64: evaluate the item per 64-year window.
-        let err = |msg: String| ExpressionError::new(expression, Some(f.name), f.offset + at, msg);
-        let (range, step) = match item.split_once('/') {
-            Some((r, s)) => (
-                r,
-                s.parse::<u32>()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| err(format!("step `{s}` must be a positive number")))?,
-            ),
-            None => (item, 1),
+        let err = |offset: usize, msg: String| {
+            ExpressionError::new(expression, Some(f.name), f.offset + at + offset, msg)
         };
-        let parse = |t: &str, off: usize| {
-            value(
-                t,
-                f,
-                at + off,
-                MIN_YEAR as u32,
-                MAX_YEAR as u32,
-                None,
-                expression,
-            )
+        let (range, step) = match item.split_once('/') {
+            Some((r, s)) => {
+                let step: u32 = s.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                    err(r.len() + 1, format!("step `{s}` must be a positive number"))
+                })?;
+                (r, Some(step))
+            }
+            None => (item, None),
         };
         let (lo, hi) = if range == "*" {
-            (MIN_YEAR as u32, MAX_YEAR as u32)
+            (min, max)
         } else if let Some((a, b)) = range.split_once('-') {
-            let (lo, hi) = (parse(a, 0)?, parse(b, a.len() + 1)?);
+            let lo = value(a, f, at, min, max, names, expression)?;
+            let hi = value(b, f, at + a.len() + 1, min, max, names, expression)?;
             if lo > hi {
-                return Err(err(format!("range `{range}` runs backwards")));
+                return Err(err(0, format!("range `{range}` runs backwards")));
             }
             (lo, hi)
         } else {
-            let v = parse(range, 0)?;
-            (
-                v,
-                if item.contains('/') {
-                    MAX_YEAR as u32
-                } else {
-                    v
-                },
-            )
+            let v = value(range, f, at, min, max, names, expression)?;
+            // `a/s` starts at a and steps to the end of the field.
+            (v, if step.is_some() { max } else { v })
         };
-        for y in (lo..=hi).step_by(step as usize) {
-            let bit = (y - MIN_YEAR as u32) as usize;
-            years[bit / 64] |= 1 << (bit % 64);
-        }
+        out.extend((lo..=hi).step_by(step.unwrap_or(1) as usize));
         at += item.len() + 1;
     }
-    Ok(years)
+    Ok(out)
 }
 
 fn day_of_month(f: &Field, expression: &str) -> Result<DayOfMonth, ExpressionError> {
