@@ -211,6 +211,8 @@ start() {
         say "starting on 127.0.0.1:$port (log: $logfile)"
         # setsid: LocalStack and everything it spawns (DynamoDB Local's java) share one
         # process group, which `stop` signals as a whole.
+        # AWS_DEFAULT_REGION: the SAM transform inside LocalStack falls back to it when
+        # concurrent deploys race on its region setting ("AWS Region cannot be found").
         env GATEWAY_LISTEN="127.0.0.1:$port" \
             LOCALSTACK_HOST="127.0.0.1:$port" \
             OVERRIDE_IN_DOCKER=0 \
@@ -220,6 +222,7 @@ start() {
             SKIP_SSL_CERT_DOWNLOAD=1 \
             SQS_ENDPOINT_STRATEGY=path \
             DYNAMODB_IN_MEMORY=1 \
+            AWS_DEFAULT_REGION=us-east-1 \
             LAMBDA_RUNTIME_EXECUTOR="$executor" \
             SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
