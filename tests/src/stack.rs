@@ -280,6 +280,35 @@ impl Stack {
         self.send(&envelope.to_json()).await
     }
 
+    /// Sends many bodies, ten per call.
+    pub async fn send_all<'a>(
+        &self,
+        bodies: impl IntoIterator<Item = &'a str>,
+    ) -> anyhow::Result<()> {
+        let bodies: Vec<&str> = bodies.into_iter().collect();
+        for chunk in bodies.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .message_body(*b)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let out = self
+                .sqs
+                .send_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await?;
+            anyhow::ensure!(out.failed.is_empty(), "some sends failed: {:?}", out.failed);
+        }
+        Ok(())
+    }
+
     /// Sends a raw body; returns the message id.
     pub async fn send(&self, body: &str) -> anyhow::Result<String> {
         let out = self

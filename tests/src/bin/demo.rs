@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use chrono::{DateTime, Datelike, TimeZone, Utc, Weekday};
 use clap::Parser;
 use schedkit::batch::attr;
@@ -90,7 +89,9 @@ async fn main() -> anyhow::Result<()> {
     for (kind, n) in &kinds {
         println!("  {n:>3}  {kind}");
     }
-    send_all(&stack, burst.iter().map(|(_, body)| body.as_str())).await?;
+    stack
+        .send_all(burst.iter().map(|(_, body)| body.as_str()))
+        .await?;
 
     println!(
         "\nrunning {} worker processes in polling mode until the queue drains...",
@@ -335,31 +336,6 @@ fn burst() -> Vec<(&'static str, String)> {
         json!({"job": 42, "scheduled_for": "2026-11-01T10:00:00Z"}).to_string(),
     ));
     out
-}
-
-async fn send_all<'a>(stack: &Stack, bodies: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
-    let bodies: Vec<_> = bodies.collect();
-    for chunk in bodies.chunks(10) {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(*b)
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let out = stack
-            .sqs
-            .send_message_batch()
-            .queue_url(&stack.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await?;
-        anyhow::ensure!(out.failed.is_empty(), "some sends failed: {:?}", out.failed);
-    }
-    Ok(())
 }
 
 /// A worker's closing "poller stopped" line.

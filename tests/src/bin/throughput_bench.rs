@@ -7,7 +7,6 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use clap::Parser;
 use schedkit::poller::{PollOptions, poll, to_event_message};
 use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Registry};
@@ -24,26 +23,10 @@ struct Args {
 
 async fn fill(stack: &Stack, n: usize) -> anyhow::Result<()> {
     let start = chrono::Utc::now();
-    for chunk in (0..n).collect::<Vec<_>>().chunks(10) {
-        let entries = chunk
-            .iter()
-            .map(|i| {
-                let e = Envelope::new("noop", start + chrono::Duration::seconds(*i as i64));
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(e.to_json())
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        stack
-            .sqs
-            .send_message_batch()
-            .queue_url(&stack.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await?;
-    }
-    Ok(())
+    let bodies: Vec<String> = (0..n)
+        .map(|i| Envelope::new("noop", start + chrono::Duration::seconds(i as i64)).to_json())
+        .collect();
+    stack.send_all(bodies.iter().map(String::as_str)).await
 }
 
 /// The peer: receive up to 10, run them concurrently, delete them in one batch call (as
