@@ -17,6 +17,27 @@ use schedkit::{Job, Registry};
 pub use partner_export::ACCOUNT_ITEM;
 pub use record_invoice::{EFFECT_KEY, RecordInvoice};
 
+/// The table the example jobs keep their side effects in (SCHEDKIT_EFFECTS_TABLE).
+#[derive(Clone)]
+pub struct EffectsTable {
+    ddb: aws_sdk_dynamodb::Client,
+    table: Option<String>,
+}
+
+impl EffectsTable {
+    pub fn new(ddb: aws_sdk_dynamodb::Client, table: Option<String>) -> Self {
+        EffectsTable { ddb, table }
+    }
+
+    /// The client and the table name; a job without a table cannot run (permanently).
+    pub fn get(&self) -> Result<(aws_sdk_dynamodb::Client, String), schedkit::JobError> {
+        let table = self.table.clone().ok_or_else(|| {
+            schedkit::JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
+        })?;
+        Ok((self.ddb.clone(), table))
+    }
+}
+
 /// The catalog the worker was built with (`infra/catalog.toml`), or the file named by
 /// `SCHEDKIT_CATALOG`.
 pub fn catalog() -> Result<Catalog, String> {

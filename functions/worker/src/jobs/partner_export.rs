@@ -12,30 +12,28 @@ use schedkit::job::BoxFuture;
 use schedkit::{Job, JobContext, JobError, JobResult};
 use serde_json::json;
 
-use super::EFFECT_KEY;
+use super::{EFFECT_KEY, EffectsTable};
 
 /// The effects-table item that says whether the partner account works.
 pub const ACCOUNT_ITEM: &str = "config:partner-account";
 
 pub struct PartnerExport {
-    ddb: Client,
-    table: Option<String>,
+    effects: EffectsTable,
 }
 
 impl PartnerExport {
     pub fn new(ddb: Client, table: Option<String>) -> Self {
-        PartnerExport { ddb, table }
+        PartnerExport {
+            effects: EffectsTable::new(ddb, table),
+        }
     }
 }
 
 impl Job for PartnerExport {
     fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
-        let ddb = self.ddb.clone();
-        let table = self.table.clone();
+        let effects = self.effects.clone();
         Box::pin(async move {
-            let table = table.ok_or_else(|| {
-                JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
-            })?;
+            let (ddb, table) = effects.get()?;
             let item = ddb
                 .get_item()
                 .table_name(&table)

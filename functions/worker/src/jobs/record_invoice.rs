@@ -9,28 +9,28 @@ use schedkit::job::BoxFuture;
 use schedkit::{Job, JobContext, JobError, JobResult};
 use serde_json::json;
 
+use super::EffectsTable;
+
 /// Partition key of the effects table.
 pub const EFFECT_KEY: &str = "effect_key";
 
 pub struct RecordInvoice {
-    ddb: Client,
-    table: Option<String>,
+    effects: EffectsTable,
 }
 
 impl RecordInvoice {
     pub fn new(ddb: Client, table: Option<String>) -> Self {
-        RecordInvoice { ddb, table }
+        RecordInvoice {
+            effects: EffectsTable::new(ddb, table),
+        }
     }
 }
 
 impl Job for RecordInvoice {
     fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
-        let ddb = self.ddb.clone();
-        let table = self.table.clone();
+        let effects = self.effects.clone();
         Box::pin(async move {
-            let table = table.ok_or_else(|| {
-                JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
-            })?;
+            let (ddb, table) = effects.get()?;
             let amount = ctx
                 .payload
                 .get("amount_cents")
