@@ -27,6 +27,8 @@ from botocore.exceptions import ClientError
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 BUCKET = "schedkit-artifacts"
 CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
+# Tries per deploy when LocalStack itself fails a resource (see is_localstack_fault).
+ATTEMPTS = 3
 
 
 def log(*args):
@@ -104,6 +106,62 @@ def wait_stack(cfn, stack, timeout=600):
     sys.exit(f"deploy: error: {stack} still in progress after {timeout} s")
 
 
+def is_localstack_fault(reason):
+    """A resource failed inside LocalStack itself, not because of the template: its Lambda
+    service stores every function's code in its own S3 through its HTTP gateway, and that
+    internal hop has been seen to drop connections (`InternalError ... Connection was
+    closed`) under load. Such a failure says nothing about the stack, so the deploy retries."""
+    return "(InternalError)" in reason and "Connection was closed" in reason
+
+
+def deploy_once(cfn, stack, body, params):
+    """One change set: (final status, whether anything changed, failure reasons)."""
+    existing = stack_status(cfn, stack)
+    if existing == "ROLLBACK_COMPLETE":
+        log(f"{stack} failed to create before; deleting it first")
+        cfn.delete_stack(StackName=stack)
+        wait_stack(cfn, stack)
+        existing = None
+    change_set = f"schedkit-{int(time.time() * 1000)}"
+    cfn.create_change_set(
+        StackName=stack,
+        ChangeSetName=change_set,
+        ChangeSetType="UPDATE" if existing else "CREATE",
+        TemplateBody=body,
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(params.items())],
+        Capabilities=CAPABILITIES,
+    )
+    deadline = time.time() + 120
+    while True:
+        cs = cfn.describe_change_set(StackName=stack, ChangeSetName=change_set)
+        if not cs["Status"].endswith("_PENDING") and not cs["Status"].endswith("_IN_PROGRESS"):
+            break
+        if time.time() > deadline:
+            sys.exit("deploy: error: the change set was not created within 120 s")
+        time.sleep(0.5)
+    no_changes = not cs.get("Changes") or "didn't contain changes" in (cs.get("StatusReason") or "")
+    if existing and no_changes:
+        cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
+        log(f"{stack}: no changes, nothing deployed")
+        changed = False
+    elif cs["Status"] == "FAILED":
+        sys.exit(f"deploy: error: change set failed: {cs.get('StatusReason')}")
+    else:
+        log(f"{stack}: executing {len(cs.get('Changes', []))} change(s)")
+        cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
+        changed = True
+    status = wait_stack(cfn, stack)
+    reasons = []
+    if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        events = cfn.describe_stack_events(StackName=stack)["StackEvents"]
+        reasons = [
+            f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason')}"
+            for e in events
+            if "FAILED" in e["ResourceStatus"]
+        ]
+    return status, changed, reasons
+
+
 def main(argv):
     stack, params, delete = "schedkit-dev", {}, False
     args = iter(argv)
@@ -140,44 +198,14 @@ def main(argv):
         print(json.dumps({"stack": stack, "status": "DELETED"}))
         return
     body = template_body(client("s3"))
-    existing = stack_status(cfn, stack)
-    if existing == "ROLLBACK_COMPLETE":
-        log(f"{stack} failed to create before; deleting it first")
-        cfn.delete_stack(StackName=stack)
-        wait_stack(cfn, stack)
-        existing = None
-    change_set = f"schedkit-{int(time.time() * 1000)}"
-    cfn.create_change_set(
-        StackName=stack,
-        ChangeSetName=change_set,
-        ChangeSetType="UPDATE" if existing else "CREATE",
-        TemplateBody=body,
-        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(params.items())],
-        Capabilities=CAPABILITIES,
-    )
-    deadline = time.time() + 120
-    while True:
-        cs = cfn.describe_change_set(StackName=stack, ChangeSetName=change_set)
-        if not cs["Status"].endswith("_PENDING") and not cs["Status"].endswith("_IN_PROGRESS"):
+    for attempt in range(1, ATTEMPTS + 1):
+        status, changed, reasons = deploy_once(cfn, stack, body, params)
+        if status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
             break
-        if time.time() > deadline:
-            sys.exit("deploy: error: the change set was not created within 120 s")
-        time.sleep(0.5)
-    no_changes = not cs.get("Changes") or "didn't contain changes" in (cs.get("StatusReason") or "")
-    if existing and no_changes:
-        cfn.delete_change_set(StackName=stack, ChangeSetName=change_set)
-        log(f"{stack}: no changes, nothing deployed")
-        changed = False
-    elif cs["Status"] == "FAILED":
-        sys.exit(f"deploy: error: change set failed: {cs.get('StatusReason')}")
-    else:
-        log(f"{stack}: executing {len(cs.get('Changes', []))} change(s)")
-        cfn.execute_change_set(StackName=stack, ChangeSetName=change_set)
-        changed = True
-    status = wait_stack(cfn, stack)
-    if status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
-        events = cfn.describe_stack_events(StackName=stack)["StackEvents"]
-        reasons = [f"{e['LogicalResourceId']}: {e.get('ResourceStatusReason')}" for e in events if "FAILED" in e["ResourceStatus"]]
+        faults = [r for r in reasons if is_localstack_fault(r)]
+        if faults and attempt < ATTEMPTS:
+            log(f"{stack} is {status} after LocalStack failed internally ({faults[0]}); deploying again")
+            continue
         sys.exit(f"deploy: error: {stack} is {status}: " + "; ".join(reasons[:5]))
     outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
     print(
