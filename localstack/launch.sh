@@ -233,6 +233,8 @@ start() {
             SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
         echo $! >"$pidfile"
+        # Not a job of this shell: `with` stops it by pid, and bash should not report it.
+        disown $!
     fi
     local waited=0
     until healthy; do
