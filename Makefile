@@ -20,8 +20,11 @@ lint:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	infra/lint.sh
 
+## build: binaries and tests in one go. Building the bins alone would resolve dependency
+##        features without the dev-dependencies, so `cargo test` would compile most
+##        crates a second time.
 build:
-	$(CARGO) build --workspace --bins --locked
+	$(CARGO) build --workspace --bins --tests --locked
 	functions/package.sh worker probe
 
 ## package: the worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).

@@ -22,8 +22,15 @@ done
 target=${CARGO_TARGET_DIR:-$root/target}
 out=$target/lambda/$profile
 mkdir -p "$out"
-build=()
-for b in "${bins[@]}"; do build+=(--bin "$b"); done
+if [ "$profile" = release ]; then
+    build=()
+    for b in "${bins[@]}"; do build+=(--bin "$b"); done
+else
+    # The debug zips are what the tests deploy: build them exactly as `make build` does
+    # (binaries and tests together), so that they share one feature set with `cargo test`
+    # and nothing is compiled twice.
+    build=(--workspace --bins --tests)
+fi
 (cd "$root" && cargo build --quiet --locked "${cargo_flags[@]}" "${build[@]}")
 for b in "${bins[@]}"; do
     # zipfile keeps the executable bit; `bootstrap` is the name Lambda runs.
