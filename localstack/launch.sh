@@ -218,7 +218,9 @@ start() {
         # process group, which `stop` signals as a whole.
         # AWS_DEFAULT_REGION: the SAM transform inside LocalStack falls back to it when
         # concurrent deploys race on its region setting ("AWS Region cannot be found").
-        env GATEWAY_LISTEN="127.0.0.1:$port" \
+        # TEMP rather than TMPDIR: Python's tempfile reads either, and LocalStack warns
+        # about TMPDIR as a deprecated setting of its own.
+        env -u TMPDIR GATEWAY_LISTEN="127.0.0.1:$port" \
             LOCALSTACK_HOST="127.0.0.1:$port" \
             OVERRIDE_IN_DOCKER=0 \
             FILESYSTEM_ROOT="$fsroot" \
@@ -228,7 +230,7 @@ start() {
             SQS_ENDPOINT_STRATEGY=path \
             DYNAMODB_IN_MEMORY=1 \
             AWS_DEFAULT_REGION=us-east-1 \
-            TMPDIR="$tmpdir" \
+            TEMP="$tmpdir" \
             LAMBDA_RUNTIME_EXECUTOR="$executor" \
             SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
