@@ -74,7 +74,7 @@ fn schedules_next_previews_in_utc_and_in_the_zone() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["schedules", "next", "cron(0 24 * * ? *)"],
             "schedkit: error: invalid schedule expression `cron(0 24 * * ? *)`: hours field at position 7: 24 is out of range, expected 0-23\n",
@@ -102,6 +102,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
                 "[1]",
             ],
             "schedkit: error: --payload must be a JSON object\n",
+        ),
+        (
+            &["fire", "long-report", "--in", "99999999999d"],
+            "schedkit: error: --in `99999999999d` is too far ahead\n",
         ),
     ];
     for (args, message) in cases {

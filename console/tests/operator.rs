@@ -506,4 +506,21 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
+    assert!(!stderr.contains('{'), "no Debug dump: {stderr}");
+
+    // Nothing answers at the endpoint: the cause, on one line, without the SDK's Debug dump.
+    let out = console
+        .command(&["status"])
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("schedkit: error: looking up queue schedkit-")
+            && stderr.contains("Connection refused"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains('{'), "no Debug dump: {stderr}");
 }

@@ -332,6 +332,12 @@ fn occurrences() {
                 &["2026-12-02T00:00:00Z"],
             )
         },
+        // A rate whose first step leaves the calendar's range has no next run (no panic).
+        Case {
+            start: Some("2026-11-29T00:00:00Z"),
+            exhausted: true,
+            ..case("rate(4000000000 days)", UTC, "2026-11-29T00:00:01Z", &[])
+        },
         // One-time schedules, in the schedule's zone; one inside the spring gap still fires.
         Case {
             exhausted: true,

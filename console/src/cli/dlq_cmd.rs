@@ -33,9 +33,11 @@ pub struct SelectArgs {
     pub jobs: Vec<String>,
     #[arg(long = "key")]
     pub keys: Vec<String>,
+    /// A message id, whole or its start as `dlq list` prints it.
     #[arg(long = "message-id")]
     pub message_ids: Vec<String>,
-    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error.
+    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error, or
+    /// redrive-policy (moved by SQS's redrive policy: the worker never decided).
     #[arg(long = "reason")]
     pub reasons: Vec<String>,
     /// Only those dead-lettered at least this long ago (90s, 15m, 2h, 1d).
@@ -165,7 +167,9 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                                 d.message_id.chars().take(8).collect(),
                                 d.job.clone().unwrap_or_else(|| "-".into()),
                                 clip(d.key.as_deref().unwrap_or("-"), 40),
-                                d.reason.clone().unwrap_or_else(|| "redrive-policy".into()),
+                                d.reason
+                                    .clone()
+                                    .unwrap_or_else(|| dlq::REDRIVE_POLICY.into()),
                                 d.attempts
                                     .map(|a| a.to_string())
                                     .unwrap_or_else(|| "-".into()),

@@ -48,7 +48,10 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         (None, Some(delay)) => {
             let d = humantime::parse_duration(delay)
                 .map_err(|e| UsageError(format!("--in `{delay}`: {e}")))?;
-            now + chrono::Duration::from_std(d).map_err(|e| UsageError(e.to_string()))?
+            chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| now.checked_add_signed(d))
+                .ok_or_else(|| UsageError(format!("--in `{delay}` is too far ahead")))?
         }
         (None, None) => now,
     };

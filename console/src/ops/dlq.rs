@@ -30,6 +30,9 @@ fn hold() -> Duration {
     Duration::from_secs(secs)
 }
 
+/// The reason shown for a letter that SQS's own redrive policy moved (no reason attribute).
+pub const REDRIVE_POLICY: &str = "redrive-policy";
+
 /// A dead letter with what schedkit wrote on it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetter {
@@ -114,10 +117,15 @@ impl Selection {
         let any = |list: &[String], value: &Option<String>| {
             list.is_empty() || value.as_ref().is_some_and(|v| list.contains(v))
         };
+        // A letter SQS's redrive policy moved carries no reason of ours; lists show it as
+        // `redrive-policy`, so that selects it.
+        let reason = Some(d.reason.clone().unwrap_or_else(|| REDRIVE_POLICY.into()));
         any(&self.jobs, &d.job)
             && any(&self.keys, &d.key)
-            && any(&self.reasons, &d.reason)
-            && (self.message_ids.is_empty() || self.message_ids.contains(&d.message_id))
+            && any(&self.reasons, &reason)
+            // Ids as `dlq list` prints them (a prefix) or whole.
+            && (self.message_ids.is_empty()
+                || self.message_ids.iter().any(|id| d.message_id.starts_with(id.as_str())))
             && self.older_than.is_none_or(|t| d.age(now) >= t)
             && self.newer_than.is_none_or(|t| d.age(now) <= t)
     }
@@ -399,5 +407,35 @@ mod tests {
             ..Default::default()
         };
         assert!(!poison.matches(&d, now));
+    }
+
+    #[test]
+    fn message_ids_match_as_listed_and_redrive_policy_letters_by_that_name() {
+        let now = Utc::now();
+        let mut d = letter("export", "poison", 10);
+        d.message_id = "8f14e45f-ceea-4e7b-a2d6-3b0b5c1d2e3f".into();
+        let listed = Selection {
+            message_ids: vec!["8f14e45f".into()],
+            ..Default::default()
+        };
+        assert!(listed.matches(&d, now));
+        let whole = Selection {
+            message_ids: vec![d.message_id.clone()],
+            ..Default::default()
+        };
+        assert!(whole.matches(&d, now));
+        let other = Selection {
+            message_ids: vec!["8f14e45e".into()],
+            ..Default::default()
+        };
+        assert!(!other.matches(&d, now));
+
+        let by_policy = Selection {
+            reasons: vec![REDRIVE_POLICY.into()],
+            ..Default::default()
+        };
+        assert!(!by_policy.matches(&d, now));
+        d.reason = None;
+        assert!(by_policy.matches(&d, now));
     }
 }

@@ -61,9 +61,11 @@ impl Schedule {
                 if after < anchor {
                     anchor
                 } else {
-                    let step = Duration::from_std(*interval).ok()?;
-                    let elapsed = (after - anchor).num_milliseconds() / step.num_milliseconds();
-                    anchor + step * (elapsed as i32 + 1)
+                    // Checked: a huge rate has no next run within the calendar's range.
+                    let step = Duration::from_std(*interval).ok()?.num_milliseconds();
+                    let elapsed = (after - anchor).num_milliseconds() / step;
+                    let offset = step.checked_mul(elapsed.checked_add(1)?)?;
+                    anchor.checked_add_signed(Duration::try_milliseconds(offset)?)?
                 }
             }
             Expression::At(local) => {

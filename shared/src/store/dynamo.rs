@@ -304,7 +304,7 @@ fn decode(key: &str, item: HashMap<String, AttributeValue>) -> Result<ExecutionR
 fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    R: std::fmt::Debug + 'static,
 {
     StoreError::Unavailable(crate::aws::describe(&err))
 }
