@@ -3,6 +3,7 @@
 
 use std::process::{Command, Output};
 
+use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
 use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
 
 fn schedkit(args: &[&str]) -> Output {
@@ -140,8 +141,10 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
     let stack = Stack::create(&sdk, &unique("cli"), StackOptions::default())
         .await
         .unwrap();
-    let group = unique("cli-group");
-    let catalog = std::env::temp_dir().join(format!("{group}.toml"));
+    let catalog_group = unique("cli-group");
+    // Without --stage the console works on stage `dev`, whose group the template names so.
+    let group = format!("{catalog_group}-dev");
+    let catalog = std::env::temp_dir().join(format!("{catalog_group}.toml"));
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../infra/catalog.toml"
@@ -151,13 +154,13 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
         &catalog,
         shipped.replace(
             "schedule_group = \"schedkit\"",
-            &format!("schedule_group = \"{group}\""),
+            &format!("schedule_group = \"{catalog_group}\""),
         ),
     )
     .unwrap();
     let catalog = catalog.to_string_lossy().to_string();
     let queue_arn = stack.arn_of(&stack.queue_url);
-    let sync = |dry: bool| {
+    let sync = |extra: &[&str]| {
         let mut args = vec![
             "--catalog",
             &catalog,
@@ -168,12 +171,10 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
             "--role-arn",
             "arn:aws:iam::000000000000:role/s",
         ];
-        if dry {
-            args.push("--dry-run");
-        }
+        args.extend(extra);
         schedkit(&args)
     };
-    let dry = sync(true);
+    let dry = sync(&["--dry-run"]);
     assert!(dry.status.success(), "{}", stderr(&dry));
     assert_eq!(
         stdout(&dry),
@@ -195,11 +196,60 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
             .is_err(),
         "the dry run created nothing"
     );
-    assert!(stdout(&sync(false)).ends_with("applied: 4 write(s)\n"));
+    assert!(stdout(&sync(&[])).ends_with("applied: 4 write(s)\n"));
     assert_eq!(
-        stdout(&sync(false)),
+        stdout(&sync(&[])),
         format!("schedule group {group}: in sync with the catalog, nothing to do\n")
     );
+
+    // A schedule the catalog does not list is deleted only when the operator says so.
+    scheduler
+        .create_schedule()
+        .group_name(&group)
+        .name("stray")
+        .schedule_expression("rate(1 hour)")
+        .flexible_time_window(
+            FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Off)
+                .build()
+                .unwrap(),
+        )
+        .target(
+            Target::builder()
+                .arn(&queue_arn)
+                .role_arn("arn:aws:iam::000000000000:role/s")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let stray_exists = || async {
+        scheduler
+            .get_schedule()
+            .group_name(&group)
+            .name("stray")
+            .send()
+            .await
+            .is_ok()
+    };
+    let refused = sync(&[]);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert_eq!(
+        stderr(&refused),
+        format!(
+            "schedkit: error: delete 1 schedule(s) from group {group}: stray: refusing without --yes (no terminal to confirm on)\n"
+        )
+    );
+    assert!(stray_exists().await, "nothing was deleted without --yes");
+    let confirmed = sync(&["--yes"]);
+    assert!(confirmed.status.success(), "{}", stderr(&confirmed));
+    assert!(
+        stdout(&confirmed).contains("- delete stray"),
+        "{}",
+        stdout(&confirmed)
+    );
+    assert!(!stray_exists().await);
 
     let fire = schedkit(&[
         "--catalog",

@@ -433,6 +433,15 @@ async fn redrive_all_uses_a_move_task_and_reports_progress() {
         .collect();
     assert_eq!(moved, all.keys().cloned().collect());
     assert_eq!(stack.counts(&stack.dlq_url).await.unwrap(), (0, 0, 0));
+
+    // Actions answer scripts in JSON too.
+    let out = console.run(&[
+        "--output", "json", "dlq", "purge", "--job", "export", "--yes",
+    ]);
+    assert!(out.status.success());
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["deleted"], 0);
+    assert_eq!(result["selection"], "dead letters with job export");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -270,12 +270,14 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 })
                 .await?;
                 progress.finish();
-                println!(
-                    "moved {} dead letter(s) back with a message move task ({})",
-                    done.moved, done.status
+                details = json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status});
+                cli.output.outcome(
+                    &format!(
+                        "moved {} dead letter(s) back with a message move task ({})",
+                        done.moved, done.status
+                    ),
+                    &details,
                 );
-                details =
-                    json!({"selection": "all", "moved": done.moved, "via": "message move task"});
             } else {
                 let mut progress = Progress::new("redriving", None);
                 let done = dlq::redrive_selected(
@@ -287,11 +289,14 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 )
                 .await?;
                 progress.finish();
-                println!(
-                    "redrove {} dead letter(s); {} did not match and stay",
-                    done.done, done.skipped
+                details = json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"});
+                cli.output.outcome(
+                    &format!(
+                        "redrove {} dead letter(s); {} did not match and stay",
+                        done.done, done.skipped
+                    ),
+                    &details,
                 );
-                details = json!({"selection": a.describe(), "moved": done.done});
             }
             audit::record(
                 &sdk,
@@ -313,9 +318,12 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
             })
             .await?;
             progress.finish();
-            println!(
-                "deleted {} dead letter(s); {} did not match and stay",
-                done.done, done.skipped
+            cli.output.outcome(
+                &format!(
+                    "deleted {} dead letter(s); {} did not match and stay",
+                    done.done, done.skipped
+                ),
+                &json!({"selection": a.describe(), "deleted": done.done, "skipped": done.skipped}),
             );
             audit::record(&sdk, "dlq purge", json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe(), "deleted": done.done})).await?;
             Ok(())

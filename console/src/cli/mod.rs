@@ -102,13 +102,11 @@ pub fn load_catalog(cli: &Cli) -> anyhow::Result<schedkit::catalog::Catalog> {
     schedkit::catalog::Catalog::load(&cli.catalog).map_err(|e| UsageError(e.to_string()).into())
 }
 
-/// The schedule group a command works in: `<catalog group>-<stage>` with --stage (as the
-/// template names it), else the catalog's group.
+/// The schedule group a command works in: the stage's, `<catalog group>-<stage>` as the
+/// template names it, with the same default stage (`dev`) as every other command, so a
+/// bare `schedules sync` never builds a second group that fires the same jobs again.
 pub fn stage_group(catalog: &schedkit::catalog::Catalog, cli: &Cli) -> String {
-    match &cli.target.stage {
-        Some(stage) => format!("{}-{stage}", catalog.settings.schedule_group),
-        None => catalog.settings.schedule_group.clone(),
-    }
+    format!("{}-{}", catalog.settings.schedule_group, cli.target.stage())
 }
 
 /// `now` or an RFC 3339 instant.

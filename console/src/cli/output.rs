@@ -30,6 +30,19 @@ impl Output {
     }
 }
 
+impl Output {
+    /// Prints what an action did: `text` for people, `value` as JSON for scripts.
+    pub fn outcome(self, text: &str, value: &serde_json::Value) {
+        match self {
+            Output::Json => println!(
+                "{}",
+                serde_json::to_string_pretty(value).expect("JSON values serialise")
+            ),
+            Output::Table => println!("{text}"),
+        }
+    }
+}
+
 /// Columns padded to their widest cell, two spaces apart.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();

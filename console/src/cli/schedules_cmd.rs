@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
 use serde::Serialize;
 
+use super::style::confirm;
 use super::{Cli, Output, UsageError, load_catalog, parse_instant};
 use crate::trigger::sync::{self, SyncTargets};
 
@@ -48,10 +49,12 @@ pub struct SyncArgs {
     /// Where the scheduler puts firings it cannot deliver.
     #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
     pub dead_letter_arn: Option<String>,
-    /// The schedule group to sync (default: the catalog's; a deployed stage's is
-    /// `<catalog group>-<stage>`).
+    /// The schedule group to sync (default: the stage's, `<catalog group>-<stage>`).
     #[arg(long)]
     pub group: Option<String>,
+    /// Do not ask before deleting schedules the catalog no longer lists.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
     /// A chain's state machine: NAME=ARN (repeatable).
     #[arg(long = "chain", value_parser = parse_chain)]
     pub chains: Vec<(String, String)>,
@@ -130,6 +133,25 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     let plan = sync::plan(&client, &catalog, &targets)
         .await
         .context("planning the sync")?;
+    let deletes: Vec<&str> = plan
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            sync::Change::Delete { name } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !a.dry_run && !deletes.is_empty() {
+        confirm(
+            &format!(
+                "delete {} schedule(s) from group {}: {}",
+                deletes.len(),
+                plan.group,
+                deletes.join(", ")
+            ),
+            a.yes,
+        )?;
+    }
     let writes = if a.dry_run {
         0
     } else {
