@@ -1,10 +1,11 @@
-//! A TCP forwarder that a test can cut and heal: a real network failure between a client
-//! and LocalStack, with no mock in between.
+//! A TCP forwarder that a test can cut and heal, or have lose one answer: real network
+//! failures between a client and LocalStack, with no mock in between.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
@@ -12,6 +13,7 @@ use tokio::task::AbortHandle;
 pub struct TcpProxy {
     addr: SocketAddr,
     down: Arc<AtomicBool>,
+    lose_answer: Arc<AtomicBool>,
     connections: Arc<Mutex<Vec<AbortHandle>>>,
     accept: AbortHandle,
 }
@@ -23,17 +25,18 @@ impl TcpProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let down = Arc::new(AtomicBool::new(false));
+        let lose_answer = Arc::new(AtomicBool::new(false));
         let connections: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let (d, c) = (down.clone(), connections.clone());
+        let (d, l, c) = (down.clone(), lose_answer.clone(), connections.clone());
         let accept = tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 if d.load(Ordering::SeqCst) {
                     continue; // dropped: the client sees the connection closed
                 }
-                let target = target.clone();
+                let (target, lose) = (target.clone(), l.clone());
                 let task = tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    if let Ok(outbound) = TcpStream::connect(&target).await {
+                        forward(inbound, outbound, lose).await;
                     }
                 });
                 c.lock().unwrap().push(task.abort_handle());
@@ -43,6 +46,7 @@ impl TcpProxy {
         Ok(TcpProxy {
             addr,
             down,
+            lose_answer,
             connections,
             accept,
         })
@@ -61,6 +65,12 @@ impl TcpProxy {
         }
     }
 
+    /// The next answer from the target is dropped and its connection closed: the request
+    /// took effect, the client never learns it (and its SDK tries again).
+    pub fn lose_next_answer(&self) {
+        self.lose_answer.store(true, Ordering::SeqCst);
+    }
+
     /// Forwards again.
     pub fn heal(&self) {
         self.down.store(false, Ordering::SeqCst);
@@ -71,5 +81,27 @@ impl Drop for TcpProxy {
     fn drop(&mut self) {
         self.cut();
         self.accept.abort();
+    }
+}
+
+/// Copies both ways until either side closes; drops the answer and closes when `lose` is
+/// set (once).
+async fn forward(inbound: TcpStream, outbound: TcpStream, lose: Arc<AtomicBool>) {
+    let (mut client_read, mut client_write) = inbound.into_split();
+    let (mut target_read, mut target_write) = outbound.into_split();
+    let requests = tokio::io::copy(&mut client_read, &mut target_write);
+    let answers = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = target_read.read(&mut buf).await?;
+            if n == 0 || lose.swap(false, Ordering::SeqCst) {
+                return Ok::<_, std::io::Error>(());
+            }
+            client_write.write_all(&buf[..n]).await?;
+        }
+    };
+    tokio::select! {
+        _ = requests => {}
+        _ = answers => {}
     }
 }

@@ -177,3 +177,38 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
         [AttemptOutcome::LeaseExpired, AttemptOutcome::Succeeded]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_completion_whose_answer_was_lost_is_known_as_applied_when_its_retry_meets_it() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("lost-answer"), StackOptions::default())
+        .await
+        .unwrap();
+    let proxy = Arc::new(
+        TcpProxy::start(endpoint().trim_start_matches("http://"))
+            .await
+            .unwrap(),
+    );
+    // While the job runs, the proxy is told to drop DynamoDB's next answer: the completion
+    // is written, the worker's SDK sees the connection close and sends it again, and that
+    // second try is refused by the completion itself.
+    let loser = proxy.clone();
+    let worker = through_proxy(&stack, &sdk, &proxy, jobs(move || loser.lose_next_answer()));
+
+    stack.send_envelope(&envelope(5)).await.unwrap();
+    let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
+    let reports = worker.process(batch, None).await;
+    assert!(
+        matches!(reports[0].outcome, Outcome::Succeeded),
+        "not reported as a lost lease: {reports:?}"
+    );
+    assert!(reports[0].outcome.acknowledged());
+    let record = stack
+        .record(reports[0].key.as_deref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((record.status, record.attempt), (Status::Done, 1));
+    let outcomes: Vec<_> = record.history.iter().map(|h| h.outcome).collect();
+    assert_eq!(outcomes, [AttemptOutcome::Succeeded]);
+}

@@ -198,8 +198,14 @@ impl DynamoStore {
             .expression_attribute_values(":attempt_base", n(after.attempt_base as i64))
             .send()
             .await;
-        self.fenced(&claimed.execution_key, result.map(|_| ()))?;
-        Ok(after)
+        match self.fenced(&claimed.execution_key, result.map(|_| ())) {
+            Ok(()) => Ok(after),
+            // Applied by an earlier try whose answer was lost; the SDK's retry met it.
+            Err(TransitionError::LeaseLost {
+                current: Some(current),
+            }) if current.holds_outcome(&after) => Ok(after),
+            Err(e) => Err(e),
+        }
     }
 
     /// Reads one record (strongly consistent). Used by tools and tests, never on the hot path.

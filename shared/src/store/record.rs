@@ -125,6 +125,17 @@ impl ExecutionRecord {
         self.attempt.saturating_sub(self.attempt_base)
     }
 
+    /// Whether this record, returned with a refused write, already holds `attempted`: the
+    /// outcome the same claim tried to write. That happens when a write was applied but
+    /// its answer was lost and the SDK retried it; the retry is refused by its own effect.
+    pub fn holds_outcome(&self, attempted: &ExecutionRecord) -> bool {
+        self.owner.is_some()
+            && self.owner == attempted.owner
+            && self.attempt == attempted.attempt
+            && self.status == attempted.status
+            && self.updated_at == attempted.updated_at
+    }
+
     /// Whether the lease is still held at `now`.
     pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
         self.status == Status::Running
@@ -421,6 +432,28 @@ mod tests {
         );
         let redriven = claimed_record(Some(failed), &request("b", "2026-01-02T00:00:00Z"));
         assert_eq!((redriven.attempt, redriven.round_attempt()), (4, 1));
+    }
+
+    #[test]
+    fn a_refusal_by_our_own_applied_outcome_is_told_from_a_lost_lease() {
+        let ours = claimed_record(None, &request("a:1", "2026-01-01T00:00:00Z"));
+        let done = finished_record(
+            &ours,
+            &Finish::Succeeded { result: json!(1) },
+            "2026-01-01T00:00:05Z".parse().unwrap(),
+        );
+        // The write was applied and its answer lost: the retry meets the very same outcome.
+        assert!(done.clone().holds_outcome(&done));
+        // Someone else reclaimed the run and finished it: not ours.
+        let theirs = claimed_record(Some(ours.clone()), &request("b:2", "2026-01-01T00:02:00Z"));
+        let their_done = finished_record(
+            &theirs,
+            &Finish::Succeeded { result: json!(1) },
+            "2026-01-01T00:00:05Z".parse().unwrap(),
+        );
+        assert!(!their_done.holds_outcome(&done));
+        // Still ours but not yet finished (the write was never applied): not an outcome.
+        assert!(!ours.holds_outcome(&done));
     }
 
     #[test]
