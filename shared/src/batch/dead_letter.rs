@@ -72,12 +72,30 @@ pub struct DeadLetter<'a> {
 /// Longest error text put in an attribute; the record keeps the full history.
 const ERROR_ATTRIBUTE_CAP: usize = 1024;
 
+/// Longest job name or key put in an attribute (they come from the message and may be
+/// anything); the body carries them whole.
+const NAME_ATTRIBUTE_CAP: usize = 512;
+
+/// `text` as SQS accepts it in an attribute: characters XML does not allow (NUL and the
+/// other control characters but tab and line breaks, U+FFFE, U+FFFF) become U+FFFD.
+/// They reach us inside JSON escapes of a poison message, which must still be
+/// dead-lettered with its reason.
+fn attribute_text(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            '\u{0}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}' => '\u{fffd}',
+            _ => c,
+        })
+        .collect()
+}
+
 /// Sends the dead letter; an error means it was not sent and the source must stay.
 pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Result<(), String> {
     let string = |v: &str| {
         MessageAttributeValue::builder()
             .data_type("String")
-            .string_value(v)
+            .string_value(attribute_text(v))
             .build()
             .expect("data type and value are set")
     };
@@ -109,7 +127,7 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
     }
     for (name, value) in [(attr::JOB, letter.job), (attr::KEY, letter.key)] {
         if let Some(v) = value.filter(|v| !v.is_empty()) {
-            req = req.message_attributes(name, string(v));
+            req = req.message_attributes(name, string(prefix(v, NAME_ATTRIBUTE_CAP)));
         }
     }
     req.send().await.map(|_| ()).map_err(|e| {
@@ -118,4 +136,17 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
             crate::aws::describe(&e)
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_text_replaces_what_sqs_refuses_and_keeps_the_rest() {
+        assert_eq!(attribute_text("a\u{0}b\u{1b}c"), "a\u{fffd}b\u{fffd}c");
+        assert_eq!(attribute_text("line\none\ttab\r"), "line\none\ttab\r");
+        assert_eq!(attribute_text("x\u{fffe}\u{ffff}"), "x\u{fffd}\u{fffd}");
+        assert_eq!(attribute_text("Zürich 🚀 #2026"), "Zürich 🚀 #2026");
+    }
 }
