@@ -131,11 +131,15 @@ impl Selection {
     }
 }
 
+/// One batch, long-polled: a short poll asks only some of SQS's servers and may answer
+/// empty while messages remain, which would end a scan early. A long poll asks them all,
+/// so an empty answer means no visible message is left.
 async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> anyhow::Result<Vec<Message>> {
     Ok(sqs
         .receive_message()
         .queue_url(queue_url)
         .max_number_of_messages(10)
+        .wait_time_seconds(1)
         .visibility_timeout(hold.as_secs() as i32)
         .message_attribute_names("All")
         .message_system_attribute_names(MessageSystemAttributeName::All)
