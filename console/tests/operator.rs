@@ -517,6 +517,27 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
     assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
     assert!(!stderr.contains('{'), "no Debug dump: {stderr}");
 
+    // An audit trail that cannot be written stops an action before it happens.
+    let out = console
+        .command(&["fire", "long-report"])
+        .env("SCHEDKIT_AUDIT_LOG", "/proc/no-such-dir/audit.jsonl")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with(
+            "schedkit: error: cannot write the audit trail /proc/no-such-dir/audit.jsonl"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(
+        stack.counts(&stack.queue_url).await.unwrap(),
+        (0, 0, 0),
+        "nothing was fired"
+    );
+
     // Nothing answers at the endpoint: the cause, on one line, without the SDK's Debug dump.
     let out = console
         .command(&["status"])

@@ -258,6 +258,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
         }
         DlqCommand::Redrive(a) => {
             let selection = a.selection()?;
+            audit::ensure_writable()?;
             confirm(
                 &format!("redrive {} to {}", a.describe(), target.queue_url),
                 a.yes,
@@ -308,6 +309,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
         }
         DlqCommand::Purge(a) => {
             let selection = a.selection()?;
+            audit::ensure_writable()?;
             confirm(
                 &format!("delete {} from {} for good", a.describe(), target.dlq_url),
                 a.yes,

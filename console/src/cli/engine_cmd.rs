@@ -43,6 +43,7 @@ struct Row {
 }
 
 pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
+    crate::ops::audit::ensure_writable()?;
     let groups = if a.groups.is_empty() {
         let group = super::stage_group(&load_catalog(cli)?, cli);
         vec![once_group(&group), group]
@@ -50,6 +51,7 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
         a.groups.clone()
     };
     let sdk = cli.aws.sdk_config().await;
+    let watched = groups.clone();
     let engine = Engine::new(
         &sdk,
         EngineOptions {
@@ -62,6 +64,12 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
         },
     );
     let (Some(from), Some(to)) = (&a.from, &a.to) else {
+        crate::ops::audit::record(
+            &sdk,
+            "engine real time",
+            serde_json::json!({"groups": watched}),
+        )
+        .await?;
         eprintln!("firing schedules in real time; Ctrl-C stops");
         return engine
             .run(Duration::from_secs(a.tick.max(1)), async {

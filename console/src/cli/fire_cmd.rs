@@ -69,6 +69,7 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     // The worker would reject what the key template cannot fill: say so now instead.
     schedkit::key::execution_key(&envelope, job.policy.key_template.as_ref())
         .map_err(|e| UsageError(e.to_string()))?;
+    crate::ops::audit::ensure_writable()?;
 
     let sdk = cli.aws.sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);

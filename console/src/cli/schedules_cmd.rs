@@ -141,6 +141,9 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
             _ => None,
         })
         .collect();
+    if !a.dry_run {
+        crate::ops::audit::ensure_writable()?;
+    }
     if !a.dry_run && !deletes.is_empty() {
         confirm(
             &format!(

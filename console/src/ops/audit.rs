@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use anyhow::Context;
 use aws_config::SdkConfig;
 use serde_json::{Value, json};
 
@@ -36,6 +37,31 @@ pub async fn who(sdk: &SdkConfig) -> String {
     }
 }
 
+/// Checks that the audit trail can be written. Commands that change state call it before
+/// they act: an action must not happen if its audit line cannot be kept.
+pub fn ensure_writable() -> anyhow::Result<()> {
+    open().map(drop)
+}
+
+fn open() -> anyhow::Result<std::fs::File> {
+    let path = path();
+    let opened = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        });
+    opened.with_context(|| {
+        format!(
+            "cannot write the audit trail {} (set SCHEDKIT_AUDIT_LOG to a writable file)",
+            path.display()
+        )
+    })
+}
+
 /// Appends the line for one action.
 pub async fn record(sdk: &SdkConfig, action: &str, details: Value) -> anyhow::Result<()> {
     let line = json!({
@@ -44,14 +70,6 @@ pub async fn record(sdk: &SdkConfig, action: &str, details: Value) -> anyhow::Re
         "what": action,
         "details": details,
     });
-    let path = path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)?;
-    writeln!(file, "{line}")?;
-    Ok(())
+    writeln!(open()?, "{line}")
+        .with_context(|| format!("writing the audit trail {}", path().display()))
 }
