@@ -179,3 +179,75 @@ async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
         "gone from the source queue"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delivery_seen_again_is_dead_lettered_again_and_only_a_redrive_reruns_it() {
+    let sdk = localstack().await;
+    // A 1 s visibility: the failed message comes back quickly when it is not deleted.
+    let options = StackOptions {
+        visibility_timeout: Some(1),
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("refail"), options)
+        .await
+        .unwrap();
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counter = runs.clone();
+    let registry = Registry::new().register("export", policy(1), move |_ctx: JobContext| {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        async { Err::<serde_json::Value, _>(JobError::retryable("partner API said 422")) }
+    });
+    let worker = stack.processor(registry, "w", Metrics::capture().0);
+    let mut envelope = Envelope::new("export", "2026-11-02T08:00:00Z".parse().unwrap());
+    envelope.key = Some("export-2026-11-02".into());
+    let message_id = stack.send(&envelope.to_json()).await.unwrap();
+
+    // The worker fails the run and dead-letters the message, then stops before deleting
+    // it (the reports are not acknowledged to SQS).
+    let first = stack.receive(1, Duration::from_secs(5)).await.unwrap();
+    let reports = worker.process(first, None).await;
+    assert!(matches!(reports[0].outcome, Outcome::DeadLettered { .. }));
+
+    // The same delivery comes back: dead-lettered again, not run again.
+    let again = stack.receive(1, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(again[0].message_id.as_deref(), Some(message_id.as_str()));
+    let reports = worker.process(again, None).await;
+    assert!(
+        matches!(
+            reports[0].outcome,
+            Outcome::DeadLettered {
+                reason: DeadLetterReason::AttemptsExhausted,
+                ..
+            }
+        ),
+        "{reports:?}"
+    );
+    schedkit::poller::delete_acknowledged(&stack.sqs, &stack.queue_url, &reports).await;
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "run once"
+    );
+    let record = stack.record("export-2026-11-02").await.unwrap().unwrap();
+    assert_eq!((record.status, record.attempt), (Status::Failed, 1));
+    // A duplicate dead letter, never a loss.
+    let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(letters.len(), 2);
+    assert!(letters.iter().all(|l| {
+        l.message_attributes.as_ref().unwrap()[attr::KEY]
+            .string_value
+            .as_deref()
+            == Some("export-2026-11-02")
+    }));
+
+    // A redrive is another message: it starts a new round and runs the job.
+    stack
+        .send(letters[0].body.as_deref().unwrap())
+        .await
+        .unwrap();
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(stats.outcomes.get("dead-lettered"), Some(&1));
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    let record = stack.record("export-2026-11-02").await.unwrap().unwrap();
+    assert_eq!((record.status, record.attempt), (Status::Failed, 2));
+}

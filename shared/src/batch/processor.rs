@@ -255,6 +255,31 @@ impl Processor {
                 self.log(&transition, "IN_PROGRESS", record.round_attempt(), 0, "");
                 Outcome::InProgress { retry_in }
             }
+            Ok(ClaimOutcome::AlreadyFailed(record)) => {
+                // Its run is decided: send the dead letter again (a duplicate at worst,
+                // if the first one was sent) and acknowledge, without running the job.
+                let attempts = record.failed_round_attempts();
+                let reason = if registered.policy.retry.exhausted(attempts) {
+                    DeadLetterReason::AttemptsExhausted
+                } else {
+                    DeadLetterReason::PermanentError
+                };
+                let error = record.last_error.clone().unwrap_or_default();
+                let letter = DeadLetter {
+                    body: ctx.body,
+                    reason,
+                    error: &error,
+                    job: Some(&envelope.job),
+                    key: Some(&key),
+                    attempts,
+                    failed_at: Utc::now(),
+                    source_queue: &self.inner.config.queue_url,
+                    source_message_id: ctx.message_id,
+                };
+                self.inner.metrics.count(&envelope.job, Metric::Duplicate);
+                self.log(&transition, "ALREADY_FAILED", attempts, 0, &error);
+                self.dead_letter(&letter).await
+            }
             Ok(ClaimOutcome::Conflict(record)) => {
                 let error = format!(
                     "key `{key}` was first used with a different payload (payload hash {} on record, {} in this message)",

@@ -46,9 +46,11 @@ pub enum TransitionError {
     Store(#[from] StoreError),
 }
 
-/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or FAILED (a
-/// redrive), or RUNNING with an expired lease; and always the same payload.
-pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying, :failed) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or FAILED and
+/// brought by another message than the one that failed (a redrive: the failed delivery
+/// itself, seen again after a crash between dead-lettering and deleting it, must not
+/// start a new round), or RUNNING with an expired lease; and always the same payload.
+pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id) OR (#status = :running AND #lease_expires_at < :now_ms)))";
 /// Owner condition of every later write of an attempt: the fencing check.
 pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
 
@@ -337,6 +339,8 @@ mod tests {
                 "payload_hash",
                 "status",
                 "status",
+                "message_id",
+                "status",
                 "lease_expires_at"
             ]
         );
@@ -349,7 +353,7 @@ mod tests {
         // The whole exactly-once promise rests on this string: change it knowingly.
         assert_eq!(
             CLAIM_CONDITION,
-            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying, :failed) OR (#status = :running AND #lease_expires_at < :now_ms)))"
+            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id) OR (#status = :running AND #lease_expires_at < :now_ms)))"
         );
         assert_eq!(OWNER_CONDITION, "#status = :running AND #owner = :owner");
     }

@@ -136,6 +136,16 @@ impl ExecutionRecord {
             && self.updated_at == attempted.updated_at
     }
 
+    /// How many attempts the last FAILED round took: the history entries after the
+    /// previous FAILED one.
+    pub fn failed_round_attempts(&self) -> u32 {
+        let earlier = self.history.iter().rev().skip(1);
+        let before = earlier
+            .take_while(|h| h.outcome != AttemptOutcome::Failed)
+            .count();
+        before as u32 + 1
+    }
+
     /// Whether the lease is still held at `now`.
     pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
         self.status == Status::Running
@@ -173,6 +183,10 @@ pub enum ClaimOutcome {
     InProgress(ExecutionRecord),
     /// The same key arrived with a different payload: reject this delivery.
     Conflict(ExecutionRecord),
+    /// This very delivery already ended the run FAILED: it was dead-lettered, or was about
+    /// to be when its worker stopped. Dead-letter it (again) instead of running it; only a
+    /// redrive, which is another message, starts a new round.
+    AlreadyFailed(ExecutionRecord),
 }
 
 /// What a refused claim means, from the item DynamoDB returned (ALL_OLD) with the refusal.
@@ -181,6 +195,8 @@ pub fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOu
         ClaimOutcome::Conflict(current)
     } else if current.status == Status::Done {
         ClaimOutcome::Duplicate(current)
+    } else if current.status == Status::Failed {
+        ClaimOutcome::AlreadyFailed(current)
     } else {
         // RUNNING with a live lease; or a claimable state that changed under us between
         // our condition and now (another worker won a race): either way, not ours now.
@@ -430,8 +446,21 @@ mod tests {
                 AttemptOutcome::Failed
             ]
         );
+        assert_eq!(failed.failed_round_attempts(), 3);
+        assert!(matches!(
+            classify_refusal(failed.clone(), &request("b", "2026-01-02T00:00:00Z")),
+            ClaimOutcome::AlreadyFailed(_)
+        ));
         let redriven = claimed_record(Some(failed), &request("b", "2026-01-02T00:00:00Z"));
         assert_eq!((redriven.attempt, redriven.round_attempt()), (4, 1));
+        let failed_again = finished_record(
+            &redriven,
+            &Finish::Failed {
+                error: "still".into(),
+            },
+            "2026-01-02T00:00:01Z".parse().unwrap(),
+        );
+        assert_eq!(failed_again.failed_round_attempts(), 1);
     }
 
     #[test]
