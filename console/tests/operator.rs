@@ -506,16 +506,12 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
         .env("AWS_EC2_METADATA_DISABLED", "true")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.starts_with("schedkit: error: looking up queue schedkit-")
-            && stderr.contains("credentials"),
-        "{stderr}"
+    one_line_error(
+        &out,
+        1,
+        "schedkit: error: looking up queue schedkit-",
+        "credentials",
     );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
-    assert!(!stderr.contains('{'), "no Debug dump: {stderr}");
 
     // An audit trail that cannot be written stops an action before it happens.
     let out = console
@@ -523,15 +519,12 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
         .env("SCHEDKIT_AUDIT_LOG", "/proc/no-such-dir/audit.jsonl")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.starts_with(
-            "schedkit: error: cannot write the audit trail /proc/no-such-dir/audit.jsonl"
-        ),
-        "{stderr}"
+    one_line_error(
+        &out,
+        1,
+        "schedkit: error: cannot write the audit trail /proc/no-such-dir/audit.jsonl",
+        "SCHEDKIT_AUDIT_LOG",
     );
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert_eq!(
         stack.counts(&stack.queue_url).await.unwrap(),
         (0, 0, 0),
@@ -544,13 +537,24 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
         .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
         .output()
         .unwrap();
+    one_line_error(
+        &out,
+        1,
+        "schedkit: error: looking up queue schedkit-",
+        "Connection refused",
+    );
+}
+
+/// The command failed with `code` and one line that starts with `start` and mentions
+/// `mentions`: no backtrace, no Debug dump of an SDK error.
+fn one_line_error(out: &std::process::Output, code: i32, start: &str, mentions: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
     assert!(
-        stderr.starts_with("schedkit: error: looking up queue schedkit-")
-            && stderr.contains("Connection refused"),
+        stderr.starts_with(start) && stderr.contains(mentions),
         "{stderr}"
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(!stderr.contains("panicked") && !stderr.contains("backtrace"));
     assert!(!stderr.contains('{'), "no Debug dump: {stderr}");
 }

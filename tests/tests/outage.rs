@@ -15,6 +15,12 @@ use schedkit_testkit::proxy::TcpProxy;
 use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
 use serde_json::json;
 
+async fn proxy_to_localstack() -> TcpProxy {
+    TcpProxy::start(endpoint().trim_start_matches("http://"))
+        .await
+        .unwrap()
+}
+
 /// A processor whose store talks to DynamoDB through `proxy`, with short timeouts.
 fn through_proxy(
     stack: &Stack,
@@ -72,9 +78,7 @@ async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
     let stack = Stack::create(&sdk, &unique("outage"), options)
         .await
         .unwrap();
-    let proxy = TcpProxy::start(endpoint().trim_start_matches("http://"))
-        .await
-        .unwrap();
+    let proxy = proxy_to_localstack().await;
     let worker = through_proxy(&stack, &sdk, &proxy, jobs(|| {}));
 
     for hour in 1..=3 {
@@ -128,11 +132,7 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     let stack = Stack::create(&sdk, &unique("midrun"), options)
         .await
         .unwrap();
-    let proxy = Arc::new(
-        TcpProxy::start(endpoint().trim_start_matches("http://"))
-            .await
-            .unwrap(),
-    );
+    let proxy = Arc::new(proxy_to_localstack().await);
     // The network to DynamoDB fails while the job runs: the claim is written, the
     // completion cannot be.
     let cutter = proxy.clone();
@@ -184,11 +184,7 @@ async fn a_completion_whose_answer_was_lost_is_known_as_applied_when_its_retry_m
     let stack = Stack::create(&sdk, &unique("lost-answer"), StackOptions::default())
         .await
         .unwrap();
-    let proxy = Arc::new(
-        TcpProxy::start(endpoint().trim_start_matches("http://"))
-            .await
-            .unwrap(),
-    );
+    let proxy = Arc::new(proxy_to_localstack().await);
     // While the job runs, the proxy is told to drop DynamoDB's next answer: the completion
     // is written, the worker's SDK sees the connection close and sends it again, and that
     // second try is refused by the completion itself.
