@@ -457,16 +457,22 @@ async fn mistakes_get_one_line_and_a_non_zero_exit() {
         String::from_utf8_lossy(&nowhere.stderr),
         "schedkit: error: queue `schedkit-no-such-stage-jobs` does not exist: is stage `no-such-stage` deployed? Give --stage, or --queue-url/--dlq-url\n"
     );
+    let nowhere = Console::new("no-such-stage").run(&["executions", "list"]);
+    assert_eq!(nowhere.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&nowhere.stderr),
+        "schedkit: error: table `schedkit-no-such-stage-executions` does not exist: is stage `no-such-stage` deployed? Give --stage, or --table\n"
+    );
     let cases: [(&[&str], i32, &str); 5] = [
         (
             &["--table", "no-such-table", "executions", "list"],
-            1,
-            "schedkit: error: scanning no-such-table: ResourceNotFoundException: ",
+            2,
+            "schedkit: error: table `no-such-table` does not exist: check --table",
         ),
         (
             &["--table", "no-such-table", "executions", "show", "k"],
-            1,
-            "schedkit: error: reading no-such-table: execution store unavailable: ResourceNotFoundException: ",
+            2,
+            "schedkit: error: table `no-such-table` does not exist: check --table",
         ),
         (
             &["executions", "list", "--page", "not-a-token"],

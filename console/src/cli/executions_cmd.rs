@@ -41,6 +41,22 @@ fn parse_status(text: &str) -> Result<Status, String> {
     })
 }
 
+/// A table that does not exist is a mistake in the input (a stage not deployed, a wrong
+/// --table), said as such (exit 2), like an unknown stage's queues.
+fn missing_table(e: anyhow::Error, table: &str, cli: &Cli) -> anyhow::Error {
+    if !e.to_string().contains("ResourceNotFoundException") {
+        return e;
+    }
+    let hint = match &cli.target.table {
+        Some(_) => "check --table".to_string(),
+        None => format!(
+            "is stage `{}` deployed? Give --stage, or --table",
+            cli.target.stage()
+        ),
+    };
+    UsageError(format!("table `{table}` does not exist: {hint}")).into()
+}
+
 pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
@@ -68,7 +84,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
                 if e.to_string().contains("--page") {
                     UsageError(e.to_string()).into()
                 } else {
-                    e
+                    missing_table(e, &table, cli)
                 }
             })?;
             if cli.output == Output::Json {
@@ -122,7 +138,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             let record = store
                 .get(key)
                 .await
-                .map_err(|e| anyhow::anyhow!("reading {table}: {e}"))?
+                .map_err(|e| missing_table(anyhow::anyhow!("reading {table}: {e}"), &table, cli))?
                 .ok_or_else(|| UsageError(format!("no execution `{key}` in {table}")))?;
             if cli.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&record)?);
