@@ -361,6 +361,18 @@ fn occurrences() {
             exhausted: true,
             ..case("at(2020-01-01T00:00:00)", UTC, "2026-01-01T00:00:00Z", &[])
         },
+        // AWS ignores StartDate and EndDate for one-time schedules.
+        Case {
+            start: Some("2030-06-01T00:00:00Z"),
+            end: Some("2029-06-01T00:00:00Z"),
+            exhausted: true,
+            ..case(
+                "at(2030-01-01T00:00:00)",
+                UTC,
+                "2029-12-01T00:00:00Z",
+                &["2030-01-01T00:00:00Z"],
+            )
+        },
         // Start and end dates bound every kind.
         Case {
             start: Some("2026-11-29T10:30:00Z"),
@@ -464,6 +476,10 @@ fn invalid_expressions_say_where_and_what_was_expected() {
         (
             "rate(0 hours)",
             "invalid schedule expression `rate(0 hours)` at position 5: `0` is not a positive whole number",
+        ),
+        (
+            "rate(18446744073709551615 days)",
+            "invalid schedule expression `rate(18446744073709551615 days)` at position 5: `18446744073709551615` days is too long an interval",
         ),
         (
             "rate(2 weeks)",

@@ -120,5 +120,7 @@ fn rate(inner: &str, text: &str, offset: usize) -> Result<Duration, ExpressionEr
         }
         _ => {}
     }
-    Ok(Duration::from_secs(n * seconds))
+    n.checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(|| err(0, format!("`{value}` {unit} is too long an interval")))
 }

@@ -38,6 +38,11 @@ impl Schedule {
 
     /// The first occurrence strictly after `after`.
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        // EventBridge Scheduler ignores StartDate and EndDate for one-time schedules.
+        if let Expression::At(local) = &self.expression.kind {
+            let t = at_instant(self.timezone, *local);
+            return (t > after).then_some(t);
+        }
         let after = match self.start {
             // Strictly after "just before the start": the start itself may be an occurrence.
             Some(start) if start > after => start - Duration::nanoseconds(1),
@@ -68,14 +73,7 @@ impl Schedule {
                     anchor.checked_add_signed(Duration::try_milliseconds(offset)?)?
                 }
             }
-            Expression::At(local) => {
-                let t = at_instant(self.timezone, *local);
-                if t > after {
-                    t
-                } else {
-                    return None;
-                }
-            }
+            Expression::At(_) => return None, // answered above
         };
         match self.end {
             Some(end) if next >= end => None,
