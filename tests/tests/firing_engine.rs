@@ -1,12 +1,16 @@
 //! The local firing engine against LocalStack: a fast-forwarded day of cron, rate and at
 //! schedules in two time zones yields exactly the expected envelopes; two engines at once
 //! fire nothing twice; a disabled schedule fires nothing; a one-time schedule with DELETE
-//! is gone after firing; a failing target is retried, then dead-lettered; and a schedule
+//! is gone after firing, a recurring one with DELETE after its last firing before its end
+//! date; a failing target is retried, then dead-lettered; and a schedule
 //! runs end to end through the worker to a DONE record.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use aws_sdk_scheduler::types::{
+    ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
+};
 use chrono::{DateTime, Utc};
 use schedkit::catalog::Catalog;
 use schedkit::{Envelope, Metrics, Status};
@@ -210,6 +214,85 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
             .await
             .is_ok()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recurring_schedule_with_delete_runs_until_its_end_date_then_is_gone() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("until"), StackOptions::default())
+        .await
+        .unwrap();
+    let queue_arn = stack.arn_of(&stack.queue_url);
+    let group = schedules(&sdk, &stack, "", &queue_arn).await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    // A recurring schedule with an end date and DELETE: every run before the end, then gone.
+    scheduler
+        .create_schedule()
+        .group_name(&group)
+        .name("hourly-until-3")
+        .schedule_expression("cron(0 * * * ? *)")
+        .end_date(aws_sdk_scheduler::primitives::DateTime::from_secs(
+            utc("2030-06-03T03:00:00Z").timestamp(),
+        ))
+        .action_after_completion(ActionAfterCompletion::Delete)
+        .flexible_time_window(
+            FlexibleTimeWindow::builder()
+                .mode(FlexibleTimeWindowMode::Off)
+                .build()
+                .unwrap(),
+        )
+        .target(
+            Target::builder()
+                .arn(&queue_arn)
+                .role_arn("arn:aws:iam::000000000000:role/scheduler")
+                .input(
+                    r#"{"job":"hourly","scheduled_for":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>","schedule_arn":"<aws.scheduler.schedule-arn>","attempt":<aws.scheduler.attempt-number>}"#,
+                )
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let gone = || async {
+        scheduler
+            .get_schedule()
+            .group_name(&group)
+            .name("hourly-until-3")
+            .send()
+            .await
+            .is_err()
+    };
+    // Two passes, as a real-time engine re-reads the schedules on every tick: the first
+    // run must not delete the schedule, or the later ones would never fire.
+    let engine = engine(&sdk, &stack, &group, "engine");
+    let first = engine
+        .fast_forward(utc("2030-06-03T00:00:00Z"), utc("2030-06-03T01:30:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(
+        !gone().await,
+        "still there: runs are left before the end date"
+    );
+    let rest = engine
+        .fast_forward(utc("2030-06-03T01:30:00Z"), utc("2030-06-04T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 1, "{rest:#?}");
+    assert!(gone().await, "deleted after its last run");
+    let expected: BTreeMap<String, Vec<String>> = [(
+        "hourly".to_string(),
+        [
+            "2030-06-03T00:00:00+00:00",
+            "2030-06-03T01:00:00+00:00",
+            "2030-06-03T02:00:00+00:00",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )]
+    .into();
+    assert_eq!(envelopes(&stack).await, expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,8 +70,10 @@ impl Claims {
     }
 
     /// Marks a claimed firing as finished (delivered or dead-lettered): never fired again.
-    pub async fn finish(&self, key: &str, owner: &str, outcome: &str) -> anyhow::Result<()> {
-        self.client
+    /// False when the claim is no longer `owner`'s (taken over after its lease).
+    pub async fn finish(&self, key: &str, owner: &str, outcome: &str) -> anyhow::Result<bool> {
+        let result = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, AttributeValue::S(key.into()))
@@ -82,9 +84,17 @@ impl Claims {
             .expression_attribute_values(":outcome", AttributeValue::S(outcome.into()))
             .expression_attribute_values(":owner", AttributeValue::S(owner.into()))
             .send()
-            .await
-            .aws(format!("finishing firing {key}"))?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e).aws(format!("finishing firing {key}")),
+        }
     }
 }
 

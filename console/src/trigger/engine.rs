@@ -196,14 +196,30 @@ impl Engine {
                 _ = tokio::time::sleep(tick) => {}
             }
             let now = Utc::now();
-            let schedules = self.schedules().await?;
+            // A passing failure (the Scheduler API or the claims table unreachable) must
+            // not end the engine: say so and go on at the next tick.
+            let schedules = match self.schedules().await {
+                Ok(s) => s,
+                Err(e) => {
+                    // Nothing fired yet: the same window is tried again next tick.
+                    tracing::warn!(error = %format!("{e:#}"), "could not read the schedules");
+                    continue;
+                }
+            };
             // (watermark, now]: `fire_due` takes [from, to), so shift both by a nanosecond.
             let nano = chrono::Duration::nanoseconds(1);
-            for f in self
+            match self
                 .fire_due(&schedules, watermark + nano, now + nano, false)
-                .await?
+                .await
             {
-                tracing::info!(schedule = f.schedule, group = f.group, scheduled_time = %f.scheduled_time, delivery = ?f.delivery, "fired");
+                Ok(firings) => {
+                    for f in firings {
+                        tracing::info!(schedule = f.schedule, group = f.group, scheduled_time = %f.scheduled_time, delivery = ?f.delivery, "fired");
+                    }
+                }
+                // Some firings may have gone out: the window is not tried again (that
+                // could deliver them twice without a claims table).
+                Err(e) => tracing::error!(error = %format!("{e:#}"), "firing failed"),
             }
             watermark = now;
         }
@@ -230,7 +246,12 @@ impl Engine {
         let mut firings = Vec::with_capacity(due.len());
         for (time, schedule) in due {
             let firing = self.fire(schedule, time, fast).await?;
-            if schedule.delete_after_completion && firing.delivery != Delivery::FiredElsewhere {
+            // DELETE after completion: once the schedule has no invocation left (at once
+            // for a one-time schedule, after the last one before the end date otherwise).
+            if schedule.delete_after_completion
+                && firing.delivery != Delivery::FiredElsewhere
+                && schedule.schedule.next_after(time).is_none()
+            {
                 self.delete(schedule).await?;
             }
             firings.push(firing);
@@ -256,7 +277,7 @@ impl Engine {
         let key = Claims::key(&s.arn, time);
         if let Some(claims) = &self.claims
             && !claims
-                .claim(&key, &self.options.owner, Duration::from_secs(300))
+                .claim(&key, &self.options.owner, claim_lease(s, fast))
                 .await?
         {
             return Ok(firing(Delivery::FiredElsewhere));
@@ -295,12 +316,7 @@ impl Engine {
                             .await;
                     }
                     // Fast-forward retries at once; real time backs off like the scheduler.
-                    let wait = if fast {
-                        Duration::from_millis(10)
-                    } else {
-                        Duration::from_secs(1 << attempt.min(6))
-                    };
-                    tokio::time::sleep(wait).await;
+                    tokio::time::sleep(retry_wait(attempt, fast)).await;
                 }
             }
         };
@@ -310,7 +326,12 @@ impl Engine {
             } else {
                 "dead-lettered"
             };
-            claims.finish(&key, &self.options.owner, outcome).await?;
+            if !claims.finish(&key, &self.options.owner, outcome).await? {
+                tracing::warn!(
+                    firing = key,
+                    "the claim was taken over while this engine was still delivering"
+                );
+            }
         }
         Ok(firing(delivery))
     }
@@ -493,4 +514,30 @@ fn load(
         target_arn: target.arn,
         delete_after_completion: s.action_after_completion == Some(ActionAfterCompletion::Delete),
     })
+}
+
+/// How long a firing's claim must hold: every retry the schedule's policy allows (as the
+/// engine spaces them), bounded by the maximum event age, plus a margin for the deliveries
+/// themselves. Shorter, and another engine could take the firing over mid-retry and
+/// deliver it a second time.
+fn claim_lease(s: &LoadedSchedule, fast: bool) -> Duration {
+    let retries: Duration = (1..=s.retry_attempts)
+        .map(|attempt| retry_wait(attempt, fast))
+        .sum();
+    let bounded = if fast {
+        retries
+    } else {
+        retries.min(s.max_event_age)
+    };
+    bounded + Duration::from_secs(300)
+}
+
+/// The pause after failed attempt `attempt`: none to speak of when fast-forwarding,
+/// otherwise doubling from 2 s up to 64 s, like the scheduler's backoff.
+fn retry_wait(attempt: u32, fast: bool) -> Duration {
+    if fast {
+        Duration::from_millis(10)
+    } else {
+        Duration::from_secs(1 << attempt.min(6))
+    }
 }
