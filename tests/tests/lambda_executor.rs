@@ -188,6 +188,38 @@ async fn a_handler_outliving_its_timeout_is_timed_out_and_the_next_invoke_works(
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_that_dies_while_idle_is_replaced_for_the_next_invoke() {
+    let sdk = localstack().await;
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let spec = FunctionSpec::new(&unique("probe-idle-exit"), "probe");
+    create_function(&lambda, &spec).await.unwrap();
+    let first = invoke(
+        &lambda,
+        &spec.name,
+        &json!({"whoami": true, "exit_after_ms": 100}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.function_error, None, "{}", first.payload);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // Before, the init waited for the dead bootstrap to ask for work, and LocalStack gave
+    // up on the invoke only after 15 minutes.
+    let next = tokio::time::timeout(
+        Duration::from_secs(30),
+        invoke(&lambda, &spec.name, &json!({"whoami": true})),
+    )
+    .await
+    .expect("the invoke after an idle crash is answered")
+    .unwrap();
+    assert_eq!(next.function_error, None, "{}", next.payload);
+    assert_ne!(
+        next.payload["pid"], first.payload["pid"],
+        "a new bootstrap serves it"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_invokes_run_in_separate_environments() {
     let sdk = localstack().await;

@@ -212,29 +212,38 @@ impl Environment {
     /// Runs one invocation to its end: a response, a function error, a crash or a timeout.
     pub async fn invoke(&mut self, invoke: Invoke) -> Invoked {
         let started = Instant::now();
+        let deadline = started + self.config.timeout;
         if self.bootstrap.is_none()
             && let Err(e) = self.spawn().await
         {
             // The previous bootstrap died and a new one cannot start: an init failure.
-            return Invoked {
-                outcome: Outcome::Error(Bytes::from(e.to_json().to_string())),
-                logs: report::lines(
-                    &invoke.request_id,
-                    &self.config,
-                    &[],
-                    started.elapsed(),
-                    None,
-                    0,
-                    None,
-                ),
-                duration: started.elapsed(),
-                timed_out: false,
-            };
+            return self.init_failure(&invoke, started, e);
         }
-        let bootstrap = self.bootstrap.as_mut().expect("spawned above");
-        bootstrap.api.polled(bootstrap.polls).await;
+        // Wait until the bootstrap asks for the next event. It may have died while idle
+        // (after answering the previous invocation): AWS starts a new one for the next
+        // invocation, and so does this. It may also hang without asking: the deadline
+        // still holds.
+        let exited_idle = {
+            let bootstrap = self.bootstrap.as_mut().expect("spawned above");
+            match bootstrap.child.try_wait() {
+                // Died while waiting for its next event.
+                Ok(Some(_)) | Err(_) => true,
+                Ok(None) => tokio::select! {
+                    _ = bootstrap.api.polled(bootstrap.polls) => false,
+                    _ = bootstrap.child.wait() => true,
+                    _ = tokio::time::sleep_until(deadline.into()) => false,
+                },
+            }
+        };
+        if exited_idle {
+            settle().await;
+            self.output.take();
+            if let Err(e) = self.spawn().await {
+                return self.init_failure(&invoke, started, e);
+            }
+        }
+        let bootstrap = self.bootstrap.as_mut().expect("running");
         self.output.take();
-        let deadline = started + self.config.timeout;
         bootstrap.api.send(Event {
             request_id: invoke.request_id.clone(),
             payload: invoke.payload.clone(),
@@ -333,6 +342,24 @@ impl Environment {
             logs,
             duration,
             timed_out,
+        }
+    }
+
+    /// The answer to an invocation whose bootstrap could not be started.
+    fn init_failure(&self, invoke: &Invoke, started: Instant, e: StartError) -> Invoked {
+        Invoked {
+            outcome: Outcome::Error(Bytes::from(e.to_json().to_string())),
+            logs: report::lines(
+                &invoke.request_id,
+                &self.config,
+                &[],
+                started.elapsed(),
+                None,
+                0,
+                None,
+            ),
+            duration: started.elapsed(),
+            timed_out: false,
         }
     }
 

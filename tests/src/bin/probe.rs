@@ -1,5 +1,6 @@
 //! `probe`: a test Lambda (`provided.al2023`) whose payload says what to do, so tests can
-//! drive the executor through every path: echo, print, fail, panic, exit, sleep, report who and
+//! drive the executor through every path: echo, print, fail, panic, exit (now or after
+//! answering), sleep, report who and
 //! where it runs, and answer SQS batches with failures for bodies that contain "fail".
 
 use std::time::Duration;
@@ -35,6 +36,13 @@ async fn handle(event: LambdaEvent<Value>) -> Result<Value, Error> {
     }
     if let Some(code) = p.get("exit").and_then(Value::as_i64) {
         std::process::exit(code as i32);
+    }
+    if let Some(ms) = p.get("exit_after_ms").and_then(Value::as_u64) {
+        // Answers, then dies while idle (as an out-of-memory kill would).
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            std::process::exit(9);
+        });
     }
     if p.get("whoami").is_some() {
         let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
