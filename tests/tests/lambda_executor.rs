@@ -220,6 +220,36 @@ async fn a_bootstrap_that_dies_while_idle_is_replaced_for_the_next_invoke() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_init_that_never_finishes_fails_the_invoke_after_the_init_limit() {
+    let sdk = localstack().await;
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let mut spec = FunctionSpec::new(&unique("probe-slow-init"), "probe");
+    spec.timeout_seconds = 1;
+    // Longer than the 10 s AWS allows an init.
+    spec.env = vec![("PROBE_INIT_SLEEP_MS".into(), "600000".into())];
+    create_function(&lambda, &spec).await.unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        invoke(&lambda, &spec.name, &json!({"echo": 1})),
+    )
+    .await
+    .expect("answered once the init limit has passed")
+    .unwrap();
+    assert_eq!(
+        out.function_error.as_deref(),
+        Some("Unhandled"),
+        "{}",
+        out.payload
+    );
+    let message = out.payload["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("did not finish its init within 10.00 seconds"),
+        "{}",
+        out.payload
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_invokes_run_in_separate_environments() {
     let sdk = localstack().await;

@@ -58,6 +58,10 @@ pub struct Invoked {
     pub timed_out: bool,
 }
 
+/// How long a bootstrap may take to ask for its first event when an environment starts
+/// (AWS's init limit), unless the function's own timeout is longer.
+const INIT_LIMIT: Duration = Duration::from_secs(10);
+
 /// Why an environment could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -77,6 +81,9 @@ pub enum StartError {
     /// The bootstrap exited before asking for its first event.
     #[error("the bootstrap exited during init ({status})")]
     Exited { status: String, logs: String },
+    /// The bootstrap did not ask for its first event in time (it was ended).
+    #[error("the bootstrap did not finish its init within {:.2} seconds", limit.as_secs_f64())]
+    TimedOut { limit: Duration, logs: String },
 }
 
 impl StartError {
@@ -105,6 +112,10 @@ impl StartError {
             StartError::Exited { status, .. } => serde_json::json!({
                 "errorType": "Runtime.ExitError",
                 "errorMessage": format!("Runtime exited without providing a reason: {status}"),
+            }),
+            StartError::TimedOut { .. } => serde_json::json!({
+                "errorType": "Sandbox.Timedout",
+                "errorMessage": self.to_string(),
             }),
         }
     }
@@ -143,12 +154,14 @@ pub struct Environment {
 impl Environment {
     /// Starts the bootstrap and waits until it asks for its first event (initialised).
     pub async fn start(config: FunctionConfig) -> Result<Environment, StartError> {
+        // AWS gives an init 10 s; this is lenient with functions allowed longer.
+        let limit = config.timeout.max(INIT_LIMIT);
         let mut env = Environment {
             config,
             output: Arc::default(),
             bootstrap: None,
         };
-        env.spawn().await?;
+        env.spawn(limit).await?;
         Ok(env)
     }
 
@@ -157,7 +170,8 @@ impl Environment {
         self.bootstrap.as_ref().and_then(|b| b.child.id())
     }
 
-    async fn spawn(&mut self) -> Result<(), StartError> {
+    /// Starts a bootstrap and waits, at most `limit`, until it asks for its first event.
+    async fn spawn(&mut self, limit: Duration) -> Result<(), StartError> {
         self.bootstrap = None;
         self.output.take();
         let started = Instant::now();
@@ -197,6 +211,12 @@ impl Environment {
                 settle().await;
                 return Err(StartError::InitError { body, error_type, logs: logs(&self.output) });
             }
+            _ = tokio::time::sleep(limit) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                settle().await;
+                return Err(StartError::TimedOut { limit, logs: logs(&self.output) });
+            }
         }
         self.bootstrap = Some(Bootstrap {
             child,
@@ -214,7 +234,7 @@ impl Environment {
         let started = Instant::now();
         let deadline = started + self.config.timeout;
         if self.bootstrap.is_none()
-            && let Err(e) = self.spawn().await
+            && let Err(e) = self.spawn(self.config.timeout).await
         {
             // The previous bootstrap died and a new one cannot start: an init failure.
             return self.init_failure(&invoke, started, e);
@@ -238,7 +258,8 @@ impl Environment {
         if exited_idle {
             settle().await;
             self.output.take();
-            if let Err(e) = self.spawn().await {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if let Err(e) = self.spawn(left).await {
                 return self.init_failure(&invoke, started, e);
             }
         }
@@ -333,10 +354,8 @@ impl Environment {
             memory_kb,
             timed_out.then_some("timeout"),
         );
-        if self.bootstrap.is_none() {
-            // Have the next invocation find a fresh bootstrap (reported then if it fails).
-            let _ = self.spawn().await;
-        }
+        // A bootstrap that crashed or timed out is replaced when the next invocation comes
+        // (a cold start then, as on AWS), not now: this answer does not wait for its init.
         Invoked {
             outcome,
             logs,

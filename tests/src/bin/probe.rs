@@ -72,5 +72,12 @@ async fn handle(event: LambdaEvent<Value>) -> Result<Value, Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    // PROBE_INIT_SLEEP_MS: an init that takes this long before asking for work.
+    if let Some(ms) = std::env::var("PROBE_INIT_SLEEP_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     lambda_runtime::run(service_fn(handle)).await
 }
