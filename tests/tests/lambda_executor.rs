@@ -202,7 +202,23 @@ async fn a_bootstrap_that_dies_while_idle_is_replaced_for_the_next_invoke() {
     .await
     .unwrap();
     assert_eq!(first.function_error, None, "{}", first.payload);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Wait until that bootstrap has exited (it runs on this host; a zombie until its
+    // init reaps it).
+    let pid = first.payload["pid"].as_u64().unwrap();
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while running() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "bootstrap {pid} did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // Before, the init waited for the dead bootstrap to ask for work, and LocalStack gave
     // up on the invoke only after 15 minutes.
