@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::aws_error::AwsResultExt;
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
@@ -57,16 +58,7 @@ impl Claims {
             .expression_attribute_values(":now", number(now.timestamp_millis()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e).aws(format!("claiming firing {key}")),
-        }
+        applied(result, format!("claiming firing {key}"))
     }
 
     /// Marks a claimed firing as finished (delivered or dead-lettered): never fired again.
@@ -85,16 +77,24 @@ impl Claims {
             .expression_attribute_values(":owner", AttributeValue::S(owner.into()))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e).aws(format!("finishing firing {key}")),
+        applied(result, format!("finishing firing {key}"))
+    }
+}
+
+/// Whether a conditional write happened: false when its condition refused it.
+fn applied<O, E>(result: Result<O, SdkError<E>>, what: String) -> anyhow::Result<bool>
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    match result {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error().and_then(|s| s.code())
+                == Some("ConditionalCheckFailedException") =>
+        {
+            Ok(false)
         }
+        Err(e) => Err(e).aws(what),
     }
 }
 
