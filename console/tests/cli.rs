@@ -3,8 +3,7 @@
 
 use std::process::{Command, Output};
 
-use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
-use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, schedules, unique};
 
 fn schedkit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_schedkit"))
@@ -203,36 +202,18 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
     );
 
     // A schedule the catalog does not list is deleted only when the operator says so.
-    scheduler
-        .create_schedule()
-        .group_name(&group)
-        .name("stray")
-        .schedule_expression("rate(1 hour)")
-        .flexible_time_window(
-            FlexibleTimeWindow::builder()
-                .mode(FlexibleTimeWindowMode::Off)
-                .build()
-                .unwrap(),
-        )
-        .target(
-            Target::builder()
-                .arn(&queue_arn)
-                .role_arn("arn:aws:iam::000000000000:role/s")
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let stray_exists = || async {
-        scheduler
-            .get_schedule()
-            .group_name(&group)
-            .name("stray")
-            .send()
-            .await
-            .is_ok()
-    };
+    schedules::to_queue(
+        &scheduler,
+        &group,
+        "stray",
+        "rate(1 hour)",
+        &queue_arn,
+        None,
+    )
+    .send()
+    .await
+    .unwrap();
+    let stray_exists = || schedules::exists(&scheduler, &group, "stray");
     let refused = sync(&[]);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert_eq!(

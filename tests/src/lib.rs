@@ -5,6 +5,7 @@
 pub mod counter;
 pub mod lambda;
 pub mod proxy;
+pub mod schedules;
 pub mod stack;
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};

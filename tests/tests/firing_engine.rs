@@ -8,16 +8,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use aws_sdk_scheduler::types::{
-    ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
-};
+use aws_sdk_scheduler::types::ActionAfterCompletion;
 use chrono::{DateTime, Utc};
 use schedkit::catalog::Catalog;
 use schedkit::{Envelope, Metrics, Status};
 use schedkit_console::trigger::engine::{Delivery, Engine, EngineOptions};
 use schedkit_console::trigger::one_off::{self, Enqueued, OneOffTarget, once_group};
 use schedkit_console::trigger::sync::{self, SyncTargets};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions, localstack, schedules as test_schedules, unique};
 
 fn utc(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
@@ -226,43 +224,24 @@ async fn a_recurring_schedule_with_delete_runs_until_its_end_date_then_is_gone()
     let group = schedules(&sdk, &stack, "", &queue_arn).await;
     let scheduler = aws_sdk_scheduler::Client::new(&sdk);
     // A recurring schedule with an end date and DELETE: every run before the end, then gone.
-    scheduler
-        .create_schedule()
-        .group_name(&group)
-        .name("hourly-until-3")
-        .schedule_expression("cron(0 * * * ? *)")
-        .end_date(aws_sdk_scheduler::primitives::DateTime::from_secs(
-            utc("2030-06-03T03:00:00Z").timestamp(),
-        ))
-        .action_after_completion(ActionAfterCompletion::Delete)
-        .flexible_time_window(
-            FlexibleTimeWindow::builder()
-                .mode(FlexibleTimeWindowMode::Off)
-                .build()
-                .unwrap(),
-        )
-        .target(
-            Target::builder()
-                .arn(&queue_arn)
-                .role_arn("arn:aws:iam::000000000000:role/scheduler")
-                .input(
-                    r#"{"job":"hourly","scheduled_for":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>","schedule_arn":"<aws.scheduler.schedule-arn>","attempt":<aws.scheduler.attempt-number>}"#,
-                )
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
-    let gone = || async {
-        scheduler
-            .get_schedule()
-            .group_name(&group)
-            .name("hourly-until-3")
-            .send()
-            .await
-            .is_err()
-    };
+    test_schedules::to_queue(
+        &scheduler,
+        &group,
+        "hourly-until-3",
+        "cron(0 * * * ? *)",
+        &queue_arn,
+        Some(
+            r#"{"job":"hourly","scheduled_for":"<aws.scheduler.scheduled-time>","execution_id":"<aws.scheduler.execution-id>","schedule_arn":"<aws.scheduler.schedule-arn>","attempt":<aws.scheduler.attempt-number>}"#,
+        ),
+    )
+    .end_date(aws_sdk_scheduler::primitives::DateTime::from_secs(
+        utc("2030-06-03T03:00:00Z").timestamp(),
+    ))
+    .action_after_completion(ActionAfterCompletion::Delete)
+    .send()
+    .await
+    .unwrap();
+    let gone = || async { !test_schedules::exists(&scheduler, &group, "hourly-until-3").await };
     // Two passes, as a real-time engine re-reads the schedules on every tick: the first
     // run must not delete the schedule, or the later ones would never fire.
     let engine = engine(&sdk, &stack, &group, "engine");
