@@ -1,16 +1,93 @@
 //! One place that loads the AWS SDK configuration, so every binary resolves region,
 //! credentials and endpoint the same way (`AWS_ENDPOINT_URL` points everything at
-//! LocalStack; per-service `AWS_ENDPOINT_URL_<SERVICE>` variables work too).
+//! LocalStack; per-service `AWS_ENDPOINT_URL_<SERVICE>` variables work too), and one way to
+//! turn an SDK error into a line a person can act on.
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use std::fmt::Display;
+
+pub use aws_config::SdkConfig;
+use aws_config::{BehaviorVersion, Region};
+use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 
 /// The SDK configuration from the environment, profile and instance metadata, in the SDK's
 /// standard order.
 pub async fn load_config() -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest()).load().await
+    load_config_with(&ConfigOverrides::default()).await
 }
 
-use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+/// What a command line may set over the SDK's own resolution.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigOverrides {
+    /// A named profile of the shared config files.
+    pub profile: Option<String>,
+    pub region: Option<String>,
+    /// One endpoint for every service (LocalStack).
+    pub endpoint_url: Option<String>,
+}
+
+/// The SDK configuration with the given overrides; everything not overridden is resolved
+/// as [`load_config`] does.
+pub async fn load_config_with(overrides: &ConfigOverrides) -> SdkConfig {
+    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    if let Some(p) = &overrides.profile {
+        loader = loader.profile_name(p);
+    }
+    if let Some(r) = &overrides.region {
+        loader = loader.region(Region::new(r.clone()));
+    }
+    if let Some(e) = &overrides.endpoint_url {
+        loader = loader.endpoint_url(e);
+    }
+    loader.load().await
+}
+
+/// A call to AWS that failed: what schedkit was doing, and the service's answer on one
+/// line (`reading queue X: AWS.SimpleQueueService.NonExistentQueue: The specified queue
+/// does not exist.`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{doing}: {answer}")]
+pub struct AwsError {
+    /// What was being done.
+    pub doing: String,
+    /// The service's code and message, or the cause chain when no answer came ([`describe`]).
+    pub answer: String,
+    /// The service's error code, when it answered; callers match on it.
+    pub code: Option<String>,
+}
+
+impl AwsError {
+    /// The error of one SDK call, with `doing` in front.
+    pub fn of<E, R>(doing: impl Display, err: &SdkError<E, R>) -> AwsError
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+        R: std::fmt::Debug + 'static,
+    {
+        AwsError {
+            doing: doing.to_string(),
+            answer: describe(err),
+            code: err
+                .as_service_error()
+                .and_then(|s| s.code())
+                .map(str::to_owned),
+        }
+    }
+}
+
+/// Turns SDK results into [`AwsError`]s that say what was being done.
+pub trait AwsResultExt<T> {
+    /// The error, if any, as an [`AwsError`] with `doing` in front.
+    fn aws(self, doing: impl Display) -> Result<T, AwsError>;
+}
+
+impl<T, E, R> AwsResultExt<T> for Result<T, SdkError<E, R>>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    fn aws(self, doing: impl Display) -> Result<T, AwsError> {
+        self.map_err(|e| AwsError::of(doing, &e))
+    }
+}
 
 /// One readable line for an SDK error: `Code: message` for a service's answer, the cause
 /// chain for everything else (timeouts, connection refused, missing credentials). The
@@ -64,5 +141,11 @@ mod tests {
             SdkError::dispatch_failure(ConnectorError::io(Box::new(refused)));
         let text = describe(&err);
         assert_eq!(text, "dispatch failure: io error: Connection refused");
+        let wrapped = Err::<(), _>(err).aws("reading queue q").unwrap_err();
+        assert_eq!(
+            wrapped.to_string(),
+            "reading queue q: dispatch failure: io error: Connection refused"
+        );
+        assert_eq!(wrapped.code, None);
     }
 }

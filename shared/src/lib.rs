@@ -9,13 +9,19 @@ pub mod aws;
 pub mod batch;
 pub mod catalog;
 pub mod envelope;
+pub mod iac;
 pub mod job;
 pub mod key;
+#[cfg(feature = "ops")]
+pub mod ops;
 pub mod poller;
 pub mod retry;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;
+pub mod trigger;
+#[cfg(feature = "worker")]
+pub mod worker;
 
 pub use batch::{MessageReport, Outcome, Processor, ProcessorConfig, batch_response};
 pub use envelope::Envelope;

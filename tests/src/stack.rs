@@ -250,13 +250,17 @@ impl Stack {
     /// The worker's registry (example jobs, catalog policies), writing to this stack's
     /// effects table.
     pub fn example_registry(&self) -> Registry {
-        let catalog = schedkit_worker::jobs::catalog().expect("the shipped catalog is valid");
-        schedkit_worker::jobs::registry(
-            self.ddb.clone(),
-            Some(self.effects_table.clone()),
-            &catalog,
-        )
-        .expect("every catalog job is implemented")
+        let catalog = schedkit_worker::CATALOG
+            .load()
+            .expect("the shipped catalog is valid");
+        schedkit_worker::jobs::all(self.effects())
+            .bind(&catalog)
+            .expect("every catalog job is implemented")
+    }
+
+    /// The example jobs' handle on this stack's effects table.
+    pub fn effects(&self) -> schedkit_worker::jobs::EffectsTable {
+        schedkit_worker::jobs::EffectsTable::new(self.ddb.clone(), Some(self.effects_table.clone()))
     }
 
     /// Environment for the worker binary (and LocalStack credentials).

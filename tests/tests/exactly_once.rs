@@ -16,14 +16,14 @@ fn invoice(tenant: &str) -> Envelope {
 }
 
 /// `record-invoice` with a short lease, so deliveries bounced as in-progress come back soon.
-fn registry(stack: &Stack, ddb: aws_sdk_dynamodb::Client) -> Registry {
+fn registry(stack: &Stack) -> Registry {
     Registry::new().register(
         "record-invoice",
         JobPolicy {
             key_template: Some("invoice:{billing_month}:{tenant}".parse().unwrap()),
             ..JobPolicy::default().with_lease(Duration::from_secs(2))
         },
-        RecordInvoice::new(ddb, Some(stack.effects_table.clone())),
+        RecordInvoice::new(stack.effects()),
     )
 }
 
@@ -41,13 +41,7 @@ async fn twenty_concurrent_deliveries_apply_the_effect_once() {
     let messages = stack.receive(20, Duration::from_secs(10)).await.unwrap();
     assert_eq!(messages.len(), 20);
     let workers: Vec<_> = (0..4)
-        .map(|i| {
-            stack.processor(
-                registry(&stack, stack.ddb.clone()),
-                &format!("w{i}"),
-                Metrics::capture().0,
-            )
-        })
+        .map(|i| stack.processor(registry(&stack), &format!("w{i}"), Metrics::capture().0))
         .collect();
     let batches = messages.chunks(5).map(|c| c.to_vec()).collect::<Vec<_>>();
     let first = futures::future::join_all(workers.iter().zip(batches).map(|(w, batch)| async {
@@ -100,7 +94,7 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let worker = schedkit::Processor::new(
         schedkit::DynamoStore::new(counted, &stack.table),
         stack.sqs.clone(),
-        registry(&stack, stack.ddb.clone()),
+        registry(&stack),
         stack.config("counted"),
         Metrics::capture().0,
     );

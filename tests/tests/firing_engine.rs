@@ -11,10 +11,11 @@ use std::time::Duration;
 use aws_sdk_scheduler::types::ActionAfterCompletion;
 use chrono::{DateTime, Utc};
 use schedkit::catalog::Catalog;
+use schedkit::trigger::once_group;
+use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
+use schedkit::trigger::sync::{self, SyncTargets};
 use schedkit::{Envelope, Metrics, Status};
-use schedkit_console::trigger::engine::{Delivery, Engine, EngineOptions};
-use schedkit_console::trigger::one_off::{self, Enqueued, OneOffTarget, once_group};
-use schedkit_console::trigger::sync::{self, SyncTargets};
+use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
 use schedkit_testkit::{Stack, StackOptions, localstack, schedules as test_schedules, unique};
 
 fn utc(s: &str) -> DateTime<Utc> {
@@ -128,10 +129,9 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
         group: group.clone(),
         dead_letter_arn: None,
     };
-    let Enqueued::Scheduled { name, .. } =
-        one_off::enqueue(&stack.sqs, &scheduler, &target, &once, Utc::now())
-            .await
-            .unwrap()
+    let Enqueued::Scheduled { name, .. } = one_off::enqueue(&sdk, &target, &once, Utc::now())
+        .await
+        .unwrap()
     else {
         panic!("a run years ahead is scheduled, not queued");
     };
@@ -295,8 +295,7 @@ async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
     let due = due - chrono::Duration::nanoseconds(i64::from(due.timestamp_subsec_nanos()));
     let envelope = Envelope::new("soon", due);
     let Enqueued::Scheduled { name, .. } = one_off::enqueue(
-        &stack.sqs,
-        &scheduler,
+        &sdk,
         &target,
         &envelope,
         now - chrono::Duration::minutes(20),

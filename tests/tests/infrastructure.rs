@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use schedkit::catalog::Catalog;
+use schedkit::trigger::sync::{self, SyncTargets};
 use schedkit::{Envelope, Status};
-use schedkit_console::trigger::sync::{self, SyncTargets};
 use schedkit_testkit::stack::deploy;
 use schedkit_testkit::{localstack, unique};
 use serde_json::json;

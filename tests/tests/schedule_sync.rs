@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use aws_sdk_scheduler::types::ScheduleState;
 use schedkit::catalog::Catalog;
-use schedkit_console::trigger::sync::{self, SyncTargets};
-use schedkit_console::trigger::template::envelope_template;
+use schedkit::trigger::sync::{self, SyncTargets};
+use schedkit::trigger::template::envelope_template;
 use schedkit_testkit::{RequestCounter, localstack, unique};
 use serde_json::json;
 

@@ -1,8 +1,8 @@
-//! AWS connection flags shared by every command, and the SDK configuration built from them
-//! in one place. `AWS_ENDPOINT_URL` (or `--endpoint-url`) points everything at LocalStack.
+//! AWS connection flags shared by every command. `AWS_ENDPOINT_URL` (or `--endpoint-url`)
+//! points everything at LocalStack; the library builds the SDK configuration from them.
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use clap::Args;
+use schedkit::aws::{ConfigOverrides, SdkConfig};
 
 #[derive(Debug, Clone, Args)]
 pub struct AwsArgs {
@@ -19,16 +19,11 @@ pub struct AwsArgs {
 
 impl AwsArgs {
     pub async fn sdk_config(&self) -> SdkConfig {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
-        if let Some(p) = &self.profile {
-            loader = loader.profile_name(p);
-        }
-        if let Some(r) = &self.region {
-            loader = loader.region(Region::new(r.clone()));
-        }
-        if let Some(e) = &self.endpoint_url {
-            loader = loader.endpoint_url(e);
-        }
-        loader.load().await
+        schedkit::aws::load_config_with(&ConfigOverrides {
+            profile: self.profile.clone(),
+            region: self.region.clone(),
+            endpoint_url: self.endpoint_url.clone(),
+        })
+        .await
     }
 }

@@ -10,8 +10,9 @@ use serde_json::json;
 use super::status_cmd::clip;
 use super::style::{Progress, confirm};
 use super::{Cli, Output, UsageError};
-use crate::ops::audit;
-use crate::ops::dlq::{self, DeadLetter, Selection};
+use schedkit::ops::audit;
+use schedkit::ops::dlq::{self, DeadLetter, Selection};
+use schedkit::ops::executions::Records;
 
 #[derive(Debug, Subcommand)]
 pub enum DlqCommand {
@@ -109,27 +110,22 @@ fn age(d: Duration) -> String {
 
 pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let target = cli.target.resolve(&sqs).await?;
-    let store = schedkit::DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &target.table);
+    let target = cli.target.resolve(&sdk).await?;
+    let store = Records::new(&sdk, &target.table);
     match command {
         DlqCommand::List => {
-            let letters = dlq::peek(&sqs, &target.dlq_url).await?;
+            let letters = dlq::peek(&sdk, &target.dlq_url).await?;
             let now = Utc::now();
             let mut rows = Vec::new();
             for d in &letters {
                 // The first failure is on the record's history; the letter knows the last.
                 let first = match &d.key {
-                    Some(k) => store
-                        .get(k)
-                        .await
-                        .map_err(|e| anyhow::anyhow!("reading {}: {e}", target.table))?
-                        .and_then(|r| {
-                            r.history
-                                .iter()
-                                .find(|h| h.error.is_some())
-                                .map(|h| h.finished_at.clone())
-                        }),
+                    Some(k) => store.get(k).await?.and_then(|r| {
+                        r.history
+                            .iter()
+                            .find(|h| h.error.is_some())
+                            .map(|h| h.finished_at.clone())
+                    }),
                     None => None,
                 };
                 rows.push((d, first.or_else(|| d.failed_at.clone())));
@@ -185,7 +181,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
             Ok(())
         }
         DlqCommand::Show { id } => {
-            let letters = dlq::peek(&sqs, &target.dlq_url).await?;
+            let letters = dlq::peek(&sdk, &target.dlq_url).await?;
             let matching: Vec<&DeadLetter> = letters
                 .iter()
                 .filter(|d| d.message_id.starts_with(id.as_str()))
@@ -207,10 +203,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 }
             };
             let record = match &d.key {
-                Some(k) => store
-                    .get(k)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", target.table))?,
+                Some(k) => store.get(k).await?,
                 None => None,
             };
             if cli.output == Output::Json {
@@ -266,7 +259,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
             let details;
             if selection.is_everything() {
                 let mut progress = Progress::new("moving dead letters", None);
-                let done = dlq::redrive_all(&sqs, &target.dlq_arn, &target.queue_arn, |p| {
+                let done = dlq::redrive_all(&sdk, &target.dlq_arn, &target.queue_arn, |p| {
                     progress.set(p.moved as u64, p.to_move.map(|t| t as u64));
                 })
                 .await?;
@@ -282,7 +275,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
             } else {
                 let mut progress = Progress::new("redriving", None);
                 let done = dlq::redrive_selected(
-                    &sqs,
+                    &sdk,
                     &target.dlq_url,
                     &target.queue_url,
                     &selection,
@@ -315,7 +308,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 a.yes,
             )?;
             let mut progress = Progress::new("deleting", None);
-            let done = dlq::purge_selected(&sqs, &target.dlq_url, &selection, |n| {
+            let done = dlq::purge_selected(&sdk, &target.dlq_url, &selection, |n| {
                 progress.set(n as u64, None)
             })
             .await?;

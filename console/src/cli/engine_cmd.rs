@@ -7,8 +7,9 @@ use clap::Args;
 use serde::Serialize;
 
 use super::{Cli, UsageError, load_catalog, parse_instant};
-use crate::trigger::engine::{Delivery, Engine, EngineOptions};
-use crate::trigger::one_off::once_group;
+use schedkit::ops::audit;
+use schedkit::trigger::once_group;
+use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
 
 #[derive(Debug, Args)]
 pub struct EngineArgs {
@@ -43,7 +44,7 @@ struct Row {
 }
 
 pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
-    crate::ops::audit::ensure_writable()?;
+    audit::ensure_writable()?;
     let groups = if a.groups.is_empty() {
         let group = super::stage_group(&load_catalog(cli)?, cli);
         vec![once_group(&group), group]
@@ -64,7 +65,7 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
         },
     );
     let (Some(from), Some(to)) = (&a.from, &a.to) else {
-        crate::ops::audit::record(
+        audit::record(
             &sdk,
             "engine real time",
             serde_json::json!({"groups": watched}),
@@ -85,7 +86,7 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
         return Err(UsageError("--from must be before --to".into()).into());
     }
     let firings = engine.fast_forward(from, to).await?;
-    crate::ops::audit::record(
+    audit::record(
         &sdk,
         "engine fast-forward",
         serde_json::json!({"from": from.to_rfc3339(), "to": to.to_rfc3339(), "firings": firings.len()}),

@@ -2,10 +2,11 @@
 
 use clap::{Args, Subcommand};
 use schedkit::Status;
+use schedkit::ops::OpsError;
+use schedkit::ops::executions::{Filter, Records};
 
 use super::status_cmd::clip;
 use super::{Cli, Output, UsageError, parse_instant, style};
-use crate::ops::executions::{self, Filter};
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
@@ -43,27 +44,19 @@ fn parse_status(text: &str) -> Result<Status, String> {
 
 /// A table that does not exist is a mistake in the input (a stage not deployed, a wrong
 /// --table), said as such (exit 2), like an unknown stage's queues.
-fn missing_table(e: anyhow::Error, table: &str, cli: &Cli) -> anyhow::Error {
-    if !e.to_string().contains("ResourceNotFoundException") {
-        return e;
+fn missing_table(e: OpsError, cli: &Cli) -> anyhow::Error {
+    match e {
+        OpsError::Aws(a) if a.answer.contains("ResourceNotFoundException") => {
+            super::usage_if_not_found(cli.target.stage_ref().missing_table())
+        }
+        e => super::usage_if_not_found(e),
     }
-    let hint = match &cli.target.table {
-        Some(_) => "check --table".to_string(),
-        None => format!(
-            "is stage `{}` deployed? Give --stage, or --table",
-            cli.target.stage()
-        ),
-    };
-    UsageError(format!("table `{table}` does not exist: {hint}")).into()
 }
 
 pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
-    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
-    let table = match &cli.target.table {
-        Some(t) => t.clone(),
-        None => format!("schedkit-{}-executions", cli.target.stage()),
-    };
+    let table = cli.target.stage_ref().table();
+    let store = Records::new(&sdk, &table);
     match command {
         ExecutionsCommand::List(a) => {
             let instant = |t: &Option<String>| {
@@ -80,13 +73,10 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
                 limit: a.limit,
                 page: a.page.clone(),
             };
-            let (records, next) = executions::list(&ddb, &table, &filter).await.map_err(|e| {
-                if e.to_string().contains("--page") {
-                    UsageError(e.to_string()).into()
-                } else {
-                    missing_table(e, &table, cli)
-                }
-            })?;
+            let (records, next) = store
+                .list(&filter)
+                .await
+                .map_err(|e| missing_table(e, cli))?;
             if cli.output == Output::Json {
                 println!(
                     "{}",
@@ -134,11 +124,10 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             Ok(())
         }
         ExecutionsCommand::Show { key } => {
-            let store = schedkit::DynamoStore::new(ddb, &table);
             let record = store
                 .get(key)
                 .await
-                .map_err(|e| missing_table(anyhow::anyhow!("reading {table}: {e}"), &table, cli))?
+                .map_err(|e| missing_table(e, cli))?
                 .ok_or_else(|| UsageError(format!("no execution `{key}` in {table}")))?;
             if cli.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&record)?);

@@ -3,10 +3,11 @@
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use schedkit::Envelope;
+use schedkit::ops::{audit, stage};
+use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
 use serde_json::{Map, Value};
 
 use super::{Cli, Output, UsageError, load_catalog, parse_instant, stage_group};
-use crate::trigger::one_off::{self, Enqueued, OneOffTarget};
 
 #[derive(Debug, Args)]
 pub struct FireArgs {
@@ -69,23 +70,23 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     // The worker would reject what the key template cannot fill: say so now instead.
     schedkit::key::execution_key(&envelope, job.policy.key_template.as_ref())
         .map_err(|e| UsageError(e.to_string()))?;
-    crate::ops::audit::ensure_writable()?;
+    audit::ensure_writable()?;
 
     let sdk = cli.aws.sdk_config().await;
-    let sqs = aws_sdk_sqs::Client::new(&sdk);
-    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
     let far = (at - now).num_seconds() > one_off::MAX_DELAY_SECONDS;
     let role_arn = match (&a.role_arn, far) {
         (Some(r), _) => r.clone(),
         (None, false) => String::new(),
         (None, true) => return Err(UsageError("a run more than 15 minutes ahead becomes a one-time schedule: give --role-arn (or SCHEDKIT_SCHEDULER_ROLE_ARN)".into()).into()),
     };
-    let queue_url = match &cli.target.queue_url {
-        Some(u) => u.clone(),
-        None => cli.target.resolve(&sqs).await?.queue_url,
-    };
+    let queue_url = cli
+        .target
+        .stage_ref()
+        .queue_url(&sdk)
+        .await
+        .map_err(super::usage_if_not_found)?;
     let queue_arn = if far {
-        super::target::arn_of(&sqs, &queue_url).await?
+        stage::queue_arn(&sdk, &queue_url).await?
     } else {
         String::new()
     };
@@ -99,9 +100,9 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
             .unwrap_or_else(|| stage_group(&catalog, cli)),
         dead_letter_arn: None,
     };
-    let enqueued = one_off::enqueue(&sqs, &scheduler, &target, &envelope, now).await?;
+    let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await?;
     let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
-    crate::ops::audit::record(
+    audit::record(
         &sdk,
         "fire",
         serde_json::json!({"job": job.name, "scheduled_for": when, "key": envelope.key, "queue": queue_url, "enqueued": format!("{enqueued:?}")}),

@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use schedkit::iac;
+
 use super::{Cli, UsageError, load_catalog};
-use crate::iac;
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -21,7 +22,7 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let template = std::fs::read_to_string(&a.template)
         .map_err(|e| UsageError(format!("{}: {e}", a.template.display())))?;
-    let rendered = iac::render(&catalog).map_err(UsageError)?;
+    let rendered = iac::render(&catalog).map_err(|e| UsageError(e.to_string()))?;
     let wanted = iac::apply(&template, &rendered)
         .map_err(|e| UsageError(format!("{}: {e}", a.template.display())))?;
     match (wanted == template, a.check) {

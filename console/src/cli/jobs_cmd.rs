@@ -5,8 +5,9 @@ use chrono::{SecondsFormat, Utc};
 use schedkit::Status;
 use serde::Serialize;
 
+use schedkit::ops::executions::Records;
+
 use super::{Cli, Output, load_catalog, style};
-use crate::ops::executions;
 
 #[derive(Serialize)]
 struct Row {
@@ -24,12 +25,12 @@ struct Row {
 pub async fn run(cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
-    let target = cli.target.resolve(&aws_sdk_sqs::Client::new(&sdk)).await?;
-    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let target = cli.target.resolve(&sdk).await?;
+    let records = Records::new(&sdk, &target.table);
     let now = Utc::now();
     let mut rows = Vec::new();
     for job in catalog.jobs.values() {
-        let recent = executions::recent_of(&ddb, &target.table, &job.name, 20).await?;
+        let recent = records.recent_of(&job.name, 20).await?;
         let done = recent.iter().filter(|r| r.status == Status::Done).count();
         let failed = recent.iter().filter(|r| r.status == Status::Failed).count();
         let spec = job.spec.schedule.as_ref();

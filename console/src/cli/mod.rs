@@ -82,6 +82,18 @@ pub enum IacCommand {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// An operation's error as the user should see it: something the input named that is not
+/// there (a stage not deployed), or a page token no page printed, is a usage error (exit 2);
+/// anything else is a failure (exit 1).
+pub fn usage_if_not_found(e: schedkit::ops::OpsError) -> anyhow::Error {
+    match e {
+        schedkit::ops::OpsError::NotFound { .. } | schedkit::ops::OpsError::BadPageToken => {
+            UsageError(e.to_string()).into()
+        }
+        e => e.into(),
+    }
+}
+
 /// Runs the command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {

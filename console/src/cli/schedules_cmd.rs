@@ -8,9 +8,11 @@ use clap::{Args, Subcommand};
 use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
 use serde::Serialize;
 
+use schedkit::ops::audit;
+use schedkit::trigger::sync::{self, SyncTargets};
+
 use super::style::confirm;
 use super::{Cli, Output, UsageError, load_catalog, parse_instant};
-use crate::trigger::sync::{self, SyncTargets};
 
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {
@@ -84,7 +86,7 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
         .expression
         .parse()
         .map_err(|e: schedkit::schedule::ExpressionError| UsageError(e.to_string()))?;
-    let tz = parse_timezone(&a.tz).map_err(UsageError)?;
+    let tz = parse_timezone(&a.tz).map_err(|e| UsageError(e.to_string()))?;
     let from = match &a.from {
         Some(f) => parse_instant(f).map_err(UsageError)?,
         None => Utc::now(),
@@ -123,7 +125,7 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| super::stage_group(&catalog, cli));
     let sdk = cli.aws.sdk_config().await;
-    let client = aws_sdk_scheduler::Client::new(&sdk);
+    let client = sync::client(&sdk);
     let targets = SyncTargets {
         queue_arn: a.queue_arn.clone(),
         role_arn: a.role_arn.clone(),
@@ -142,7 +144,7 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
         })
         .collect();
     if !a.dry_run {
-        crate::ops::audit::ensure_writable()?;
+        audit::ensure_writable()?;
     }
     if !a.dry_run && !deletes.is_empty() {
         confirm(
@@ -162,7 +164,7 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     };
     if writes > 0 {
         let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
-        crate::ops::audit::record(
+        audit::record(
             &sdk,
             "schedules sync",
             serde_json::json!({"group": plan.group, "writes": writes, "changes": changes}),

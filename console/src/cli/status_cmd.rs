@@ -1,12 +1,13 @@
 //! `schedkit status`: the queue, the DLQ, failing jobs, and each job's last run.
 
+use schedkit::ops::status;
+
 use super::{Cli, Output, load_catalog, style};
-use crate::ops::status;
 
 pub async fn run(cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
-    let target = cli.target.resolve(&aws_sdk_sqs::Client::new(&sdk)).await?;
+    let target = cli.target.resolve(&sdk).await?;
     let report = status::gather(&sdk, &target, &catalog).await?;
     if cli.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);

@@ -1,10 +1,9 @@
-//! Which deployed stage a command works on: its queues and table, found by the template's
-//! naming convention (`schedkit-<stage>-jobs`, `-dlq`, `-executions`) unless given.
+//! Which deployed stage a command works on: the flags. Finding the stage's resources by the
+//! template's names is the library's (`schedkit::ops::stage`).
 
-use aws_sdk_sqs::types::QueueAttributeName;
 use clap::Args;
-
-use crate::aws_error::AwsResultExt;
+use schedkit::aws::SdkConfig;
+use schedkit::ops::stage::{Stage, StageRef};
 
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
@@ -22,69 +21,27 @@ pub struct TargetArgs {
     pub table: Option<String>,
 }
 
-/// A stage's resources.
-#[derive(Debug, Clone)]
-pub struct Resolved {
-    pub stage: String,
-    pub queue_url: String,
-    pub queue_arn: String,
-    pub dlq_url: String,
-    pub dlq_arn: String,
-    pub table: String,
-}
-
 impl TargetArgs {
     /// The stage, `dev` when none is given.
     pub fn stage(&self) -> String {
-        self.stage.clone().unwrap_or_else(|| "dev".into())
+        self.stage_ref().stage()
     }
 
-    pub async fn resolve(&self, sqs: &aws_sdk_sqs::Client) -> anyhow::Result<Resolved> {
-        let stage = self.stage();
-        let queue_url = match &self.queue_url {
-            Some(u) => u.clone(),
-            None => url_of(sqs, &format!("schedkit-{stage}-jobs"), &stage).await?,
-        };
-        let dlq_url = match &self.dlq_url {
-            Some(u) => u.clone(),
-            None => url_of(sqs, &format!("schedkit-{stage}-dlq"), &stage).await?,
-        };
-        Ok(Resolved {
-            queue_arn: arn_of(sqs, &queue_url).await?,
-            dlq_arn: arn_of(sqs, &dlq_url).await?,
-            table: self
-                .table
-                .clone()
-                .unwrap_or_else(|| format!("schedkit-{stage}-executions")),
-            queue_url,
-            dlq_url,
-            stage,
-        })
+    /// The flags as the library takes them.
+    pub fn stage_ref(&self) -> StageRef {
+        StageRef {
+            stage: self.stage.clone(),
+            queue_url: self.queue_url.clone(),
+            dlq_url: self.dlq_url.clone(),
+            table: self.table.clone(),
+        }
     }
-}
 
-async fn url_of(sqs: &aws_sdk_sqs::Client, name: &str, stage: &str) -> anyhow::Result<String> {
-    match sqs.get_queue_url().queue_name(name).send().await {
-        Ok(out) => Ok(out.queue_url.unwrap_or_default()),
-        Err(e) if e.as_service_error().is_some_and(|s| s.is_queue_does_not_exist()) => Err(super::UsageError(format!(
-            "queue `{name}` does not exist: is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url"
-        ))
-        .into()),
-        Err(e) => Err(e).aws(format!("looking up queue {name}")),
+    /// The stage's resources; a stage that is not deployed is a usage error (exit 2).
+    pub async fn resolve(&self, sdk: &SdkConfig) -> anyhow::Result<Stage> {
+        self.stage_ref()
+            .resolve(sdk)
+            .await
+            .map_err(super::usage_if_not_found)
     }
-}
-
-/// The ARN of a queue, by URL.
-pub async fn arn_of(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<String> {
-    let attrs = sqs
-        .get_queue_attributes()
-        .queue_url(url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .aws(format!("reading queue {url}"))?;
-    Ok(attrs
-        .attributes
-        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
-        .unwrap_or_default())
 }

@@ -1,8 +1,13 @@
-//! The schedkit worker: the example job registry, its settings, and the Lambda handler.
-//! `main.rs` only picks the mode: Lambda when the Runtime API is there, polling otherwise.
+//! The example jobs of schedkit's worker, one per behaviour the framework must handle, and
+//! the catalog they are run by. `main.rs` hands them to the library's worker entry point;
+//! the tests run them in-process the same way.
 
 pub mod jobs;
-pub mod lambda;
-pub mod settings;
 
-pub use settings::Settings;
+use schedkit::worker::EmbeddedCatalog;
+
+/// The job catalog the worker is built with (`SCHEDKIT_CATALOG` replaces it at start-up).
+pub const CATALOG: EmbeddedCatalog = EmbeddedCatalog::new(
+    "infra/catalog.toml",
+    include_str!("../../../infra/catalog.toml"),
+);

@@ -8,6 +8,7 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 
+use crate::aws::AwsResultExt;
 use crate::store::{prefix, timestamp};
 
 /// Message attribute names on dead letters (SQS allows ten per message; we use eight).
@@ -91,7 +92,11 @@ fn attribute_text(text: &str) -> String {
 }
 
 /// Sends the dead letter; an error means it was not sent and the source must stay.
-pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Result<(), String> {
+pub async fn send(
+    client: &Client,
+    dlq_url: &str,
+    letter: &DeadLetter<'_>,
+) -> Result<(), crate::aws::AwsError> {
     let string = |v: &str| {
         MessageAttributeValue::builder()
             .data_type("String")
@@ -130,12 +135,10 @@ pub async fn send(client: &Client, dlq_url: &str, letter: &DeadLetter<'_>) -> Re
             req = req.message_attributes(name, string(prefix(v, NAME_ATTRIBUTE_CAP)));
         }
     }
-    req.send().await.map(|_| ()).map_err(|e| {
-        format!(
-            "could not send to the dead-letter queue: {}",
-            crate::aws::describe(&e)
-        )
-    })
+    req.send()
+        .await
+        .map(|_| ())
+        .aws("could not send to the dead-letter queue")
 }
 
 #[cfg(test)]

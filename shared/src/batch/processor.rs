@@ -489,6 +489,7 @@ impl Processor {
                 error: letter.error.to_string(),
             },
             Err(error) => {
+                let error = error.to_string();
                 tracing::error!(
                     message_id = letter.source_message_id,
                     error,

@@ -208,7 +208,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
             let tz = match parse_timezone(&sched.timezone) {
                 Ok(tz) => Some(tz),
                 Err(e) => {
-                    fail(job, "schedule.timezone", e);
+                    fail(job, "schedule.timezone", e.to_string());
                     None
                 }
             };

@@ -27,3 +27,8 @@ impl ExpressionError {
         }
     }
 }
+
+/// A time zone name that is not in the IANA database.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not an IANA time zone name (e.g. Europe/Berlin, America/New_York, UTC)")]
+pub struct TimezoneError(pub String);

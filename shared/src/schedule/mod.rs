@@ -7,15 +7,12 @@ mod expression;
 mod occurrences;
 
 pub use cron::{Cron, MAX_YEAR, MIN_YEAR};
-pub use error::ExpressionError;
+pub use error::{ExpressionError, TimezoneError};
 pub use expression::{Expression, ScheduleExpression};
 pub use occurrences::{Schedule, at_instant, first_instant};
 
 /// Parses an IANA time zone name (`Europe/Berlin`), with an error that says what it wanted.
-pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, String> {
-    name.parse::<chrono_tz::Tz>().map_err(|_| {
-        format!(
-            "`{name}` is not an IANA time zone name (e.g. Europe/Berlin, America/New_York, UTC)"
-        )
-    })
+pub fn parse_timezone(name: &str) -> Result<chrono_tz::Tz, TimezoneError> {
+    name.parse::<chrono_tz::Tz>()
+        .map_err(|_| TimezoneError(name.to_string()))
 }

@@ -6,7 +6,6 @@
 //! `status`), which stands in for the partner's side: the demo "fixes" the account by
 //! setting it to `active`.
 
-use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::job::BoxFuture;
 use schedkit::{Job, JobContext, JobError, JobResult};
@@ -22,10 +21,8 @@ pub struct PartnerExport {
 }
 
 impl PartnerExport {
-    pub fn new(ddb: Client, table: Option<String>) -> Self {
-        PartnerExport {
-            effects: EffectsTable::new(ddb, table),
-        }
+    pub fn new(effects: EffectsTable) -> Self {
+        PartnerExport { effects }
     }
 }
 

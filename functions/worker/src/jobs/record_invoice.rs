@@ -3,7 +3,6 @@
 //! The write counts how often it was applied (`applied`), so a duplicate run would show as
 //! `applied > 1`: the framework's claim is what keeps it at one.
 
-use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::job::BoxFuture;
 use schedkit::{Job, JobContext, JobError, JobResult};
@@ -19,10 +18,8 @@ pub struct RecordInvoice {
 }
 
 impl RecordInvoice {
-    pub fn new(ddb: Client, table: Option<String>) -> Self {
-        RecordInvoice {
-            effects: EffectsTable::new(ddb, table),
-        }
+    pub fn new(effects: EffectsTable) -> Self {
+        RecordInvoice { effects }
     }
 }
 

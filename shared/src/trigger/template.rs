@@ -4,6 +4,8 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
+use crate::catalog::Job;
+
 pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
 pub const EXECUTION_ID: &str = "<aws.scheduler.execution-id>";
 pub const SCHEDULE_ARN: &str = "<aws.scheduler.schedule-arn>";
@@ -23,6 +25,16 @@ pub fn envelope_template(job: &str, payload: &Map<String, Value>) -> String {
     }
     out.push('}');
     out
+}
+
+/// A schedule's description: who owns the job, and what it does (at most 512 characters,
+/// EventBridge Scheduler's limit).
+pub fn description(job: &Job) -> String {
+    let mut text = format!("owner: {}", job.spec.owner);
+    if let Some(d) = &job.spec.description {
+        text = format!("{text}. {d}");
+    }
+    text.chars().take(512).collect()
 }
 
 /// The values of one firing.
@@ -50,7 +62,7 @@ pub fn substitute(input: &str, ctx: &FireContext) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use schedkit::Envelope;
+    use crate::Envelope;
     use serde_json::json;
 
     #[test]

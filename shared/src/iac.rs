@@ -9,9 +9,25 @@
 
 use std::fmt::Write;
 
-use schedkit::catalog::{Catalog, Job, Target};
+use crate::catalog::{Catalog, Job, Target};
+use crate::trigger::template::{description, envelope_template};
 
-use crate::trigger::template::envelope_template;
+/// Why the template cannot be rendered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IacError {
+    /// CloudWatch metric math combines at most 10 metrics in one alarm.
+    #[error(
+        "{file}: the failure-storm alarm combines at most {max} jobs' metrics, the catalog has {count}"
+    )]
+    TooManyJobs {
+        file: String,
+        max: usize,
+        count: usize,
+    },
+    /// The template's generated blocks are not marked as expected.
+    #[error("{0}")]
+    Markers(&'static str),
+}
 
 /// The first line of a generated block; the block ends at [`END`].
 pub const BEGIN: &str =
@@ -62,7 +78,7 @@ fn max_receive_count(catalog: &Catalog) -> u32 {
 }
 
 /// Renders the catalog's blocks.
-pub fn render(catalog: &Catalog) -> Result<Rendered, String> {
+pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     let s = &catalog.settings;
     let mut mappings = String::new();
     writeln!(mappings, "  Catalog:\n    Worker:").unwrap();
@@ -88,7 +104,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, String> {
 
     let mut r = String::new();
     for job in catalog.scheduled() {
-        schedule(&mut r, job)?;
+        schedule(&mut r, job);
     }
     let queue_jobs: Vec<&Job> = catalog
         .jobs
@@ -96,11 +112,11 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, String> {
         .filter(|j| j.target == Target::Queue)
         .collect();
     if queue_jobs.len() > STORM_MAX_JOBS {
-        return Err(format!(
-            "{}: the failure-storm alarm combines at most {STORM_MAX_JOBS} jobs' metrics, the catalog has {}",
-            catalog.file,
-            queue_jobs.len()
-        ));
+        return Err(IacError::TooManyJobs {
+            file: catalog.file.clone(),
+            max: STORM_MAX_JOBS,
+            count: queue_jobs.len(),
+        });
     }
     for job in &queue_jobs {
         failure_alarms(&mut r, job);
@@ -113,7 +129,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, String> {
     })
 }
 
-fn schedule(r: &mut String, job: &Job) -> Result<(), String> {
+fn schedule(r: &mut String, job: &Job) {
     let spec = job
         .spec
         .schedule
@@ -123,7 +139,7 @@ fn schedule(r: &mut String, job: &Job) -> Result<(), String> {
         Target::Queue => "!GetAtt JobsQueue.Arn".to_string(),
         Target::Chain(name) => format!("!Ref {}Chain", logical_id(name)),
     };
-    let description = crate::trigger::sync::description(job);
+    let description = description(job);
     writeln!(r, "  Schedule{}:", logical_id(&job.name)).unwrap();
     writeln!(r, "    Type: AWS::Scheduler::Schedule").unwrap();
     writeln!(r, "    Properties:").unwrap();
@@ -183,7 +199,6 @@ fn schedule(r: &mut String, job: &Job) -> Result<(), String> {
         "        DeadLetterConfig:\n          Arn: !GetAtt ScheduleDeadLetterQueue.Arn\n"
     )
     .unwrap();
-    Ok(())
 }
 
 const NOTIFY: &str = "[!If [CreateTopic, !Ref NotificationTopic, !Ref NotificationTarget]]";
@@ -315,18 +330,22 @@ fn dashboard(r: &mut String, jobs: &[&Job]) {
 }
 
 /// The template with its generated blocks replaced by `rendered`.
-pub fn apply(template: &str, rendered: &Rendered) -> Result<String, String> {
+pub fn apply(template: &str, rendered: &Rendered) -> Result<String, IacError> {
     let mut out = String::new();
     let mut rest = template;
     for block in [&rendered.mappings, &rendered.resources] {
-        let begin = rest.find(BEGIN).ok_or(
+        let begin = rest.find(BEGIN).ok_or(IacError::Markers(
             "the template lacks a `BEGIN GENERATED` marker (two are needed: Mappings, Resources)",
-        )?;
-        let line_end = begin + rest[begin..].find('\n').ok_or("unterminated marker")? + 1;
+        ))?;
+        let line_end = begin
+            + rest[begin..]
+                .find('\n')
+                .ok_or(IacError::Markers("unterminated marker"))?
+            + 1;
         let end = line_end
-            + rest[line_end..]
-                .find(END)
-                .ok_or("a `BEGIN GENERATED` marker has no `END GENERATED`")?;
+            + rest[line_end..].find(END).ok_or(IacError::Markers(
+                "a `BEGIN GENERATED` marker has no `END GENERATED`",
+            ))?;
         // Keep the END marker's indentation: back up to the start of its line.
         let end_line_start = rest[..end].rfind('\n').map(|i| i + 1).unwrap_or(end);
         out.push_str(&rest[..line_end]);

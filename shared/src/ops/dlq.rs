@@ -14,11 +14,12 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeName,
 };
 use chrono::{DateTime, Utc};
-use schedkit::Envelope;
-use schedkit::batch::attr;
 use serde::Serialize;
 
-use crate::aws_error::AwsResultExt;
+use super::OpsError;
+use crate::Envelope;
+use crate::aws::{AwsResultExt, SdkConfig};
+use crate::batch::attr;
 
 /// How long a message stays hidden while the console holds it: it comes back by itself
 /// if the console dies. `SCHEDKIT_DLQ_HOLD_SECONDS` changes it (default 60).
@@ -134,7 +135,7 @@ impl Selection {
 /// One batch, long-polled: a short poll asks only some of SQS's servers and may answer
 /// empty while messages remain, which would end a scan early. A long poll asks them all,
 /// so an empty answer means no visible message is left.
-async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> anyhow::Result<Vec<Message>> {
+async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> Result<Vec<Message>, OpsError> {
     Ok(sqs
         .receive_message()
         .queue_url(queue_url)
@@ -151,7 +152,7 @@ async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> anyhow::Resul
 }
 
 /// Makes held messages visible again.
-async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> anyhow::Result<()> {
+async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> Result<(), OpsError> {
     for chunk in receipts.chunks(10) {
         let entries = chunk
             .iter()
@@ -175,7 +176,8 @@ async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> anyhow::
 }
 
 /// Every dead letter, oldest first, left in the queue.
-pub async fn peek(sqs: &Client, dlq_url: &str) -> anyhow::Result<Vec<DeadLetter>> {
+pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<DeadLetter>, OpsError> {
+    let sqs = &Client::new(sdk);
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     loop {
@@ -210,12 +212,13 @@ pub struct Handled {
 /// Sends the selected dead letters back to `queue_url`, one by one: send, then delete.
 /// `progress(done_so_far)` is called after each message.
 pub async fn redrive_selected(
-    sqs: &Client,
+    sdk: &SdkConfig,
     dlq_url: &str,
     queue_url: &str,
     selection: &Selection,
     mut progress: impl FnMut(usize),
-) -> anyhow::Result<Handled> {
+) -> Result<Handled, OpsError> {
+    let sqs = &Client::new(sdk);
     each_selected(
         sqs,
         dlq_url,
@@ -240,11 +243,12 @@ pub async fn redrive_selected(
 
 /// Deletes the selected dead letters.
 pub async fn purge_selected(
-    sqs: &Client,
+    sdk: &SdkConfig,
     dlq_url: &str,
     selection: &Selection,
     mut progress: impl FnMut(usize),
-) -> anyhow::Result<Handled> {
+) -> Result<Handled, OpsError> {
+    let sqs = &Client::new(sdk);
     each_selected(sqs, dlq_url, selection, |_| async { Ok(()) }, &mut progress).await
 }
 
@@ -256,10 +260,10 @@ async fn each_selected<F, Fut>(
     selection: &Selection,
     mut before_delete: F,
     progress: &mut impl FnMut(usize),
-) -> anyhow::Result<Handled>
+) -> Result<Handled, OpsError>
 where
     F: FnMut(DeadLetter) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
+    Fut: std::future::Future<Output = Result<(), OpsError>>,
 {
     let now = Utc::now();
     let mut handled = Handled::default();
@@ -313,11 +317,12 @@ pub struct MoveProgress {
 /// Moves every dead letter to `destination_arn` with an SQS message move task, reporting
 /// progress until the task ends.
 pub async fn redrive_all(
-    sqs: &Client,
+    sdk: &SdkConfig,
     dlq_arn: &str,
     destination_arn: &str,
     mut progress: impl FnMut(&MoveProgress),
-) -> anyhow::Result<MoveProgress> {
+) -> Result<MoveProgress, OpsError> {
+    let sqs = Client::new(sdk);
     let task = sqs
         .start_message_move_task()
         .source_arn(dlq_arn)
@@ -352,10 +357,12 @@ pub async fn redrive_all(
         match p.status.as_str() {
             "RUNNING" | "CANCELLING" => continue,
             "COMPLETED" => return Ok(p),
-            other => anyhow::bail!(
-                "the message move task ended {other}: {}",
-                t.failure_reason.unwrap_or_default()
-            ),
+            other => {
+                return Err(OpsError::MoveTask {
+                    status: other.to_string(),
+                    reason: t.failure_reason.unwrap_or_default(),
+                });
+            }
         }
     }
 }

@@ -17,15 +17,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::aws_error::AwsResultExt;
 use aws_config::SdkConfig;
 use aws_sdk_scheduler::types::{ActionAfterCompletion, ScheduleState};
 use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
+use schedkit::aws::{AwsError, AwsResultExt};
 use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
+use schedkit::trigger::template::{FireContext, substitute};
 
-use super::claims::Claims;
-use super::template::{FireContext, substitute};
+use crate::claims::Claims;
 
 /// How an engine runs.
 #[derive(Debug, Clone, Default)]
@@ -156,7 +156,11 @@ impl Engine {
                             continue;
                         }
                         Err(e) => {
-                            return Err(e).aws(format!("reading schedule {group}/{name}"));
+                            return Err(AwsError::of(
+                                format!("reading schedule {group}/{name}"),
+                                &e,
+                            )
+                            .into());
                         }
                     };
                     match load(s) {
@@ -475,7 +479,9 @@ impl Engine {
             {
                 Ok(())
             }
-            Err(e) => Err(e).aws(format!("deleting completed schedule {}", s.name)),
+            Err(e) => {
+                Err(AwsError::of(format!("deleting completed schedule {}", s.name), &e).into())
+            }
         }
     }
 }
@@ -489,8 +495,7 @@ fn load(
     };
     let expression: ScheduleExpression =
         s.schedule_expression.clone().unwrap_or_default().parse()?;
-    let timezone = parse_timezone(s.schedule_expression_timezone.as_deref().unwrap_or("UTC"))
-        .map_err(anyhow::Error::msg)?;
+    let timezone = parse_timezone(s.schedule_expression_timezone.as_deref().unwrap_or("UTC"))?;
     let mut schedule = Schedule::new(expression, timezone);
     schedule.start = instant(s.start_date);
     schedule.end = instant(s.end_date);

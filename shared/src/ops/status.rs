@@ -2,17 +2,17 @@
 
 use std::collections::BTreeMap;
 
-use aws_config::SdkConfig;
 use aws_sdk_cloudwatch::types::{Dimension, Statistic};
 use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::Utc;
-use schedkit::Status;
-use schedkit::catalog::Catalog;
 use serde::Serialize;
 
-use super::executions::{self, Filter};
-use crate::aws_error::AwsResultExt;
-use crate::cli::target::Resolved;
+use super::OpsError;
+use super::executions::{Filter, Records};
+use super::stage::Stage;
+use crate::Status;
+use crate::aws::{AwsResultExt, SdkConfig};
+use crate::catalog::Catalog;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueDepth {
@@ -47,7 +47,8 @@ pub struct StatusReport {
     pub jobs: Vec<LastRun>,
 }
 
-pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> anyhow::Result<QueueDepth> {
+/// Messages on a queue: visible, in flight and delayed.
+pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<QueueDepth, OpsError> {
     let names = [
         QueueAttributeName::ApproximateNumberOfMessages,
         QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
@@ -100,29 +101,27 @@ async fn oldest_age(sdk: &SdkConfig, queue_name: &str) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// The stage's status: one read of each queue, the failed records, each job's last run.
 pub async fn gather(
     sdk: &SdkConfig,
-    target: &Resolved,
+    target: &Stage,
     catalog: &Catalog,
-) -> anyhow::Result<StatusReport> {
+) -> Result<StatusReport, OpsError> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
-    let ddb = aws_sdk_dynamodb::Client::new(sdk);
+    let records = Records::new(sdk, &target.table);
     let queue = queue_depth(&sqs, &target.queue_url).await?;
     let dlq = queue_depth(&sqs, &target.dlq_url).await?;
     let queue_name = target.queue_url.rsplit('/').next().unwrap_or_default();
     let oldest = oldest_age(sdk, queue_name).await;
 
-    let failed = executions::list(
-        &ddb,
-        &target.table,
-        &Filter {
+    let failed = records
+        .list(&Filter {
             status: Some(Status::Failed),
             limit: 200,
             ..Default::default()
-        },
-    )
-    .await?
-    .0;
+        })
+        .await?
+        .0;
     let mut failing: BTreeMap<String, FailingJob> = BTreeMap::new();
     for r in failed {
         let entry = failing.entry(r.job.clone()).or_insert_with(|| FailingJob {
@@ -135,7 +134,7 @@ pub async fn gather(
     }
     let mut jobs = Vec::new();
     for job in catalog.jobs.keys() {
-        let last = executions::last_of(&ddb, &target.table, job).await?;
+        let last = records.last_of(job).await?;
         jobs.push(LastRun {
             job: job.clone(),
             scheduled_for: last.as_ref().map(|r| r.scheduled_for.clone()),

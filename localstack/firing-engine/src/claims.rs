@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use crate::aws_error::AwsResultExt;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
+use schedkit::aws::AwsError;
 
 /// The claims table's partition key.
 pub const KEY_ATTRIBUTE: &str = "firing_key";
@@ -94,7 +94,7 @@ where
         {
             Ok(false)
         }
-        Err(e) => Err(e).aws(what),
+        Err(e) => Err(AwsError::of(what, &e).into()),
     }
 }
 

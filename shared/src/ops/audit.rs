@@ -4,9 +4,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Context;
-use aws_config::SdkConfig;
 use serde_json::{Value, json};
+
+use super::OpsError;
+use crate::aws::SdkConfig;
 
 /// Where the audit lines go.
 pub fn path() -> PathBuf {
@@ -39,11 +40,11 @@ pub async fn who(sdk: &SdkConfig) -> String {
 
 /// Checks that the audit trail can be written. Commands that change state call it before
 /// they act: an action must not happen if its audit line cannot be kept.
-pub fn ensure_writable() -> anyhow::Result<()> {
+pub fn ensure_writable() -> Result<(), OpsError> {
     open().map(drop)
 }
 
-fn open() -> anyhow::Result<std::fs::File> {
+fn open() -> Result<std::fs::File, OpsError> {
     let path = path();
     let opened = path
         .parent()
@@ -54,22 +55,23 @@ fn open() -> anyhow::Result<std::fs::File> {
                 .append(true)
                 .open(&path)
         });
-    opened.with_context(|| {
-        format!(
-            "cannot write the audit trail {} (set SCHEDKIT_AUDIT_LOG to a writable file)",
-            path.display()
-        )
-    })
+    opened.map_err(|e| audit_error(&path, e))
+}
+
+fn audit_error(path: &std::path::Path, e: std::io::Error) -> OpsError {
+    OpsError::Audit {
+        path: path.display().to_string(),
+        error: e.to_string(),
+    }
 }
 
 /// Appends the line for one action.
-pub async fn record(sdk: &SdkConfig, action: &str, details: Value) -> anyhow::Result<()> {
+pub async fn record(sdk: &SdkConfig, action: &str, details: Value) -> Result<(), OpsError> {
     let line = json!({
         "when": chrono::Utc::now().to_rfc3339(),
         "who": who(sdk).await,
         "what": action,
         "details": details,
     });
-    writeln!(open()?, "{line}")
-        .with_context(|| format!("writing the audit trail {}", path().display()))
+    writeln!(open()?, "{line}").map_err(|e| audit_error(&path(), e))
 }

@@ -3,14 +3,14 @@
 
 use std::collections::HashMap;
 
-use anyhow::Context;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::AttributeValue;
 use base64::Engine;
 use chrono::{DateTime, SecondsFormat, Utc};
-use schedkit::{ExecutionRecord, Status};
 
-use crate::aws_error::AwsResultExt;
+use super::OpsError;
+use crate::aws::{AwsResultExt, SdkConfig};
+use crate::{ExecutionRecord, Status};
 
 /// Which records, and how many.
 #[derive(Debug, Clone, Default)]
@@ -25,12 +25,77 @@ pub struct Filter {
     pub page: Option<String>,
 }
 
-/// One page of records, newest first, and the token of the next page.
-pub async fn list(
+/// The executions table of a stage, for reading.
+#[derive(Debug, Clone)]
+pub struct Records {
+    ddb: Client,
+    table: String,
+}
+
+impl Records {
+    pub fn new(sdk: &SdkConfig, table: impl Into<String>) -> Records {
+        Records {
+            ddb: Client::new(sdk),
+            table: table.into(),
+        }
+    }
+
+    /// One page of records, newest first, and the token of the next page.
+    pub async fn list(
+        &self,
+        f: &Filter,
+    ) -> Result<(Vec<ExecutionRecord>, Option<String>), OpsError> {
+        list(&self.ddb, &self.table, f).await
+    }
+
+    /// The newest record of a job, if any.
+    pub async fn last_of(&self, job: &str) -> Result<Option<ExecutionRecord>, OpsError> {
+        let f = Filter {
+            job: Some(job.into()),
+            limit: 1,
+            ..Default::default()
+        };
+        Ok(self.list(&f).await?.0.into_iter().next())
+    }
+
+    /// Up to `n` newest records of a job.
+    pub async fn recent_of(&self, job: &str, n: i32) -> Result<Vec<ExecutionRecord>, OpsError> {
+        let f = Filter {
+            job: Some(job.into()),
+            limit: n,
+            ..Default::default()
+        };
+        Ok(self.list(&f).await?.0)
+    }
+
+    /// One record by key, whole.
+    pub async fn get(&self, key: &str) -> Result<Option<ExecutionRecord>, OpsError> {
+        crate::DynamoStore::new(self.ddb.clone(), &self.table)
+            .get(key)
+            .await
+            .map_err(|e| self.store_error(e))
+    }
+
+    fn store_error(&self, e: crate::store::StoreError) -> OpsError {
+        match e {
+            crate::store::StoreError::Unavailable(answer) => OpsError::Aws(crate::aws::AwsError {
+                doing: format!("reading {}", self.table),
+                answer,
+                code: None,
+            }),
+            crate::store::StoreError::Malformed { key, reason } => OpsError::UndecodableRecord {
+                table: self.table.clone(),
+                error: format!("`{key}`: {reason}"),
+            },
+        }
+    }
+}
+
+async fn list(
     ddb: &Client,
     table: &str,
     f: &Filter,
-) -> anyhow::Result<(Vec<ExecutionRecord>, Option<String>)> {
+) -> Result<(Vec<ExecutionRecord>, Option<String>), OpsError> {
     let start = f.page.as_deref().map(decode_token).transpose()?;
     // Bounds in the format of the attribute they are compared with, as text:
     // `scheduled_for` is written to the second, `updated_at` to the millisecond.
@@ -105,7 +170,12 @@ pub async fn list(
     };
     let mut records: Vec<ExecutionRecord> = items
         .into_iter()
-        .map(|i| serde_dynamo::from_item(i).context("an execution record that does not decode"))
+        .map(|i| {
+            serde_dynamo::from_item(i).map_err(|e| OpsError::UndecodableRecord {
+                table: table.to_string(),
+                error: e.to_string(),
+            })
+        })
         .collect::<Result<_, _>>()?;
     if f.job.is_none() && f.status.is_none() {
         records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
@@ -114,35 +184,6 @@ pub async fn list(
         records,
         last.filter(|k| !k.is_empty()).map(|k| encode_token(&k)),
     ))
-}
-
-/// The newest record of a job, if any.
-pub async fn last_of(
-    ddb: &Client,
-    table: &str,
-    job: &str,
-) -> anyhow::Result<Option<ExecutionRecord>> {
-    let f = Filter {
-        job: Some(job.into()),
-        limit: 1,
-        ..Default::default()
-    };
-    Ok(list(ddb, table, &f).await?.0.into_iter().next())
-}
-
-/// Up to `n` newest records of a job.
-pub async fn recent_of(
-    ddb: &Client,
-    table: &str,
-    job: &str,
-    n: i32,
-) -> anyhow::Result<Vec<ExecutionRecord>> {
-    let f = Filter {
-        job: Some(job.into()),
-        limit: n,
-        ..Default::default()
-    };
-    Ok(list(ddb, table, &f).await?.0)
 }
 
 /// Page tokens: the index key of the last item, as URL-safe base64 JSON (keys are strings).
@@ -155,14 +196,12 @@ fn encode_token(key: &HashMap<String, AttributeValue>) -> String {
         .encode(serde_json::to_vec(&plain).expect("strings serialise"))
 }
 
-fn decode_token(token: &str) -> anyhow::Result<HashMap<String, AttributeValue>> {
+fn decode_token(token: &str) -> Result<HashMap<String, AttributeValue>, OpsError> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
-        .ok()
-        .context("--page is not a token printed by a previous page")?;
-    let plain: HashMap<String, String> = serde_json::from_slice(&bytes)
-        .ok()
-        .context("--page is not a token printed by a previous page")?;
+        .map_err(|_| OpsError::BadPageToken)?;
+    let plain: HashMap<String, String> =
+        serde_json::from_slice(&bytes).map_err(|_| OpsError::BadPageToken)?;
     Ok(plain
         .into_iter()
         .map(|(k, v)| (k, AttributeValue::S(v)))

@@ -8,9 +8,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use anyhow::Context;
-
-use crate::aws_error::AwsResultExt;
+use super::TriggerError;
+use super::template::{description, envelope_template};
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
+use crate::catalog::{Catalog, Job, Target};
 use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
 use aws_sdk_scheduler::primitives::DateTime as SmithyTime;
@@ -18,9 +19,6 @@ use aws_sdk_scheduler::types::{
     ActionAfterCompletion, DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode,
     RetryPolicy, ScheduleState, Target as SchedulerTarget,
 };
-use schedkit::catalog::{Catalog, Job, Target};
-
-use super::template::envelope_template;
 
 /// Where the catalog's schedules send their envelopes, and with which role.
 #[derive(Debug, Clone)]
@@ -58,22 +56,26 @@ pub struct ScheduleConfig {
 
 impl ScheduleConfig {
     /// What the catalog wants for a scheduled job.
-    pub fn from_job(job: &Job, targets: &SyncTargets) -> anyhow::Result<ScheduleConfig> {
-        let spec = job.spec.schedule.as_ref().context("job has no schedule")?;
+    /// `None` for a job without a schedule.
+    pub fn from_job(
+        job: &Job,
+        targets: &SyncTargets,
+    ) -> Result<Option<ScheduleConfig>, TriggerError> {
+        let Some(spec) = job.spec.schedule.as_ref() else {
+            return Ok(None);
+        };
         let target_arn = match &job.target {
             Target::Queue => targets.queue_arn.clone(),
             Target::Chain(name) => targets
                 .chains
                 .get(name)
-                .with_context(|| {
-                    format!(
-                        "job `{}` targets chain `{name}`, whose state machine ARN is unknown",
-                        job.name
-                    )
+                .ok_or_else(|| TriggerError::UnknownChain {
+                    job: job.name.clone(),
+                    chain: name.clone(),
                 })?
                 .clone(),
         };
-        Ok(ScheduleConfig {
+        Ok(Some(ScheduleConfig {
             expression: spec.expression.clone(),
             timezone: spec.timezone.clone(),
             start: spec.start.map(|t| t.timestamp()),
@@ -87,7 +89,7 @@ impl ScheduleConfig {
             retry_attempts: spec.delivery_retries,
             max_event_age_seconds: spec.max_event_age_seconds,
             dead_letter_arn: targets.dead_letter_arn.clone(),
-        })
+        }))
     }
 
     /// What the scheduler holds.
@@ -177,16 +179,6 @@ impl ScheduleConfig {
     }
 }
 
-/// A schedule's description: who owns the job, and what it does (at most 512 characters,
-/// EventBridge Scheduler's limit).
-pub fn description(job: &Job) -> String {
-    let mut text = format!("owner: {}", job.spec.owner);
-    if let Some(d) = &job.spec.description {
-        text = format!("{text}. {d}");
-    }
-    text.chars().take(512).collect()
-}
-
 /// One planned write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -262,12 +254,17 @@ impl fmt::Display for Plan {
     }
 }
 
+/// The Scheduler client [`plan`] and [`apply`] take (tests give one with interceptors).
+pub fn client(sdk: &SdkConfig) -> Client {
+    Client::new(sdk)
+}
+
 /// Compares the catalog with the scheduler's group.
 pub async fn plan(
     client: &Client,
     catalog: &Catalog,
     targets: &SyncTargets,
-) -> anyhow::Result<Plan> {
+) -> Result<Plan, TriggerError> {
     let group = catalog.settings.schedule_group.clone();
     let create_group = match client.get_schedule_group().name(&group).send().await {
         Ok(_) => false,
@@ -278,7 +275,7 @@ pub async fn plan(
             true
         }
         Err(e) => {
-            return Err(e).aws(format!("reading schedule group {group}"));
+            return Err(AwsError::of(format!("reading schedule group {group}"), &e).into());
         }
     };
     let mut current = BTreeMap::new();
@@ -304,7 +301,9 @@ pub async fn plan(
     }
     let mut changes = Vec::new();
     for job in catalog.scheduled() {
-        let wanted = ScheduleConfig::from_job(job, targets)?;
+        let Some(wanted) = ScheduleConfig::from_job(job, targets)? else {
+            continue;
+        };
         match current.remove(&job.name) {
             None => changes.push(Change::Create {
                 name: job.name.clone(),
@@ -349,7 +348,7 @@ macro_rules! schedule_request {
 }
 
 /// Performs the plan's writes, in order; returns how many writes it made.
-pub async fn apply(client: &Client, plan: &Plan) -> anyhow::Result<usize> {
+pub async fn apply(client: &Client, plan: &Plan) -> Result<usize, TriggerError> {
     let mut writes = 0;
     if plan.create_group {
         client
@@ -401,7 +400,7 @@ struct Parts {
 }
 
 impl Parts {
-    fn of(config: &ScheduleConfig) -> anyhow::Result<Parts> {
+    fn of(config: &ScheduleConfig) -> Result<Parts, TriggerError> {
         let window = match config.flexible_window_minutes {
             0 => FlexibleTimeWindow::builder()
                 .mode(FlexibleTimeWindowMode::Off)

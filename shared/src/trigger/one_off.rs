@@ -6,15 +6,16 @@
 //! (`ActionAfterCompletion: DELETE`), in the group `<catalog group>-once`, which schedule
 //! sync never touches.
 
-use crate::aws_error::AwsResultExt;
 use aws_sdk_scheduler::types::{
     ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
 };
 use chrono::{DateTime, SecondsFormat, Utc};
-use schedkit::Envelope;
 use serde_json::Value;
 
 use super::template::{ATTEMPT_NUMBER, EXECUTION_ID, SCHEDULE_ARN};
+use super::{TriggerError, once_group};
+use crate::Envelope;
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 
 /// SQS's longest message delay.
 pub const MAX_DELAY_SECONDS: i64 = 900;
@@ -42,23 +43,17 @@ pub struct OneOffTarget {
     pub dead_letter_arn: Option<String>,
 }
 
-/// The group one-time schedules live in.
-pub fn once_group(group: &str) -> String {
-    format!("{group}-once")
-}
-
 /// Enqueues the envelope to run at its `scheduled_for` (now, or later).
 pub async fn enqueue(
-    sqs: &aws_sdk_sqs::Client,
-    scheduler: &aws_sdk_scheduler::Client,
+    sdk: &SdkConfig,
     target: &OneOffTarget,
     envelope: &Envelope,
     now: DateTime<Utc>,
-) -> anyhow::Result<Enqueued> {
+) -> Result<Enqueued, TriggerError> {
     let wait = (envelope.scheduled_for - now).num_milliseconds();
     if wait <= MAX_DELAY_SECONDS * 1000 {
         let delay_seconds = (wait.max(0) as f64 / 1000.0).ceil() as i32;
-        let out = sqs
+        let out = aws_sdk_sqs::Client::new(sdk)
             .send_message()
             .queue_url(&target.queue_url)
             .message_body(envelope.to_json())
@@ -71,6 +66,7 @@ pub async fn enqueue(
             delay_seconds,
         });
     }
+    let scheduler = &aws_sdk_scheduler::Client::new(sdk);
     let group = once_group(&target.group);
     ensure_group(scheduler, &group).await?;
     let name = format!(
@@ -123,7 +119,10 @@ pub fn one_time_input(envelope: &Envelope) -> String {
     value.to_string()
 }
 
-async fn ensure_group(scheduler: &aws_sdk_scheduler::Client, group: &str) -> anyhow::Result<()> {
+async fn ensure_group(
+    scheduler: &aws_sdk_scheduler::Client,
+    group: &str,
+) -> Result<(), TriggerError> {
     match scheduler.get_schedule_group().name(group).send().await {
         Ok(_) => Ok(()),
         Err(e)
@@ -138,6 +137,6 @@ async fn ensure_group(scheduler: &aws_sdk_scheduler::Client, group: &str) -> any
                 .aws(format!("creating schedule group {group}"))?;
             Ok(())
         }
-        Err(e) => Err(e).aws(format!("reading schedule group {group}")),
+        Err(e) => Err(AwsError::of(format!("reading schedule group {group}"), &e).into()),
     }
 }

@@ -1,0 +1,12 @@
+//! The local firing engine: what EventBridge Scheduler does on AWS, for endpoints whose
+//! scheduler stores schedules but never fires them (LocalStack). It lives with the other
+//! stand-ins for AWS under `localstack/`, apart from the library: nothing deployed to AWS
+//! links it.
+//!
+//! [`engine`] reads the schedules and delivers each due firing; [`claims`] lets several
+//! engines share the work without firing one (schedule, scheduled time) twice.
+
+pub mod claims;
+pub mod engine;
+
+pub use engine::{Delivery, Engine, EngineOptions, Firing, LoadedSchedule};

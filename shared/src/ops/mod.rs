@@ -1,0 +1,57 @@
+//! What an operator does to a deployed stage, apart from printing it: find the stage's
+//! resources ([`stage`]), read execution records ([`executions`]) and dead letters, move
+//! or drop them ([`dlq`]), sum it up ([`status`]), and keep the audit trail ([`audit`]).
+//! The console is one front end to these; a team's own tool can be another.
+
+pub mod audit;
+pub mod dlq;
+pub mod executions;
+pub mod stage;
+pub mod status;
+
+use crate::aws::AwsError;
+
+/// Why an operation could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum OpsError {
+    /// AWS refused, or could not be reached.
+    #[error(transparent)]
+    Aws(#[from] AwsError),
+    /// The stage's resource does not exist: the stage is not deployed, or a name is wrong.
+    #[error("{kind} `{name}` does not exist: {hint}")]
+    NotFound {
+        kind: &'static str,
+        name: String,
+        hint: String,
+    },
+    /// A page token that no previous page printed.
+    #[error("--page is not a token printed by a previous page")]
+    BadPageToken,
+    /// A record the store holds but this version cannot read.
+    #[error("an execution record in {table} does not decode: {error}")]
+    UndecodableRecord { table: String, error: String },
+    /// An SQS message move task ended without completing.
+    #[error("the message move task ended {status}: {reason}")]
+    MoveTask { status: String, reason: String },
+    /// The audit trail cannot be written, so the action must not happen.
+    #[error(
+        "cannot write the audit trail {path} (set SCHEDKIT_AUDIT_LOG to a writable file): {error}"
+    )]
+    Audit { path: String, error: String },
+    /// The SDK refused to build the request (a required field is empty).
+    #[error("{0}")]
+    Request(String),
+}
+
+impl OpsError {
+    /// True when the input named something that is not there (a usage error, not an outage).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, OpsError::NotFound { .. })
+    }
+}
+
+impl From<aws_sdk_sqs::error::BuildError> for OpsError {
+    fn from(e: aws_sdk_sqs::error::BuildError) -> Self {
+        OpsError::Request(e.to_string())
+    }
+}

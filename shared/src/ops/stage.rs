@@ -1,0 +1,126 @@
+//! Which deployed stage an operation works on: its queues and table, found by the
+//! template's naming convention (`schedkit-<stage>-jobs`, `-dlq`, `-executions`) unless
+//! given explicitly.
+
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use super::OpsError;
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
+
+/// A stage by name, with any resource given explicitly instead of by the template's names.
+#[derive(Debug, Clone, Default)]
+pub struct StageRef {
+    /// The template's `Stage` (`dev` when none is given).
+    pub stage: Option<String>,
+    pub queue_url: Option<String>,
+    pub dlq_url: Option<String>,
+    pub table: Option<String>,
+}
+
+/// A stage's resources, found.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub stage: String,
+    pub queue_url: String,
+    pub queue_arn: String,
+    pub dlq_url: String,
+    pub dlq_arn: String,
+    pub table: String,
+}
+
+impl StageRef {
+    /// The stage, `dev` when none is given (the template's default).
+    pub fn stage(&self) -> String {
+        self.stage.clone().unwrap_or_else(|| "dev".into())
+    }
+
+    /// The executions table: given, or the stage's.
+    pub fn table(&self) -> String {
+        self.table
+            .clone()
+            .unwrap_or_else(|| format!("schedkit-{}-executions", self.stage()))
+    }
+
+    /// The jobs queue's URL: given, or looked up by the stage's name.
+    pub async fn queue_url(&self, sdk: &SdkConfig) -> Result<String, OpsError> {
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        match &self.queue_url {
+            Some(u) => Ok(u.clone()),
+            None => self.url_of(&sqs, "jobs").await,
+        }
+    }
+
+    /// Finds every resource of the stage; a queue that does not exist is
+    /// [`OpsError::NotFound`] with what to give instead.
+    pub async fn resolve(&self, sdk: &SdkConfig) -> Result<Stage, OpsError> {
+        let sqs = aws_sdk_sqs::Client::new(sdk);
+        let queue_url = match &self.queue_url {
+            Some(u) => u.clone(),
+            None => self.url_of(&sqs, "jobs").await?,
+        };
+        let dlq_url = match &self.dlq_url {
+            Some(u) => u.clone(),
+            None => self.url_of(&sqs, "dlq").await?,
+        };
+        Ok(Stage {
+            queue_arn: queue_arn(sdk, &queue_url).await?,
+            dlq_arn: queue_arn(sdk, &dlq_url).await?,
+            table: self.table(),
+            queue_url,
+            dlq_url,
+            stage: self.stage(),
+        })
+    }
+
+    async fn url_of(&self, sqs: &aws_sdk_sqs::Client, suffix: &str) -> Result<String, OpsError> {
+        let stage = self.stage();
+        let name = format!("schedkit-{stage}-{suffix}");
+        match sqs.get_queue_url().queue_name(&name).send().await {
+            Ok(out) => Ok(out.queue_url.unwrap_or_default()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_queue_does_not_exist()) =>
+            {
+                Err(OpsError::NotFound {
+                    kind: "queue",
+                    name,
+                    hint: format!(
+                        "is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url"
+                    ),
+                })
+            }
+            Err(e) => Err(AwsError::of(format!("looking up queue {name}"), &e).into()),
+        }
+    }
+
+    /// The error for a table that does not exist, with what to give instead.
+    pub fn missing_table(&self) -> OpsError {
+        let hint = match &self.table {
+            Some(_) => "check --table".to_string(),
+            None => format!(
+                "is stage `{}` deployed? Give --stage, or --table",
+                self.stage()
+            ),
+        };
+        OpsError::NotFound {
+            kind: "table",
+            name: self.table(),
+            hint,
+        }
+    }
+}
+
+/// The ARN of a queue, by URL.
+pub async fn queue_arn(sdk: &SdkConfig, url: &str) -> Result<String, OpsError> {
+    let attrs = aws_sdk_sqs::Client::new(sdk)
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .aws(format!("reading queue {url}"))?;
+    Ok(attrs
+        .attributes
+        .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
+        .unwrap_or_default())
+}

@@ -1,0 +1,23 @@
+//! The trigger layer on EventBridge Scheduler: the catalog's schedules kept in sync with it
+//! ([`sync`]), one-off runs ([`one_off`]), and the envelope template both send
+//! ([`template`]). The local firing engine that stands in for the scheduler where it never
+//! fires (LocalStack) is not here but in `localstack/firing-engine`: it is an emulator, and
+//! the library knows none.
+
+#[cfg(feature = "trigger")]
+pub mod one_off;
+#[cfg(feature = "trigger")]
+pub mod sync;
+pub mod template;
+
+#[cfg(feature = "trigger")]
+pub use error::TriggerError;
+
+#[cfg(feature = "trigger")]
+mod error;
+
+/// The group one-time schedules live in, beside the catalog's `group` (sync never touches
+/// it; the firing engine watches both).
+pub fn once_group(group: &str) -> String {
+    format!("{group}-once")
+}

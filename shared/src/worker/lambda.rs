@@ -1,0 +1,40 @@
+//! Lambda mode: SQS batch events in, partial batch responses out.
+
+use std::future::Future;
+use std::process::ExitCode;
+
+use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+
+use crate::{Processor, batch_response};
+
+/// Serves SQS events until the runtime ends or `shutdown` resolves (Lambda sends SIGTERM
+/// when it retires an environment that has extensions; a container platform always does).
+pub async fn serve(processor: Processor, shutdown: impl Future<Output = ()>) -> ExitCode {
+    let runtime = lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        let processor = processor.clone();
+        async move { Ok::<_, Error>(handle(&processor, event).await) }
+    }));
+    let code = tokio::select! {
+        result = runtime => match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "lambda runtime stopped");
+                ExitCode::FAILURE
+            }
+        },
+        () = shutdown => ExitCode::SUCCESS,
+    };
+    tracing::info!(
+        peak_rss_kb = super::process::peak_rss_kb(),
+        "lambda worker stopped"
+    );
+    code
+}
+
+async fn handle(processor: &Processor, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
+    let reports = processor
+        .process(event.payload.records, Some(&event.context.request_id))
+        .await;
+    batch_response(&reports)
+}

@@ -1,0 +1,151 @@
+//! The worker entry point: one call turns a set of jobs into a running worker.
+//!
+//! ```no_run
+//! use schedkit::worker::{self, EmbeddedCatalog, Jobs};
+//!
+//! const CATALOG: EmbeddedCatalog = EmbeddedCatalog::new("catalog.toml", "[jobs.hello]\nowner = \"me\"\n");
+//!
+//! fn main() -> std::process::ExitCode {
+//!     worker::main(CATALOG, |_setup| {
+//!         Jobs::new().add("hello", |_ctx: schedkit::JobContext| async {
+//!             Ok(serde_json::json!({"said": "hello"}))
+//!         })
+//!     })
+//! }
+//! ```
+//!
+//! [`main`] reads the settings (flags and `SCHEDKIT_*` variables, [`Settings`]), sets up
+//! JSON logs and EMF metrics on stdout, binds the jobs to the catalog's policies (refusing
+//! to start when the catalog names a queue job that has no implementation), and then
+//! serves: inside Lambda (the Runtime API is present) SQS batch events with partial batch
+//! responses, anywhere else by long-polling the queue itself with the same semantics. It
+//! stops on SIGTERM or Ctrl-C with one line that says what it did and its peak memory.
+
+mod jobs;
+mod lambda;
+mod process;
+mod settings;
+
+use std::process::ExitCode;
+
+pub use jobs::{BindError, Jobs};
+pub use settings::Settings;
+
+use crate::aws::SdkConfig;
+use crate::catalog::{Catalog, CatalogErrors};
+use crate::poller::{PollOptions, poll};
+use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
+
+/// A job catalog compiled into the binary (`include_str!`), which `SCHEDKIT_CATALOG` can
+/// replace at start-up with a file.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbeddedCatalog {
+    /// The name errors give it (`infra/catalog.toml`).
+    pub file: &'static str,
+    pub text: &'static str,
+}
+
+impl EmbeddedCatalog {
+    pub const fn new(file: &'static str, text: &'static str) -> Self {
+        EmbeddedCatalog { file, text }
+    }
+
+    /// The file named by `SCHEDKIT_CATALOG`, else the embedded text; validated.
+    pub fn load(&self) -> Result<Catalog, CatalogErrors> {
+        match std::env::var_os("SCHEDKIT_CATALOG") {
+            Some(path) => Catalog::load(std::path::Path::new(&path)),
+            None => Catalog::parse(self.text, self.file),
+        }
+    }
+}
+
+/// What the jobs' constructor may use: the SDK configuration (to build its own clients
+/// once, shared by every run) and the worker's settings.
+pub struct Setup<'a> {
+    pub aws: &'a SdkConfig,
+    pub settings: &'a Settings,
+    pub catalog: &'a Catalog,
+}
+
+impl Setup<'_> {
+    /// A DynamoDB client on the worker's configuration.
+    pub fn dynamodb(&self) -> aws_sdk_dynamodb::Client {
+        aws_sdk_dynamodb::Client::new(self.aws)
+    }
+}
+
+/// Runs a worker until it is stopped; the process's exit code: 0 after a clean stop, 1
+/// when the Lambda runtime failed, 2 when it could not start (invalid catalog, a job
+/// without implementation, bad settings).
+pub fn main(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime starts");
+    runtime.block_on(run(catalog, jobs))
+}
+
+/// [`main`] on a runtime of the caller's.
+pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs) -> ExitCode {
+    crate::telemetry::init_logging();
+    let settings = Settings::from_args();
+    let catalog = match catalog.load() {
+        Ok(c) => c,
+        Err(e) => return refuse(&e),
+    };
+    let sdk = crate::aws::load_config().await;
+    let jobs = jobs(&Setup {
+        aws: &sdk,
+        settings: &settings,
+        catalog: &catalog,
+    });
+    let registry = match jobs.bind(&catalog) {
+        Ok(r) => r,
+        Err(e) => return refuse(&e),
+    };
+    let processor = Processor::new(
+        DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table),
+        aws_sdk_sqs::Client::new(&sdk),
+        registry,
+        ProcessorConfig {
+            queue_url: settings.queue_url.clone(),
+            dlq_url: settings.dlq_url.clone(),
+            concurrency: settings.concurrency,
+            worker_id: settings
+                .worker_id
+                .clone()
+                .unwrap_or_else(process::default_worker_id),
+        },
+        Metrics::stdout(),
+    );
+    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        return lambda::serve(processor, process::shutdown_signal()).await;
+    }
+    serve_polling(processor, &sdk, &settings).await
+}
+
+/// Polling mode: long-poll until stopped (or drained), then one closing line.
+async fn serve_polling(processor: Processor, sdk: &SdkConfig, settings: &Settings) -> ExitCode {
+    let options = PollOptions {
+        wait_seconds: settings.wait_seconds,
+        until_drained: settings.until_drained,
+        ..PollOptions::default()
+    };
+    let sqs = aws_sdk_sqs::Client::new(sdk);
+    let stats = poll(&processor, &sqs, &options, process::shutdown_signal()).await;
+    let outcomes = serde_json::to_string(&stats.outcomes).unwrap_or_default();
+    tracing::info!(
+        received = stats.received,
+        deleted = stats.deleted,
+        outcomes = outcomes,
+        peak_rss_kb = process::peak_rss_kb(),
+        "poller stopped"
+    );
+    ExitCode::SUCCESS
+}
+
+/// A worker that cannot start says why on stderr, in one line, and exits 2.
+fn refuse(e: &dyn std::error::Error) -> ExitCode {
+    eprintln!("worker: {e}");
+    ExitCode::from(2)
+}

@@ -1,0 +1,53 @@
+//! Worker settings: flags outside Lambda, `SCHEDKIT_*` environment variables in both modes
+//! (the template sets them on the function).
+
+use clap::{CommandFactory, FromArgMatches, Parser};
+
+/// Runs schedkit jobs from an SQS queue. Inside Lambda (AWS_LAMBDA_RUNTIME_API set) it
+/// serves SQS batch events; anywhere else it long-polls the queue itself, with the same
+/// semantics.
+#[derive(Debug, Clone, Parser)]
+#[command(version)]
+pub struct Settings {
+    /// The jobs queue.
+    #[arg(long, env = "SCHEDKIT_QUEUE_URL")]
+    pub queue_url: String,
+    /// The dead-letter queue that receives failures with their reasons.
+    #[arg(long, env = "SCHEDKIT_DLQ_URL")]
+    pub dlq_url: String,
+    /// The executions table.
+    #[arg(long, env = "SCHEDKIT_TABLE")]
+    pub table: String,
+    /// The table the stack gives jobs for their own effects (the template's EffectsTable).
+    #[arg(long, env = "SCHEDKIT_EFFECTS_TABLE")]
+    pub effects_table: Option<String>,
+    /// Messages of one batch processed at once.
+    #[arg(long, env = "SCHEDKIT_CONCURRENCY", default_value_t = 10)]
+    pub concurrency: usize,
+    /// Prefix of the owner tokens this worker writes (default: host and pid).
+    #[arg(long, env = "SCHEDKIT_WORKER_ID")]
+    pub worker_id: Option<String>,
+    /// Polling only: stop once the queue holds no message (visible, in flight or delayed).
+    #[arg(long)]
+    pub until_drained: bool,
+    /// Polling only: long-poll wait per receive, in seconds (0-20).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i32).range(0..=20))]
+    pub wait_seconds: i32,
+}
+
+impl Settings {
+    /// The process's settings; prints the usage and exits (2) on bad flags, as any CLI.
+    /// Help and errors name the binary the user ran, not this library.
+    pub fn from_args() -> Settings {
+        let name = std::env::args()
+            .next()
+            .and_then(|a| {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "worker".into());
+        let matches = Settings::command().bin_name(name).get_matches();
+        Settings::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+}
