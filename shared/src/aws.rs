@@ -20,6 +20,7 @@ pub async fn load_config() -> SdkConfig {
 pub struct ConfigOverrides {
     /// A named profile of the shared config files.
     pub profile: Option<String>,
+    /// A region name (`eu-west-1`); None leaves it to the SDK (`AWS_REGION`, the profile).
     pub region: Option<String>,
     /// One endpoint for every service (LocalStack).
     pub endpoint_url: Option<String>,

@@ -42,12 +42,16 @@ pub struct Envelope {
 /// Why a message body is not an envelope. The text names the offending field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvelopeError {
+    /// The body does not parse as JSON; holds the parser's message.
     #[error("body is not JSON: {0}")]
     NotJson(String),
+    /// Valid JSON but not an object; holds what it is (`an array`, `null`...).
     #[error("body is JSON but not an object (found {0})")]
     NotAnObject(&'static str),
+    /// A field is missing, unknown or mistyped; the text names it where serde can.
     #[error("{0}")]
     Invalid(String),
+    /// `job` is blank or `key` is empty; holds which field.
     #[error("field `{0}` must not be empty")]
     Empty(&'static str),
     /// DynamoDB refuses partition keys over 2048 bytes.

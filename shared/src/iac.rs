@@ -2,7 +2,8 @@
 //! one EventBridge Scheduler schedule per scheduled job, per-job failure alarms, the
 //! failure-storm alarm and the dashboard. `schedkit iac render` rewrites them between the
 //! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
-//! fails when the template and the catalog disagree.
+//! fails when the template and the catalog disagree. A team's own worker crate gets its own
+//! copy of the template with [`init`], which points the worker function at its crate.
 //!
 //! YAML is written by hand: every value is a plain scalar or a JSON-quoted string (JSON
 //! strings are valid YAML double-quoted scalars), so no YAML library is needed.
@@ -20,18 +21,25 @@ pub enum IacError {
         "{file}: the failure-storm alarm combines at most {max} jobs' metrics, the catalog has {count}"
     )]
     TooManyJobs {
+        /// The catalog.
         file: String,
+        /// The most jobs one alarm can watch.
         max: usize,
+        /// The catalog's queue jobs.
         count: usize,
     },
     /// The template's generated blocks are not marked as expected.
     #[error("{0}")]
     Markers(&'static str),
+    /// The stock template no longer has the line [`init`] rewrites.
+    #[error("the template has no `{0}` line to point at the worker crate")]
+    NoLine(&'static str),
 }
 
 /// The first line of a generated block; the block ends at [`END`].
 pub const BEGIN: &str =
-    "# BEGIN GENERATED FROM infra/catalog.toml by `schedkit iac render`: do not edit by hand";
+    "# BEGIN GENERATED FROM the job catalog by `schedkit iac render`: do not edit by hand";
+/// The last line of a generated block.
 pub const END: &str = "# END GENERATED";
 
 /// A metric-math alarm can combine at most 10 metrics.
@@ -40,7 +48,9 @@ const STORM_MAX_JOBS: usize = 10;
 /// The generated blocks, in template order: mappings, then resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {
+    /// The `Catalog` mapping: worker timeout, queue retention and visibility, the group.
     pub mappings: String,
+    /// Schedules, per-job alarms, the storm alarm and the dashboard.
     pub resources: String,
 }
 
@@ -329,6 +339,31 @@ fn dashboard(r: &mut String, jobs: &[&Job]) {
     writeln!(r, "      DashboardBody: !Sub {}", q(&body)).unwrap();
 }
 
+/// A team's copy of the stock template, whose worker function is built from its own crate:
+/// `code_uri` is the crate's folder relative to the new template (what `sam build` builds),
+/// `binary` the crate's binary. Render the catalog's blocks into it with [`apply`] after.
+pub fn init(stock: &str, code_uri: &str, binary: &str) -> Result<String, IacError> {
+    let mut out = String::with_capacity(stock.len());
+    let (mut code, mut bin) = (false, false);
+    for line in stock.split_inclusive('\n') {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        if !code && line.trim_start().starts_with("CodeUri: ") {
+            code = true;
+            writeln!(out, "{indent}CodeUri: {code_uri}").unwrap();
+        } else if !bin && line.trim_start().starts_with("Binary: ") {
+            bin = true;
+            writeln!(out, "{indent}Binary: {binary}").unwrap();
+        } else {
+            out.push_str(line);
+        }
+    }
+    match (code, bin) {
+        (false, _) => Err(IacError::NoLine("CodeUri:")),
+        (_, false) => Err(IacError::NoLine("Binary:")),
+        _ => Ok(out),
+    }
+}
+
 /// The template with its generated blocks replaced by `rendered`.
 pub fn apply(template: &str, rendered: &Rendered) -> Result<String, IacError> {
     let mut out = String::new();
@@ -376,6 +411,20 @@ mod tests {
         assert!(
             wanted == template,
             "infra/template.yaml disagrees with infra/catalog.toml: run `schedkit iac render`"
+        );
+    }
+
+    #[test]
+    fn init_points_the_worker_at_another_crate_and_keeps_the_rest() {
+        let stock = "A: 1\n    Metadata:\n      BuildProperties:\n        Binary: worker\n    Properties:\n      CodeUri: ../functions/worker\n      Handler: bootstrap\n";
+        let copy = init(stock, ".", "my-jobs").unwrap();
+        assert_eq!(
+            copy,
+            "A: 1\n    Metadata:\n      BuildProperties:\n        Binary: my-jobs\n    Properties:\n      CodeUri: .\n      Handler: bootstrap\n"
+        );
+        assert_eq!(
+            init("A: 1\n", ".", "x").unwrap_err().to_string(),
+            "the template has no `CodeUri:` line to point at the worker crate"
         );
     }
 

@@ -35,9 +35,11 @@ pub enum JobError {
 }
 
 impl JobError {
+    /// A failure worth another attempt while the round has attempts left.
     pub fn retryable(msg: impl Into<String>) -> Self {
         JobError::Retryable(msg.into())
     }
+    /// A failure no retry can fix: the run ends FAILED and goes to the DLQ.
     pub fn permanent(msg: impl Into<String>) -> Self {
         JobError::Permanent(msg.into())
     }
@@ -46,9 +48,11 @@ impl JobError {
 /// Everything a job may know about the run it performs.
 #[derive(Debug, Clone)]
 pub struct JobContext {
+    /// The job's name, as the envelope gave it.
     pub job: String,
     /// The execution key: use it to make external side effects idempotent.
     pub key: String,
+    /// When the run was due, not when it started: base date ranges on it.
     pub scheduled_for: DateTime<Utc>,
     /// The envelope's payload (an object, empty when the envelope had none).
     pub payload: Value,
@@ -58,6 +62,7 @@ pub struct JobContext {
 }
 
 impl JobContext {
+    /// Built by the batch adapter; `lease_lost` turns true once a heartbeat is refused.
     pub fn new(
         job: String,
         key: String,
@@ -85,6 +90,7 @@ impl JobContext {
 
 /// A job: `run` is called once per claimed attempt.
 pub trait Job: Send + Sync + 'static {
+    /// One attempt; a panic or overrunning the policy's timeout counts as a retryable failure.
     fn run(&self, ctx: JobContext) -> BoxFuture<JobResult>;
 }
 
@@ -102,6 +108,7 @@ where
 /// How the framework runs one job: retries, lease, keys.
 #[derive(Debug, Clone)]
 pub struct JobPolicy {
+    /// Attempts per round and the backoff between them.
     pub retry: RetryPolicy,
     /// How long a claim stays exclusive without a heartbeat.
     pub lease: Duration,
@@ -144,7 +151,9 @@ impl JobPolicy {
 /// A registered job with its policy.
 #[derive(Clone)]
 pub struct RegisteredJob {
+    /// The code each claimed attempt runs.
     pub job: Arc<dyn Job>,
+    /// How the framework runs it: retries, lease, heartbeats, timeout, key.
     pub policy: JobPolicy,
 }
 
@@ -155,6 +164,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry; add jobs with [`Registry::register`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -182,10 +192,12 @@ impl Registry {
         self
     }
 
+    /// The job registered as `name`; None makes its messages unknown-job dead letters.
     pub fn get(&self, name: &str) -> Option<&RegisteredJob> {
         self.jobs.get(name)
     }
 
+    /// The registered names, sorted; the unknown-job error lists them.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.jobs.keys().map(String::as_str)
     }

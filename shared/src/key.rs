@@ -28,22 +28,51 @@ enum Part {
 /// A key template that does not parse, or a payload that does not fill it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
+    /// A `{` with no `}` after it (or another `{` before it): the template is invalid.
     #[error("key template `{template}`: unclosed `{{` at position {position}")]
-    Unclosed { template: String, position: usize },
+    Unclosed {
+        /// The template as written.
+        template: String,
+        /// Byte offset of the `{`, from 0.
+        position: usize,
+    },
+    /// A `}` that closes nothing: the template is invalid.
     #[error("key template `{template}`: `}}` without `{{` at position {position}")]
-    Unopened { template: String, position: usize },
+    Unopened {
+        /// The template as written.
+        template: String,
+        /// Byte offset of the `}`, from 0.
+        position: usize,
+    },
+    /// `{}` (or only spaces) where a payload field name belongs.
     #[error("key template `{template}`: empty field name at position {position}")]
-    EmptyField { template: String, position: usize },
+    EmptyField {
+        /// The template as written.
+        template: String,
+        /// Byte offset of the `{`, from 0.
+        position: usize,
+    },
+    /// The payload lacks (or has null for) a field the template names: the message is poison.
     #[error("key template `{template}` needs payload field `{field}`, which is missing")]
-    MissingField { template: String, field: String },
+    MissingField {
+        /// The job's template.
+        template: String,
+        /// The top-level payload field it needs.
+        field: String,
+    },
+    /// The field holds an object or an array, which has no text form for a key.
     #[error(
         "key template `{template}` needs payload field `{field}` to be a string, number or boolean, not {found}"
     )]
     NotScalar {
+        /// The job's template.
         template: String,
+        /// The payload field at fault.
         field: String,
+        /// What it holds instead: `an object` or `an array`.
         found: &'static str,
     },
+    /// The key is over [`MAX_KEY_BYTES`]; holds its length in bytes.
     #[error("derived key is {0} bytes long; keys are limited to 1024 bytes")]
     TooLong(usize),
 }

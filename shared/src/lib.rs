@@ -1,9 +1,21 @@
-//! schedkit's library: everything between an SQS message and a recorded outcome.
+//! schedkit's library: everything between a schedule and a recorded outcome, for any
+//! binary to use: the worker, the console, a team's own tool.
 //!
 //! Follow one envelope: [`envelope`] parses it, [`key`] names the run, [`store`] claims it
 //! in DynamoDB, [`batch`] runs the [`job`] with heartbeats and records the outcome with
 //! [`retry`] deciding when to try again, and [`telemetry`] says what happened. [`poller`]
-//! is the same adapter outside Lambda.
+//! is the same adapter outside Lambda, and [`worker`] starts either from a team's jobs.
+//!
+//! Around it: [`catalog`] is the one inventory of jobs and their policies, [`schedule`]
+//! evaluates their expressions as EventBridge Scheduler does, [`trigger`] keeps the
+//! scheduler in sync and enqueues one-off runs, [`iac`] renders the template's
+//! catalog-derived parts, and [`ops`] is what an operator does to a deployed stage.
+//!
+//! Features: `worker` (default) for the entry point, `trigger` for schedule sync and
+//! one-off runs (EventBridge Scheduler), `ops` for operator actions (CloudWatch, STS):
+//! a worker compiles only the SDK crates it calls.
+
+#![warn(missing_docs)]
 
 pub mod aws;
 pub mod batch;

@@ -41,7 +41,9 @@ impl Default for PollOptions {
 /// What a polling run saw.
 #[derive(Debug, Clone, Default)]
 pub struct PollStats {
+    /// Messages received over the whole run, redeliveries counted each time.
     pub received: u64,
+    /// Messages deleted after an acknowledged outcome; a failed delete comes back as a duplicate.
     pub deleted: u64,
     /// Reports by outcome label (`succeeded`, `duplicate`, ...).
     pub outcomes: BTreeMap<&'static str, u64>,

@@ -13,13 +13,21 @@ use crate::store::{prefix, timestamp};
 
 /// Message attribute names on dead letters (SQS allows ten per message; we use eight).
 pub mod attr {
+    /// Why it was dead-lettered: a [`DeadLetterReason`](super::DeadLetterReason) as text.
     pub const REASON: &str = "schedkit.reason";
+    /// The last error, cut to 1024 bytes (marked `…`); `-` when there was none.
     pub const ERROR: &str = "schedkit.error";
+    /// The job the envelope named (at most 512 bytes); absent when it named none.
     pub const JOB: &str = "schedkit.job";
+    /// The execution key (at most 512 bytes); absent when none could be derived.
     pub const KEY: &str = "schedkit.key";
+    /// Attempts of the round that failed, a `Number`; 0 for a message rejected unrun.
     pub const ATTEMPTS: &str = "schedkit.attempts";
+    /// When the worker gave up, RFC 3339 in UTC with milliseconds.
     pub const FAILED_AT: &str = "schedkit.failed-at";
+    /// URL of the jobs queue the message was taken from.
     pub const SOURCE_QUEUE: &str = "schedkit.source-queue";
+    /// The message's id on the jobs queue; absent when it was not known.
     pub const SOURCE_MESSAGE_ID: &str = "schedkit.source-message-id";
 }
 
@@ -39,6 +47,7 @@ pub enum DeadLetterReason {
 }
 
 impl DeadLetterReason {
+    /// The text sent in the `schedkit.reason` attribute, which operators select on.
     pub fn as_str(self) -> &'static str {
         match self {
             DeadLetterReason::Poison => "poison",
@@ -59,14 +68,23 @@ impl std::fmt::Display for DeadLetterReason {
 /// Everything a dead letter says about itself.
 #[derive(Debug, Clone)]
 pub struct DeadLetter<'a> {
+    /// The original message body, sent unchanged so a redrive replays it as it was.
     pub body: &'a str,
+    /// Why it was dead-lettered: it tells whether a fix and a redrive can help.
     pub reason: DeadLetterReason,
+    /// The last error; trimmed for the attribute, the record keeps the full history.
     pub error: &'a str,
+    /// None when the body did not name a job (poison).
     pub job: Option<&'a str>,
+    /// None when no key was derived (poison, unknown job).
     pub key: Option<&'a str>,
+    /// Attempts of the round that failed; 0 when the message was rejected unrun.
     pub attempts: u32,
+    /// When the worker gave up on the message.
     pub failed_at: DateTime<Utc>,
+    /// URL of the jobs queue the message came from.
     pub source_queue: &'a str,
+    /// The message's id on the jobs queue; empty leaves the attribute out.
     pub source_message_id: &'a str,
 }
 

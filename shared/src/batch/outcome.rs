@@ -14,22 +14,33 @@ pub enum Outcome {
     /// The run was already DONE.
     Duplicate,
     /// Another worker holds a live lease; the message comes back after it.
-    InProgress { retry_in: Duration },
+    InProgress {
+        /// How long the message is hidden: short probes, never past just after the lease.
+        retry_in: Duration,
+    },
     /// A retryable failure with attempts left; the message is hidden for `delay`.
     Retrying {
+        /// The attempt that failed, counted within the current round from 1.
         attempt: u32,
+        /// The backoff applied (jitter included), rounded up to whole seconds as SQS counts them.
         delay: Duration,
+        /// The job's error text, also kept in the record's history.
         error: String,
     },
     /// Sent to the DLQ with its reason (FAILED record for exhausted and permanent errors).
     DeadLettered {
+        /// The reason also written on the dead letter.
         reason: DeadLetterReason,
+        /// The error also written on the dead letter.
         error: String,
     },
     /// Our lease was taken over while the job ran; our result was refused.
     LeaseLost,
     /// The store or the DLQ could not be reached: nothing was acknowledged.
-    Unavailable { error: String },
+    Unavailable {
+        /// What failed; the message will be delivered again.
+        error: String,
+    },
 }
 
 impl Outcome {
@@ -59,12 +70,15 @@ impl Outcome {
 /// One message's report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageReport {
+    /// The SQS message id; the partial batch response names unacknowledged messages by it.
     pub message_id: String,
+    /// What the poller deletes an acknowledged message with; None when SQS gave none.
     pub receipt_handle: Option<String>,
     /// Known once the body parsed as an envelope.
     pub job: Option<String>,
     /// Known once the execution key was derived.
     pub key: Option<String>,
+    /// What happened, and so whether the message is deleted.
     pub outcome: Outcome,
 }
 

@@ -33,6 +33,7 @@ use crate::telemetry::{Metric, Metrics, Transition};
 pub struct ProcessorConfig {
     /// The jobs queue (for visibility changes and the dead letters' source attribute).
     pub queue_url: String,
+    /// Where messages that can never succeed, or failed for good, are sent with their reason.
     pub dlq_url: String,
     /// Messages of one batch processed at once.
     pub concurrency: usize,
@@ -58,6 +59,7 @@ struct Inner {
 const NO_JOB: &str = "-";
 
 impl Processor {
+    /// A processor that claims in `store` and runs the jobs in `registry`.
     pub fn new(
         store: DynamoStore,
         sqs: SqsClient,
@@ -76,6 +78,7 @@ impl Processor {
         }
     }
 
+    /// The queues and limits it was built with.
     pub fn config(&self) -> &ProcessorConfig {
         &self.inner.config
     }

@@ -33,8 +33,11 @@ pub enum Target {
 /// A validated job.
 #[derive(Debug, Clone)]
 pub struct Job {
+    /// The name under `[jobs.<name>]`; envelopes and the worker's registry use it.
     pub name: String,
+    /// The job's table as written, for what the policy does not carry (owner, payload).
     pub spec: JobSpec,
+    /// Where its envelopes go, parsed from `spec.target`.
     pub target: Target,
     /// The worker's policy for this job.
     pub policy: JobPolicy,
@@ -54,16 +57,22 @@ impl Job {
 pub struct Catalog {
     /// The file it was read from (for messages).
     pub file: String,
+    /// Settings shared by every job, defaults filled in.
     pub settings: Settings,
+    /// Every job, validated, by name.
     pub jobs: BTreeMap<String, Job>,
 }
 
 /// One problem in a catalog.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogError {
+    /// The catalog file the problem is in, as it was given.
     pub file: String,
+    /// The job at fault; None for a problem with the file or `[settings]`.
     pub job: Option<String>,
+    /// The field at fault, dotted (`schedule.timezone`); None when no single field is.
     pub field: Option<String>,
+    /// What is wrong, and usually what is allowed.
     pub message: String,
 }
 
@@ -117,6 +126,7 @@ impl Catalog {
         validate::validate(raw, file)
     }
 
+    /// The job called `name`, if the catalog lists it.
     pub fn job(&self, name: &str) -> Option<&Job> {
         self.jobs.get(name)
     }

@@ -11,8 +11,10 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogFile {
+    /// Defaults apply when `[settings]` is omitted.
     #[serde(default)]
     pub settings: Settings,
+    /// Every job by name, from the `[jobs.<name>]` tables.
     #[serde(default)]
     pub jobs: BTreeMap<String, JobSpec>,
 }
@@ -27,6 +29,7 @@ pub struct Settings {
     pub function_timeout_seconds: u32,
     /// Message retention of the jobs queue and of its DLQ: records must outlive both.
     pub queue_retention_days: u32,
+    /// The DLQ's message retention; records must outlive it as well.
     pub dlq_retention_days: u32,
 }
 
@@ -45,6 +48,7 @@ impl Default for Settings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
+    /// What the job does, for people reading the catalog and the console.
     #[serde(default)]
     pub description: Option<String>,
     /// Who to ask when it fails (a team or an address).
@@ -58,6 +62,7 @@ pub struct JobSpec {
     /// The payload every scheduled run carries.
     #[serde(default)]
     pub payload: Option<Map<String, Value>>,
+    /// How long a claim stays exclusive without a heartbeat: 1 up to the function timeout.
     #[serde(default = "default_lease")]
     pub lease_seconds: u32,
     /// Default: a quarter of the lease.
@@ -69,6 +74,7 @@ pub struct JobSpec {
     /// Default: queue + DLQ retention + 3 days.
     #[serde(default)]
     pub record_retention_days: Option<u32>,
+    /// Omitted: the default (5 attempts; 5 s, then 60 s doubling up to 15 minutes).
     #[serde(default)]
     pub retry: RetrySpec,
     /// Omitted for jobs that only run when fired (one-off, or by hand).
@@ -88,9 +94,13 @@ fn default_lease() -> u32 {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrySpec {
+    /// Attempts in one round, the first included; a redrive starts a fresh round.
     pub max_attempts: u32,
+    /// Nominal delay after the first failure (the quick retry).
     pub first_delay_seconds: u32,
+    /// Nominal delay after the second failure; doubles after each further one.
     pub base_delay_seconds: u32,
+    /// Upper bound of the nominal delay; jitter only shortens it.
     pub max_delay_seconds: u32,
 }
 
@@ -121,8 +131,10 @@ pub struct ScheduleSpec {
     /// RFC 3339, as a TOML date-time (`2030-01-01T00:00:00Z`) or a string.
     #[serde(default, deserialize_with = "instant")]
     pub start: Option<DateTime<Utc>>,
+    /// RFC 3339, like `start`: nothing fires at or after it.
     #[serde(default, deserialize_with = "instant")]
     pub end: Option<DateTime<Utc>>,
+    /// False keeps the schedule but syncs it DISABLED: it does not fire.
     #[serde(default = "default_enabled")]
     pub enabled: bool,
     /// The scheduler's own delivery retries to the queue (0-185).

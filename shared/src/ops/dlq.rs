@@ -37,21 +37,31 @@ pub const REDRIVE_POLICY: &str = "redrive-policy";
 /// A dead letter with what schedkit wrote on it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeadLetter {
+    /// The message's id on the DLQ; `--message-id` selects by it or by a prefix of it.
     pub message_id: String,
+    /// The receipt of this read, valid only while the console holds the message.
     #[serde(skip)]
     pub receipt_handle: String,
+    /// The original body, which a redrive sends back unchanged.
     pub body: String,
     /// `poison`, `unknown-job`, `key-conflict`, `attempts-exhausted`, `permanent-error`,
     /// or none when SQS's own redrive policy moved it (the worker died before deciding).
     pub reason: Option<String>,
+    /// The last error the worker wrote (at most 1024 bytes); None without our attributes.
     pub error: Option<String>,
+    /// From the letter's attribute, else from the body when it parses as an envelope.
     pub job: Option<String>,
+    /// From the letter's attribute, else the body's explicit `key`.
     pub key: Option<String>,
+    /// Attempts of the failed round; 0 for a message rejected unrun, None without our attributes.
     pub attempts: Option<u32>,
+    /// When the worker gave up, RFC 3339 as written on the letter.
     pub failed_at: Option<String>,
+    /// URL of the queue the message came from, as the worker wrote it.
     pub source_queue: Option<String>,
     /// When it reached the dead-letter queue.
     pub dead_lettered_at: DateTime<Utc>,
+    /// Every message attribute as received, schedkit's and any others.
     #[serde(skip)]
     pub attributes: HashMap<String, MessageAttributeValue>,
 }
@@ -94,9 +104,13 @@ impl DeadLetter {
 /// Which dead letters a command acts on. Empty criteria match everything.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
+    /// Letters of any of these jobs.
     pub jobs: Vec<String>,
+    /// Letters with any of these execution keys.
     pub keys: Vec<String>,
+    /// Letters whose DLQ message id starts with any of these (whole, or as `dlq list` shortens it).
     pub message_ids: Vec<String>,
+    /// Letters with any of these reasons; `redrive-policy` selects those that carry none.
     pub reasons: Vec<String>,
     /// Only messages dead-lettered at least this long ago.
     pub older_than: Option<Duration>,
@@ -105,6 +119,7 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// True when nothing narrows it, so a redrive can move everything with one message move task.
     pub fn is_everything(&self) -> bool {
         self.jobs.is_empty()
             && self.keys.is_empty()
@@ -114,6 +129,7 @@ impl Selection {
             && self.newer_than.is_none()
     }
 
+    /// Whether `d` meets every criterion; ages count back from `now`.
     pub fn matches(&self, d: &DeadLetter, now: DateTime<Utc>) -> bool {
         let any = |list: &[String], value: &Option<String>| {
             list.is_empty() || value.as_ref().is_some_and(|v| list.contains(v))
@@ -203,7 +219,9 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<DeadLetter>, Ops
 /// What a redrive or purge did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Handled {
+    /// Letters the selection matched.
     pub matched: usize,
+    /// Matched letters sent back (redrive) or dropped (purge), then deleted from the DLQ.
     pub done: usize,
     /// Left alone: they did not match.
     pub skipped: usize,
@@ -309,8 +327,11 @@ where
 /// A message move task's progress.
 #[derive(Debug, Clone, Serialize)]
 pub struct MoveProgress {
+    /// SQS's task status: `RUNNING`, `CANCELLING`, `COMPLETED`, `CANCELLED` or `FAILED`.
     pub status: String,
+    /// Messages moved so far, approximately, as SQS counts them.
     pub moved: i64,
+    /// Messages the task set out to move; None while SQS does not say.
     pub to_move: Option<i64>,
 }
 

@@ -15,11 +15,16 @@ use crate::{ExecutionRecord, Status};
 /// Which records, and how many.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// Only this job's records, through the `by-job` index, by scheduled time.
     pub job: Option<String>,
+    /// Only records in this status: a filter on each page with `job` (pages may come back short),
+    /// else the `by-status` index.
     pub status: Option<Status>,
     /// Scheduled at or after (by job), or updated at or after (by status or all).
     pub since: Option<DateTime<Utc>>,
+    /// Upper bound, inclusive, on the same time as `since`.
     pub until: Option<DateTime<Utc>>,
+    /// Records DynamoDB reads per page (its `Limit`), before any status filter.
     pub limit: i32,
     /// The token a previous page returned.
     pub page: Option<String>,
@@ -33,6 +38,7 @@ pub struct Records {
 }
 
 impl Records {
+    /// Reads `table` with a DynamoDB client built from `sdk`.
     pub fn new(sdk: &SdkConfig, table: impl Into<String>) -> Records {
         Records {
             ddb: Client::new(sdk),

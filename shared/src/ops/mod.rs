@@ -20,8 +20,11 @@ pub enum OpsError {
     /// The stage's resource does not exist: the stage is not deployed, or a name is wrong.
     #[error("{kind} `{name}` does not exist: {hint}")]
     NotFound {
+        /// What is missing: `queue` or `table`.
         kind: &'static str,
+        /// The name looked for (`schedkit-dev-jobs`).
         name: String,
+        /// What to give instead (`--stage`, `--queue-url`...).
         hint: String,
     },
     /// A page token that no previous page printed.
@@ -29,15 +32,30 @@ pub enum OpsError {
     BadPageToken,
     /// A record the store holds but this version cannot read.
     #[error("an execution record in {table} does not decode: {error}")]
-    UndecodableRecord { table: String, error: String },
+    UndecodableRecord {
+        /// The executions table that was read.
+        table: String,
+        /// The decoder's complaint, after the record's key when it is known.
+        error: String,
+    },
     /// An SQS message move task ended without completing.
     #[error("the message move task ended {status}: {reason}")]
-    MoveTask { status: String, reason: String },
+    MoveTask {
+        /// The task's last status as SQS reports it (`FAILED`, `CANCELLED`).
+        status: String,
+        /// SQS's failure reason; empty when it gave none.
+        reason: String,
+    },
     /// The audit trail cannot be written, so the action must not happen.
     #[error(
         "cannot write the audit trail {path} (set SCHEDKIT_AUDIT_LOG to a writable file): {error}"
     )]
-    Audit { path: String, error: String },
+    Audit {
+        /// The audit file (`SCHEDKIT_AUDIT_LOG`, default `~/.schedkit/audit.jsonl`).
+        path: String,
+        /// Why it could not be opened for appending.
+        error: String,
+    },
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),

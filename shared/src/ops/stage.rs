@@ -12,19 +12,28 @@ use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 pub struct StageRef {
     /// The template's `Stage` (`dev` when none is given).
     pub stage: Option<String>,
+    /// The jobs queue's URL; None looks up `schedkit-<stage>-jobs`.
     pub queue_url: Option<String>,
+    /// The DLQ's URL; None looks up `schedkit-<stage>-dlq`.
     pub dlq_url: Option<String>,
+    /// The executions table; None means `schedkit-<stage>-executions`.
     pub table: Option<String>,
 }
 
 /// A stage's resources, found.
 #[derive(Debug, Clone)]
 pub struct Stage {
+    /// The stage's name (`dev` when none was given).
     pub stage: String,
+    /// URL of the jobs queue, where a selected redrive sends dead letters back.
     pub queue_url: String,
+    /// ARN of the jobs queue, the destination of a move-task redrive.
     pub queue_arn: String,
+    /// URL of the dead-letter queue.
     pub dlq_url: String,
+    /// ARN of the dead-letter queue, the source of a move-task redrive.
     pub dlq_arn: String,
+    /// Name of the executions table.
     pub table: String,
 }
 

@@ -14,36 +14,55 @@ use crate::Status;
 use crate::aws::{AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
 
+/// A queue's approximate message counts, as SQS reports them.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueueDepth {
+    /// Messages waiting to be received.
     pub visible: u64,
+    /// Messages received and not yet deleted or returned: being worked on.
     pub in_flight: u64,
+    /// Messages sent with a delay that has not passed yet (`fire --in`).
     pub delayed: u64,
 }
 
+/// A job with runs that ended FAILED.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailingJob {
+    /// The job's name.
     pub job: String,
+    /// Its FAILED records among the 200 most recently updated ones.
     pub failed: usize,
+    /// The error of its most recently updated FAILED record; empty if that has none.
     pub last_error: String,
 }
 
+/// A catalog job's newest run by scheduled time; every field but `job` is None when it has none.
 #[derive(Debug, Clone, Serialize)]
 pub struct LastRun {
+    /// The catalog's name for the job.
     pub job: String,
+    /// When that run was due, RFC 3339.
     pub scheduled_for: Option<String>,
+    /// Where that run stands now.
     pub status: Option<Status>,
+    /// Attempts claimed over the record's whole life, redrives included.
     pub attempt: Option<u32>,
+    /// When the record last changed, RFC 3339 with milliseconds.
     pub updated_at: Option<String>,
 }
 
+/// Everything `schedkit status` shows for one stage.
 #[derive(Debug, Clone, Serialize)]
 pub struct StatusReport {
+    /// The jobs queue's depth; a backlog that keeps growing means too few or failing workers.
     pub queue: QueueDepth,
     /// From CloudWatch (`ApproximateAgeOfOldestMessage`, last 5 minutes); none without data.
     pub oldest_message_age_seconds: Option<f64>,
+    /// Messages in the DLQ, in any state: anything above 0 needs an operator.
     pub dlq_depth: u64,
+    /// Jobs with FAILED records, by name.
     pub failing_jobs: Vec<FailingJob>,
+    /// Every catalog job's last run, in the catalog's (name) order.
     pub jobs: Vec<LastRun>,
 }
 

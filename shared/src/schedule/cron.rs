@@ -9,7 +9,9 @@ use chrono::{Datelike, Duration, NaiveDate, NaiveDateTime, NaiveTime, Timelike, 
 
 use super::error::ExpressionError;
 
+/// Earliest year a cron year field accepts (EventBridge's range is 1970-2199).
 pub const MIN_YEAR: i32 = 1970;
+/// Latest year a cron year field accepts.
 pub const MAX_YEAR: i32 = 2199;
 
 const MONTHS: [&str; 12] = [

@@ -24,6 +24,7 @@ pub enum Expression {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleExpression {
     source: String,
+    /// What the expression is, for evaluating it.
     pub kind: Expression,
 }
 
@@ -34,10 +35,12 @@ impl fmt::Display for ScheduleExpression {
 }
 
 impl ScheduleExpression {
+    /// The text it was parsed from, as the Scheduler API takes it.
     pub fn as_str(&self) -> &str {
         &self.source
     }
 
+    /// True for `at(...)`: it fires once, and start and end dates do not apply.
     pub fn is_one_time(&self) -> bool {
         matches!(self.kind, Expression::At(_))
     }

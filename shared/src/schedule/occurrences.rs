@@ -14,6 +14,7 @@ use super::expression::{Expression, ScheduleExpression};
 /// An expression with its zone and bounds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
+    /// What fires when; cron and `at` times are wall-clock times in `timezone`.
     pub expression: ScheduleExpression,
     /// `ScheduleExpressionTimezone` (UTC when not given).
     pub timezone: Tz,
@@ -26,6 +27,7 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule in `timezone` with no start, end or creation time; set those fields after.
     pub fn new(expression: ScheduleExpression, timezone: Tz) -> Self {
         Schedule {
             expression,

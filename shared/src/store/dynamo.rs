@@ -30,7 +30,12 @@ pub enum StoreError {
     Unavailable(String),
     /// An item that does not decode as an execution record.
     #[error("execution record `{key}` is malformed: {reason}")]
-    Malformed { key: String, reason: String },
+    Malformed {
+        /// The execution key of the item.
+        key: String,
+        /// What did not decode, as serde says it.
+        reason: String,
+    },
 }
 
 /// Why an owner's write (heartbeat, complete, retry, fail) did not happen.
@@ -40,8 +45,10 @@ pub enum TransitionError {
     /// it was finished). The record is left as the new owner wrote it.
     #[error("lease lost: the run now belongs to {}", current.as_ref().and_then(|r| r.owner.as_deref()).unwrap_or("nobody"))]
     LeaseLost {
+        /// The record as the refusal found it; None when the item is gone (TTL, by hand).
         current: Option<Box<ExecutionRecord>>,
     },
+    /// The store itself failed (unreachable, or a malformed item), not the fence.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -70,6 +77,7 @@ pub struct DynamoStore {
 }
 
 impl DynamoStore {
+    /// A store on the executions table `table` (the template's `schedkit-<stage>-executions`).
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoStore {
             client,
@@ -77,10 +85,12 @@ impl DynamoStore {
         }
     }
 
+    /// The executions table's name.
     pub fn table(&self) -> &str {
         &self.table
     }
 
+    /// The client it was built with, to reach other tables with the same configuration.
     pub fn client(&self) -> &Client {
         &self.client
     }

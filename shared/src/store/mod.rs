@@ -8,7 +8,6 @@ pub use dynamo::{
     TransitionError,
 };
 pub use record::{
-    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, HISTORY_CAP,
-    SNAPSHOT_CAP, Status, cap_snapshot, claimed_record, classify_refusal, finished_record, prefix,
-    timestamp,
+    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status,
 };
+pub(crate) use record::{prefix, timestamp};

@@ -18,21 +18,30 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Attempts kept on a record; older ones are dropped first.
-pub const HISTORY_CAP: usize = 10;
+pub(crate) const HISTORY_CAP: usize = 10;
 /// Bytes of input (and of result) kept on a record, enough to replay a typical run.
-pub const SNAPSHOT_CAP: usize = 4096;
+pub(crate) const SNAPSHOT_CAP: usize = 4096;
 
+/// Where a run stands in the state machine; stored and printed in upper case (`RUNNING`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
+    /// Known but not yet claimed; a claim takes it as it takes a new key.
     Registered,
+    /// An attempt holds the lease until `lease_expires_at`; past it, a delivery may reclaim
+    /// the run.
     Running,
+    /// An attempt failed retryably; the next delivery, after the backoff, claims it again.
     Retrying,
+    /// Terminal: the run succeeded, and any later delivery of the key is a duplicate.
     Done,
+    /// The round ended (attempts exhausted or a permanent error) and the message went to the
+    /// DLQ; only a redrive, which is another message, claims it again.
     Failed,
 }
 
 impl Status {
+    /// The stored form (`DONE`): condition expressions and the `by-status` index use it.
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Registered => "REGISTERED",
@@ -54,8 +63,11 @@ impl std::fmt::Display for Status {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttemptOutcome {
+    /// The job succeeded; the record became DONE.
     Succeeded,
+    /// Failed retryably with attempts left; the record became RETRYING.
     Retrying,
+    /// Failed for good (the last attempt, or a permanent error); the record became FAILED.
     Failed,
     /// The worker stopped renewing its lease and another one took the run over.
     LeaseExpired,
@@ -64,13 +76,20 @@ pub enum AttemptOutcome {
 /// One attempt, as kept in the record's capped history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptEntry {
+    /// The record's `attempt` counter at the time: over its whole life, not within the round.
     pub attempt: u32,
+    /// Owner token of the worker that ran it (`<worker id>:<uuid>`).
     pub owner: String,
+    /// When it was claimed, RFC 3339 with milliseconds, UTC.
     pub started_at: String,
+    /// When it ended, or when a reclaim found its lease expired; RFC 3339 with milliseconds.
     pub finished_at: String,
+    /// How it ended.
     pub outcome: AttemptOutcome,
+    /// The error, capped at 4096 bytes; None for a success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Milliseconds from claim to end; None for an attempt whose lease expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
 }
@@ -78,9 +97,13 @@ pub struct AttemptEntry {
 /// An execution record, one DynamoDB item per execution key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionRecord {
+    /// The partition key: the envelope's `key`, the job's template, or `<job>#<scheduled_for>`.
     pub execution_key: String,
+    /// The job's catalog name; the `by-job` index is keyed on it.
     pub job: String,
+    /// When the run was due, RFC 3339 in UTC; the `by-job` index sorts on it.
     pub scheduled_for: String,
+    /// Where the run stands; the `by-status` index is keyed on it.
     pub status: Status,
     /// Attempts claimed over the record's whole life.
     #[serde(default)]
@@ -88,30 +111,42 @@ pub struct ExecutionRecord {
     /// `attempt` when the record last became FAILED: a redrive starts a fresh round.
     #[serde(default)]
     pub attempt_base: u32,
+    /// Owner token of the latest claim (`<worker id>:<uuid>`); that attempt's writes are
+    /// fenced on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Epoch milliseconds; only meaningful while RUNNING.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at: Option<i64>,
+    /// SHA-256 (hex) of the job and canonical payload: the key with another hash is a conflict.
     pub payload_hash: String,
     /// The envelope as received, capped at [`SNAPSHOT_CAP`] bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
+    /// When the key was first claimed, RFC 3339 with milliseconds, UTC.
     pub created_at: String,
+    /// When the record last changed, RFC 3339 with milliseconds; `by-status` sorts on it.
     pub updated_at: String,
+    /// When the latest attempt was claimed, RFC 3339 with milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// When the run became DONE or FAILED, RFC 3339 with milliseconds; None while it is not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<String>,
+    /// Milliseconds the latest finished attempt took; None while an attempt runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// The latest failed attempt's error, capped at 4096 bytes; a later success leaves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+    /// The last 10 attempts, oldest first, with each one's outcome and error.
     #[serde(default)]
     pub history: Vec<AttemptEntry>,
     /// The job's result (JSON), capped at [`SNAPSHOT_CAP`] bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
+    /// SQS id of the message behind the latest claim: a FAILED run is claimed again only by
+    /// another message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
     /// DynamoDB TTL, epoch seconds.
@@ -158,17 +193,25 @@ impl ExecutionRecord {
 /// What the worker asks for when it claims a run.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest {
+    /// The execution key to claim.
     pub key: String,
+    /// The envelope's job.
     pub job: String,
+    /// The envelope's `scheduled_for`, RFC 3339 in UTC as keys write it.
     pub scheduled_for: String,
+    /// Hash of the job and canonical payload: tells a duplicate from a key conflict.
     pub payload_hash: String,
     /// The envelope text; capped before it is stored.
     pub input: String,
+    /// The SQS message id; a FAILED record is claimed again only by a different message.
     pub message_id: Option<String>,
     /// Fencing token: every later write of this attempt is conditioned on it.
     pub owner: String,
+    /// The claim's time: lease and TTL count from it; a lease that ended earlier has expired.
     pub now: DateTime<Utc>,
+    /// How long the claim stays exclusive without a heartbeat.
     pub lease: Duration,
+    /// How long the record is kept after this claim (the DynamoDB TTL).
     pub retention: Duration,
 }
 
@@ -190,7 +233,7 @@ pub enum ClaimOutcome {
 }
 
 /// What a refused claim means, from the item DynamoDB returned (ALL_OLD) with the refusal.
-pub fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
+pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
     if current.payload_hash != req.payload_hash {
         ClaimOutcome::Conflict(current)
     } else if current.status == Status::Done {
@@ -206,7 +249,10 @@ pub fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOu
 
 /// The record after a successful claim, computed from the item before it (ALL_OLD) exactly
 /// as the claim's update expression changes it, so no read-back is needed.
-pub fn claimed_record(before: Option<ExecutionRecord>, req: &ClaimRequest) -> ExecutionRecord {
+pub(crate) fn claimed_record(
+    before: Option<ExecutionRecord>,
+    req: &ClaimRequest,
+) -> ExecutionRecord {
     let now = timestamp(req.now);
     let lease_until = lease_until(req.now, req.lease);
     match before {
@@ -267,12 +313,25 @@ pub fn claimed_record(before: Option<ExecutionRecord>, req: &ClaimRequest) -> Ex
 /// How an attempt ends.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Finish {
-    Succeeded { result: Value },
-    Retrying { error: String },
-    Failed { error: String },
+    /// The job succeeded: the record becomes DONE.
+    Succeeded {
+        /// The job's result, kept on the record as JSON text capped at 4096 bytes.
+        result: Value,
+    },
+    /// A retryable failure with attempts left: the record becomes RETRYING.
+    Retrying {
+        /// The job's error, kept (capped) in the history and `last_error`.
+        error: String,
+    },
+    /// Attempts exhausted or a permanent error: the record becomes FAILED and the round ends.
+    Failed {
+        /// The job's error, kept (capped) in the history and `last_error`.
+        error: String,
+    },
 }
 
 impl Finish {
+    /// The status the record is given when this finish is written.
     pub fn status(&self) -> Status {
         match self {
             Finish::Succeeded { .. } => Status::Done,
@@ -283,7 +342,7 @@ impl Finish {
 }
 
 /// The record after the owner finishes an attempt (DONE, RETRYING or FAILED).
-pub fn finished_record(
+pub(crate) fn finished_record(
     claimed: &ExecutionRecord,
     finish: &Finish,
     now: DateTime<Utc>,
@@ -339,7 +398,7 @@ fn push_capped(history: &mut Vec<AttemptEntry>, entry: AttemptEntry) {
 }
 
 /// Keeps at most [`SNAPSHOT_CAP`] bytes, cut on a character boundary, and says so.
-pub fn cap_snapshot(text: &str) -> String {
+pub(crate) fn cap_snapshot(text: &str) -> String {
     let kept = prefix(text, SNAPSHOT_CAP);
     if kept.len() == text.len() {
         return text.to_string();
@@ -348,7 +407,7 @@ pub fn cap_snapshot(text: &str) -> String {
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
-pub fn prefix(text: &str, max: usize) -> &str {
+pub(crate) fn prefix(text: &str, max: usize) -> &str {
     let mut end = max.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
@@ -357,11 +416,11 @@ pub fn prefix(text: &str, max: usize) -> &str {
 }
 
 /// Timestamps on records: RFC 3339 with milliseconds, UTC, so they sort as text.
-pub fn timestamp(t: DateTime<Utc>) -> String {
+pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-pub fn lease_until(now: DateTime<Utc>, lease: Duration) -> i64 {
+pub(crate) fn lease_until(now: DateTime<Utc>, lease: Duration) -> i64 {
     now.timestamp_millis() + lease.as_millis() as i64
 }
 

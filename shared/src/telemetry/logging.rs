@@ -30,24 +30,31 @@ pub fn payload_logging() -> bool {
 /// One transition of one message, as logged.
 #[derive(Debug, Clone, Default)]
 pub struct Transition<'a> {
+    /// The envelope's job, or `-` when the body named none.
     pub job: &'a str,
+    /// The execution key; empty before one is derived.
     pub key: &'a str,
     /// The scheduler's execution id, when the envelope carried one.
     pub execution_id: &'a str,
+    /// Attempt within the round, from 1; 0 when nothing ran.
     pub attempt: u32,
     /// A record status (`RUNNING`, `DONE`, ...) or what happened to the message
     /// (`DUPLICATE`, `IN_PROGRESS`, `REJECTED`, `LEASE_LOST`, `UNAVAILABLE`).
     pub status: &'a str,
+    /// How long the attempt ran, in milliseconds; 0 when nothing ran.
     pub duration_ms: u64,
+    /// What went wrong; empty when nothing did.
     pub error: &'a str,
     /// The Lambda request id, or empty outside Lambda.
     pub request_id: &'a str,
+    /// The SQS message id, to find the message or its dead letter.
     pub message_id: &'a str,
     /// Only filled when payload logging is on.
     pub payload: Option<&'a serde_json::Value>,
 }
 
 impl Transition<'_> {
+    /// Writes the line: at warn level for FAILED, REJECTED and UNAVAILABLE, info otherwise.
     pub fn log(&self) {
         let payload = self
             .payload

@@ -16,13 +16,21 @@ pub const DIMENSION: &str = "Job";
 /// The metrics the design names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
+    /// A claimed attempt began to run.
     Started,
+    /// An attempt succeeded and its DONE record is written.
     Succeeded,
+    /// An attempt failed retryably; the message comes back after the backoff.
     Retried,
+    /// A run ended FAILED (its message then goes to the DLQ); the per-job alarm watches it.
     Failed,
+    /// A delivery of a decided run (DONE, or FAILED by this very message) was not run again.
     Duplicate,
+    /// A delivery met another worker's live lease and was put back; not an attempt.
     InProgressConflict,
+    /// An attempt's outcome was refused: another worker had taken the run over.
     LeaseLost,
+    /// A message was dead-lettered without running: poison, unknown job or key conflict.
     Rejected,
     /// Milliseconds an attempt ran.
     Duration,
@@ -31,6 +39,7 @@ pub enum Metric {
 }
 
 impl Metric {
+    /// Every metric once, in declaration order, for code that must cover them all.
     pub const ALL: [Metric; 10] = [
         Metric::Started,
         Metric::Succeeded,
@@ -44,6 +53,7 @@ impl Metric {
         Metric::ScheduleLag,
     ];
 
+    /// The metric's name in CloudWatch.
     pub fn name(self) -> &'static str {
         match self {
             Metric::Started => "Started",
@@ -59,6 +69,7 @@ impl Metric {
         }
     }
 
+    /// The EMF unit: `Milliseconds` for durations, `Count` for the rest.
     pub fn unit(self) -> &'static str {
         match self {
             Metric::Duration | Metric::ScheduleLag => "Milliseconds",

@@ -10,7 +10,12 @@ pub enum TriggerError {
     Aws(#[from] AwsError),
     /// A job targets a chain whose state machine the caller did not name.
     #[error("job `{job}` targets chain `{chain}`, whose state machine ARN is unknown")]
-    UnknownChain { job: String, chain: String },
+    UnknownChain {
+        /// The job whose target is `chain:<chain>`.
+        job: String,
+        /// The chain's name, which the caller's map of state machine ARNs lacks.
+        chain: String,
+    },
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),

@@ -25,21 +25,32 @@ pub const MAX_DELAY_SECONDS: i64 = 900;
 pub enum Enqueued {
     /// On the queue, invisible for `delay_seconds`.
     Queued {
+        /// The SQS message id, to find the message or its dead letter.
         message_id: String,
+        /// Seconds until it is delivered, 0-900, rounded up.
         delay_seconds: i32,
     },
     /// A one-time schedule that fires at the envelope's `scheduled_for`.
-    Scheduled { group: String, name: String },
+    Scheduled {
+        /// The schedule group, `<catalog group>-once`.
+        group: String,
+        /// The schedule's name, `<job>-<12 hex digits>`; it deletes itself after firing.
+        name: String,
+    },
 }
 
 /// Where one-off runs go.
 #[derive(Debug, Clone)]
 pub struct OneOffTarget {
+    /// The jobs queue's URL, for runs due within 15 minutes.
     pub queue_url: String,
+    /// The jobs queue's ARN: the one-time schedule's target.
     pub queue_arn: String,
+    /// The role the scheduler assumes to send to the queue (the template's scheduler role).
     pub role_arn: String,
     /// The catalog's schedule group; one-time schedules go to `<group>-once`.
     pub group: String,
+    /// Where the scheduler puts a firing it cannot deliver; None: it drops it.
     pub dead_letter_arn: Option<String>,
 }
 

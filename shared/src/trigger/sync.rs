@@ -37,20 +37,31 @@ pub struct SyncTargets {
 /// A schedule's settings, in the form both sides are compared in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScheduleConfig {
+    /// `cron(...)`, `rate(...)` or `at(...)`, as the scheduler stores it.
     pub expression: String,
+    /// IANA zone the expression is read in; `UTC` when the scheduler holds none.
     pub timezone: String,
     /// Epoch seconds.
     pub start: Option<i64>,
+    /// Epoch seconds; nothing fires at or after it.
     pub end: Option<i64>,
+    /// Owner and what the job does, at most 512 characters.
     pub description: String,
+    /// False: the schedule is kept but DISABLED, so it does not fire.
     pub enabled: bool,
     /// 0 when the window is off.
     pub flexible_window_minutes: u32,
+    /// The jobs queue, or the state machine of the job's chain.
     pub target_arn: String,
+    /// The role the scheduler assumes to deliver.
     pub role_arn: String,
+    /// The envelope template; the scheduler fills its context attributes in at fire time.
     pub input: String,
+    /// The scheduler's own delivery retries (0-185), not the worker's.
     pub retry_attempts: u32,
+    /// How long the scheduler keeps trying to deliver one firing, in seconds.
     pub max_event_age_seconds: u32,
+    /// Where the scheduler puts a firing it cannot deliver; None: the firing is dropped.
     pub dead_letter_arn: Option<String>,
 }
 
@@ -182,16 +193,25 @@ impl ScheduleConfig {
 /// One planned write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
+    /// A scheduled job with no schedule in the group yet.
     Create {
+        /// The schedule's name: the job's name.
         name: String,
+        /// What the catalog wants.
         config: Box<ScheduleConfig>,
     },
+    /// A schedule that differs from the catalog in at least one field.
     Update {
+        /// The schedule's name: the job's name.
         name: String,
+        /// The whole wanted config: UpdateSchedule replaces every field.
         config: Box<ScheduleConfig>,
+        /// `field: old → new` for each field that differs, for the operator to read.
         differences: Vec<String>,
     },
+    /// A schedule in the group that the catalog no longer lists.
     Delete {
+        /// The schedule's name.
         name: String,
     },
 }
@@ -223,12 +243,16 @@ impl fmt::Display for Change {
 /// What a sync would do.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The catalog's schedule group the plan is for.
     pub group: String,
+    /// True when the group does not exist yet; `apply` creates it first.
     pub create_group: bool,
+    /// Writes in the order `apply` makes them: creates and updates by job name, then deletes.
     pub changes: Vec<Change>,
 }
 
 impl Plan {
+    /// True when the scheduler already matches the catalog: `apply` would write nothing.
     pub fn is_empty(&self) -> bool {
         !self.create_group && self.changes.is_empty()
     }

@@ -6,9 +6,13 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Job;
 
+/// Becomes the firing's scheduled time (RFC 3339, to the second): `scheduled_for`.
 pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
+/// Becomes the scheduler's id for the firing: `execution_id`.
 pub const EXECUTION_ID: &str = "<aws.scheduler.execution-id>";
+/// Becomes the ARN of the schedule that fired: `schedule_arn`.
 pub const SCHEDULE_ARN: &str = "<aws.scheduler.schedule-arn>";
+/// Becomes the scheduler's delivery attempt, from 1 (its retries, not the worker's): `attempt`.
 pub const ATTEMPT_NUMBER: &str = "<aws.scheduler.attempt-number>";
 
 /// The target `Input` for a job: the envelope with the context attributes in place of the
@@ -40,9 +44,13 @@ pub fn description(job: &Job) -> String {
 /// The values of one firing.
 #[derive(Debug, Clone)]
 pub struct FireContext {
+    /// The occurrence being fired, not the moment of delivery; written to the second.
     pub scheduled_time: DateTime<Utc>,
+    /// The scheduler's id for the firing, for tracing a run back to it.
     pub execution_id: String,
+    /// ARN of the schedule that fired.
     pub schedule_arn: String,
+    /// The delivery attempt, from 1: the scheduler's own retries, not the worker's.
     pub attempt: u32,
 }
 

@@ -19,13 +19,21 @@ pub struct Jobs {
 /// Why a worker's jobs do not fit its catalog.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BindError {
+    /// A queue job of the catalog that no implementation was registered for: every run
+    /// of it would fail.
     #[error(
         "{file}: job `{job}` targets the queue but the worker has no implementation for it (register it with `Jobs::add`)"
     )]
-    Unimplemented { file: String, job: String },
+    Unimplemented {
+        /// The catalog.
+        file: String,
+        /// The job's name in it.
+        job: String,
+    },
 }
 
 impl Jobs {
+    /// No job yet; [`Jobs::add`] each one.
     pub fn new() -> Self {
         Self::default()
     }

@@ -42,10 +42,12 @@ use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
 pub struct EmbeddedCatalog {
     /// The name errors give it (`infra/catalog.toml`).
     pub file: &'static str,
+    /// The catalog's TOML.
     pub text: &'static str,
 }
 
 impl EmbeddedCatalog {
+    /// A `const`, so a binary declares its catalog once at the top of `main.rs`.
     pub const fn new(file: &'static str, text: &'static str) -> Self {
         EmbeddedCatalog { file, text }
     }
@@ -62,8 +64,11 @@ impl EmbeddedCatalog {
 /// What the jobs' constructor may use: the SDK configuration (to build its own clients
 /// once, shared by every run) and the worker's settings.
 pub struct Setup<'a> {
+    /// Region, credentials and endpoint, resolved once.
     pub aws: &'a SdkConfig,
+    /// The worker's flags and `SCHEDKIT_*` variables (the effects table among them).
     pub settings: &'a Settings,
+    /// The validated catalog the jobs will be bound to.
     pub catalog: &'a Catalog,
 }
 
