@@ -1,6 +1,5 @@
 //! Lambda functions on LocalStack: deploy the packaged zips, invoke them.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use aws_sdk_lambda::primitives::Blob;
@@ -11,10 +10,9 @@ use serde_json::Value;
 /// The packaged zip of a Lambda binary (`functions/package.sh <bin>`, which `make test`
 /// runs before the tests).
 pub fn zip(bin: &str) -> Vec<u8> {
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"));
-    let path = target.join("lambda/debug").join(format!("{bin}.zip"));
+    let path = crate::target_dir()
+        .join("lambda/debug")
+        .join(format!("{bin}.zip"));
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; package it with `functions/package.sh worker probe` (`make test` does)",

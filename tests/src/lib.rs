@@ -12,7 +12,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::config::Credentials;
 
 pub use counter::RequestCounter;
-pub use stack::{Stack, StackOptions};
+pub use stack::{Stack, StackOptions, WorkerBuild};
 
 /// The LocalStack endpoint: `AWS_ENDPOINT_URL`, else the launcher's default port.
 pub fn endpoint() -> String {
@@ -57,6 +57,25 @@ async fn assert_localstack_up(endpoint: &str) {
         "LocalStack is not reachable at {endpoint}: start it with `localstack/launch.sh start` \
          (`make test` does this for you)"
     );
+}
+
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else `target/`).
+pub fn target_dir() -> std::path::PathBuf {
+    std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+/// A binary of the workspace as `make build` leaves it (debug profile). Panics, failing the
+/// test, when it was not built.
+pub fn binary(name: &str) -> std::path::PathBuf {
+    let path = target_dir().join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build --workspace --bins --tests` (`make test` does)",
+        path.display()
+    );
+    path
 }
 
 /// A name no other test or run uses: `<prefix>-<8 hex digits>`.

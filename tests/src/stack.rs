@@ -28,6 +28,26 @@ pub struct StackOptions {
     /// Whether the deployed worker Lambda consumes the jobs queue. Off by default: most
     /// tests drive workers themselves.
     pub worker_event_source: bool,
+    /// Another worker: its template (written by `schedkit iac init`) and its packaged zip
+    /// (default: `infra/template.yaml` with the example worker).
+    pub worker: Option<WorkerBuild>,
+}
+
+/// A worker crate of one's own, as deployed: the template and the zip of its bootstrap.
+#[derive(Debug, Clone)]
+pub struct WorkerBuild {
+    pub template: PathBuf,
+    pub zip: PathBuf,
+}
+
+impl WorkerBuild {
+    /// The example worker: `infra/template.yaml` with `functions/package.sh worker`'s zip.
+    pub fn example() -> WorkerBuild {
+        WorkerBuild {
+            template: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml"),
+            zip: crate::target_dir().join("lambda/debug/worker.zip"),
+        }
+    }
 }
 
 /// What `infra/deploy-localstack.sh` reports.
@@ -48,37 +68,45 @@ pub fn stack_name(stage: &str) -> String {
 
 /// Runs the project's deploy command for `stage` with template parameters `params`.
 pub async fn deploy(stage: &str, params: &[(&str, &str)]) -> anyhow::Result<Deployment> {
+    deploy_worker(stage, &WorkerBuild::example(), params).await
+}
+
+/// [`deploy`] of another worker's template and zip.
+pub async fn deploy_worker(
+    stage: &str,
+    worker: &WorkerBuild,
+    params: &[(&str, &str)],
+) -> anyhow::Result<Deployment> {
     let mut args = vec![
         "--stack".to_string(),
         stack_name(stage),
+        "--template".to_string(),
+        worker.template.display().to_string(),
         format!("Stage={stage}"),
     ];
     args.extend(params.iter().map(|(k, v)| format!("{k}={v}")));
-    run_deploy_script(&args).await
+    run_deploy_script(&args, &worker.zip).await
 }
 
 /// Deletes the stage's stack and waits until it is gone.
 pub async fn undeploy(stage: &str) -> anyhow::Result<()> {
-    run_deploy_script(&["--stack".into(), stack_name(stage), "--delete".into()]).await?;
+    let args = ["--stack".into(), stack_name(stage), "--delete".into()];
+    run_deploy_script(&args, &WorkerBuild::example().zip).await?;
     Ok(())
 }
 
-async fn run_deploy_script(args: &[String]) -> anyhow::Result<Deployment> {
+async fn run_deploy_script(args: &[String], zip: &std::path::Path) -> anyhow::Result<Deployment> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("target"));
-    let zip = target.join("lambda/debug/worker.zip");
     anyhow::ensure!(
         zip.exists(),
-        "{} is missing: package it with `functions/package.sh worker probe` (`make test` does)",
+        "{} is missing: package it with `functions/package.sh` (`make build` packages every worker)",
         zip.display()
     );
     let out = tokio::process::Command::new(root.join("infra/deploy-localstack.sh"))
         .args(args)
         .env("AWS_ENDPOINT_URL", crate::endpoint())
         // Never build from inside `cargo test`: deploy the zip that is already there.
-        .env("SCHEDKIT_WORKER_ZIP", &zip)
+        .env("SCHEDKIT_WORKER_ZIP", zip)
         .output()
         .await
         .context("running infra/deploy-localstack.sh")?;
@@ -124,7 +152,8 @@ impl Stack {
         } else {
             "disabled"
         };
-        let deployment = deploy(name, &[("WorkerEventSource", source)]).await?;
+        let worker = options.worker.clone().unwrap_or_else(WorkerBuild::example);
+        let deployment = deploy_worker(name, &worker, &[("WorkerEventSource", source)]).await?;
         let o = &deployment.outputs;
         let get = |key: &str| {
             o.get(key)

@@ -1,4 +1,4 @@
-//! The built worker binary in Lambda mode, driven through a Lambda Runtime API (acceptance i).
+//! The built worker binary in Lambda mode, driven through a Lambda Runtime API.
 
 use std::time::Duration;
 
@@ -35,7 +35,7 @@ async fn the_lambda_binary_returns_the_partial_batch_response() {
 
     // The worker binary as Lambda runs it: polled through the Runtime API of schedkit's
     // Lambda init (the same component LocalStack uses without Docker).
-    let binary = std::path::PathBuf::from(env!("CARGO_BIN_EXE_worker"));
+    let binary = schedkit_testkit::binary("worker");
     let mut env = stack.worker_env();
     env.extend(
         [

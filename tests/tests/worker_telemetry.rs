@@ -1,5 +1,5 @@
 //! What the worker binary writes: EMF metric lines and JSON log lines, nothing else, and
-//! no payloads unless asked (acceptance k).
+//! no payloads unless asked.
 
 use std::collections::BTreeSet;
 
@@ -40,7 +40,7 @@ async fn run_worker(log_payloads: bool) -> Vec<String> {
     }
     stack.send("not json").await.unwrap();
 
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_worker"))
+    let out = tokio::process::Command::new(schedkit_testkit::binary("worker"))
         .args(["--until-drained", "--wait-seconds", "1"])
         .envs(stack.worker_env())
         .env(

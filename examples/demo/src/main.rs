@@ -40,7 +40,7 @@ struct Args {
     #[arg(long, default_value = "target/demo")]
     log_dir: PathBuf,
     /// The job catalog whose schedules fire.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/catalog.toml"))]
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/catalog.toml"))]
     catalog: PathBuf,
 }
 
@@ -237,7 +237,7 @@ async fn fire_catalog_day(
     // The deployed stack already holds the catalog's schedules (the template is generated
     // from the same catalog): the sync below finds nothing to change.
     catalog.settings.schedule_group = stack.schedule_group.clone();
-    let scheduler = aws_sdk_scheduler::Client::new(sdk);
+    let scheduler = sync::client(sdk);
     let targets = SyncTargets {
         queue_arn: stack.arn_of(&stack.queue_url),
         role_arn: stack.scheduler_role_arn.clone(),

@@ -1,0 +1,9 @@
+//! The library's pure logic through its public API, as one test binary. Each module proves
+//! one area:
+
+/// Catalog validation names file, job and field for every invalid fixture.
+mod catalog;
+/// Schedule expressions, table-driven against independently worked-out instants.
+mod schedule_expressions;
+/// Properties of cron schedules in any zone, against a minute-by-minute scan.
+mod schedule_properties;

@@ -1,0 +1,36 @@
+//! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
+//! of one per area); all but `layering` run against LocalStack. Each module proves one area:
+
+/// At-least-once delivery in, effect applied once out; two DynamoDB requests per success.
+mod exactly_once;
+/// Stopping LocalStack ends every executor process and removes the unpacked code.
+mod executor_cleanup;
+/// The local firing engine: a fast-forwarded day fires exactly the expected envelopes,
+/// once, with retries, dead letters and after-completion actions as AWS has them.
+mod firing_engine;
+/// The SAM template deploys, redeploys as a no-op, updates, and runs an envelope to DONE.
+mod infrastructure;
+/// Rust Lambdas inside LocalStack without Docker: Invoke, logs, errors, timeouts,
+/// concurrency, SQS event source mappings, Step Functions tasks.
+mod lambda_executor;
+/// The crates' layering: no cycle, the library depends on no other room, a Lambda links
+/// only the library, the console calls AWS only through the library.
+mod layering;
+/// Leases, heartbeats and fencing.
+mod leases;
+/// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
+mod outage;
+/// Poison messages and key conflicts go to the DLQ at once, with a reason.
+mod rejections;
+/// Retries with backoff, and what happens when they run out.
+mod retries;
+/// Schedule sync creates, changes and deletes schedules, and writes nothing the second time.
+mod schedule_sync;
+/// The example a team copies: its own template, deployed, each of its jobs run to DONE.
+mod starter;
+/// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
+/// batch response.
+mod worker_lambda_mode;
+/// The example worker binary's stdout: EMF metric lines and JSON logs only, without
+/// payloads unless asked.
+mod worker_telemetry;
