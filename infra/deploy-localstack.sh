@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates or updates the schedkit stack on LocalStack (see deploy_localstack.py):
-#   infra/deploy-localstack.sh [--stack NAME] [Parameter=Value ...]
+#   infra/deploy-localstack.sh [--stack NAME] [--template PATH] [Parameter=Value ...]
 # Prints a JSON summary (status, whether anything changed, the stack's outputs) on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

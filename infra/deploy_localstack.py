@@ -1,14 +1,16 @@
-"""Creates or updates the schedkit stack on LocalStack from infra/template.yaml.
+"""Creates or updates a schedkit stack on LocalStack from infra/template.yaml (or a team's
+copy of it written by `schedkit iac init`).
 
-    infra/deploy-localstack.sh [--stack NAME] [Parameter=Value ...]
+    infra/deploy-localstack.sh [--stack NAME] [--template PATH] [Parameter=Value ...]
     infra/deploy-localstack.sh --stack NAME --delete
 
-Packages the worker (functions/package.sh, the debug profile the tests use) into
-LocalStack's S3, points the template's CodeUri at it, and deploys the same template as on
-AWS through a change set. LocalStack reports a change set without changes as created
-rather than failed (as AWS does); it is deleted instead of executed, so an unchanged
-deploy changes nothing. Prints a
-JSON summary on stdout: {"stack", "status", "changed", "outputs"}.
+Packages the worker (functions/package.sh with the template's `Binary`, the debug profile
+the tests use; or the zip SCHEDKIT_WORKER_ZIP names) into LocalStack's S3, points the
+template's CodeUri at it, uploads the files it refers to (DefinitionUri, relative to the
+template), and deploys the same template as on AWS through a change set. LocalStack
+reports a change set without changes as created rather than failed (as AWS does); it is
+deleted instead of executed, so an unchanged deploy changes nothing. Prints a JSON summary
+on stdout: {"stack", "status", "changed", "outputs"}.
 
 Runs with the Python of LocalStack's virtualenv, which has boto3.
 """
@@ -17,6 +19,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -62,29 +65,34 @@ def upload(s3, path):
     return f"s3://{BUCKET}/{key}"
 
 
-def package_worker():
+def package_worker(binary):
     """The worker's zip: SCHEDKIT_WORKER_ZIP when given (the tests, which must not start
-    cargo while cargo runs them), else built now."""
+    cargo while cargo runs them), else `binary` built and packaged now."""
     if given := os.environ.get("SCHEDKIT_WORKER_ZIP"):
         return pathlib.Path(given)
     out = subprocess.run(
-        [str(ROOT / "functions/package.sh"), "worker"], check=True, capture_output=True, text=True
+        [str(ROOT / "functions/package.sh"), binary], check=True, capture_output=True, text=True
     )
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
 
-def template_body(s3):
+def one_line(text, template, key):
+    """The value of the template's only `key:` line, or a one-line error naming it."""
+    found = re.findall(rf"^\s*{key}: (\S+)\s*$", text, flags=re.MULTILINE)
+    if len(found) != 1:
+        sys.exit(f"deploy: error: {template} has {len(found)} `{key}:` lines, expected one")
+    return found[0]
+
+
+def template_body(s3, template):
     """The template as `sam build` + `sam package` leave it: its local files in S3."""
-    text = (ROOT / "infra/template.yaml").read_text()
-    replacements = {
-        "CodeUri: ../functions/worker": f"CodeUri: {upload(s3, package_worker())}",
-        "DefinitionUri: chain.asl.json": f"DefinitionUri: {upload(s3, ROOT / 'infra/chain.asl.json')}",
-    }
-    for old, new in replacements.items():
-        if old not in text:
-            sys.exit(f"deploy: error: infra/template.yaml no longer contains `{old}`")
-        text = text.replace(old, new)
-    return text
+    text = template.read_text()
+    code = one_line(text, template, "CodeUri")
+    zip_uri = upload(s3, package_worker(one_line(text, template, "Binary")))
+    definition = one_line(text, template, "DefinitionUri")
+    definition_uri = upload(s3, template.parent / definition)
+    text = text.replace(f"CodeUri: {code}", f"CodeUri: {zip_uri}")
+    return text.replace(f"DefinitionUri: {definition}", f"DefinitionUri: {definition_uri}")
 
 
 def stack_status(cfn, stack):
@@ -164,17 +172,23 @@ def deploy_once(cfn, stack, body, params):
 
 def main(argv):
     stack, params, delete = "schedkit-dev", {}, False
+    template = ROOT / "infra/template.yaml"
     args = iter(argv)
     for arg in args:
         if arg == "--stack":
             stack = next(args)
+        elif arg == "--template":
+            template = pathlib.Path(next(args)).resolve()
         elif arg == "--delete":
             delete = True
         elif "=" in arg:
             key, value = arg.split("=", 1)
             params[key] = value
         else:
-            sys.exit(f"deploy: unknown argument {arg} (usage: [--stack NAME] [Param=Value ...])")
+            sys.exit(
+                f"deploy: unknown argument {arg} "
+                "(usage: [--stack NAME] [--template PATH] [Param=Value ...])"
+            )
 
     cfn = client("cloudformation")
     if delete:
@@ -197,7 +211,9 @@ def main(argv):
                         pass
         print(json.dumps({"stack": stack, "status": "DELETED"}))
         return
-    body = template_body(client("s3"))
+    if not template.is_file():
+        sys.exit(f"deploy: error: no template at {template}")
+    body = template_body(client("s3"), template)
     for attempt in range(1, ATTEMPTS + 1):
         status, changed, reasons = deploy_once(cfn, stack, body, params)
         if status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):

@@ -1,4 +1,5 @@
-//! `schedkit iac render`: write the catalog's parts of the template (or check them).
+//! `schedkit iac render`: write the catalog's parts of the template (or check them);
+//! `schedkit iac init`: a copy of the template for a worker crate of your own.
 
 use std::path::PathBuf;
 
@@ -44,5 +45,54 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// schedkit's template and chain, as this console was built with them.
+const STOCK_TEMPLATE: &str = include_str!("../../../infra/template.yaml");
+const STOCK_CHAIN: &str = include_str!("../../../infra/chain.asl.json");
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The template to write (it must not exist yet); the chain goes next to it.
+    #[arg(long)]
+    pub template: PathBuf,
+    /// The worker crate's folder, relative to the template (what `sam build` builds).
+    #[arg(long, default_value = ".")]
+    pub code_uri: String,
+    /// The worker crate's binary.
+    #[arg(long)]
+    pub binary: String,
+}
+
+pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
+    let catalog = load_catalog(cli)?;
+    let chain = a.template.with_file_name("chain.asl.json");
+    for path in [&a.template, &chain] {
+        if path.exists() {
+            return Err(UsageError(format!(
+                "{} exists already: `schedkit iac render --template {}` keeps a template in sync",
+                path.display(),
+                a.template.display()
+            ))
+            .into());
+        }
+    }
+    let usage = |e: iac::IacError| UsageError(e.to_string());
+    let copy = iac::init(STOCK_TEMPLATE, &a.code_uri, &a.binary).map_err(usage)?;
+    let wanted = iac::apply(&copy, &iac::render(&catalog).map_err(usage)?).map_err(usage)?;
+    if let Some(dir) = a.template.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&a.template, wanted)?;
+    std::fs::write(&chain, STOCK_CHAIN)?;
+    println!(
+        "{}: written from schedkit's template for binary `{}` ({}), with {}'s schedules and alarms; {} beside it",
+        a.template.display(),
+        a.binary,
+        a.code_uri,
+        catalog.file,
+        chain.display()
+    );
     Ok(())
 }

@@ -75,6 +75,9 @@ pub enum Command {
 pub enum IacCommand {
     /// Regenerate the schedules, alarms and dashboard of infra/template.yaml from the catalog.
     Render(iac_cmd::RenderArgs),
+    /// Write a template (and chain) for a worker crate of your own, from schedkit's, with
+    /// the catalog's parts rendered in.
+    Init(iac_cmd::InitArgs),
 }
 
 /// A failure that is the user's to fix (bad input, invalid catalog): exit code 2.
@@ -106,6 +109,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Fire(a) => fire_cmd::run(a, &cli).await,
         Command::Engine(a) => engine_cmd::run(a, &cli).await,
         Command::Iac(IacCommand::Render(a)) => iac_cmd::render(a, &cli).await,
+        Command::Iac(IacCommand::Init(a)) => iac_cmd::init(a, &cli),
     }
 }
 
