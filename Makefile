@@ -1,36 +1,44 @@
-# The two commands of the README: `make demo` and `make test`.
+# The two commands of the README: `make demo` and `make test`; `make help` lists the rest.
 # Both start LocalStack (as a host process, see localstack/launch.sh) when it is not running.
 
 CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
-.PHONY: demo test lint build package deploy-localstack test-only localstack-start localstack-stop localstack-status
+.DEFAULT_GOAL := help
+.PHONY: help demo test lint build package deploy-localstack test-only localstack-start localstack-stop localstack-status
 
-## demo: run the burst of envelopes through two workers and print the report (LocalStack stays up).
+## help: this list.
+help:
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  make /' -e 's/: /\t/' | expand -t 28
+
+## demo: a day of the job catalog on LocalStack through two workers, then a redrive (LocalStack stays up).
 demo: build localstack-start
 	target/debug/demo
 
-## test: formatting, lints, then every test, LocalStack integration tests included.
-##       LocalStack is started if needed and stopped again if this run started it.
+## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
+#        LocalStack is started if needed and stopped again if this run started it.
 test:
 	localstack/launch.sh with $(MAKE) --no-print-directory lint build test-only
 
+## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
 	infra/lint.sh
 
-## build: binaries and tests in one go. Building the bins alone would resolve dependency
-##        features without the dev-dependencies, so `cargo test` would compile most
-##        crates a second time.
+## build: binaries and tests in one go, and the Lambda zips the tests deploy.
+#         (Building the bins alone would resolve dependency features without the
+#         dev-dependencies, so `cargo test` would compile most crates a second time.)
 build:
 	$(CARGO) build --workspace --bins --tests --locked
-	functions/package.sh worker probe
+	functions/package.sh worker probe starter
 
-## package: the worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).
+## package: the example worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).
 package:
 	functions/package.sh --release worker
 
+## test-only: the tests alone, against a LocalStack that is already running.
 test-only:
 	$(CARGO) test --workspace --locked
 
@@ -38,11 +46,14 @@ test-only:
 deploy-localstack: build localstack-start
 	infra/deploy-localstack.sh --stack schedkit-dev Stage=dev
 
+## localstack-start: install LocalStack if needed and start it (reuses a running one).
 localstack-start:
 	localstack/launch.sh start
 
+## localstack-stop: stop the LocalStack this checkout started.
 localstack-stop:
 	localstack/launch.sh stop
 
+## localstack-status: whether LocalStack runs, and where.
 localstack-status:
 	localstack/launch.sh status

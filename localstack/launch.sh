@@ -52,7 +52,7 @@ find_python() {
     fi
     # pyenv shims on PATH may exist without the version being selected; probe each candidate.
     for c in python3.14 python3.13 python3 \
-        $(ls -d "$HOME"/.pyenv/versions/3.1[3-9]*/bin/python3 /usr/bin/python3.1[3-9] /usr/local/bin/python3.1[3-9] 2>/dev/null | sort -rV); do
+        $(printf '%s\n' "$HOME"/.pyenv/versions/3.1[3-9]*/bin/python3 /usr/bin/python3.1[3-9] /usr/local/bin/python3.1[3-9] | sort -rV); do
         if command -v "$c" >/dev/null 2>&1 && python_ok "$c"; then command -v "$c"; return; fi
     done
     die "LocalStack needs Python >= 3.13 and none was found (python3 is $(python3 --version 2>&1 || echo missing)). Install one (apt install python3.13-venv, or pyenv install 3.13) or point SCHEDKIT_PYTHON at it."
@@ -274,8 +274,8 @@ stop() {
     local tree
     tree=$(descendants "$pid")
     kill -TERM -- "-$pid" 2>/dev/null || true
-    local i p alive
-    for i in $(seq 1 50); do
+    local p alive
+    for _ in $(seq 1 50); do
         alive=
         for p in $pid $tree; do kill -0 "$p" 2>/dev/null && alive=1; done
         [ -z "$alive" ] && break
@@ -285,7 +285,7 @@ stop() {
     for p in $tree; do kill -KILL "$p" 2>/dev/null || true; done
     rm -f "$pidfile"
     rm -rf "$tmpdir"
-    say "stopped (process group $pid and its $(echo $tree | wc -w) descendants)"
+    say "stopped (process group $pid and its $(echo "$tree" | wc -w) descendants)"
 }
 
 status() {

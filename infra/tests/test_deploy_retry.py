@@ -24,9 +24,11 @@ class LocalStackFaults(unittest.TestCase):
 
     def test_a_template_mistake_is_not_retried(self):
         for reason in [
-            "WorkerFunction: Resource provider operation failed: An error occurred "
-            "(InvalidParameterValueException) when calling the CreateFunction operation: "
-            "Unzipped size must be smaller than 262144000 bytes",
+            (
+                "WorkerFunction: Resource provider operation failed: An error occurred "
+                "(InvalidParameterValueException) when calling the CreateFunction operation: "
+                "Unzipped size must be smaller than 262144000 bytes"
+            ),
             "JobsQueue: Property VisibilityTimeout: expected integer",
             "schedkit-dev: None",
         ]:
