@@ -34,6 +34,9 @@ pub enum IacError {
     /// The stock template no longer has the line [`init`] rewrites.
     #[error("the template has no `{0}` line to point at the worker crate")]
     NoLine(&'static str),
+    /// A crate folder or binary name that would not stay one plain YAML value.
+    #[error("`{0}` is not a plain path or name (letters, digits, `.`, `_`, `-`, `/` only)")]
+    NotPlain(String),
 }
 
 /// The first line of a generated block; the block ends at [`END`].
@@ -343,6 +346,12 @@ fn dashboard(r: &mut String, jobs: &[&Job]) {
 /// `code_uri` is the crate's folder relative to the new template (what `sam build` builds),
 /// `binary` the crate's binary. Render the catalog's blocks into it with [`apply`] after.
 pub fn init(stock: &str, code_uri: &str, binary: &str) -> Result<String, IacError> {
+    for value in [code_uri, binary] {
+        let plain = |c: char| c.is_ascii_alphanumeric() || "._-/".contains(c);
+        if value.is_empty() || !value.chars().all(plain) {
+            return Err(IacError::NotPlain(value.to_string()));
+        }
+    }
     let mut out = String::with_capacity(stock.len());
     let (mut code, mut bin) = (false, false);
     for line in stock.split_inclusive('\n') {
@@ -425,6 +434,10 @@ mod tests {
         assert_eq!(
             init("A: 1\n", ".", "x").unwrap_err().to_string(),
             "the template has no `CodeUri:` line to point at the worker crate"
+        );
+        assert_eq!(
+            init(stock, "my jobs: #1", "x").unwrap_err(),
+            IacError::NotPlain("my jobs: #1".into())
         );
     }
 

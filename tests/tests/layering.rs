@@ -1,7 +1,8 @@
 //! The workspace's layering, read from `cargo metadata` and the console's sources: no
 //! crate cycle (dev-dependencies included, which cargo itself allows to loop), the library
-//! knows no other crate of the workspace, a deployable links only the library, and the
-//! console calls AWS only through the library.
+//! knows no other crate of the workspace, a deployable links only the library, the console
+//! calls AWS only through the library (and, for `schedkit engine`, the local firing engine),
+//! and no integration test file is left out of its crate's one test binary.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -10,6 +11,8 @@ use serde_json::Value;
 
 /// Workspace crates → (their workspace dependencies of any kind, of the normal kind).
 struct Graph {
+    /// Each test target's main file (`tests/main.rs`), by crate.
+    test_mains: Vec<PathBuf>,
     all: BTreeMap<String, BTreeSet<String>>,
     normal: BTreeMap<String, BTreeSet<String>>,
     external: BTreeMap<String, BTreeSet<String>>,
@@ -41,6 +44,7 @@ fn graph() -> Graph {
         .map(|p| p["name"].as_str().unwrap().to_string())
         .collect();
     let mut g = Graph {
+        test_mains: Vec::new(),
         all: BTreeMap::new(),
         normal: BTreeMap::new(),
         external: BTreeMap::new(),
@@ -51,6 +55,12 @@ fn graph() -> Graph {
         let manifest = PathBuf::from(p["manifest_path"].as_str().unwrap());
         g.dirs
             .insert(name.clone(), manifest.parent().unwrap().to_path_buf());
+        for t in p["targets"].as_array().unwrap() {
+            let src = PathBuf::from(t["src_path"].as_str().unwrap());
+            if t["kind"][0] == "test" && src.file_name() == Some("main.rs".as_ref()) {
+                g.test_mains.push(src);
+            }
+        }
         for d in p["dependencies"].as_array().unwrap() {
             let dep = d["name"].as_str().unwrap().to_string();
             let normal = d["kind"].is_null();
@@ -142,4 +152,27 @@ fn the_console_calls_aws_only_through_the_library() {
         "AWS calls in the console:\n{}",
         offending.join("\n")
     );
+}
+
+#[test]
+fn every_integration_test_file_is_a_module_of_its_crates_one_test_binary() {
+    // With `autotests = false`, a file of `tests/` that `main.rs` does not declare would
+    // never compile or run, silently.
+    let g = graph();
+    assert!(!g.test_mains.is_empty());
+    for main in &g.test_mains {
+        let text = std::fs::read_to_string(main).unwrap();
+        for entry in std::fs::read_dir(main.parent().unwrap()).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            if path.extension() == Some("rs".as_ref()) && stem != "main" {
+                assert!(
+                    text.contains(&format!("mod {stem};")),
+                    "{} is not a `mod` of {}",
+                    path.display(),
+                    main.display()
+                );
+            }
+        }
+    }
 }

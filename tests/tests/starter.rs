@@ -2,7 +2,8 @@
 //! jobs": `schedkit iac init` writes its template, the LocalStack deploy builds a stage of
 //! it with the starter's own bootstrap, `schedkit fire` sends one run of each of its two
 //! jobs, and the deployed Lambda (LocalStack's event source, schedkit's executor) runs both
-//! to DONE; the side effect is written once, a second delivery of it changes nothing.
+//! to DONE; the side effect is written once, and a second delivery of the same signup is
+//! taken off the queue as a duplicate without running again.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -112,6 +112,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let store = Records::new(&sdk, &target.table);
+    let not_found = |e| super::usage_if_not_found(e, &cli.target);
     match command {
         DlqCommand::List => {
             let letters = dlq::peek(&sdk, &target.dlq_url).await?;
@@ -120,7 +121,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
             for d in &letters {
                 // The first failure is on the record's history; the letter knows the last.
                 let first = match &d.key {
-                    Some(k) => store.get(k).await?.and_then(|r| {
+                    Some(k) => store.get(k).await.map_err(not_found)?.and_then(|r| {
                         r.history
                             .iter()
                             .find(|h| h.error.is_some())
@@ -203,7 +204,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 }
             };
             let record = match &d.key {
-                Some(k) => store.get(k).await?,
+                Some(k) => store.get(k).await.map_err(not_found)?,
                 None => None,
             };
             if cli.output == Output::Json {

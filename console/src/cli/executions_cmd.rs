@@ -2,7 +2,6 @@
 
 use clap::{Args, Subcommand};
 use schedkit::Status;
-use schedkit::ops::OpsError;
 use schedkit::ops::executions::{Filter, Records};
 
 use super::status_cmd::clip;
@@ -42,17 +41,6 @@ fn parse_status(text: &str) -> Result<Status, String> {
     })
 }
 
-/// A table that does not exist is a mistake in the input (a stage not deployed, a wrong
-/// --table), said as such (exit 2), like an unknown stage's queues.
-fn missing_table(e: OpsError, cli: &Cli) -> anyhow::Error {
-    match e {
-        OpsError::Aws(a) if a.answer.contains("ResourceNotFoundException") => {
-            super::usage_if_not_found(cli.target.stage_ref().missing_table())
-        }
-        e => super::usage_if_not_found(e),
-    }
-}
-
 pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let table = cli.target.stage_ref().table();
@@ -76,7 +64,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             let (records, next) = store
                 .list(&filter)
                 .await
-                .map_err(|e| missing_table(e, cli))?;
+                .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
             if cli.output == Output::Json {
                 println!(
                     "{}",
@@ -127,7 +115,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             let record = store
                 .get(key)
                 .await
-                .map_err(|e| missing_table(e, cli))?
+                .map_err(|e| super::usage_if_not_found(e, &cli.target))?
                 .ok_or_else(|| UsageError(format!("no execution `{key}` in {table}")))?;
             if cli.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&record)?);

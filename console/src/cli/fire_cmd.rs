@@ -84,7 +84,7 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         .stage_ref()
         .queue_url(&sdk)
         .await
-        .map_err(super::usage_if_not_found)?;
+        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
     let queue_arn = if far {
         stage::queue_arn(&sdk, &queue_url).await?
     } else {

@@ -48,9 +48,17 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// schedkit's template and chain, as this console was built with them.
+/// schedkit's template, as this console was built with it.
 const STOCK_TEMPLATE: &str = include_str!("../../../infra/template.yaml");
-const STOCK_CHAIN: &str = include_str!("../../../infra/chain.asl.json");
+/// The chain a team's template starts with: one that does nothing. schedkit's own chain runs
+/// the example jobs, which a team's worker does not have (every run of it would be
+/// dead-lettered as an unknown job).
+const EMPTY_CHAIN: &str = r#"{
+  "Comment": "No chain yet: replace this definition with your chain's steps.",
+  "StartAt": "Done",
+  "States": { "Done": { "Type": "Succeed" } }
+}
+"#;
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
@@ -71,8 +79,9 @@ pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
     for path in [&a.template, &chain] {
         if path.exists() {
             return Err(UsageError(format!(
-                "{} exists already: `schedkit iac render --template {}` keeps a template in sync",
+                "{} exists already: remove it, or keep the template in sync with `schedkit --catalog {} iac render --template {}`",
                 path.display(),
+                cli.catalog.display(),
                 a.template.display()
             ))
             .into());
@@ -85,9 +94,9 @@ pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(&a.template, wanted)?;
-    std::fs::write(&chain, STOCK_CHAIN)?;
+    std::fs::write(&chain, EMPTY_CHAIN)?;
     println!(
-        "{}: written from schedkit's template for binary `{}` ({}), with {}'s schedules and alarms; {} beside it",
+        "{}: written from schedkit's template for binary `{}` ({}), with {}'s schedules and alarms; {} beside it (a chain that does nothing yet)",
         a.template.display(),
         a.binary,
         a.code_uri,

@@ -30,7 +30,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
     let now = Utc::now();
     let mut rows = Vec::new();
     for job in catalog.jobs.values() {
-        let recent = records.recent_of(&job.name, 20).await?;
+        let recent = records
+            .recent_of(&job.name, 20)
+            .await
+            .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
         let done = recent.iter().filter(|r| r.status == Status::Done).count();
         let failed = recent.iter().filter(|r| r.status == Status::Failed).count();
         let spec = job.spec.schedule.as_ref();

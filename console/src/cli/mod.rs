@@ -75,8 +75,8 @@ pub enum Command {
 pub enum IacCommand {
     /// Regenerate the schedules, alarms and dashboard of infra/template.yaml from the catalog.
     Render(iac_cmd::RenderArgs),
-    /// Write a template (and chain) for a worker crate of your own, from schedkit's, with
-    /// the catalog's parts rendered in.
+    /// Write a template for a worker crate of your own, from schedkit's, with the catalog's
+    /// parts rendered in (and, beside it, a chain that does nothing yet).
     Init(iac_cmd::InitArgs),
 }
 
@@ -86,15 +86,30 @@ pub enum IacCommand {
 pub struct UsageError(pub String);
 
 /// An operation's error as the user should see it: something the input named that is not
-/// there (a stage not deployed), or a page token no page printed, is a usage error (exit 2);
-/// anything else is a failure (exit 1).
-pub fn usage_if_not_found(e: schedkit::ops::OpsError) -> anyhow::Error {
-    match e {
-        schedkit::ops::OpsError::NotFound { .. } | schedkit::ops::OpsError::BadPageToken => {
-            UsageError(e.to_string()).into()
+/// there (a stage not deployed), or a page token no page printed, is a usage error (exit 2)
+/// that says which flag to give; anything else is a failure (exit 1).
+pub fn usage_if_not_found(
+    e: schedkit::ops::OpsError,
+    target: &target::TargetArgs,
+) -> anyhow::Error {
+    use schedkit::ops::OpsError;
+    let stage = target.stage();
+    let hint = match &e {
+        OpsError::NotFound { kind: "table", .. } if target.table.is_some() => {
+            "check --table".into()
         }
-        e => e.into(),
-    }
+        OpsError::NotFound { kind: "table", .. } => {
+            format!("is stage `{stage}` deployed? Give --stage, or --table")
+        }
+        OpsError::NotFound { .. } => {
+            format!("is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url")
+        }
+        OpsError::BadPageToken => {
+            return UsageError("--page is not a token printed by a previous page".into()).into();
+        }
+        _ => return e.into(),
+    };
+    UsageError(format!("{e}: {hint}")).into()
 }
 
 /// Runs the command.

@@ -8,7 +8,9 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
-    let report = status::gather(&sdk, &target, &catalog).await?;
+    let report = status::gather(&sdk, &target, &catalog)
+        .await
+        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
     if cli.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -42,6 +42,6 @@ impl TargetArgs {
         self.stage_ref()
             .resolve(sdk)
             .await
-            .map_err(super::usage_if_not_found)
+            .map_err(|e| super::usage_if_not_found(e, self))
     }
 }

@@ -9,7 +9,7 @@ use base64::Engine;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::OpsError;
-use crate::aws::{AwsResultExt, SdkConfig};
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::{ExecutionRecord, Status};
 
 /// Which records, and how many.
@@ -51,7 +51,10 @@ impl Records {
         &self,
         f: &Filter,
     ) -> Result<(Vec<ExecutionRecord>, Option<String>), OpsError> {
-        list(&self.ddb, &self.table, f).await
+        list(&self.ddb, &self.table, f).await.map_err(|e| match e {
+            OpsError::Aws(a) => self.aws_error(a),
+            e => e,
+        })
     }
 
     /// The newest record of a job, if any.
@@ -84,15 +87,29 @@ impl Records {
 
     fn store_error(&self, e: crate::store::StoreError) -> OpsError {
         match e {
-            crate::store::StoreError::Unavailable(answer) => OpsError::Aws(crate::aws::AwsError {
+            crate::store::StoreError::Unavailable(answer) => self.aws_error(AwsError {
                 doing: format!("reading {}", self.table),
+                // The store's text starts with DynamoDB's code (`ResourceNotFoundException: ...`).
+                code: answer.split(':').next().map(str::to_owned),
                 answer,
-                code: None,
             }),
             crate::store::StoreError::Malformed { key, reason } => OpsError::UndecodableRecord {
                 table: self.table.clone(),
                 error: format!("`{key}`: {reason}"),
             },
+        }
+    }
+
+    /// A table that does not exist is [`OpsError::NotFound`]: the stage is not deployed, or
+    /// the name is wrong; anything else stays an AWS error.
+    fn aws_error(&self, e: AwsError) -> OpsError {
+        if e.code.as_deref() == Some("ResourceNotFoundException") {
+            OpsError::NotFound {
+                kind: "table",
+                name: self.table.clone(),
+            }
+        } else {
+            OpsError::Aws(e)
         }
     }
 }

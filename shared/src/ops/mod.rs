@@ -18,17 +18,16 @@ pub enum OpsError {
     #[error(transparent)]
     Aws(#[from] AwsError),
     /// The stage's resource does not exist: the stage is not deployed, or a name is wrong.
-    #[error("{kind} `{name}` does not exist: {hint}")]
+    /// (A front end adds what to give instead, in its own terms: flags, fields.)
+    #[error("{kind} `{name}` does not exist")]
     NotFound {
         /// What is missing: `queue` or `table`.
         kind: &'static str,
         /// The name looked for (`schedkit-dev-jobs`).
         name: String,
-        /// What to give instead (`--stage`, `--queue-url`...).
-        hint: String,
     },
-    /// A page token that no previous page printed.
-    #[error("--page is not a token printed by a previous page")]
+    /// A page token that no previous page returned.
+    #[error("the page token is not one a previous page returned")]
     BadPageToken,
     /// A record the store holds but this version cannot read.
     #[error("an execution record in {table} does not decode: {error}")]
@@ -59,13 +58,6 @@ pub enum OpsError {
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),
-}
-
-impl OpsError {
-    /// True when the input named something that is not there (a usage error, not an outage).
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, OpsError::NotFound { .. })
-    }
 }
 
 impl From<aws_sdk_sqs::error::BuildError> for OpsError {

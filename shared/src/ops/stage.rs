@@ -52,25 +52,14 @@ impl StageRef {
 
     /// The jobs queue's URL: given, or looked up by the stage's name.
     pub async fn queue_url(&self, sdk: &SdkConfig) -> Result<String, OpsError> {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        match &self.queue_url {
-            Some(u) => Ok(u.clone()),
-            None => self.url_of(&sqs, "jobs").await,
-        }
+        self.url_of(sdk, &self.queue_url, "jobs").await
     }
 
     /// Finds every resource of the stage; a queue that does not exist is
-    /// [`OpsError::NotFound`] with what to give instead.
+    /// [`OpsError::NotFound`].
     pub async fn resolve(&self, sdk: &SdkConfig) -> Result<Stage, OpsError> {
-        let sqs = aws_sdk_sqs::Client::new(sdk);
-        let queue_url = match &self.queue_url {
-            Some(u) => u.clone(),
-            None => self.url_of(&sqs, "jobs").await?,
-        };
-        let dlq_url = match &self.dlq_url {
-            Some(u) => u.clone(),
-            None => self.url_of(&sqs, "dlq").await?,
-        };
+        let queue_url = self.queue_url(sdk).await?;
+        let dlq_url = self.url_of(sdk, &self.dlq_url, "dlq").await?;
         Ok(Stage {
             queue_arn: queue_arn(sdk, &queue_url).await?,
             dlq_arn: queue_arn(sdk, &dlq_url).await?,
@@ -81,9 +70,18 @@ impl StageRef {
         })
     }
 
-    async fn url_of(&self, sqs: &aws_sdk_sqs::Client, suffix: &str) -> Result<String, OpsError> {
-        let stage = self.stage();
-        let name = format!("schedkit-{stage}-{suffix}");
+    /// A queue's URL: `given`, else that of the stage's queue named `schedkit-<stage>-<suffix>`.
+    async fn url_of(
+        &self,
+        sdk: &SdkConfig,
+        given: &Option<String>,
+        suffix: &str,
+    ) -> Result<String, OpsError> {
+        if let Some(url) = given {
+            return Ok(url.clone());
+        }
+        let name = format!("schedkit-{}-{suffix}", self.stage());
+        let sqs = aws_sdk_sqs::Client::new(sdk);
         match sqs.get_queue_url().queue_name(&name).send().await {
             Ok(out) => Ok(out.queue_url.unwrap_or_default()),
             Err(e)
@@ -93,28 +91,9 @@ impl StageRef {
                 Err(OpsError::NotFound {
                     kind: "queue",
                     name,
-                    hint: format!(
-                        "is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url"
-                    ),
                 })
             }
             Err(e) => Err(AwsError::of(format!("looking up queue {name}"), &e).into()),
-        }
-    }
-
-    /// The error for a table that does not exist, with what to give instead.
-    pub fn missing_table(&self) -> OpsError {
-        let hint = match &self.table {
-            Some(_) => "check --table".to_string(),
-            None => format!(
-                "is stage `{}` deployed? Give --stage, or --table",
-                self.stage()
-            ),
-        };
-        OpsError::NotFound {
-            kind: "table",
-            name: self.table(),
-            hint,
         }
     }
 }

@@ -30,7 +30,7 @@ pub struct QueueDepth {
 pub struct FailingJob {
     /// The job's name.
     pub job: String,
-    /// Its FAILED records among the 200 most recently updated ones.
+    /// Its records among the stage's 200 most recently updated FAILED ones.
     pub failed: usize,
     /// The error of its most recently updated FAILED record; empty if that has none.
     pub last_error: String,
@@ -56,7 +56,8 @@ pub struct LastRun {
 pub struct StatusReport {
     /// The jobs queue's depth; a backlog that keeps growing means too few or failing workers.
     pub queue: QueueDepth,
-    /// From CloudWatch (`ApproximateAgeOfOldestMessage`, last 5 minutes); none without data.
+    /// From CloudWatch (`ApproximateAgeOfOldestMessage`, last 5 minutes); None without data
+    /// or when CloudWatch cannot be read (it is a hint, not worth failing the report for).
     pub oldest_message_age_seconds: Option<f64>,
     /// Messages in the DLQ, in any state: anything above 0 needs an operator.
     pub dlq_depth: u64,

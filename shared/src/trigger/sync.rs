@@ -278,7 +278,8 @@ impl fmt::Display for Plan {
     }
 }
 
-/// The Scheduler client [`plan`] and [`apply`] take (tests give one with interceptors).
+/// A Scheduler client for [`plan`] and [`apply`], for callers that name no SDK crate (they
+/// take the client rather than the configuration, so a caller may bring its own).
 pub fn client(sdk: &SdkConfig) -> Client {
     Client::new(sdk)
 }

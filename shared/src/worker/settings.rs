@@ -47,7 +47,9 @@ impl Settings {
                     .map(|n| n.to_string_lossy().into_owned())
             })
             .unwrap_or_else(|| "worker".into());
-        let matches = Settings::command().bin_name(name).get_matches();
+        // clap names commands with `&'static str`; the name lives as long as the process.
+        let name: &'static str = Box::leak(name.into_boxed_str());
+        let matches = Settings::command().name(name).bin_name(name).get_matches();
         Settings::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
 }

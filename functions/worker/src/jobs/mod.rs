@@ -9,8 +9,6 @@ mod long_report;
 mod partner_export;
 mod record_invoice;
 
-#[cfg(test)]
-use schedkit::catalog::Target;
 use schedkit::worker::Jobs;
 
 pub use partner_export::{ACCOUNT_ITEM, PartnerExport};
@@ -50,6 +48,7 @@ pub fn all(effects: EffectsTable) -> Jobs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use schedkit::catalog::Target;
 
     #[test]
     fn every_queue_job_of_the_shipped_catalog_is_implemented() {
