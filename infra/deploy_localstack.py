@@ -12,7 +12,8 @@ reports a change set without changes as created rather than failed (as AWS does)
 deleted instead of executed, so an unchanged deploy changes nothing. Prints a JSON summary
 on stdout: {"stack", "status", "changed", "outputs"}.
 
-Runs with the Python of LocalStack's virtualenv, which has boto3.
+Runs on the project's own virtualenv (infra/deploy-localstack.sh installs boto3 into it), not
+LocalStack's: it works against a LocalStack that something else started.
 """
 
 import hashlib
@@ -69,10 +70,16 @@ def package_worker(binary):
     """The worker's zip: SCHEDKIT_WORKER_ZIP when given (the tests, which must not start
     cargo while cargo runs them), else `binary` built and packaged now."""
     if given := os.environ.get("SCHEDKIT_WORKER_ZIP"):
-        return pathlib.Path(given)
-    out = subprocess.run(
-        [str(ROOT / "functions/package.sh"), binary], check=True, capture_output=True, text=True
-    )
+        path = pathlib.Path(given)
+        if not path.is_file():
+            sys.exit(f"deploy: error: SCHEDKIT_WORKER_ZIP names {path}, which is not a file")
+        return path
+    out = subprocess.run([str(ROOT / "functions/package.sh"), binary], capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(
+            f"deploy: error: functions/package.sh {binary} failed ({out.stderr.strip()[-400:]}); "
+            "for a crate outside this workspace, package it yourself and give the zip as SCHEDKIT_WORKER_ZIP"
+        )
     return pathlib.Path(out.stdout.strip().splitlines()[-1])
 
 
@@ -90,6 +97,8 @@ def template_body(s3, template):
     code = one_line(text, template, "CodeUri")
     zip_uri = upload(s3, package_worker(one_line(text, template, "Binary")))
     definition = one_line(text, template, "DefinitionUri")
+    if not (template.parent / definition).is_file():
+        sys.exit(f"deploy: error: {template} names DefinitionUri {definition}, which is not beside it")
     definition_uri = upload(s3, template.parent / definition)
     text = text.replace(f"CodeUri: {code}", f"CodeUri: {zip_uri}")
     return text.replace(f"DefinitionUri: {definition}", f"DefinitionUri: {definition_uri}")
@@ -120,6 +129,19 @@ def is_localstack_fault(reason):
     internal hop has been seen to drop connections (`InternalError ... Connection was
     closed`) under load. Such a failure says nothing about the stack, so the deploy retries."""
     return "(InternalError)" in reason and "Connection was closed" in reason
+
+
+def cannot_run_lambdas(reason):
+    """LocalStack's own Lambda executor failed to set up (it downloads an init and runs
+    functions in Docker): this LocalStack cannot run the worker, whatever the template."""
+    return "Installation of lambda-runtime" in reason or "Docker not available" in reason
+
+
+LAMBDA_FIX = (
+    "this LocalStack cannot run Lambda functions (no Docker, or no download of its init, and not"
+    " schedkit's executor): start it with localstack/launch.sh start, or with Docker"
+    " (docker compose -f localstack/docker-compose.yml up -d)"
+)
 
 
 def deploy_once(cfn, stack, body, params):
@@ -222,6 +244,8 @@ def main(argv):
         if faults and attempt < ATTEMPTS:
             log(f"{stack} is {status} after LocalStack failed internally ({faults[0]}); deploying again")
             continue
+        if any(cannot_run_lambdas(r) for r in reasons):
+            sys.exit(f"deploy: error: {stack} is {status}: {LAMBDA_FIX}")
         sys.exit(f"deploy: error: {stack} is {status}: " + "; ".join(reasons[:5]))
     outputs = cfn.describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
     print(

@@ -8,26 +8,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=$here/.cache/lint-venv
 
-python_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; }
-find_python() {
-    local c
-    for c in ${SCHEDKIT_PYTHON:-} python3.13 python3.12 python3 \
-        $(printf '%s\n' "$HOME"/.pyenv/versions/3.1[2-9]*/bin/python3 | sort -rV); do
-        if command -v "$c" >/dev/null 2>&1 && python_ok "$c"; then command -v "$c"; return; fi
-    done
-    echo "lint: error: needs Python >= 3.12 (apt install python3.12-venv, or set SCHEDKIT_PYTHON)" >&2
-    exit 1
-}
-
-wanted=$(sha256sum "$here/lint-requirements.lock" | cut -d' ' -f1)
-if [ ! -f "$venv/.lock" ] || [ "$(cat "$venv/.lock")" != "$wanted" ]; then
-    echo "lint: installing cfn-lint, checkov, shellcheck and ruff into $venv" >&2
-    rm -rf "$venv"
-    "$(find_python)" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/lint-requirements.lock"
-    echo "$wanted" >"$venv/.lock"
-fi
+# shellcheck source=infra/venv.sh
+. "$here/venv.sh"
+ensure_venv "$venv" "$here/lint-requirements.lock" "cfn-lint, checkov, shellcheck and ruff" 12
 
 templates=("$here"/template.yaml)
 echo "lint: cfn-lint ${templates[*]##*/}"
@@ -45,10 +28,10 @@ echo "lint: least-privilege test"
 "$venv/bin/python" -m unittest discover -s "$here/tests" 2>&1 | tail -n 3
 cd "$here/.."
 echo "lint: shellcheck"
-mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
-"$venv/bin/shellcheck" "${scripts[@]}"
+mapfile -t scripts < <(git ls-files --cached --others --exclude-standard '*.sh' .ci/run)
+"$venv/bin/shellcheck" -x "${scripts[@]}"
 echo "lint: ruff"
-mapfile -t python < <(git ls-files '*.py')
+mapfile -t python < <(git ls-files --cached --others --exclude-standard '*.py')
 # `localstack` is LocalStack's package (the executor plugin imports it), not this folder.
 "$venv/bin/ruff" check --quiet --select E,F,W,I,B,UP --line-length 120 --target-version py312 \
     --config "lint.isort.known-third-party = ['localstack']" "${python[@]}"

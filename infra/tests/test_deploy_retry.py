@@ -1,4 +1,5 @@
-"""Which failed deploys infra/deploy_localstack.py tries again: only those LocalStack caused."""
+"""Which failed deploys infra/deploy_localstack.py tries again (only those LocalStack caused),
+and which it explains as a LocalStack that cannot run Lambda functions."""
 
 import pathlib
 import sys
@@ -6,7 +7,7 @@ import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from deploy_localstack import is_localstack_fault  # noqa: E402
+from deploy_localstack import cannot_run_lambdas, is_localstack_fault  # noqa: E402
 
 # As CI printed it on 2026-11-29 (the URL shortened).
 INTERNAL_S3_HOP = (
@@ -37,3 +38,17 @@ class LocalStackFaults(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# As a LocalStack without Docker and without schedkit's executor answered, 2026-12-01.
+NO_EXECUTOR = "WorkerFunction: Error while creating lambda: Installation of lambda-runtime v0.1.41-pre failed."
+
+
+class LambdaExecutor(unittest.TestCase):
+    def test_a_localstack_that_cannot_run_lambdas_is_recognised(self):
+        self.assertTrue(cannot_run_lambdas(NO_EXECUTOR))
+        self.assertFalse(is_localstack_fault(NO_EXECUTOR))
+
+    def test_other_failures_are_not(self):
+        self.assertFalse(cannot_run_lambdas(INTERNAL_S3_HOP))
+        self.assertFalse(cannot_run_lambdas("JobsQueue: Property VisibilityTimeout: expected integer"))
