@@ -7,7 +7,11 @@
 #   localstack/launch.sh install  only install (pinned LocalStack, DynamoDB Local, Java link)
 #   localstack/launch.sh with CMD...  start if needed, run CMD, stop again if this call started it
 #
-# Settings (environment): LOCALSTACK_PORT (4566), SCHEDKIT_LOCALSTACK_HOME (localstack/.cache),
+# A LocalStack that something else started (Docker, another checkout) is reused when it can
+# run schedkit's Lambdas; otherwise `start` says so, with the fix.
+#
+# Settings (environment): LOCALSTACK_PORT (that of a local AWS_ENDPOINT_URL, else 4566),
+# SCHEDKIT_LOCALSTACK_HOME (localstack/.cache),
 # SCHEDKIT_PYTHON (a Python >= 3.13), LOCALSTACK_START_TIMEOUT (seconds, 180),
 # SCHEDKIT_LAMBDA_EXECUTOR (schedkit | docker: who runs Lambda functions; default schedkit),
 # SCHEDKIT_LAMBDA_INIT (a prebuilt schedkit-lambda-init; default: build it with cargo).
@@ -17,7 +21,17 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
 home=${SCHEDKIT_LOCALSTACK_HOME:-$here/.cache}
-port=${LOCALSTACK_PORT:-4566}
+# The port: LOCALSTACK_PORT, else that of AWS_ENDPOINT_URL when it is this host, else 4566.
+endpoint_port() {
+    case "${AWS_ENDPOINT_URL:-}" in
+        http://127.0.0.1:* | http://localhost:*)
+            local p=${AWS_ENDPOINT_URL##*:}
+            echo "${p%%/*}"
+            ;;
+        *) echo 4566 ;;
+    esac
+}
+port=${LOCALSTACK_PORT:-$(endpoint_port)}
 timeout=${LOCALSTACK_START_TIMEOUT:-180}
 # Lambda executor: `schedkit` runs functions as host processes (no Docker); `docker` is
 # LocalStack's own (needs a Docker engine).
@@ -195,9 +209,28 @@ our_pid() {
     return 1
 }
 
+# A LocalStack this launcher did not start runs schedkit's Lambdas if it runs in Docker
+# (stock LocalStack starts each function in a container) or with schedkit's executor (it
+# was started by another checkout's launcher: the executor plugin's marker hook is loaded).
+can_run_lambdas() {
+    local info plugins
+    info=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/_localstack/info" 2>/dev/null) || return 1
+    plugins=$(curl -fsS --max-time 5 "http://127.0.0.1:$port/_localstack/plugins" 2>/dev/null) || return 1
+    INFO=$info PLUGINS=$plugins python3 -c '
+import json, os, sys
+info, plugins = json.loads(os.environ["INFO"]), json.loads(os.environ["PLUGINS"])
+hooks = plugins.get("localstack.hooks.on_infra_start", [])
+ours = any(h.get("name") == "schedkit_executor" and h.get("is_loaded") for h in hooks)
+sys.exit(0 if ours or info.get("is_docker") else 1)
+'
+}
+
 start() {
     need_curl
     if healthy; then
+        if ! our_pid >/dev/null && ! can_run_lambdas; then
+            die "the LocalStack on 127.0.0.1:$port runs without Docker and without schedkit's Lambda executor, so schedkit's functions cannot run in it: stop it and run localstack/launch.sh start (or start it with Docker: docker compose -f localstack/docker-compose.yml up -d)"
+        fi
         say "already running on 127.0.0.1:$port (reused)"
         return 0
     fi

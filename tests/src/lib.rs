@@ -4,6 +4,7 @@
 
 pub mod counter;
 pub mod lambda;
+pub mod private;
 pub mod proxy;
 pub mod schedules;
 pub mod stack;
@@ -12,6 +13,7 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_sqs::config::Credentials;
 
 pub use counter::RequestCounter;
+pub use private::PrivateLocalStack;
 pub use stack::{Stack, StackOptions, WorkerBuild};
 
 /// The LocalStack endpoint: `AWS_ENDPOINT_URL`, else the launcher's default port.
@@ -59,7 +61,16 @@ async fn assert_localstack_up(endpoint: &str) {
     );
 }
 
-/// The workspace's target directory (`CARGO_TARGET_DIR`, else `target/`).
+/// The checkout whose scripts, template and catalog the kit uses: `SCHEDKIT_ROOT` (another
+/// checkout, as a newcomer's), else this workspace.
+pub fn root() -> std::path::PathBuf {
+    std::env::var_os("SCHEDKIT_ROOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+/// The workspace's target directory (`CARGO_TARGET_DIR`, else this workspace's `target/`,
+/// whichever checkout [`root`] names: the binaries are built once).
 pub fn target_dir() -> std::path::PathBuf {
     std::env::var("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)

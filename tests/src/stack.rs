@@ -44,7 +44,7 @@ impl WorkerBuild {
     /// The example worker: `infra/template.yaml` with `functions/package.sh worker`'s zip.
     pub fn example() -> WorkerBuild {
         WorkerBuild {
-            template: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra/template.yaml"),
+            template: crate::root().join("infra/template.yaml"),
             zip: crate::target_dir().join("lambda/debug/worker.zip"),
         }
     }
@@ -96,7 +96,7 @@ pub async fn undeploy(stage: &str) -> anyhow::Result<()> {
 }
 
 async fn run_deploy_script(args: &[String], zip: &std::path::Path) -> anyhow::Result<Deployment> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = crate::root();
     anyhow::ensure!(
         zip.exists(),
         "{} is missing: package it with `functions/package.sh` (`make build` packages every worker)",

@@ -4,41 +4,13 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_lambda::config::Credentials;
 use schedkit_testkit::lambda::{FunctionSpec, create_function, invoke};
-use schedkit_testkit::unique;
+use schedkit_testkit::{PrivateLocalStack, unique};
 use serde_json::json;
-
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `launch.sh <cmd>` for the private LocalStack on `port`.
-fn launcher(cmd: &str, port: u16) -> std::process::Output {
-    let init = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace().join("target"))
-        .join("debug/schedkit-lambda-init");
-    Command::new(workspace().join("localstack/launch.sh"))
-        .arg(cmd)
-        .env("LOCALSTACK_PORT", port.to_string())
-        .env("SCHEDKIT_LAMBDA_INIT", init)
-        .output()
-        .expect("launch.sh runs")
-}
-
-/// Stops the private LocalStack even when an assertion fails first.
-struct Stopper(u16);
-
-impl Drop for Stopper {
-    fn drop(&mut self) {
-        launcher("stop", self.0);
-    }
-}
 
 /// Processes (pid, command) whose process group is `pgid`.
 fn members(pgid: i64) -> Vec<(u32, String)> {
@@ -71,21 +43,9 @@ fn members(pgid: i64) -> Vec<(u32, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_localstack_stops_no_executor_process_or_unpacked_code_is_left() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let started = launcher("start", port);
-    let _stop = Stopper(port);
-    assert!(
-        started.status.success(),
-        "{}",
-        String::from_utf8_lossy(&started.stderr)
-    );
-
+    let localstack = PrivateLocalStack::start();
     let sdk = aws_config::defaults(BehaviorVersion::latest())
-        .endpoint_url(format!("http://127.0.0.1:{port}"))
+        .endpoint_url(localstack.endpoint())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "test"))
         .load()
@@ -102,12 +62,7 @@ async fn after_localstack_stops_no_executor_process_or_unpacked_code_is_left() {
         .map(|a| a["pgid"].as_i64().unwrap())
         .collect();
     // The code is unpacked into this instance's own temporary folder, not the shared /tmp.
-    let instance_tmp = std::env::var("SCHEDKIT_LOCALSTACK_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace().join("localstack/.cache"))
-        .join(format!("tmp-{port}"))
-        .canonicalize()
-        .unwrap();
+    let instance_tmp = localstack.tmp_dir().canonicalize().unwrap();
     let task_root = PathBuf::from(answers[0]["task_root"].as_str().unwrap());
     assert!(
         task_root.starts_with(&instance_tmp) && task_root.join("bootstrap").exists(),
@@ -130,7 +85,7 @@ async fn after_localstack_stops_no_executor_process_or_unpacked_code_is_left() {
         );
     }
 
-    let stopped = launcher("stop", port);
+    let stopped = localstack.launcher("stop");
     assert!(
         stopped.status.success(),
         "{}",

@@ -39,14 +39,23 @@ struct Args {
     /// Where the workers' stdout (JSON logs and EMF lines) is written.
     #[arg(long, default_value = "target/demo")]
     log_dir: PathBuf,
-    /// The job catalog whose schedules fire.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/catalog.toml"))]
-    catalog: PathBuf,
+    /// The job catalog whose schedules fire (default: the checkout's `infra/catalog.toml`;
+    /// the checkout is `SCHEDKIT_ROOT`, else this workspace).
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+}
+
+impl Args {
+    fn catalog(&self) -> &std::path::Path {
+        self.catalog.as_deref().expect("set in main")
+    }
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
+    let mut args = Args::parse();
+    args.catalog
+        .get_or_insert_with(|| schedkit_testkit::root().join("infra/catalog.toml"));
     let worker_bin = match &args.worker_bin {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("worker"),
@@ -78,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let day = next_weekday(Utc::now());
-    let firings = fire_catalog_day(&sdk, &stack, &args.catalog, day).await?;
+    let firings = fire_catalog_day(&sdk, &stack, args.catalog(), day).await?;
 
     let burst = burst();
     println!("\nsending a burst of {} one-off messages:", burst.len());
@@ -152,7 +161,7 @@ async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> an
                 .arg(&args.name)
                 .args(command)
                 .envs(stack.worker_env())
-                .env("SCHEDKIT_CATALOG", &args.catalog)
+                .env("SCHEDKIT_CATALOG", args.catalog())
                 .env("SCHEDKIT_AUDIT_LOG", args.log_dir.join("audit.jsonl"))
                 .env("NO_COLOR", "1")
                 .output()

@@ -1,9 +1,10 @@
 """The plugin LocalStack finds in the ``localstack.lambda.runtime_executor`` namespace.
 
 Selected with ``LAMBDA_RUNTIME_EXECUTOR=schedkit``; loading it imports nothing heavy until
-LocalStack asks for the executor class.
+LocalStack asks for the executor class. A hook beside it marks a LocalStack that runs it.
 """
 
+from localstack.runtime import hooks
 from localstack.services.lambda_.invocation.plugins import RuntimeExecutorPlugin
 
 
@@ -14,3 +15,16 @@ class SchedkitRuntimeExecutorPlugin(RuntimeExecutorPlugin):
         from schedkit_localstack_executor.executor import NativeRuntimeExecutor
 
         return NativeRuntimeExecutor
+
+
+def _selected() -> bool:
+    from localstack import config
+
+    return config.LAMBDA_RUNTIME_EXECUTOR == "schedkit"
+
+
+@hooks.on_infra_start(should_load=_selected)
+def schedkit_executor():
+    """Runs nothing: loaded only when this LocalStack runs Lambdas with schedkit's executor,
+    it shows as such in ``/_localstack/plugins``, where ``localstack/launch.sh`` looks
+    before reusing a LocalStack that it did not start."""
