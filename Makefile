@@ -5,11 +5,11 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test lint build package deploy-localstack test-only localstack-start localstack-stop localstack-status
+.PHONY: help demo test lint build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
-	@grep -E '^## ' $(MAKEFILE_LIST) | sed -e 's/^## /  make /' -e 's/: /\t/' | expand -t 28
+	@grep -E '^## ' $(MAKEFILE_LIST) | sed 's/^## //' | awk -F': ' '{ t = $$1; sub(/^[^:]*: /, ""); printf "  make %-24s %s\n", t, $$0 }'
 
 ## demo: a day of the job catalog on LocalStack through two workers, then a redrive (LocalStack stays up).
 demo: build localstack-start
@@ -18,7 +18,7 @@ demo: build localstack-start
 ## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
 #        LocalStack is started if needed and stopped again if this run started it.
 test:
-	localstack/launch.sh with $(MAKE) --no-print-directory lint build test-only
+	localstack/launch.sh with $(MAKE) --no-print-directory lint build sam-build test-only
 
 ## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
 lint:
@@ -33,6 +33,14 @@ lint:
 build:
 	$(CARGO) build --workspace --bins --tests --locked
 	functions/package.sh worker probe starter
+
+## sam-build: the AWS path: `sam validate --lint` and `sam build` (release, x86_64) into target/sam/.
+sam-build:
+	infra/sam-build.sh
+
+## sam-deploy: deploy what sam-build built to your AWS account (`sam deploy --guided`: stack, region, parameters).
+sam-deploy: sam-build
+	infra/.cache/sam-venv/bin/sam deploy --guided --template-file target/sam/template.yaml
 
 ## package: the example worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).
 package:
@@ -57,3 +65,13 @@ localstack-stop:
 ## localstack-status: whether LocalStack runs, and where.
 localstack-status:
 	localstack/launch.sh status
+
+## localstack-docker: LocalStack in Docker instead (needs a Docker engine); waits until it answers.
+localstack-docker:
+	docker compose -f localstack/docker-compose.yml up -d
+	@for _ in $$(seq 120); do localstack/launch.sh status 2>/dev/null && exit 0; sleep 1; done; \
+	    echo "localstack: the Docker LocalStack did not answer within 120 s (docker compose -f localstack/docker-compose.yml logs)" >&2; exit 1
+
+## localstack-docker-stop: stop the Docker LocalStack.
+localstack-docker-stop:
+	docker compose -f localstack/docker-compose.yml down

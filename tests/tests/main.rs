@@ -24,6 +24,8 @@ mod outage;
 mod rejections;
 /// Retries with backoff, and what happens when they run out.
 mod retries;
+/// The bootstrap `sam build` produced (the artifact users deploy) runs a job to DONE.
+mod sam_build;
 /// Schedule sync creates, changes and deletes schedules, and writes nothing the second time.
 mod schedule_sync;
 /// The example a team copies: its own template, deployed, each of its jobs run to DONE.

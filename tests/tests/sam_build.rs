@@ -1,0 +1,63 @@
+//! The artifact users deploy to AWS is the one proven: the `bootstrap` that `sam build`
+//! produced (`infra/sam-build.sh`: release, x86_64, cargo-lambda; `make test` runs it before
+//! the tests) is zipped as `sam deploy` uploads it, deployed with `infra/template.yaml` to
+//! LocalStack, and runs a job to DONE through LocalStack's SQS event source.
+
+use std::io::Write;
+use std::time::Duration;
+
+use schedkit::{Envelope, Status};
+use schedkit_testkit::{Stack, StackOptions, WorkerBuild, localstack, root, target_dir, unique};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bootstrap_sam_build_produced_runs_a_job_to_done_on_localstack() {
+    let built = target_dir().join("sam");
+    let bootstrap = built.join("WorkerFunction/bootstrap");
+    assert!(
+        bootstrap.exists() && built.join("template.yaml").exists(),
+        "{} is missing: run infra/sam-build.sh (`make test` does)",
+        bootstrap.display()
+    );
+    let zip = std::env::temp_dir().join(format!("{}.zip", unique("sam-worker")));
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&zip).unwrap());
+    let options = zip::write::SimpleFileOptions::default().unix_permissions(0o755);
+    z.start_file("bootstrap", options).unwrap();
+    z.write_all(&std::fs::read(&bootstrap).unwrap()).unwrap();
+    z.finish().unwrap();
+
+    let sdk = localstack().await;
+    let stack = Stack::create(
+        &sdk,
+        &unique("sam"),
+        StackOptions {
+            worker_event_source: true,
+            worker: Some(WorkerBuild {
+                template: root().join("infra/template.yaml"),
+                zip,
+            }),
+            ..StackOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut invoice = Envelope::new("record-invoice", "2026-12-01T02:00:00Z".parse().unwrap());
+    invoice.payload = json!({"tenant": "sam", "billing_month": "2026-11", "amount_cents": 7})
+        .as_object()
+        .cloned();
+    stack.send_envelope(&invoice).await.unwrap();
+
+    let key = "invoice:2026-11:sam";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match stack.record(key).await.unwrap() {
+            Some(r) if r.status == Status::Done => break,
+            other => assert!(
+                tokio::time::Instant::now() < deadline,
+                "not DONE after a minute: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(stack.effect_applied(key).await.unwrap(), 1);
+}
