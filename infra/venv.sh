@@ -22,15 +22,22 @@ find_python() {
 }
 
 ensure_venv() {
-    local venv=$1 lock=$2 what=$3 minor=${4:-9} wanted
+    local venv=$1 lock=$2 what=$3 minor=${4:-9} wanted guard
     wanted=$(sha256sum "$lock" | cut -d' ' -f1)
-    if [ -f "$venv/.lock" ] && [ "$(cat "$venv/.lock")" = "$wanted" ] && [ -x "$venv/bin/python" ]; then
-        return
+    ready() { [ -f "$venv/.lock" ] && [ "$(cat "$venv/.lock")" = "$wanted" ] && [ -x "$venv/bin/python" ]; }
+    ready && return
+    # Deploys run side by side (the tests deploy a stage each): one installs, the others
+    # wait for it instead of installing over it.
+    mkdir -p "$(dirname "$venv")"
+    exec {guard}>"$venv.install-lock"
+    flock "$guard"
+    if ! ready; then
+        echo "infra: installing $what into $venv" >&2
+        rm -rf "$venv"
+        "$(find_python "$minor")" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$lock"
+        echo "$wanted" >"$venv/.lock"
     fi
-    echo "infra: installing $what into $venv" >&2
-    rm -rf "$venv"
-    "$(find_python "$minor")" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$lock"
-    echo "$wanted" >"$venv/.lock"
+    exec {guard}>&-
 }

@@ -9,17 +9,25 @@ use std::process::{Command, Output};
 pub struct PrivateLocalStack {
     /// Where it listens, on 127.0.0.1.
     pub port: u16,
+    /// Who runs its Lambda functions (`SCHEDKIT_LAMBDA_EXECUTOR`).
+    executor: &'static str,
 }
 
 impl PrivateLocalStack {
     /// Starts one on a free port; panics, failing the test, with the launcher's error.
     pub fn start() -> PrivateLocalStack {
+        Self::start_with_executor("schedkit")
+    }
+
+    /// [`start`](Self::start) with another Lambda executor: `docker` is stock LocalStack's,
+    /// which cannot run a function on a machine without Docker.
+    pub fn start_with_executor(executor: &'static str) -> PrivateLocalStack {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let instance = PrivateLocalStack { port };
+        let instance = PrivateLocalStack { port, executor };
         let started = instance.launcher("start");
         assert!(
             started.status.success(),
@@ -47,6 +55,7 @@ impl PrivateLocalStack {
         Command::new(crate::root().join("localstack/launch.sh"))
             .arg(cmd)
             .env("LOCALSTACK_PORT", self.port.to_string())
+            .env("SCHEDKIT_LAMBDA_EXECUTOR", self.executor)
             .env_remove("AWS_ENDPOINT_URL")
             .env(
                 "SCHEDKIT_LAMBDA_INIT",

@@ -2,7 +2,8 @@
 //! checkout): a LocalStack started by the launcher of another folder, on another port; a
 //! checkout with no `localstack/.cache` (and no `infra/.cache`, no `target/`) whose launcher
 //! reuses it, whose deploy brings its own Python environment, and whose demo ends with every
-//! execution DONE.
+//! execution DONE. And a LocalStack that cannot run schedkit's Lambdas (no Docker, no
+//! schedkit executor) is refused by the first command, in one line that says what to do.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -84,5 +85,29 @@ fn the_demo_runs_from_a_fresh_checkout_against_a_localstack_another_launcher_sta
             .join("infra/.cache/deploy-venv/bin/python")
             .exists()
     );
+    std::fs::remove_dir_all(&checkout).ok();
+}
+
+#[test]
+fn a_localstack_that_cannot_run_schedkits_lambdas_is_refused_in_one_line_with_the_fix() {
+    // Stock LocalStack's own executor, on a machine without Docker.
+    let localstack = PrivateLocalStack::start_with_executor("docker");
+    let checkout = std::env::temp_dir().join(unique("fresh-checkout"));
+    fresh_checkout(&checkout);
+    let start = Command::new(checkout.join("localstack/launch.sh"))
+        .arg("start")
+        .env("LOCALSTACK_PORT", localstack.port.to_string())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&start.stderr);
+    assert!(!start.status.success(), "{said}");
+    assert_eq!(
+        said,
+        format!(
+            "localstack: error: the LocalStack on 127.0.0.1:{} runs without Docker and without schedkit's Lambda executor, so schedkit's functions cannot run in it: stop it and run localstack/launch.sh start (or start it with Docker: docker compose -f localstack/docker-compose.yml up -d)\n",
+            localstack.port
+        )
+    );
+    assert!(!checkout.join("localstack/.cache").exists());
     std::fs::remove_dir_all(&checkout).ok();
 }

@@ -5,5 +5,5 @@
 mod demo_run;
 /// The demo from a checkout without `localstack/.cache`, against a LocalStack that another
 /// checkout's launcher started on another port (the Docker user's and the second checkout's
-/// path).
+/// path), and one that cannot run schedkit's Lambdas refused in one line with the fix.
 mod foreign_localstack;
