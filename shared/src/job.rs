@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use crate::effects::Effects;
 use crate::key::KeyTemplate;
 use crate::retry::RetryPolicy;
 
@@ -59,10 +60,12 @@ pub struct JobContext {
     /// Attempt number within the current round, from 1.
     pub attempt: u32,
     lease_lost: watch::Receiver<bool>,
+    effects: Effects,
 }
 
 impl JobContext {
-    /// Built by the batch adapter; `lease_lost` turns true once a heartbeat is refused.
+    /// Built by the batch adapter; `lease_lost` turns true once the lease is not confirmed, and
+    /// `effects` is where the job's DynamoDB writes go to be committed with its outcome.
     pub fn new(
         job: String,
         key: String,
@@ -70,6 +73,7 @@ impl JobContext {
         payload: Value,
         attempt: u32,
         lease_lost: watch::Receiver<bool>,
+        effects: Effects,
     ) -> Self {
         JobContext {
             job,
@@ -78,11 +82,21 @@ impl JobContext {
             payload,
             attempt,
             lease_lost,
+            effects,
         }
     }
 
-    /// True once another worker may own this run (our heartbeat was refused). A long job
-    /// should check it between steps and stop: its completion will be refused anyway.
+    /// Where to hand DynamoDB writes (on the job's own tables) instead of making them: they
+    /// are committed in one transaction with the run's DONE record, so they are applied
+    /// exactly once, whatever crashes (see [`crate::effects`]).
+    pub fn effects(&self) -> &Effects {
+        &self.effects
+    }
+
+    /// True once the lease is no longer confirmed (a heartbeat was refused, or none was
+    /// confirmed in time): another worker may own this run now. The attempt is being
+    /// cancelled (the job's future is dropped at its next await) and never completes as a
+    /// success; a job that holds something outside the runtime can check this to let go.
     pub fn lease_lost(&self) -> bool {
         *self.lease_lost.borrow()
     }
@@ -113,7 +127,8 @@ pub struct JobPolicy {
     /// How long a claim stays exclusive without a heartbeat.
     pub lease: Duration,
     /// How often a running attempt renews its lease and its message's visibility.
-    /// `None` turns heartbeats off (only sensible for jobs far shorter than the lease).
+    /// `None` turns heartbeats off: an attempt still running when its lease (less the
+    /// clock-skew bound) runs out is then cancelled.
     pub heartbeat: Option<Duration>,
     /// An attempt running longer than this fails (retryably).
     pub timeout: Option<Duration>,

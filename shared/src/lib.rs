@@ -20,6 +20,8 @@
 pub mod aws;
 pub mod batch;
 pub mod catalog;
+pub mod clock;
+pub mod effects;
 pub mod envelope;
 pub mod iac;
 pub mod job;
@@ -36,6 +38,8 @@ pub mod trigger;
 pub mod worker;
 
 pub use batch::{MessageReport, Outcome, Processor, ProcessorConfig, batch_response};
+pub use clock::Clock;
+pub use effects::Effects;
 pub use envelope::Envelope;
 pub use job::{Job, JobContext, JobError, JobPolicy, JobResult, Registry};
 pub use retry::RetryPolicy;

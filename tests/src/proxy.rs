@@ -1,19 +1,28 @@
-//! A TCP forwarder that a test can cut and heal, or have lose one answer: real network
-//! failures between a client and LocalStack, with no mock in between.
+//! A TCP forwarder that a test can cut and heal, have lose one answer, or hold one request:
+//! real network failures between a client and LocalStack, with no mock in between.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
+
+/// A proxy to the tests' LocalStack.
+pub async fn to_localstack() -> TcpProxy {
+    TcpProxy::start(crate::endpoint().trim_start_matches("http://"))
+        .await
+        .expect("a loopback port to listen on")
+}
 
 /// Forwards `127.0.0.1:<port>` to a target until cut.
 pub struct TcpProxy {
     addr: SocketAddr,
     down: Arc<AtomicBool>,
     lose_answer: Arc<AtomicBool>,
+    hold: Arc<Mutex<Option<Hold>>>,
     connections: Arc<Mutex<Vec<AbortHandle>>>,
     accept: AbortHandle,
 }
@@ -26,17 +35,23 @@ impl TcpProxy {
         let addr = listener.local_addr()?;
         let down = Arc::new(AtomicBool::new(false));
         let lose_answer = Arc::new(AtomicBool::new(false));
+        let hold: Arc<Mutex<Option<Hold>>> = Arc::default();
         let connections: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
-        let (d, l, c) = (down.clone(), lose_answer.clone(), connections.clone());
+        let (d, l, c, h) = (
+            down.clone(),
+            lose_answer.clone(),
+            connections.clone(),
+            hold.clone(),
+        );
         let accept = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 if d.load(Ordering::SeqCst) {
                     continue; // dropped: the client sees the connection closed
                 }
-                let (target, lose) = (target.clone(), l.clone());
+                let (target, lose, hold) = (target.clone(), l.clone(), h.clone());
                 let task = tokio::spawn(async move {
                     if let Ok(outbound) = TcpStream::connect(&target).await {
-                        forward(inbound, outbound, lose).await;
+                        forward(inbound, outbound, lose, hold).await;
                     }
                 });
                 c.lock().unwrap().push(task.abort_handle());
@@ -47,6 +62,7 @@ impl TcpProxy {
             addr,
             down,
             lose_answer,
+            hold,
             connections,
             accept,
         })
@@ -71,6 +87,16 @@ impl TcpProxy {
         self.lose_answer.store(true, Ordering::SeqCst);
     }
 
+    /// The next request whose bytes contain `marker` reaches the target only `hold` later
+    /// (and its answer the client): a slow or throttled write. Other connections flow
+    /// meanwhile.
+    pub fn hold_request(&self, marker: &str, hold: Duration) {
+        *self.hold.lock().unwrap() = Some(Hold {
+            marker: marker.as_bytes().to_vec(),
+            hold,
+        });
+    }
+
     /// Forwards again.
     pub fn heal(&self) {
         self.down.store(false, Ordering::SeqCst);
@@ -84,12 +110,49 @@ impl Drop for TcpProxy {
     }
 }
 
+/// A request to hold back, armed by [`TcpProxy::hold_request`].
+struct Hold {
+    marker: Vec<u8>,
+    hold: Duration,
+}
+
 /// Copies both ways until either side closes; drops the answer and closes when `lose` is
-/// set (once).
-async fn forward(inbound: TcpStream, outbound: TcpStream, lose: Arc<AtomicBool>) {
+/// set (once); delays a request that matches `hold` (once).
+async fn forward(
+    inbound: TcpStream,
+    outbound: TcpStream,
+    lose: Arc<AtomicBool>,
+    hold: Arc<Mutex<Option<Hold>>>,
+) {
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut target_read, mut target_write) = outbound.into_split();
-    let requests = tokio::io::copy(&mut client_read, &mut target_write);
+    let requests = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = client_read.read(&mut buf).await?;
+            if n == 0 {
+                return Ok::<_, std::io::Error>(());
+            }
+            let chunk = &buf[..n];
+            let wait = {
+                let mut armed = hold.lock().unwrap();
+                let matches = armed.as_ref().is_some_and(|h| {
+                    chunk
+                        .windows(h.marker.len())
+                        .any(|w| w == h.marker.as_slice())
+                });
+                if matches {
+                    armed.take().map(|h| h.hold)
+                } else {
+                    None
+                }
+            };
+            if let Some(wait) = wait {
+                tokio::time::sleep(wait).await;
+            }
+            target_write.write_all(chunk).await?;
+        }
+    };
     let answers = async {
         let mut buf = vec![0u8; 16 * 1024];
         loop {

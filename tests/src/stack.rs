@@ -141,6 +141,18 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// A stack named `unique(prefix)` on the tests' LocalStack whose queue hides a received
+    /// message for one second: a message comes back soon after its worker stops renewing.
+    pub async fn with_quick_redelivery(prefix: &str) -> Stack {
+        let options = StackOptions {
+            visibility_timeout: Some(1),
+            ..StackOptions::default()
+        };
+        Stack::create(&crate::localstack().await, &crate::unique(prefix), options)
+            .await
+            .expect("a stack on LocalStack")
+    }
+
     /// Deploys (or updates) the template as stage `name` and adapts its queue to `options`.
     pub async fn create(
         sdk: &SdkConfig,
@@ -256,12 +268,33 @@ impl Stack {
         DynamoStore::new(self.ddb.clone(), &self.table)
     }
 
+    /// A store on this stack's table that reaches DynamoDB through `proxy` (which a test
+    /// cuts, or has hold or lose an answer), with the SDK's retries and timeouts short.
+    pub fn store_through(&self, proxy: &crate::proxy::TcpProxy) -> DynamoStore {
+        let conf = self
+            .ddb
+            .config()
+            .to_builder()
+            .endpoint_url(proxy.url())
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_timeout(Duration::from_secs(3))
+                    .build(),
+            )
+            .build();
+        DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), &self.table)
+    }
+
     pub fn config(&self, worker_id: &str) -> ProcessorConfig {
         ProcessorConfig {
             queue_url: self.queue_url.clone(),
             dlq_url: self.dlq_url.clone(),
             concurrency: 10,
             worker_id: worker_id.into(),
+            // The tests' leases are a second or two: a tighter bound than production's.
+            clock_skew: Duration::from_millis(200),
+            clock: schedkit::Clock::system(),
         }
     }
 

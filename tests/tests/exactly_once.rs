@@ -1,4 +1,5 @@
-//! At-least-once delivery in, effect applied once out (acceptance a and j).
+//! At-least-once delivery in, effect applied once out; DynamoDB requests per run counted on
+//! the wire: two per success with or without committed effects, one per duplicate.
 
 use std::time::Duration;
 
@@ -90,11 +91,16 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
             .interceptor(counter.clone())
             .build(),
     );
-    // The store's client is counted; the job's own effect write uses an uncounted client.
+    // Every DynamoDB request of the worker goes through the store's client: `record-invoice`
+    // hands its write as an effect, committed with the outcome; `noop` has none.
     let worker = schedkit::Processor::new(
         schedkit::DynamoStore::new(counted, &stack.table),
         stack.sqs.clone(),
-        registry(&stack),
+        registry(&stack).register(
+            "noop",
+            JobPolicy::default(),
+            |_ctx: schedkit::JobContext| async { Ok(json!(null)) },
+        ),
         stack.config("counted"),
         Metrics::capture().0,
     );
@@ -102,9 +108,24 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     for tenant in ["a", "b", "c"] {
         stack.send_envelope(&invoice(tenant)).await.unwrap();
     }
+    for hour in [1, 2] {
+        let at = format!("2026-11-01T{hour:02}:00:00Z").parse().unwrap();
+        stack
+            .send_envelope(&Envelope::new("noop", at))
+            .await
+            .unwrap();
+    }
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
-    assert_eq!(stats.outcomes.get("succeeded"), Some(&3));
-    assert_eq!(counter.get(), 3 * 2, "claim + complete per success");
+    assert_eq!(stats.outcomes.get("succeeded"), Some(&5));
+    assert_eq!(
+        counter.get(),
+        5 * 2,
+        "claim + complete per success, claim + commit (effect included) per success with effects"
+    );
+    for tenant in ["a", "b", "c"] {
+        let key = format!("invoice:2026-10:{tenant}");
+        assert_eq!(stack.effect_applied(&key).await.unwrap(), 1);
+    }
 
     counter.reset();
     for tenant in ["a", "b", "c", "a"] {

@@ -1,7 +1,11 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
-/// At-least-once delivery in, effect applied once out; two DynamoDB requests per success.
+/// Effects committed with the outcome: all or nothing, fenced, late commits refused,
+/// conditions and limits failing the run for good.
+mod effects;
+/// At-least-once delivery in, effect applied once out; two DynamoDB requests per success
+/// (with or without effects), one per duplicate.
 mod exactly_once;
 /// Stopping LocalStack ends every executor process and removes the unpacked code.
 mod executor_cleanup;
@@ -16,7 +20,9 @@ mod lambda_executor;
 /// The crates' layering: no cycle, the library depends on no other room, a Lambda links
 /// only the library, the console calls AWS only through the library.
 mod layering;
-/// Leases, heartbeats and fencing.
+/// Leases that cannot lapse silently: an unconfirmed lease cancels the attempt before any
+/// worker within the clock-skew bound can reclaim it; heartbeats run until the outcome is
+/// written.
 mod leases;
 /// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
 mod outage;

@@ -4,41 +4,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
 use schedkit::store::AttemptOutcome;
 use schedkit::{
-    DynamoStore, Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, Status,
-    batch_response,
+    Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, Status, batch_response,
 };
-use schedkit_testkit::proxy::TcpProxy;
-use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
+use schedkit_testkit::proxy::{self, TcpProxy};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::json;
 
-async fn proxy_to_localstack() -> TcpProxy {
-    TcpProxy::start(endpoint().trim_start_matches("http://"))
-        .await
-        .unwrap()
-}
-
 /// A processor whose store talks to DynamoDB through `proxy`, with short timeouts.
-fn through_proxy(
-    stack: &Stack,
-    sdk: &aws_config::SdkConfig,
-    proxy: &TcpProxy,
-    registry: Registry,
-) -> Processor {
-    let conf = aws_sdk_dynamodb::config::Builder::from(sdk)
-        .endpoint_url(proxy.url())
-        .retry_config(RetryConfig::standard().with_max_attempts(2))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .operation_timeout(Duration::from_secs(3))
-                .build(),
-        )
-        .build();
+fn through_proxy(stack: &Stack, proxy: &TcpProxy, registry: Registry) -> Processor {
     Processor::new(
-        DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(conf), &stack.table),
+        stack.store_through(proxy),
         stack.sqs.clone(),
         registry,
         stack.config("proxied"),
@@ -78,8 +55,8 @@ async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
     let stack = Stack::create(&sdk, &unique("outage"), options)
         .await
         .unwrap();
-    let proxy = proxy_to_localstack().await;
-    let worker = through_proxy(&stack, &sdk, &proxy, jobs(|| {}));
+    let proxy = proxy::to_localstack().await;
+    let worker = through_proxy(&stack, &proxy, jobs(|| {}));
 
     for hour in 1..=3 {
         stack.send_envelope(&envelope(hour)).await.unwrap();
@@ -132,11 +109,11 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
     let stack = Stack::create(&sdk, &unique("midrun"), options)
         .await
         .unwrap();
-    let proxy = Arc::new(proxy_to_localstack().await);
+    let proxy = Arc::new(proxy::to_localstack().await);
     // The network to DynamoDB fails while the job runs: the claim is written, the
     // completion cannot be.
     let cutter = proxy.clone();
-    let worker = through_proxy(&stack, &sdk, &proxy, jobs(move || cutter.cut()));
+    let worker = through_proxy(&stack, &proxy, jobs(move || cutter.cut()));
 
     stack.send_envelope(&envelope(4)).await.unwrap();
     let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
@@ -184,12 +161,12 @@ async fn a_completion_whose_answer_was_lost_is_known_as_applied_when_its_retry_m
     let stack = Stack::create(&sdk, &unique("lost-answer"), StackOptions::default())
         .await
         .unwrap();
-    let proxy = Arc::new(proxy_to_localstack().await);
+    let proxy = Arc::new(proxy::to_localstack().await);
     // While the job runs, the proxy is told to drop DynamoDB's next answer: the completion
     // is written, the worker's SDK sees the connection close and sends it again, and that
     // second try is refused by the completion itself.
     let loser = proxy.clone();
-    let worker = through_proxy(&stack, &sdk, &proxy, jobs(move || loser.lose_next_answer()));
+    let worker = through_proxy(&stack, &proxy, jobs(move || loser.lose_next_answer()));
 
     stack.send_envelope(&envelope(5)).await.unwrap();
     let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();

@@ -7,7 +7,7 @@
 
 use std::process::ExitCode;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use schedkit::worker::{self, EmbeddedCatalog, Jobs};
 use schedkit::{JobContext, JobError, JobResult};
 use serde_json::json;
@@ -18,14 +18,13 @@ const CATALOG: EmbeddedCatalog =
 fn main() -> ExitCode {
     worker::main(CATALOG, |setup| {
         let signups = Signups {
-            ddb: setup.dynamodb(),
             table: setup.settings.effects_table.clone(),
         };
         Jobs::new()
             .add("greet", greet)
             .add("record-signup", move |ctx| {
                 let signups = signups.clone();
-                async move { signups.record(ctx).await }
+                async move { signups.record(ctx) }
             })
     })
 }
@@ -43,15 +42,14 @@ async fn greet(ctx: JobContext) -> JobResult {
 /// Where `record-signup` writes: the stage's effects table (`SCHEDKIT_EFFECTS_TABLE`).
 #[derive(Clone)]
 struct Signups {
-    ddb: aws_sdk_dynamodb::Client,
     table: Option<String>,
 }
 
 impl Signups {
-    /// `record-signup`: one item per execution key. The write is conditioned on the key
-    /// being new, so a rerun (a crash after the write, before the run was recorded DONE)
-    /// finds it written and changes nothing.
-    async fn record(&self, ctx: JobContext) -> JobResult {
+    /// `record-signup`: one item per execution key, handed to the framework as an effect
+    /// instead of written here. schedkit commits it in one transaction with the run's DONE
+    /// record, so it is applied exactly once, whatever crashes or duplicates come.
+    fn record(&self, ctx: JobContext) -> JobResult {
         let table = self.table.as_deref().ok_or_else(|| {
             JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
         })?;
@@ -64,9 +62,7 @@ impl Signups {
                 })
         };
         let (email, plan) = (field("email")?, field("plan")?);
-        let put = self
-            .ddb
-            .put_item()
+        let put = Put::builder()
             .table_name(table)
             .item("effect_key", AttributeValue::S(ctx.key.clone()))
             .item("email", AttributeValue::S(email.into()))
@@ -75,21 +71,9 @@ impl Signups {
                 "recorded_at",
                 AttributeValue::S(chrono::Utc::now().to_rfc3339()),
             )
-            .condition_expression("attribute_not_exists(effect_key)")
-            .send()
-            .await;
-        match put {
-            Ok(_) => Ok(json!({ "recorded": email })),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
-                Ok(json!({ "recorded": email, "already": true }))
-            }
-            Err(e) => Err(JobError::retryable(format!(
-                "writing the signup: {}",
-                schedkit::aws::describe(&e)
-            ))),
-        }
+            .build()
+            .map_err(|e| JobError::permanent(format!("the signup item: {e}")))?;
+        ctx.effects().put(put);
+        Ok(json!({ "recorded": email }))
     }
 }

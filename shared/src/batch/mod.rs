@@ -1,7 +1,7 @@
 //! The SQS batch adapter, shared by the Lambda handler and the long-polling worker.
 
 pub mod dead_letter;
-mod heartbeat;
+mod lease;
 mod outcome;
 mod processor;
 

@@ -12,19 +12,20 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client as SqsClient;
-use chrono::Utc;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
-use super::heartbeat::Heartbeat;
+use super::lease::{Heartbeat, LeaseKeeper};
 use super::outcome::{MessageReport, Outcome};
+use crate::clock::Clock;
+use crate::effects::Effects;
 use crate::envelope::{Envelope, format_instant};
 use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
 use crate::key::{execution_key, payload_hash};
 use crate::retry::MAX_VISIBILITY;
 use crate::store::{
-    ClaimOutcome, ClaimRequest, DynamoStore, ExecutionRecord, Finish, TransitionError,
+    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, TransitionError,
 };
 use crate::telemetry::{Metric, Metrics, Transition};
 
@@ -39,6 +40,12 @@ pub struct ProcessorConfig {
     pub concurrency: usize,
     /// Prefix of every owner token this processor writes (host, function, pid...).
     pub worker_id: String,
+    /// How far this worker's clock may disagree with any other's (see [`crate::clock`]):
+    /// an attempt is cancelled this long before its confirmed lease runs out. Keep it well
+    /// under each job's lease minus its heartbeat interval.
+    pub clock_skew: Duration,
+    /// The wall clock claims, heartbeats and outcomes are stamped with.
+    pub clock: Clock,
 }
 
 /// Processes SQS batches. Cheap to clone; build it once and share it.
@@ -207,6 +214,8 @@ impl Processor {
         };
         report.key = Some(key.clone());
 
+        // Taken before the claim's wall time: the lease is never thought longer than it is.
+        let claimed_at = tokio::time::Instant::now();
         let request = ClaimRequest {
             key: key.clone(),
             job: envelope.job.clone(),
@@ -215,7 +224,7 @@ impl Processor {
             input: body.to_string(),
             message_id: Some(ctx.message_id.to_string()),
             owner: format!("{}:{}", self.inner.config.worker_id, uuid::Uuid::new_v4()),
-            now: Utc::now(),
+            now: self.inner.config.clock.now(),
             lease: policy.lease,
             retention: policy.record_retention,
         };
@@ -235,7 +244,7 @@ impl Processor {
                 }
             }
             Ok(ClaimOutcome::Claimed(record)) => {
-                self.run(&ctx, &envelope, registered, record, &transition)
+                self.run(&ctx, &envelope, registered, record, claimed_at, &transition)
                     .await
             }
             Ok(ClaimOutcome::Duplicate(record)) => {
@@ -244,7 +253,8 @@ impl Processor {
                 Outcome::Duplicate
             }
             Ok(ClaimOutcome::InProgress(record)) => {
-                let left_ms = record.lease_expires_at.unwrap_or(0) - Utc::now().timestamp_millis();
+                let left_ms = record.lease_expires_at.unwrap_or(0)
+                    - self.inner.config.clock.now().timestamp_millis();
                 let receives = message
                     .attributes
                     .get("ApproximateReceiveCount")
@@ -275,7 +285,7 @@ impl Processor {
                     job: Some(&envelope.job),
                     key: Some(&key),
                     attempts,
-                    failed_at: Utc::now(),
+                    failed_at: self.inner.config.clock.now(),
                     source_queue: &self.inner.config.queue_url,
                     source_message_id: ctx.message_id,
                 };
@@ -309,12 +319,14 @@ impl Processor {
         envelope: &Envelope,
         registered: &RegisteredJob,
         record: ExecutionRecord,
+        claimed_at: tokio::time::Instant,
         transition: &Transition<'_>,
     ) -> Outcome {
         let policy = &registered.policy;
         let attempt = record.round_attempt();
         let job = envelope.job.as_str();
-        let started = Utc::now();
+        let clock = self.inner.config.clock;
+        let started = clock.now();
         let lag_ms = (started - envelope.scheduled_for).num_milliseconds().max(0) as f64;
         self.inner.metrics.emit(
             job,
@@ -333,22 +345,26 @@ impl Processor {
         );
 
         let (lost_tx, lost_rx) = watch::channel(false);
-        let heartbeat = policy.heartbeat.map(|every| {
-            tokio::spawn(
-                Heartbeat {
-                    store: self.inner.store.clone(),
-                    sqs: self.inner.sqs.clone(),
-                    queue_url: self.inner.config.queue_url.clone(),
-                    receipt_handle: ctx.receipt_handle.map(str::to_owned),
-                    key: record.execution_key.clone(),
-                    owner: record.owner.clone().unwrap_or_default(),
-                    every,
-                    lease: policy.lease,
-                    lost: lost_tx,
-                }
-                .run(),
-            )
+        let heartbeat = policy.heartbeat.map(|every| Heartbeat {
+            store: self.inner.store.clone(),
+            sqs: self.inner.sqs.clone(),
+            queue_url: self.inner.config.queue_url.clone(),
+            receipt_handle: ctx.receipt_handle.map(str::to_owned),
+            key: record.execution_key.clone(),
+            owner: record.owner.clone().unwrap_or_default(),
+            every,
+            lease: policy.lease,
+            clock,
         });
+        // Heartbeats run until the outcome is written (the keeper is dropped at the end).
+        let keeper = LeaseKeeper::start(
+            heartbeat,
+            claimed_at,
+            policy.lease,
+            self.inner.config.clock_skew,
+            lost_tx,
+        );
+        let effects = Effects::default();
         let job_ctx = JobContext::new(
             job.to_string(),
             record.execution_key.clone(),
@@ -356,34 +372,67 @@ impl Processor {
             payload,
             attempt,
             lost_rx,
+            effects.clone(),
         );
-        let result = run_guarded(registered, job_ctx).await;
-        if let Some(h) = heartbeat {
-            h.abort();
-        }
+        // A lease no longer confirmed cancels the attempt: the job's future is dropped, and
+        // it is never completed as a success (another worker may be running it now).
+        let mut result = tokio::select! {
+            biased;
+            lapse = keeper.lapsed() => Err(JobError::retryable(lapse.to_string())),
+            result = run_guarded(registered, job_ctx) => result,
+        };
+        // A failed job's effects are dropped; a success's commit with its DONE record.
+        let effects = match (&result, effects.take()) {
+            (Ok(_), Ok(items)) => items,
+            (Ok(_), Err(e)) => {
+                result = Err(JobError::permanent(e.to_string()));
+                Vec::new()
+            }
+            (Err(_), _) => Vec::new(),
+        };
 
-        let now = Utc::now();
+        let now = clock.now();
         let duration_ms = (now - started).num_milliseconds().max(0) as u64;
-        let retryable_left =
-            matches!(&result, Err(JobError::Retryable(_))) && !policy.retry.exhausted(attempt);
-        let finish = match &result {
-            Ok(value) => Finish::Succeeded {
-                result: value.clone(),
-            },
-            Err(e) if retryable_left => Finish::Retrying {
-                error: e.to_string(),
-            },
-            Err(e) => Finish::Failed {
-                error: e.to_string(),
-            },
+        let mut finish = finish_of(&result, policy, attempt);
+        let written = match (&finish, effects.is_empty()) {
+            (Finish::Succeeded { result: value }, false) => {
+                match self
+                    .inner
+                    .store
+                    .commit(&record, value.clone(), now, effects)
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(CommitError::LeaseLost { current }) => {
+                        Err(TransitionError::LeaseLost { current })
+                    }
+                    Err(CommitError::Store(e)) => Err(TransitionError::Store(e)),
+                    // The effects can never commit as written: the run fails for good.
+                    Err(e @ (CommitError::EffectRefused { .. } | CommitError::Invalid(_))) => {
+                        result = Err(JobError::permanent(e.to_string()));
+                        finish = finish_of(&result, policy, attempt);
+                        self.inner
+                            .store
+                            .finish(&record, &finish, now)
+                            .await
+                            .map(|_| ())
+                    }
+                }
+            }
+            _ => self
+                .inner
+                .store
+                .finish(&record, &finish, now)
+                .await
+                .map(|_| ()),
         };
         let error = match &result {
             Err(e) => e.to_string(),
             Ok(_) => String::new(),
         };
         let status = finish.status().as_str();
-        match self.inner.store.finish(&record, &finish, now).await {
-            Ok(_) => {}
+        match written {
+            Ok(()) => {}
             Err(TransitionError::LeaseLost { .. }) => {
                 self.inner.metrics.count(job, Metric::LeaseLost);
                 self.log(transition, "LEASE_LOST", attempt, duration_ms, &error);
@@ -402,6 +451,7 @@ impl Processor {
                 };
             }
         }
+        drop(keeper);
         let duration = (Metric::Duration, duration_ms as f64);
         self.log(transition, status, attempt, duration_ms, &error);
         match finish {
@@ -465,7 +515,7 @@ impl Processor {
             job,
             key,
             attempts: 0,
-            failed_at: Utc::now(),
+            failed_at: self.inner.config.clock.now(),
             source_queue: &self.inner.config.queue_url,
             source_message_id: ctx.message_id,
         };
@@ -549,7 +599,9 @@ struct MessageCtx<'a> {
 async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
     let future = registered.job.run(ctx);
     let timeout = registered.policy.timeout;
-    let task = tokio::spawn(async move {
+    // The job runs in a task of its own so that a panic is caught; dropping this future
+    // (a cancelled attempt) aborts it, dropping the job's future at its next await.
+    let mut task = AbortOnDrop(tokio::spawn(async move {
         match timeout {
             Some(limit) => tokio::time::timeout(limit, future)
                 .await
@@ -561,8 +613,8 @@ async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
                 }),
             None => future.await,
         }
-    });
-    match task.await {
+    }));
+    match (&mut task.0).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => {
             let panic = e.into_panic();
@@ -574,6 +626,15 @@ async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
             Err(JobError::retryable(format!("job panicked: {text}")))
         }
         Err(e) => Err(JobError::retryable(format!("job task ended: {e}"))),
+    }
+}
+
+/// Aborts the task it holds when dropped (tokio's handles detach instead).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -590,6 +651,21 @@ fn in_progress_delay(lease_left_ms: i64, receive_count: u32) -> Duration {
 
 fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
+}
+
+/// How an attempt ends, given the job's result and the policy.
+fn finish_of(result: &JobResult, policy: &crate::JobPolicy, attempt: u32) -> Finish {
+    match result {
+        Ok(value) => Finish::Succeeded {
+            result: value.clone(),
+        },
+        Err(e @ JobError::Retryable(_)) if !policy.retry.exhausted(attempt) => Finish::Retrying {
+            error: e.to_string(),
+        },
+        Err(e) => Finish::Failed {
+            error: e.to_string(),
+        },
+    }
 }
 
 #[cfg(test)]

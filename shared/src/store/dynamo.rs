@@ -5,12 +5,19 @@
 //! it finds, a successful run two (claim, complete), a duplicate one.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem, Update,
+};
 use chrono::{DateTime, Utc};
+
+use crate::effects::table_of;
 
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, claimed_record,
@@ -60,6 +67,11 @@ pub enum TransitionError {
 pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id) OR (#status = :running AND #lease_expires_at < :now_ms)))";
 /// Owner condition of every later write of an attempt: the fencing check.
 pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
+/// Condition of a commit with effects: still ours, and the lease still live by the
+/// committing worker's clock. A commit after the lease ran out is refused even when nobody
+/// reclaimed the run: its effects then wait for the next attempt, never race a reclaim.
+pub const COMMIT_CONDITION: &str =
+    "#status = :running AND #owner = :owner AND #lease_expires_at > :now_ms";
 
 const CLAIM_UPDATE: &str = "SET #status = :running, #attempt = if_not_exists(#attempt, :zero) + :one, \
      #attempt_base = if_not_exists(#attempt_base, :zero), #owner = :owner, #lease_expires_at = :lease, \
@@ -69,12 +81,47 @@ const CLAIM_UPDATE: &str = "SET #status = :running, #attempt = if_not_exists(#at
      #history = if_not_exists(#history, :empty) \
      REMOVE #finished_at, #duration_ms";
 
+/// Why a commit with effects did not happen. Nothing of it was applied in any case.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CommitError {
+    /// Fenced, or the lease ran out before the commit: the run is not ours to finish.
+    #[error("lease lost before the commit: the run now belongs to {}", current.as_ref().and_then(|r| r.owner.as_deref()).unwrap_or("nobody"))]
+    LeaseLost {
+        /// The record as the refusal found it; None when the item is gone.
+        current: Option<Box<ExecutionRecord>>,
+    },
+    /// One of the job's own conditions (on an effect, or a condition check) did not hold.
+    #[error("effect {index} (table {table}) was refused: {reason}")]
+    EffectRefused {
+        /// Its position in the order the job handed its effects, from 0.
+        index: usize,
+        /// The table it writes to.
+        table: String,
+        /// DynamoDB's message.
+        reason: String,
+    },
+    /// DynamoDB refuses the effects as written (a bad expression, two writes to one item, a
+    /// table that does not exist): the same commit can never pass.
+    #[error("the effects cannot be committed: {0}")]
+    Invalid(String),
+    /// DynamoDB unreachable, throttled, or a conflicting transaction: try again later.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// DynamoDB-backed execution store.
 #[derive(Clone, Debug)]
 pub struct DynamoStore {
     client: Client,
     table: String,
+    call_timeout: Duration,
 }
+
+/// How long one store call may take, the SDK's own retries included, unless set with
+/// [`DynamoStore::with_call_timeout`]. Shorter than any sensible heartbeat interval: a call
+/// that hangs must not outlive the lease it is meant to keep (heartbeats are bounded by
+/// their interval as well).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl DynamoStore {
     /// A store on the executions table `table` (the template's `schedkit-<stage>-executions`).
@@ -82,7 +129,26 @@ impl DynamoStore {
         DynamoStore {
             client,
             table: table.into(),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
         }
+    }
+
+    /// The same store with another bound on each call.
+    pub fn with_call_timeout(mut self, limit: Duration) -> Self {
+        self.call_timeout = limit;
+        self
+    }
+
+    /// Bounds one call: no answer within the call timeout is an unavailable store.
+    async fn timed<T>(&self, call: impl Future<Output = T>) -> Result<T, StoreError> {
+        tokio::time::timeout(self.call_timeout, call)
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!(
+                    "no answer from DynamoDB within {} ms",
+                    self.call_timeout.as_millis()
+                ))
+            })
     }
 
     /// The executions table's name.
@@ -119,8 +185,8 @@ impl DynamoStore {
                 n(req.now.timestamp() + req.retention.as_secs() as i64),
             )
             .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
-            .send()
-            .await;
+            .send();
+        let result = self.timed(result).await?;
         match result {
             Ok(out) => {
                 let before = match out.attributes {
@@ -154,8 +220,8 @@ impl DynamoStore {
             .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":lease", n(lease_until(now, lease)))
             .expression_attribute_values(":now", s(&timestamp(now)))
-            .send()
-            .await;
+            .send();
+        let result = self.timed(result).await?;
         self.fenced(key, result.map(|_| ()))
     }
 
@@ -167,49 +233,12 @@ impl DynamoStore {
         finish: &Finish,
         now: DateTime<Utc>,
     ) -> Result<ExecutionRecord, TransitionError> {
-        let owner = claimed.owner.as_deref().unwrap_or_default();
-        let after = finished_record(claimed, finish, now);
-        let mut set = vec![
-            "#status = :status",
-            "#updated_at = :updated_at",
-            "#duration_ms = :duration_ms",
-            "#history = :history",
-            "#attempt_base = :attempt_base",
-        ];
-        let history = serde_dynamo::to_attribute_value(&after.history)
-            .expect("attempt history always serialises");
-        let mut req = self.client.update_item();
-        let optional = [
-            (
-                "#finished_at = :finished_at",
-                ":finished_at",
-                &after.finished_at,
-            ),
-            ("#result = :result", ":result", &after.result),
-            (
-                "#last_error = :last_error",
-                ":last_error",
-                &after.last_error,
-            ),
-        ];
-        for (clause, name, value) in optional {
-            if let Some(v) = value {
-                set.push(clause);
-                req = req.expression_attribute_values(name, s(v));
-            }
+        let (after, write) = FinishWrite::of(claimed, finish, now);
+        let mut req = self.update(&claimed.execution_key, &write.update, OWNER_CONDITION);
+        for (name, value) in write.values {
+            req = req.expression_attribute_values(name, value);
         }
-        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
-        let result = self
-            .with_update(req, &claimed.execution_key, &update, OWNER_CONDITION)
-            .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":owner", s(owner))
-            .expression_attribute_values(":status", s(after.status.as_str()))
-            .expression_attribute_values(":updated_at", s(&after.updated_at))
-            .expression_attribute_values(":duration_ms", n(after.duration_ms.unwrap_or(0) as i64))
-            .expression_attribute_values(":history", history)
-            .expression_attribute_values(":attempt_base", n(after.attempt_base as i64))
-            .send()
-            .await;
+        let result = self.timed(req.send()).await?;
         match self.fenced(&claimed.execution_key, result.map(|_| ())) {
             Ok(()) => Ok(after),
             // Applied by an earlier try whose answer was lost; the SDK's retry met it.
@@ -217,6 +246,99 @@ impl DynamoStore {
                 current: Some(current),
             }) if current.holds_outcome(&after) => Ok(after),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Ends the owner's attempt as DONE together with the job's `effects`, in one
+    /// `TransactWriteItems`: the record's transition (conditioned on the owner token and on
+    /// the lease being live at `now`) and every effect, applied all or none. A retry of the
+    /// same commit (the SDK's, after a lost answer) is idempotent through its request token.
+    pub async fn commit(
+        &self,
+        claimed: &ExecutionRecord,
+        result: serde_json::Value,
+        now: DateTime<Utc>,
+        effects: Vec<TransactWriteItem>,
+    ) -> Result<ExecutionRecord, CommitError> {
+        let (after, write) = FinishWrite::of(claimed, &Finish::Succeeded { result }, now);
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, s(&claimed.execution_key))
+            .update_expression(&write.update)
+            .condition_expression(COMMIT_CONDITION)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .set_expression_attribute_names(Some(write.names(COMMIT_CONDITION)))
+            .expression_attribute_values(":now_ms", n(now.timestamp_millis()));
+        for (name, value) in write.values {
+            update = update.expression_attribute_values(name, value);
+        }
+        let record = TransactWriteItem::builder()
+            .update(update.build().expect("table, key and expressions are set"))
+            .build();
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let tables: Vec<String> = effects.iter().map(|e| table_of(e).to_string()).collect();
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(std::iter::once(record).chain(effects).collect()))
+            .client_request_token(request_token(&claimed.execution_key, owner))
+            .send();
+        let result = self.timed(result).await?;
+        let err = match result {
+            Ok(_) => return Ok(after),
+            Err(err) => err,
+        };
+        let Some(service) = err.as_service_error() else {
+            return Err(CommitError::Store(unavailable(err)));
+        };
+        match service {
+            TransactWriteItemsError::TransactionCanceledException(e) => {
+                let reasons = e.cancellation_reasons();
+                let refused = |r: &CancellationReason| r.code() == Some("ConditionalCheckFailed");
+                if let Some(record) = reasons.first().filter(|r| refused(r)) {
+                    let current = match record.item().filter(|i| !i.is_empty()) {
+                        Some(item) => Some(Box::new(decode(&claimed.execution_key, item.clone())?)),
+                        None => None,
+                    };
+                    // Our own commit, applied by an earlier try whose answer was lost (where
+                    // the request token did not already answer for it).
+                    if current.as_ref().is_some_and(|c| {
+                        c.status == Status::Done && c.owner.as_deref() == Some(owner)
+                    }) {
+                        return Ok(after);
+                    }
+                    return Err(CommitError::LeaseLost { current });
+                }
+                if let Some((i, r)) = reasons.iter().enumerate().skip(1).find(|(_, r)| refused(r)) {
+                    return Err(CommitError::EffectRefused {
+                        index: i - 1,
+                        table: tables[i - 1].clone(),
+                        reason: r.message().unwrap_or("its condition failed").to_string(),
+                    });
+                }
+                let invalid = reasons.iter().find(|r| r.code() == Some("ValidationError"));
+                match invalid {
+                    Some(r) => Err(CommitError::Invalid(
+                        r.message().unwrap_or("an effect is invalid").to_string(),
+                    )),
+                    // TransactionConflict, ThrottlingError, ProvisionedThroughputExceeded: the
+                    // next attempt may well pass.
+                    None => Err(CommitError::Store(unavailable(err))),
+                }
+            }
+            TransactWriteItemsError::ResourceNotFoundException(_) => {
+                Err(CommitError::Invalid(crate::aws::describe(&err)))
+            }
+            // The same attempt's commit with other contents: a bug, never a passing retry.
+            other
+                if matches!(
+                    other.code(),
+                    Some("ValidationException" | "IdempotentParameterMismatchException")
+                ) =>
+            {
+                Err(CommitError::Invalid(crate::aws::describe(&err)))
+            }
+            _ => Err(CommitError::Store(unavailable(err))),
         }
     }
 
@@ -228,9 +350,8 @@ impl DynamoStore {
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, s(key))
             .consistent_read(true)
-            .send()
-            .await
-            .map_err(unavailable)?;
+            .send();
+        let out = self.timed(out).await?.map_err(unavailable)?;
         out.item.map(|item| decode(key, item)).transpose()
     }
 
@@ -240,17 +361,9 @@ impl DynamoStore {
         update: &str,
         condition: &str,
     ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-        self.with_update(self.client.update_item(), key, update, condition)
-    }
-
-    fn with_update(
-        &self,
-        req: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
-        key: &str,
-        update: &str,
-        condition: &str,
-    ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
-        let mut req = req
+        let mut req = self
+            .client
+            .update_item()
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, s(key))
             .update_expression(update)
@@ -282,6 +395,81 @@ impl DynamoStore {
             },
         }
     }
+}
+
+/// The write that ends an attempt, as an update expression with its values: the same for
+/// a plain `UpdateItem` and for the record's part of a commit.
+struct FinishWrite {
+    update: String,
+    values: Vec<(&'static str, AttributeValue)>,
+}
+
+impl FinishWrite {
+    /// The record after `finish`, and the write that makes it so.
+    fn of(
+        claimed: &ExecutionRecord,
+        finish: &Finish,
+        now: DateTime<Utc>,
+    ) -> (ExecutionRecord, Self) {
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let after = finished_record(claimed, finish, now);
+        let mut set = vec![
+            "#status = :status",
+            "#updated_at = :updated_at",
+            "#duration_ms = :duration_ms",
+            "#history = :history",
+            "#attempt_base = :attempt_base",
+        ];
+        let history = serde_dynamo::to_attribute_value(&after.history)
+            .expect("attempt history always serialises");
+        let mut values = vec![
+            (":running", s(Status::Running.as_str())),
+            (":owner", s(owner)),
+            (":status", s(after.status.as_str())),
+            (":updated_at", s(&after.updated_at)),
+            (":duration_ms", n(after.duration_ms.unwrap_or(0) as i64)),
+            (":history", history),
+            (":attempt_base", n(after.attempt_base as i64)),
+        ];
+        let optional = [
+            (
+                "#finished_at = :finished_at",
+                ":finished_at",
+                &after.finished_at,
+            ),
+            ("#result = :result", ":result", &after.result),
+            (
+                "#last_error = :last_error",
+                ":last_error",
+                &after.last_error,
+            ),
+        ];
+        for (clause, name, value) in optional {
+            if let Some(v) = value {
+                set.push(clause);
+                values.push((name, s(v)));
+            }
+        }
+        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
+        (after, FinishWrite { update, values })
+    }
+
+    /// The `#name` placeholders of the update and of `condition`.
+    fn names(&self, condition: &str) -> HashMap<String, String> {
+        placeholder_names(&self.update)
+            .chain(placeholder_names(condition))
+            .map(|name| (format!("#{name}"), name.to_string()))
+            .collect()
+    }
+}
+
+/// The idempotency token of an attempt's commit (1-36 characters), from the run's key and
+/// the attempt's owner token: a retry of the same commit within DynamoDB's ten minutes is
+/// answered as applied, not applied twice.
+fn request_token(key: &str, owner: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("commit\n{key}\n{owner}").as_bytes());
+    hex::encode(digest)[..36].to_string()
 }
 
 /// The `#name` placeholders of an expression; each stands for the attribute `name`.

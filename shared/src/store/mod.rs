@@ -4,8 +4,8 @@ mod dynamo;
 mod record;
 
 pub use dynamo::{
-    CLAIM_CONDITION, DynamoStore, KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE,
-    TransitionError,
+    CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
+    KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status,

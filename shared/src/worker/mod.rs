@@ -120,6 +120,8 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
                 .worker_id
                 .clone()
                 .unwrap_or_else(process::default_worker_id),
+            clock_skew: crate::clock::DEFAULT_CLOCK_SKEW,
+            clock: crate::Clock::system(),
         },
         Metrics::stdout(),
     );

@@ -1,9 +1,11 @@
 //! `record-invoice`: writes an invoice row to the effects table, keyed by the execution key.
 //!
 //! The write counts how often it was applied (`applied`), so a duplicate run would show as
-//! `applied > 1`: the framework's claim is what keeps it at one.
+//! `applied > 1`. It is handed to the framework as an effect rather than made: committed in
+//! one transaction with the run's DONE record, it is applied once even when a worker dies
+//! between the job's end and the record's (the claim alone cannot promise that).
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use schedkit::job::BoxFuture;
 use schedkit::{Job, JobContext, JobError, JobResult};
 use serde_json::json;
@@ -27,7 +29,7 @@ impl Job for RecordInvoice {
     fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
         let effects = self.effects.clone();
         Box::pin(async move {
-            let (ddb, table) = effects.get()?;
+            let (_, table) = effects.get()?;
             let amount = ctx
                 .payload
                 .get("amount_cents")
@@ -40,7 +42,7 @@ impl Job for RecordInvoice {
                 .get("tenant")
                 .map(|t| t.to_string())
                 .unwrap_or_default();
-            ddb.update_item()
+            let update = Update::builder()
                 .table_name(&table)
                 .key(EFFECT_KEY, AttributeValue::S(ctx.key.clone()))
                 .update_expression(
@@ -53,14 +55,9 @@ impl Job for RecordInvoice {
                     AttributeValue::S(chrono::Utc::now().to_rfc3339()),
                 )
                 .expression_attribute_values(":one", AttributeValue::N("1".into()))
-                .send()
-                .await
-                .map_err(|e| {
-                    JobError::retryable(format!(
-                        "effects table write failed: {}",
-                        schedkit::aws::describe(&e)
-                    ))
-                })?;
+                .build()
+                .map_err(|e| JobError::permanent(format!("the invoice write: {e}")))?;
+            ctx.effects().update(update);
             Ok(json!({"amount_cents": amount}))
         })
     }
