@@ -67,7 +67,8 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
 
     let batch = stack.receive(8, Duration::from_secs(5)).await.unwrap();
     assert_eq!(batch.len(), 8);
-    let worker = stack.processor(stack.example_registry(), "w", Metrics::capture().0);
+    let (metrics, lines) = Metrics::capture();
+    let worker = stack.processor(stack.example_registry(), "w", metrics);
     let reports = worker.process(batch, None).await;
     for r in &reports {
         match ids.get(&r.message_id) {
@@ -118,6 +119,26 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
         "only the two good messages have records: {jobs:?}"
     );
     assert!(records.iter().all(|r| r.status == Status::Done));
+
+    // A job name from an untrusted message never becomes a metric dimension.
+    let dimensions: BTreeMap<String, usize> =
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .fold(BTreeMap::new(), |mut seen, line| {
+                let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+                *seen
+                    .entry(doc["Job"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+                seen
+            });
+    let names: Vec<_> = dimensions.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["(unknown)", "-", "record-invoice"],
+        "{dimensions:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

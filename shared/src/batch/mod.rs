@@ -7,4 +7,4 @@ mod processor;
 
 pub use dead_letter::{DeadLetterReason, attr};
 pub use outcome::{MessageReport, Outcome, batch_response};
-pub use processor::{Processor, ProcessorConfig};
+pub use processor::{Processor, ProcessorConfig, UNKNOWN_JOB};

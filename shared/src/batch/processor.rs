@@ -64,6 +64,9 @@ struct Inner {
 
 /// Job name used in metrics and logs when the envelope did not even name one.
 const NO_JOB: &str = "-";
+/// The metrics' job dimension for a job this worker does not know: the name comes from an
+/// untrusted message, and each distinct value would be a new CloudWatch metric (paid for).
+pub const UNKNOWN_JOB: &str = "(unknown)";
 
 impl Processor {
     /// A processor that claims in `store` and runs the jobs in `registry`.
@@ -522,7 +525,12 @@ impl Processor {
         let outcome = self.dead_letter(&letter).await;
         let job = job.unwrap_or(NO_JOB);
         if outcome.acknowledged() {
-            self.inner.metrics.count(job, Metric::Rejected);
+            let dimension = match job {
+                NO_JOB => NO_JOB,
+                known if self.inner.registry.get(known).is_some() => known,
+                _ => UNKNOWN_JOB,
+            };
+            self.inner.metrics.count(dimension, Metric::Rejected);
         }
         let transition = Transition {
             job,
