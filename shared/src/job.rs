@@ -216,4 +216,10 @@ impl Registry {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.jobs.keys().map(String::as_str)
     }
+
+    /// The longest lease of the registered jobs (None when there are none): how long a
+    /// received message may stay hidden before its worker is presumed dead.
+    pub fn longest_lease(&self) -> Option<Duration> {
+        self.jobs.values().map(|j| j.policy.lease).max()
+    }
 }

@@ -16,6 +16,7 @@ use aws_sdk_sqs::types::{
 
 use crate::aws::describe;
 use crate::batch::{MessageReport, Processor};
+use crate::retry::MAX_VISIBILITY;
 
 /// How to poll.
 #[derive(Debug, Clone)]
@@ -60,6 +61,14 @@ pub async fn poll(
     shutdown: impl Future<Output = ()>,
 ) -> PollStats {
     let queue_url = processor.config().queue_url.clone();
+    // A received message stays hidden for the longest lease: a poller killed mid-batch has
+    // its messages back after about that long (heartbeats extend it while a job runs).
+    let hidden_for = processor.registry().longest_lease().map(|lease| {
+        lease
+            .as_secs_f64()
+            .ceil()
+            .clamp(1.0, MAX_VISIBILITY.as_secs() as f64) as i32
+    });
     let mut stats = PollStats::default();
     tokio::pin!(shutdown);
     loop {
@@ -68,6 +77,7 @@ pub async fn poll(
             .queue_url(&queue_url)
             .max_number_of_messages(options.max_messages)
             .wait_time_seconds(options.wait_seconds)
+            .set_visibility_timeout(hidden_for)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
             .send();
@@ -91,14 +101,40 @@ pub async fn poll(
         }
         stats.received += messages.len() as u64;
         let batch: Vec<SqsMessage> = messages.into_iter().map(to_event_message).collect();
-        let reports = processor.process(batch, None).await;
-        stats.deleted += delete_acknowledged(sqs, &queue_url, &reports).await;
+        let (reports, deleted) = process_and_ack(processor, sqs, &queue_url, batch).await;
+        stats.deleted += deleted;
         for r in reports {
             *stats.outcomes.entry(r.outcome.label()).or_default() += 1;
             stats.reports.push(r);
         }
     }
     stats
+}
+
+/// Processes a batch and deletes each acknowledged message as soon as its outcome is
+/// durable (those that finish together in one request): a poller that dies mid-batch leaves
+/// only its unfinished messages to come back.
+async fn process_and_ack(
+    processor: &Processor,
+    sqs: &Client,
+    queue_url: &str,
+    batch: Vec<SqsMessage>,
+) -> (Vec<MessageReport>, u64) {
+    let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let process = async move {
+        let reports = processor.process_each(batch, None, Some(&done)).await;
+        drop(done);
+        reports
+    };
+    let ack = async {
+        let (mut deleted, mut ready) = (0, Vec::new());
+        while finished.recv_many(&mut ready, 10).await > 0 {
+            deleted += delete_acknowledged(sqs, queue_url, &ready).await;
+            ready.clear();
+        }
+        deleted
+    };
+    tokio::join!(process, ack)
 }
 
 /// The SDK's message in the shape Lambda's event source mapping delivers.

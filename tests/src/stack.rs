@@ -295,6 +295,7 @@ impl Stack {
             // The tests' leases are a second or two: a tighter bound than production's.
             clock_skew: Duration::from_millis(200),
             clock: schedkit::Clock::system(),
+            visibility_on_claim: false,
         }
     }
 

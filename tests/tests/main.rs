@@ -26,6 +26,9 @@ mod layering;
 mod leases;
 /// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
 mod outage;
+/// Crash recovery within the lease: finished messages acknowledged at once, a dead
+/// worker's unfinished ones back after about the lease, in both modes.
+mod recovery;
 /// Poison messages and key conflicts go to the DLQ at once, with a reason.
 mod rejections;
 /// Retries with backoff, and what happens when they run out.

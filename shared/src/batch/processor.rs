@@ -46,6 +46,11 @@ pub struct ProcessorConfig {
     pub clock_skew: Duration,
     /// The wall clock claims, heartbeats and outcomes are stamped with.
     pub clock: Clock,
+    /// Hide each claimed message for the job's lease right after the claim, so that a
+    /// worker that dies comes back after about the lease, not the queue's visibility
+    /// timeout. One SQS request per run: on for Lambda, whose event source receives with
+    /// the queue's timeout; the poller sets it at receive instead, for free.
+    pub visibility_on_claim: bool,
 }
 
 /// Processes SQS batches. Cheap to clone; build it once and share it.
@@ -93,12 +98,28 @@ impl Processor {
         &self.inner.config
     }
 
+    /// The jobs it runs.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
     /// Processes a batch, at most `concurrency` messages at a time; one report per message,
     /// in the batch's order.
     pub async fn process(
         &self,
         messages: Vec<SqsMessage>,
         request_id: Option<&str>,
+    ) -> Vec<MessageReport> {
+        self.process_each(messages, request_id, None).await
+    }
+
+    /// [`Processor::process`], handing each report to `done` as soon as its outcome is
+    /// durable: the poller deletes a finished message then, not when the whole batch ends.
+    pub async fn process_each(
+        &self,
+        messages: Vec<SqsMessage>,
+        request_id: Option<&str>,
+        done: Option<&tokio::sync::mpsc::UnboundedSender<MessageReport>>,
     ) -> Vec<MessageReport> {
         let permits = Arc::new(Semaphore::new(self.inner.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
@@ -130,7 +151,12 @@ impl Processor {
         }
         while let Some(joined) = tasks.join_next_with_id().await {
             match joined {
-                Ok((id, report)) => reports[index_of[&id]] = Some(report),
+                Ok((id, report)) => {
+                    if let Some(done) = done {
+                        let _ = done.send(report.clone());
+                    }
+                    reports[index_of[&id]] = Some(report);
+                }
                 Err(e) => {
                     // A bug in the adapter itself: leave the message for redelivery.
                     let i = index_of[&e.id()];
@@ -247,6 +273,9 @@ impl Processor {
                 }
             }
             Ok(ClaimOutcome::Claimed(record)) => {
+                if self.inner.config.visibility_on_claim {
+                    self.hide(ctx.receipt_handle, policy.lease).await;
+                }
                 self.run(&ctx, &envelope, registered, record, claimed_at, &transition)
                     .await
             }

@@ -122,6 +122,7 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
                 .unwrap_or_else(process::default_worker_id),
             clock_skew: crate::clock::DEFAULT_CLOCK_SKEW,
             clock: crate::Clock::system(),
+            visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
         },
         Metrics::stdout(),
     );
