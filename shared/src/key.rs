@@ -72,6 +72,9 @@ pub enum KeyError {
         /// What it holds instead: `an object` or `an array`.
         found: &'static str,
     },
+    /// The key came out empty (a template over empty fields): DynamoDB takes no empty key.
+    #[error("derived key is empty: the payload fields the key template names are empty")]
+    Empty,
     /// The key is over [`MAX_KEY_BYTES`]; holds its length in bytes.
     #[error("derived key is {0} bytes long; keys are limited to 1024 bytes")]
     TooLong(usize),
@@ -191,6 +194,9 @@ pub fn execution_key(
             format_instant(&envelope.scheduled_for)
         ),
     };
+    if key.is_empty() {
+        return Err(KeyError::Empty);
+    }
     if key.len() > MAX_KEY_BYTES {
         return Err(KeyError::TooLong(key.len()));
     }
@@ -264,6 +270,14 @@ mod tests {
         assert_eq!(execution_key(&e, Some(&t)).unwrap(), "invoice:2026-10:42");
         e.key = Some("explicit".into());
         assert_eq!(execution_key(&e, Some(&t)).unwrap(), "explicit");
+    }
+
+    #[test]
+    fn a_template_over_empty_fields_is_refused_before_dynamodb_sees_an_empty_key() {
+        let t: KeyTemplate = "{tenant}".parse().unwrap();
+        let err = execution_key(&envelope(json!({"tenant": ""})), Some(&t)).unwrap_err();
+        assert_eq!(err, KeyError::Empty);
+        assert!(err.to_string().starts_with("derived key is empty"));
     }
 
     #[test]

@@ -29,7 +29,8 @@ mod outage;
 /// Crash recovery within the lease: finished messages acknowledged at once, a dead
 /// worker's unfinished ones back after about the lease, in both modes.
 mod recovery;
-/// Poison messages and key conflicts go to the DLQ at once, with a reason.
+/// Poison messages, key conflicts, empty keys and requests the store refuses for good go
+/// to the DLQ at once, with a reason that names the problem.
 mod rejections;
 /// Retries with backoff, and what happens when they run out.
 mod retries;

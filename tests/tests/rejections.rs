@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::batch::{DeadLetterReason, attr};
 use schedkit::{Envelope, Metrics, Outcome, Status};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
@@ -183,4 +184,122 @@ async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
         "the record is untouched"
     );
     assert_eq!(stack.effect_applied(key).await.unwrap(), 1);
+}
+
+/// A worker on `stack` running `registry` whose store is `store`.
+fn worker_on(
+    stack: &Stack,
+    store: schedkit::DynamoStore,
+    registry: schedkit::Registry,
+) -> schedkit::Processor {
+    schedkit::Processor::new(
+        store,
+        stack.sqs.clone(),
+        registry,
+        stack.config("w"),
+        Metrics::capture().0,
+    )
+}
+
+fn export_job() -> schedkit::Registry {
+    let policy = schedkit::JobPolicy {
+        key_template: Some("{tenant}".parse().unwrap()),
+        ..schedkit::JobPolicy::default()
+    };
+    schedkit::Registry::new().register("export", policy, |_ctx: schedkit::JobContext| async {
+        Ok(json!({}))
+    })
+}
+
+fn export(tenant: &str) -> Envelope {
+    let mut e = Envelope::new("export", "2026-11-01T03:00:00Z".parse().unwrap());
+    e.payload = json!({ "tenant": tenant }).as_object().cloned();
+    e
+}
+
+/// Runs what is on the queue and returns the one dead letter's reason and error.
+async fn the_dead_letter(stack: &Stack, worker: &schedkit::Processor) -> (String, String) {
+    let stats = stack.run_until_drained(std::slice::from_ref(worker)).await;
+    assert_eq!(
+        stats.outcomes.get("dead-lettered"),
+        Some(&1),
+        "{:?}",
+        stats.outcomes
+    );
+    assert_eq!(stats.received, 1, "dead-lettered at once, not retried");
+    let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    (
+        attribute(&letters[0], attr::REASON),
+        attribute(&letters[0], attr::ERROR),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_template_that_renders_an_empty_key_is_poison_with_the_reason() {
+    let stack = Stack::create(
+        &localstack().await,
+        &unique("empty-key"),
+        StackOptions::default(),
+    )
+    .await
+    .unwrap();
+    stack.send_envelope(&export("")).await.unwrap();
+    let worker = worker_on(&stack, stack.store(), export_job());
+    let (reason, error) = the_dead_letter(&stack, &worker).await;
+    assert_eq!(reason, "poison");
+    assert!(error.starts_with("derived key is empty"), "{error}");
+    assert!(stack.records().await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_dynamodb_refuses_as_invalid_is_dead_lettered_at_once_with_its_answer() {
+    let stack = Stack::create(
+        &localstack().await,
+        &unique("refused"),
+        StackOptions::default(),
+    )
+    .await
+    .unwrap();
+    stack.send_envelope(&export("acme")).await.unwrap();
+    // A worker configured with the wrong table: its key schema is not the executions'.
+    let wrong = schedkit::DynamoStore::new(stack.ddb.clone(), &stack.effects_table);
+    let worker = worker_on(&stack, wrong, export_job());
+    let (reason, error) = the_dead_letter(&stack, &worker).await;
+    assert_eq!(reason, "store-refused");
+    assert!(
+        error.starts_with("execution store refused the request: ValidationException"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_that_no_longer_decodes_is_dead_lettered_at_once_saying_what_did_not_decode() {
+    let stack = Stack::create(
+        &localstack().await,
+        &unique("malformed"),
+        StackOptions::default(),
+    )
+    .await
+    .unwrap();
+    // A record written by hand (or by another version) whose attempt count is text.
+    stack
+        .ddb
+        .put_item()
+        .table_name(&stack.table)
+        .item("execution_key", AttributeValue::S("acme".into()))
+        .item("status", AttributeValue::S("DONE".into()))
+        .item("attempt", AttributeValue::S("many".into()))
+        .send()
+        .await
+        .unwrap();
+    stack.send_envelope(&export("acme")).await.unwrap();
+    let worker = worker_on(&stack, stack.store(), export_job());
+    let (reason, error) = the_dead_letter(&stack, &worker).await;
+    assert_eq!(reason, "store-refused");
+    assert!(
+        error.starts_with("execution record `acme` is malformed"),
+        "{error}"
+    );
+    assert!(error.ends_with("Expected num"), "{error}"); // serde_dynamo: `attempt` is text
 }

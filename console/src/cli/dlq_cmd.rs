@@ -37,7 +37,7 @@ pub struct SelectArgs {
     /// A message id, whole or its start as `dlq list` prints it.
     #[arg(long = "message-id")]
     pub message_ids: Vec<String>,
-    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error, or
+    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error, store-refused, or
     /// redrive-policy (moved by SQS's redrive policy: the worker never decided).
     #[arg(long = "reason")]
     pub reasons: Vec<String>,

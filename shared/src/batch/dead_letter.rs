@@ -44,6 +44,9 @@ pub enum DeadLetterReason {
     AttemptsExhausted,
     /// The job said trying again cannot help.
     PermanentError,
+    /// The execution store refused the run's record for good (a validation error, access
+    /// denied, a record that no longer decodes): retrying cannot help until someone fixes it.
+    StoreRefused,
 }
 
 impl DeadLetterReason {
@@ -55,6 +58,7 @@ impl DeadLetterReason {
             DeadLetterReason::KeyConflict => "key-conflict",
             DeadLetterReason::AttemptsExhausted => "attempts-exhausted",
             DeadLetterReason::PermanentError => "permanent-error",
+            DeadLetterReason::StoreRefused => "store-refused",
         }
     }
 }

@@ -266,6 +266,16 @@ impl Processor {
             ..Default::default()
         };
         report.outcome = match self.inner.store.claim(&request).await {
+            Err(e) if e.is_permanent() => {
+                self.reject(
+                    &ctx,
+                    DeadLetterReason::StoreRefused,
+                    &e.to_string(),
+                    Some(&envelope.job),
+                    Some(&key),
+                )
+                .await
+            }
             Err(e) => {
                 self.log(&transition, "UNAVAILABLE", 0, 0, &e.to_string());
                 Outcome::Unavailable {
@@ -469,6 +479,18 @@ impl Processor {
                 self.inner.metrics.count(job, Metric::LeaseLost);
                 self.log(transition, "LEASE_LOST", attempt, duration_ms, &error);
                 return Outcome::LeaseLost;
+            }
+            Err(TransitionError::Store(e)) if e.is_permanent() => {
+                let error = format!("the outcome could not be recorded: {e}");
+                return self
+                    .reject(
+                        ctx,
+                        DeadLetterReason::StoreRefused,
+                        &error,
+                        Some(job),
+                        Some(&record.execution_key),
+                    )
+                    .await;
             }
             Err(TransitionError::Store(e)) => {
                 self.log(

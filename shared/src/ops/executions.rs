@@ -87,7 +87,8 @@ impl Records {
 
     fn store_error(&self, e: crate::store::StoreError) -> OpsError {
         match e {
-            crate::store::StoreError::Unavailable(answer) => self.aws_error(AwsError {
+            crate::store::StoreError::Unavailable(answer)
+            | crate::store::StoreError::Refused(answer) => self.aws_error(AwsError {
                 doing: format!("reading {}", self.table),
                 // The store's text starts with DynamoDB's code (`ResourceNotFoundException: ...`).
                 code: answer.split(':').next().map(str::to_owned),

@@ -35,6 +35,10 @@ pub enum StoreError {
     /// Network, throttling, a missing table: worth trying again later.
     #[error("execution store unavailable: {0}")]
     Unavailable(String),
+    /// DynamoDB refuses the request as made (a validation error, access denied): the same
+    /// request can never pass, so retrying it only delays the dead letter. Holds its answer.
+    #[error("execution store refused the request: {0}")]
+    Refused(String),
     /// An item that does not decode as an execution record.
     #[error("execution record `{key}` is malformed: {reason}")]
     Malformed {
@@ -43,6 +47,14 @@ pub enum StoreError {
         /// What did not decode, as serde says it.
         reason: String,
     },
+}
+
+impl StoreError {
+    /// True when trying the same request again cannot help (refused, or a record that no
+    /// longer decodes): the message goes to the DLQ with this error as its reason.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, StoreError::Refused(_) | StoreError::Malformed { .. })
+    }
 }
 
 /// Why an owner's write (heartbeat, complete, retry, fail) did not happen.
@@ -507,12 +519,29 @@ fn decode(key: &str, item: HashMap<String, AttributeValue>) -> Result<ExecutionR
     })
 }
 
+/// DynamoDB's error codes that the same request can never get past.
+const REFUSED_CODES: [&str; 3] = [
+    "ValidationException",
+    "AccessDeniedException",
+    "SerializationException",
+];
+
+/// A failed call as a store error: refused for good, or unavailable for now (transport,
+/// timeouts, throttling, a table being created, anything unknown).
 fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
 {
-    StoreError::Unavailable(crate::aws::describe(&err))
+    let refused = err
+        .as_service_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| REFUSED_CODES.contains(&code));
+    if refused {
+        StoreError::Refused(crate::aws::describe(&err))
+    } else {
+        StoreError::Unavailable(crate::aws::describe(&err))
+    }
 }
 
 fn s(v: &str) -> AttributeValue {
