@@ -130,7 +130,9 @@ pub struct JobPolicy {
     /// `None` turns heartbeats off: an attempt still running when its lease (less the
     /// clock-skew bound) runs out is then cancelled.
     pub heartbeat: Option<Duration>,
-    /// An attempt running longer than this fails (retryably).
+    /// An attempt running longer than this fails (retryably). The catalog always sets one
+    /// (the function's timeout by default); `None` leaves only the lease and, in Lambda
+    /// mode, the invocation's deadline to end a hung job.
     pub timeout: Option<Duration>,
     /// Derives the key from payload fields when the envelope carries none.
     pub key_template: Option<KeyTemplate>,

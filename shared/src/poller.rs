@@ -122,7 +122,7 @@ async fn process_and_ack(
 ) -> (Vec<MessageReport>, u64) {
     let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
     let process = async move {
-        let reports = processor.process_each(batch, None, Some(&done)).await;
+        let reports = processor.process_each(batch, None, Some(&done), None).await;
         drop(done);
         reports
     };

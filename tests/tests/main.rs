@@ -1,6 +1,9 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
+/// Timeouts and deadlines: nothing started that cannot finish before the invocation's
+/// deadline, running attempts cancelled before it, spent claims dead-lettered unrun.
+mod deadlines;
 /// Effects committed with the outcome: all or nothing, fenced, late commits refused,
 /// conditions and limits failing the run for good.
 mod effects;

@@ -41,6 +41,9 @@ pub enum Outcome {
         /// What failed; the message will be delivered again.
         error: String,
     },
+    /// Not started: too close to the invocation's deadline to finish. Nothing was claimed
+    /// (no attempt spent); the message is visible again at once for the next invocation.
+    Deferred,
 }
 
 impl Outcome {
@@ -63,6 +66,7 @@ impl Outcome {
             Outcome::DeadLettered { .. } => "dead-lettered",
             Outcome::LeaseLost => "lease-lost",
             Outcome::Unavailable { .. } => "unavailable",
+            Outcome::Deferred => "deferred",
         }
     }
 }

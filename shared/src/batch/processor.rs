@@ -14,6 +14,7 @@ use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client as SqsClient;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
 use super::lease::{Heartbeat, LeaseKeeper};
@@ -110,16 +111,20 @@ impl Processor {
         messages: Vec<SqsMessage>,
         request_id: Option<&str>,
     ) -> Vec<MessageReport> {
-        self.process_each(messages, request_id, None).await
+        self.process_each(messages, request_id, None, None).await
     }
 
     /// [`Processor::process`], handing each report to `done` as soon as its outcome is
-    /// durable: the poller deletes a finished message then, not when the whole batch ends.
+    /// durable (the poller deletes a finished message then, not when the whole batch ends),
+    /// and ending by `deadline` (Lambda's invocation deadline): a message is not started
+    /// within [`DEADLINE_MARGIN`] of it, and a running attempt is cancelled then and
+    /// recorded RETRYING, so that every outcome is written before the function is stopped.
     pub async fn process_each(
         &self,
         messages: Vec<SqsMessage>,
         request_id: Option<&str>,
         done: Option<&tokio::sync::mpsc::UnboundedSender<MessageReport>>,
+        deadline: Option<Instant>,
     ) -> Vec<MessageReport> {
         let permits = Arc::new(Semaphore::new(self.inner.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
@@ -143,7 +148,7 @@ impl Processor {
             let this = self.clone();
             let request_id = request_id.unwrap_or_default().to_string();
             let handle = tasks.spawn(async move {
-                let report = this.handle(message, &request_id).await;
+                let report = this.handle_by(message, &request_id, deadline).await;
                 drop(permit);
                 report
             });
@@ -181,6 +186,15 @@ impl Processor {
 
     /// One message, from body to acknowledged (or not) outcome.
     pub async fn handle(&self, message: SqsMessage, request_id: &str) -> MessageReport {
+        self.handle_by(message, request_id, None).await
+    }
+
+    async fn handle_by(
+        &self,
+        message: SqsMessage,
+        request_id: &str,
+        deadline: Option<Instant>,
+    ) -> MessageReport {
         let mut report = MessageReport {
             message_id: message.message_id.clone().unwrap_or_default(),
             receipt_handle: message.receipt_handle.clone(),
@@ -244,7 +258,8 @@ impl Processor {
         report.key = Some(key.clone());
 
         // Taken before the claim's wall time: the lease is never thought longer than it is.
-        let claimed_at = tokio::time::Instant::now();
+        let claimed_at = Instant::now();
+
         let request = ClaimRequest {
             key: key.clone(),
             job: envelope.job.clone(),
@@ -265,6 +280,13 @@ impl Processor {
             message_id: ctx.message_id,
             ..Default::default()
         };
+        if deadline.is_some_and(|d| claimed_at + DEADLINE_MARGIN >= d) {
+            // Visible again at once: the next invocation takes it, no attempt spent.
+            self.hide(ctx.receipt_handle, Duration::ZERO).await;
+            self.log(&transition, "DEFERRED", 0, 0, "");
+            report.outcome = Outcome::Deferred;
+            return report;
+        }
         report.outcome = match self.inner.store.claim(&request).await {
             Err(e) if e.is_permanent() => {
                 self.reject(
@@ -286,7 +308,11 @@ impl Processor {
                 if self.inner.config.visibility_on_claim {
                     self.hide(ctx.receipt_handle, policy.lease).await;
                 }
-                self.run(&ctx, &envelope, registered, record, claimed_at, &transition)
+                let started = Started {
+                    claimed_at,
+                    deadline,
+                };
+                self.run(&ctx, &envelope, registered, record, started, &transition)
                     .await
             }
             Ok(ClaimOutcome::Duplicate(record)) => {
@@ -361,7 +387,10 @@ impl Processor {
         envelope: &Envelope,
         registered: &RegisteredJob,
         record: ExecutionRecord,
-        claimed_at: tokio::time::Instant,
+        Started {
+            claimed_at,
+            deadline,
+        }: Started,
         transition: &Transition<'_>,
     ) -> Outcome {
         let policy = &registered.policy;
@@ -417,11 +446,29 @@ impl Processor {
             effects.clone(),
         );
         // A lease no longer confirmed cancels the attempt: the job's future is dropped, and
-        // it is never completed as a success (another worker may be running it now).
-        let mut result = tokio::select! {
-            biased;
-            lapse = keeper.lapsed() => Err(JobError::retryable(lapse.to_string())),
-            result = run_guarded(registered, job_ctx) => result,
+        // it is never completed as a success (another worker may be running it now). So does
+        // the invocation's deadline, early enough to record the attempt.
+        let cutoff = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d - DEADLINE_MARGIN).await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut result = if attempt > policy.retry.max_attempts {
+            // Earlier attempts were claimed and never finished (killed, or out of time).
+            Err(JobError::Retryable(format!(
+                "attempt {attempt} of at most {}: the earlier ones were claimed and never finished (the worker was stopped or ran out of time); not run again",
+                policy.retry.max_attempts
+            )))
+        } else {
+            tokio::select! {
+                biased;
+                lapse = keeper.lapsed() => Err(JobError::retryable(lapse.to_string())),
+                () = cutoff => Err(JobError::retryable(
+                    "cancelled before the function's deadline: the job did not finish in the time the invocation had left",
+                )),
+                result = run_guarded(registered, job_ctx) => result,
+            }
         };
         // A failed job's effects are dropped; a success's commit with its DONE record.
         let effects = match (&result, effects.take()) {
@@ -686,6 +733,16 @@ async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
         }
         Err(e) => Err(JobError::retryable(format!("job task ended: {e}"))),
     }
+}
+
+/// How long before an invocation's deadline a running attempt is cancelled (and no new
+/// message is started): time to write the outcome and answer the runtime.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+
+/// When an attempt began and by when its invocation must end.
+struct Started {
+    claimed_at: Instant,
+    deadline: Option<Instant>,
 }
 
 /// Aborts the task it holds when dropped (tokio's handles detach instead).

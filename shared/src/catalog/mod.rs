@@ -153,7 +153,11 @@ fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
         },
         lease,
         heartbeat: Some(spec.heartbeat_seconds.map(secs).unwrap_or(lease / 4)),
-        timeout: spec.timeout_seconds.map(secs),
+        // Every job has a timeout: the function's when the catalog gives none.
+        timeout: Some(secs(
+            spec.timeout_seconds
+                .unwrap_or(settings.function_timeout_seconds),
+        )),
         key_template: spec
             .key_template
             .as_deref()

@@ -32,9 +32,22 @@ pub async fn serve(processor: Processor, shutdown: impl Future<Output = ()>) -> 
     code
 }
 
+/// One invocation: the batch ends by the invocation's deadline (the function's timeout
+/// from its start), so that no attempt is cut off without its outcome written.
 async fn handle(processor: &Processor, event: LambdaEvent<SqsEvent>) -> SqsBatchResponse {
+    let left = event
+        .context
+        .deadline()
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    let deadline = tokio::time::Instant::now() + left;
     let reports = processor
-        .process(event.payload.records, Some(&event.context.request_id))
+        .process_each(
+            event.payload.records,
+            Some(&event.context.request_id),
+            None,
+            Some(deadline),
+        )
         .await;
     batch_response(&reports)
 }
