@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use aws_sdk_lambda::primitives::Blob;
-use aws_sdk_lambda::types::{Environment, FunctionCode, LogType, Runtime, State};
+use aws_sdk_lambda::types::{Environment, FunctionCode, LastUpdateStatus, LogType, Runtime, State};
 use base64::Engine;
 use serde_json::Value;
 
@@ -90,6 +90,28 @@ pub async fn wait_active(client: &aws_sdk_lambda::Client, name: &str) -> anyhow:
         }
     }
     anyhow::bail!("function {name} did not become Active")
+}
+
+/// Waits until a configuration update of `name` has been applied.
+pub async fn wait_updated(client: &aws_sdk_lambda::Client, name: &str) -> anyhow::Result<()> {
+    for _ in 0..300 {
+        let conf = client
+            .get_function_configuration()
+            .function_name(name)
+            .send()
+            .await?;
+        match conf.last_update_status {
+            Some(LastUpdateStatus::Successful) | None => return Ok(()),
+            Some(LastUpdateStatus::Failed) => {
+                anyhow::bail!(
+                    "updating {name} failed: {:?}",
+                    conf.last_update_status_reason
+                )
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    anyhow::bail!("the update of {name} did not finish")
 }
 
 /// One synchronous invocation's result.

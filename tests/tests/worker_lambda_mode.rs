@@ -95,3 +95,48 @@ async fn the_lambda_binary_returns_the_partial_batch_response() {
     assert_eq!(environment.bootstrap_pid(), pid);
     environment.shutdown().await;
 }
+
+/// Through LocalStack's event source mapping and the Docker-free executor: the worker
+/// function's timeout cut to 5 s, a report that needs two minutes. Each invocation cancels
+/// the attempt before its deadline and records it; after the job's two attempts the run is
+/// FAILED and its message in the DLQ with that reason (not retried until maxReceiveCount,
+/// not left RUNNING).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_longer_than_the_function_timeout_ends_failed_with_its_reason_after_its_attempts() {
+    let sdk = localstack().await;
+    let options = StackOptions {
+        worker_event_source: true,
+        ..StackOptions::default()
+    };
+    let stack = Stack::create(&sdk, &unique("fn-timeout"), options)
+        .await
+        .unwrap();
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    lambda
+        .update_function_configuration()
+        .function_name(&stack.worker_function)
+        .timeout(5)
+        .send()
+        .await
+        .unwrap();
+    schedkit_testkit::lambda::wait_updated(&lambda, &stack.worker_function)
+        .await
+        .unwrap();
+    let mut report = Envelope::new("long-report", "2026-11-01T03:00:00Z".parse().unwrap());
+    report.payload = json!({"seconds": 120}).as_object().cloned();
+    stack.send_envelope(&report).await.unwrap();
+
+    let letters = stack.drain_dlq(Duration::from_secs(90)).await.unwrap();
+    assert_eq!(letters.len(), 1, "the report's message is dead-lettered");
+    let attrs = letters[0].message_attributes.as_ref().unwrap();
+    let text = |name: &str| attrs[name].string_value.clone().unwrap_or_default();
+    assert_eq!(text(schedkit::batch::attr::REASON), "attempts-exhausted");
+    let error = text(schedkit::batch::attr::ERROR);
+    assert!(
+        error.starts_with("cancelled before the function's deadline"),
+        "{error}"
+    );
+    let record = stack.records().await.unwrap().pop().unwrap();
+    assert_eq!((record.status, record.attempt), (Status::Failed, 2));
+    assert_eq!(record.history.len(), 2, "{:?}", record.history);
+}
