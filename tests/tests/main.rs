@@ -1,6 +1,9 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
+/// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
+/// exact accounting.
+mod chaos;
 /// Timeouts and deadlines: nothing started that cannot finish before the invocation's
 /// deadline, running attempts cancelled before it, spent claims dead-lettered unrun.
 mod deadlines;
