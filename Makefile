@@ -5,7 +5,7 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo test lint build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos test lint build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -14,6 +14,10 @@ help:
 ## demo: a day of the job catalog on LocalStack through two workers, then a redrive (LocalStack stays up).
 demo: build localstack-start
 	target/debug/demo
+
+## chaos: the chaos run at N deliveries (default 10000): killed pollers, duplicates, an outage; prints the report.
+chaos: build localstack-start
+	target/debug/chaos --deliveries $(or $(N),10000)
 
 ## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
 #        LocalStack is started if needed and stopped again if this run started it.

@@ -232,7 +232,7 @@ fn failure_alarms(r: &mut String, job: &Job) {
     writeln!(r, "      Namespace: schedkit\n      MetricName: Failed").unwrap();
     writeln!(
         r,
-        "      Dimensions: [{{ Name: Job, Value: {} }}]",
+        "      Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
         q(&job.name)
     )
     .unwrap();
@@ -281,7 +281,7 @@ fn storm_alarm(r: &mut String, jobs: &[&Job]) {
         writeln!(r, "            Metric:\n              Namespace: schedkit\n              MetricName: Failed").unwrap();
         writeln!(
             r,
-            "              Dimensions: [{{ Name: Job, Value: {} }}]",
+            "              Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
             q(&job.name)
         )
         .unwrap();
@@ -304,7 +304,12 @@ fn storm_alarm(r: &mut String, jobs: &[&Job]) {
 fn dashboard(r: &mut String, jobs: &[&Job]) {
     let metric = |name: &str| {
         jobs.iter()
-            .map(|j| format!(r#"["schedkit","{name}","Job","{}"]"#, j.name))
+            .map(|j| {
+                format!(
+                    r#"["schedkit","{name}","Stage","${{Stage}}","Job","{}"]"#,
+                    j.name
+                )
+            })
             .collect::<Vec<_>>()
             .join(",")
     };
@@ -420,6 +425,38 @@ mod tests {
         assert!(
             wanted == template,
             "infra/template.yaml disagrees with infra/catalog.toml: run `schedkit iac render`"
+        );
+    }
+
+    #[test]
+    fn every_schedkit_metric_an_alarm_or_the_dashboard_reads_is_the_stages_own() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let catalog =
+            Catalog::load(std::path::Path::new(&format!("{root}/infra/catalog.toml"))).unwrap();
+        let resources = render(&catalog).unwrap().resources;
+        let dimensions: Vec<&str> = resources
+            .lines()
+            .filter(|l| l.trim_start().starts_with("Dimensions:"))
+            .collect();
+        // One per job alarm and one per job in the storm alarm.
+        assert_eq!(dimensions.len(), 2 * catalog.jobs.len(), "{resources}");
+        for line in dimensions {
+            assert!(
+                line.contains("{ Name: Stage, Value: !Ref Stage }, { Name: Job,"),
+                "{line}"
+            );
+        }
+        let dashboard = resources
+            .lines()
+            .find(|l| l.contains("DashboardBody"))
+            .unwrap();
+        assert!(
+            !dashboard.contains(r#"\"schedkit\",\"Failed\",\"Job\""#),
+            "{dashboard}"
+        );
+        assert!(
+            dashboard.contains(r#"\"Stage\",\"${Stage}\",\"Job\""#),
+            "{dashboard}"
         );
     }
 

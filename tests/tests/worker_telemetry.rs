@@ -67,8 +67,15 @@ fn check_emf(line: &Value) -> Vec<String> {
     let directive = &line["_aws"]["CloudWatchMetrics"][0];
     assert!(line["_aws"]["Timestamp"].is_i64(), "{line}");
     assert_eq!(directive["Namespace"], "schedkit", "{line}");
-    assert_eq!(directive["Dimensions"], json!([["Job"]]), "{line}");
+    assert_eq!(directive["Dimensions"], json!([["Stage", "Job"]]), "{line}");
     assert!(line["Job"].is_string(), "the dimension has a value: {line}");
+    // The stage, read from the executions table's name (`schedkit-<stage>-executions`).
+    assert!(
+        line["Stage"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("telemetry")),
+        "the stage dimension: {line}"
+    );
     let metrics = directive["Metrics"].as_array().expect("Metrics is a list");
     assert!(!metrics.is_empty());
     metrics

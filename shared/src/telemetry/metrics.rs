@@ -10,8 +10,13 @@ use serde_json::{Map, Value, json};
 
 /// The metrics namespace in CloudWatch.
 pub const NAMESPACE: &str = "schedkit";
-/// The one dimension every metric carries.
+/// The job dimension every metric carries (with [`STAGE_DIMENSION`]).
 pub const DIMENSION: &str = "Job";
+/// The stage dimension every metric carries: stages of one account share the namespace,
+/// and their alarms must not see each other's failures.
+pub const STAGE_DIMENSION: &str = "Stage";
+/// The stage value of a worker that was given none.
+pub const NO_STAGE: &str = "-";
 
 /// The metrics the design names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +89,7 @@ type Sink = Arc<dyn Fn(&str) + Send + Sync>;
 #[derive(Clone)]
 pub struct Metrics {
     sink: Sink,
+    stage: Arc<str>,
 }
 
 impl Default for Metrics {
@@ -106,7 +112,14 @@ impl Metrics {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{line}");
             }),
+            stage: NO_STAGE.into(),
         }
+    }
+
+    /// The same metrics, for the stage `stage` (its `Stage` dimension).
+    pub fn for_stage(mut self, stage: &str) -> Self {
+        self.stage = stage.into();
+        self
     }
 
     /// Lines are kept in memory, for tests.
@@ -115,6 +128,7 @@ impl Metrics {
         let kept = lines.clone();
         let metrics = Metrics {
             sink: Arc::new(move |line: &str| kept.lock().unwrap().push(line.to_string())),
+            stage: NO_STAGE.into(),
         };
         (metrics, lines)
     }
@@ -125,6 +139,7 @@ impl Metrics {
             return;
         }
         (self.sink)(&emf_line(
+            &self.stage,
             job,
             values,
             chrono::Utc::now().timestamp_millis(),
@@ -137,8 +152,8 @@ impl Metrics {
     }
 }
 
-/// The EMF document for one set of values.
-pub fn emf_line(job: &str, values: &[(Metric, f64)], timestamp_ms: i64) -> String {
+/// The EMF document for one set of values of `job` in `stage`.
+pub fn emf_line(stage: &str, job: &str, values: &[(Metric, f64)], timestamp_ms: i64) -> String {
     let definitions: Vec<Value> = values
         .iter()
         .map(|(m, _)| json!({"Name": m.name(), "Unit": m.unit()}))
@@ -150,11 +165,12 @@ pub fn emf_line(job: &str, values: &[(Metric, f64)], timestamp_ms: i64) -> Strin
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [[DIMENSION]],
+                "Dimensions": [[STAGE_DIMENSION, DIMENSION]],
                 "Metrics": definitions,
             }]
         }),
     );
+    doc.insert(STAGE_DIMENSION.into(), Value::String(stage.into()));
     doc.insert(DIMENSION.into(), Value::String(job.into()));
     for (m, v) in values {
         doc.insert(m.name().into(), json!(v));
@@ -169,6 +185,7 @@ mod tests {
     #[test]
     fn a_line_is_an_emf_document() {
         let line = emf_line(
+            "prod",
             "nightly",
             &[(Metric::Succeeded, 1.0), (Metric::Duration, 12.5)],
             1700000000000,
@@ -177,7 +194,8 @@ mod tests {
         assert_eq!(v["_aws"]["Timestamp"], 1700000000000i64);
         let directive = &v["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(directive["Namespace"], "schedkit");
-        assert_eq!(directive["Dimensions"], json!([["Job"]]));
+        assert_eq!(directive["Dimensions"], json!([["Stage", "Job"]]));
+        assert_eq!(v["Stage"], "prod");
         assert_eq!(
             directive["Metrics"][1],
             json!({"Name": "Duration", "Unit": "Milliseconds"})

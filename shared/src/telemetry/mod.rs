@@ -5,4 +5,4 @@ pub mod logging;
 pub mod metrics;
 
 pub use logging::{Transition, init_logging};
-pub use metrics::{Metric, Metrics};
+pub use metrics::{Metric, Metrics, NO_STAGE};

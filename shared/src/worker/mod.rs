@@ -124,7 +124,7 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
             clock: crate::Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
         },
-        Metrics::stdout(),
+        Metrics::stdout().for_stage(settings.stage()),
     );
     if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
         return lambda::serve(processor, process::shutdown_signal()).await;

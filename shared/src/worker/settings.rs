@@ -18,6 +18,11 @@ pub struct Settings {
     /// The executions table.
     #[arg(long, env = "SCHEDKIT_TABLE")]
     pub table: String,
+    /// The stage (the template's `Stage`): the metrics' `Stage` dimension, so that stages
+    /// of one account keep their alarms apart. Default: read from a table named
+    /// `schedkit-<stage>-executions`, else `-`.
+    #[arg(long, env = "SCHEDKIT_STAGE")]
+    pub stage: Option<String>,
     /// The table the stack gives jobs for their own effects (the template's EffectsTable).
     #[arg(long, env = "SCHEDKIT_EFFECTS_TABLE")]
     pub effects_table: Option<String>,
@@ -36,6 +41,18 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The stage this worker reports its metrics under.
+    pub fn stage(&self) -> &str {
+        if let Some(stage) = self.stage.as_deref() {
+            return stage;
+        }
+        self.table
+            .strip_prefix("schedkit-")
+            .and_then(|rest| rest.strip_suffix("-executions"))
+            .filter(|s| !s.is_empty())
+            .unwrap_or(crate::telemetry::NO_STAGE)
+    }
+
     /// The process's settings; prints the usage and exits (2) on bad flags, as any CLI.
     /// Help and errors name the binary the user ran, not this library.
     pub fn from_args() -> Settings {
