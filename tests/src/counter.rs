@@ -1,5 +1,7 @@
 //! Counts the requests an SDK client puts on the wire (retries included), for tests that
-//! assert how many calls an operation makes. Works with any AWS SDK client.
+//! assert how many calls an operation makes. Works with any AWS SDK client. The execution
+//! store's lease renewals are counted apart (they depend on how long a job runs, not on
+//! how many jobs there are).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,8 +13,12 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 #[derive(Debug, Default, Clone)]
 pub struct RequestCounter {
     count: Arc<AtomicU64>,
+    heartbeats: Arc<AtomicU64>,
     writes_only: bool,
 }
+
+/// What only a lease renewal's request says: its update expression.
+const HEARTBEAT: &[u8] = b"SET #lease_expires_at = :lease, #updated_at = :now";
 
 impl RequestCounter {
     /// Counts every request.
@@ -23,17 +29,24 @@ impl RequestCounter {
     /// Counts only requests that are not HTTP GETs (for REST APIs: the writes).
     pub fn writes() -> Self {
         RequestCounter {
-            count: Arc::default(),
             writes_only: true,
+            ..Self::default()
         }
     }
 
+    /// Requests counted, lease renewals not included.
     pub fn get(&self) -> u64 {
         self.count.load(Ordering::SeqCst)
     }
 
+    /// Lease renewals (heartbeats) counted.
+    pub fn heartbeats(&self) -> u64 {
+        self.heartbeats.load(Ordering::SeqCst)
+    }
+
     pub fn reset(&self) {
         self.count.store(0, Ordering::SeqCst);
+        self.heartbeats.store(0, Ordering::SeqCst);
     }
 }
 
@@ -48,7 +61,14 @@ impl Intercept for RequestCounter {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
-        if !self.writes_only || context.request().method() != "GET" {
+        let request = context.request();
+        let renewal = request
+            .body()
+            .bytes()
+            .is_some_and(|b| b.windows(HEARTBEAT.len()).any(|w| w == HEARTBEAT));
+        if renewal {
+            self.heartbeats.fetch_add(1, Ordering::SeqCst);
+        } else if !self.writes_only || request.method() != "GET" {
             self.count.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())

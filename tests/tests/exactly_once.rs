@@ -96,11 +96,21 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let worker = schedkit::Processor::new(
         schedkit::DynamoStore::new(counted, &stack.table),
         stack.sqs.clone(),
-        registry(&stack).register(
-            "noop",
-            JobPolicy::default(),
-            |_ctx: schedkit::JobContext| async { Ok(json!(null)) },
-        ),
+        registry(&stack)
+            .register(
+                "noop",
+                JobPolicy::default(),
+                |_ctx: schedkit::JobContext| async { Ok(json!(null)) },
+            )
+            // Longer than its lease: kept by heartbeats every 250 ms, counted apart.
+            .register(
+                "long",
+                JobPolicy::default().with_lease(Duration::from_secs(1)),
+                |_ctx: schedkit::JobContext| async {
+                    tokio::time::sleep(Duration::from_millis(1600)).await;
+                    Ok(json!(null))
+                },
+            ),
         stack.config("counted"),
         Metrics::capture().0,
     );
@@ -115,13 +125,24 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
             .await
             .unwrap();
     }
+    stack
+        .send_envelope(&Envelope::new(
+            "long",
+            "2026-11-01T03:00:00Z".parse().unwrap(),
+        ))
+        .await
+        .unwrap();
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
-    assert_eq!(stats.outcomes.get("succeeded"), Some(&5));
+    assert_eq!(stats.outcomes.get("succeeded"), Some(&6));
     assert_eq!(
         counter.get(),
-        5 * 2,
+        6 * 2,
         "claim + complete per success, claim + commit (effect included) per success with effects"
     );
+    // The long run's renewals, reported apart: one per 250 ms of its 1.6 s.
+    let heartbeats = counter.heartbeats();
+    println!("heartbeats: {heartbeats} for one 1.6 s run with a 1 s lease");
+    assert!((4..=8).contains(&heartbeats), "{heartbeats}");
     for tenant in ["a", "b", "c"] {
         let key = format!("invoice:2026-10:{tenant}");
         assert_eq!(stack.effect_applied(&key).await.unwrap(), 1);
@@ -134,4 +155,5 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
     assert_eq!(stats.outcomes.get("duplicate"), Some(&4));
     assert_eq!(counter.get(), 4, "one refused claim per duplicate");
+    assert_eq!(counter.heartbeats(), 0);
 }
