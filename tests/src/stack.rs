@@ -144,8 +144,13 @@ impl Stack {
     /// A stack named `unique(prefix)` on the tests' LocalStack whose queue hides a received
     /// message for one second: a message comes back soon after its worker stops renewing.
     pub async fn with_quick_redelivery(prefix: &str) -> Stack {
+        Stack::with_visibility_timeout(prefix, 1).await
+    }
+
+    /// A stack named `unique(prefix)` whose queue hides a received message for `seconds`.
+    pub async fn with_visibility_timeout(prefix: &str, seconds: i32) -> Stack {
         let options = StackOptions {
-            visibility_timeout: Some(1),
+            visibility_timeout: Some(seconds),
             ..StackOptions::default()
         };
         Stack::create(&crate::localstack().await, &crate::unique(prefix), options)

@@ -13,7 +13,7 @@ use schedkit::store::{ClaimOutcome, ClaimRequest};
 use schedkit::{
     Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, RetryPolicy, Status,
 };
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::Stack;
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -46,13 +46,8 @@ fn worker(stack: &Stack, runs: Arc<AtomicU32>) -> Processor {
 }
 
 async fn stack(name: &str) -> Stack {
-    let options = StackOptions {
-        visibility_timeout: Some(30),
-        ..StackOptions::default()
-    };
-    Stack::create(&localstack().await, &unique(name), options)
-        .await
-        .unwrap()
+    // A received message stays hidden 30 s unless the worker says otherwise.
+    Stack::with_visibility_timeout(name, 30).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

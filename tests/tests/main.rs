@@ -1,6 +1,9 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
+/// The bad-input catalogue: one test per shape, each a clear rejection or a capped,
+/// stored outcome, decided on its first delivery.
+mod bad_input;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.
 mod chaos;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use schedkit::{
     Envelope, JobContext, JobPolicy, Metrics, Processor, ProcessorConfig, Registry, Status,
 };
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::Stack;
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -21,13 +21,8 @@ const LEASE: Duration = Duration::from_secs(2);
 const MARGIN: Duration = Duration::from_secs(5);
 
 async fn stack(name: &str) -> Stack {
-    let options = StackOptions {
-        visibility_timeout: Some(30),
-        ..StackOptions::default()
-    };
-    Stack::create(&localstack().await, &unique(name), options)
-        .await
-        .unwrap()
+    // A received message stays hidden 30 s unless the worker says otherwise.
+    Stack::with_visibility_timeout(name, 30).await
 }
 
 /// `quick` returns at once; `slow` hangs the first time it runs (until its worker dies),

@@ -113,49 +113,107 @@ fn attribute_text(text: &str) -> String {
         .collect()
 }
 
+/// SQS's limit on a message: its body and its attributes (names, types and values).
+const SQS_MESSAGE_LIMIT: usize = 256 * 1024;
+
+/// One message attribute: name, data type, value.
+type Attribute = (&'static str, &'static str, String);
+
+/// The letter's attributes, as SQS takes them.
+fn attributes(letter: &DeadLetter<'_>) -> Vec<Attribute> {
+    let mut error = prefix(letter.error, ERROR_ATTRIBUTE_CAP).to_string();
+    if error.len() < letter.error.len() {
+        error.push('…');
+    }
+    let mut out = vec![
+        (attr::REASON, "String", letter.reason.as_str().to_string()),
+        (attr::ATTEMPTS, "Number", letter.attempts.to_string()),
+        (
+            attr::ERROR,
+            "String",
+            attribute_text(if error.is_empty() { "-" } else { &error }),
+        ),
+        (attr::FAILED_AT, "String", timestamp(letter.failed_at)),
+        (
+            attr::SOURCE_QUEUE,
+            "String",
+            attribute_text(letter.source_queue),
+        ),
+    ];
+    if !letter.source_message_id.is_empty() {
+        out.push((
+            attr::SOURCE_MESSAGE_ID,
+            "String",
+            attribute_text(letter.source_message_id),
+        ));
+    }
+    for (name, value) in [(attr::JOB, letter.job), (attr::KEY, letter.key)] {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            out.push((
+                name,
+                "String",
+                attribute_text(prefix(v, NAME_ATTRIBUTE_CAP)),
+            ));
+        }
+    }
+    out
+}
+
+/// The attributes that fit beside a body of `body_len` bytes under SQS's limit. A body
+/// near the limit must still reach the DLQ whole (it is what a redrive sends back), so the
+/// attributes give way: the error is shortened first, then the key, the job, the source
+/// queue, the time and the source message id are left out; the reason and the attempts go
+/// last (the execution record keeps the whole story).
+fn fit(body_len: usize, mut attrs: Vec<Attribute>) -> Vec<Attribute> {
+    let size =
+        |a: &[Attribute]| -> usize { a.iter().map(|(n, t, v)| n.len() + t.len() + v.len()).sum() };
+    let over = |a: &[Attribute]| (body_len + size(a)).saturating_sub(SQS_MESSAGE_LIMIT);
+    if over(&attrs) == 0 {
+        return attrs;
+    }
+    let excess = over(&attrs);
+    if let Some(error) = attrs.iter_mut().find(|a| a.0 == attr::ERROR)
+        && error.2.len() > excess + '…'.len_utf8()
+    {
+        // Shortening the error alone is enough.
+        let keep = error.2.len() - excess - '…'.len_utf8();
+        error.2 = format!("{}…", prefix(&error.2, keep));
+    }
+    for name in [
+        attr::KEY,
+        attr::JOB,
+        attr::SOURCE_QUEUE,
+        attr::FAILED_AT,
+        attr::SOURCE_MESSAGE_ID,
+        attr::ERROR,
+        attr::ATTEMPTS,
+        attr::REASON,
+    ] {
+        if over(&attrs) == 0 {
+            break;
+        }
+        attrs.retain(|a| a.0 != name);
+    }
+    attrs
+}
+
 /// Sends the dead letter; an error means it was not sent and the source must stay.
 pub async fn send(
     client: &Client,
     dlq_url: &str,
     letter: &DeadLetter<'_>,
 ) -> Result<(), crate::aws::AwsError> {
-    let string = |v: &str| {
-        MessageAttributeValue::builder()
-            .data_type("String")
-            .string_value(attribute_text(v))
-            .build()
-            .expect("data type and value are set")
-    };
-    let mut error = prefix(letter.error, ERROR_ATTRIBUTE_CAP).to_string();
-    if error.len() < letter.error.len() {
-        error.push('…');
-    }
     let mut req = client
         .send_message()
         .queue_url(dlq_url)
-        .message_body(letter.body)
-        .message_attributes(attr::REASON, string(letter.reason.as_str()))
-        .message_attributes(
-            attr::ERROR,
-            string(if error.is_empty() { "-" } else { &error }),
-        )
-        .message_attributes(
-            attr::ATTEMPTS,
-            MessageAttributeValue::builder()
-                .data_type("Number")
-                .string_value(letter.attempts.to_string())
-                .build()
-                .expect("data type and value are set"),
-        )
-        .message_attributes(attr::FAILED_AT, string(&timestamp(letter.failed_at)))
-        .message_attributes(attr::SOURCE_QUEUE, string(letter.source_queue));
-    if !letter.source_message_id.is_empty() {
-        req = req.message_attributes(attr::SOURCE_MESSAGE_ID, string(letter.source_message_id));
-    }
-    for (name, value) in [(attr::JOB, letter.job), (attr::KEY, letter.key)] {
-        if let Some(v) = value.filter(|v| !v.is_empty()) {
-            req = req.message_attributes(name, string(prefix(v, NAME_ATTRIBUTE_CAP)));
-        }
+        .message_body(letter.body);
+    for (name, data_type, value) in fit(letter.body.len(), attributes(letter)) {
+        let value = MessageAttributeValue::builder()
+            .data_type(data_type)
+            .string_value(value)
+            .build()
+            .expect("data type and value are set");
+        req = req.message_attributes(name, value);
     }
     req.send()
         .await
@@ -166,6 +224,61 @@ pub async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn letter<'a>(body: &'a str, error: &'a str) -> DeadLetter<'a> {
+        DeadLetter {
+            body,
+            reason: DeadLetterReason::PermanentError,
+            error,
+            job: Some("export"),
+            key: Some("export#2026-11-01T00:00:00Z"),
+            attempts: 1,
+            failed_at: "2026-11-01T00:00:01Z".parse().unwrap(),
+            source_queue: "https://sqs.us-east-1.amazonaws.com/1/schedkit-prod-jobs",
+            source_message_id: "m-1",
+        }
+    }
+
+    fn size(body: &str, attrs: &[Attribute]) -> usize {
+        body.len()
+            + attrs
+                .iter()
+                .map(|(n, t, v)| n.len() + t.len() + v.len())
+                .sum::<usize>()
+    }
+
+    #[test]
+    fn a_small_letter_keeps_every_attribute() {
+        let l = letter("{}", "boom");
+        let attrs = fit(l.body.len(), attributes(&l));
+        assert_eq!(attrs.len(), 8);
+    }
+
+    #[test]
+    fn a_body_near_the_sqs_limit_keeps_whole_and_the_attributes_give_way_reason_last() {
+        let error = "e".repeat(5000);
+        for body_len in [
+            SQS_MESSAGE_LIMIT - 1500,
+            SQS_MESSAGE_LIMIT - 200,
+            SQS_MESSAGE_LIMIT - 40,
+        ] {
+            let body = "b".repeat(body_len);
+            let l = letter(&body, &error);
+            let attrs = fit(body.len(), attributes(&l));
+            assert!(size(&body, &attrs) <= SQS_MESSAGE_LIMIT, "{body_len}");
+            assert!(
+                attrs.iter().any(|a| a.0 == attr::REASON),
+                "{body_len}: {attrs:?}"
+            );
+        }
+        let body = "b".repeat(SQS_MESSAGE_LIMIT - 1500);
+        let attrs = fit(body.len(), attributes(&letter(&body, &error)));
+        let error = attrs.iter().find(|a| a.0 == attr::ERROR).unwrap();
+        assert!(
+            error.2.ends_with('…'),
+            "shortened, not dropped, when that is enough"
+        );
+    }
 
     #[test]
     fn attribute_text_replaces_what_sqs_refuses_and_keeps_the_rest() {
