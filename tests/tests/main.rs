@@ -49,6 +49,9 @@ mod sam_build;
 mod schedule_sync;
 /// The example a team copies: its own template, deployed, each of its jobs run to DONE.
 mod starter;
+/// The store against a reference model: random claims, heartbeats, finishes, commits,
+/// expiries and redrives from owners with skewed clocks agree step by step.
+mod store_model;
 /// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
 /// batch response.
 mod worker_lambda_mode;
