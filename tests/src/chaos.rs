@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -457,31 +456,17 @@ fn stack_longest_lease() -> Duration {
 
 /// `applied` of every item of the effects table.
 async fn effects_applied(stack: &Stack) -> anyhow::Result<HashMap<String, i64>> {
-    let mut out = HashMap::new();
-    let mut start: Option<HashMap<String, AttributeValue>> = None;
-    loop {
-        let page = stack
-            .ddb
-            .scan()
-            .table_name(&stack.effects_table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start.take())
-            .send()
-            .await?;
-        for item in page.items.unwrap_or_default() {
-            let key = item.get("effect_key").and_then(|v| v.as_s().ok()).cloned();
+    let items = stack.scan(&stack.effects_table).await?;
+    Ok(items
+        .iter()
+        .filter_map(|item| {
+            let key = item.get("effect_key")?.as_s().ok()?.clone();
             let applied = item
                 .get("applied")
                 .and_then(|v| v.as_n().ok())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0);
-            if let Some(key) = key {
-                out.insert(key, applied);
-            }
-        }
-        match page.last_evaluated_key {
-            Some(k) if !k.is_empty() => start = Some(k),
-            _ => return Ok(out),
-        }
-    }
+            Some((key, applied))
+        })
+        .collect())
 }

@@ -502,20 +502,27 @@ impl Stack {
 
     /// Every execution record (a scan; test-sized tables only).
     pub async fn records(&self) -> anyhow::Result<Vec<ExecutionRecord>> {
+        let items = self.scan(&self.table).await?;
+        Ok(items
+            .into_iter()
+            .map(serde_dynamo::from_item)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Every item of a table of this stack, all pages (a scan; test-sized tables only).
+    pub async fn scan(&self, table: &str) -> anyhow::Result<Vec<HashMap<String, AttributeValue>>> {
         let mut out = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> = None;
         loop {
             let page = self
                 .ddb
                 .scan()
-                .table_name(&self.table)
+                .table_name(table)
                 .consistent_read(true)
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await?;
-            for item in page.items.unwrap_or_default() {
-                out.push(serde_dynamo::from_item(item)?);
-            }
+            out.extend(page.items.unwrap_or_default());
             match page.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => return Ok(out),
