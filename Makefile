@@ -42,9 +42,14 @@ build:
 sam-build:
 	infra/sam-build.sh
 
-## sam-deploy: deploy what sam-build built to your AWS account (`sam deploy --guided`: stack, region, parameters).
-sam-deploy: sam-build
-	infra/.cache/sam-venv/bin/sam deploy --guided --template-file target/sam/template.yaml
+## sam-deploy: deploy what sam-build built to your AWS account as stage STAGE (default dev), then sync its schedules.
+#        `sam deploy --guided` asks for the region and the other parameters; the endpoint
+#        variable this Makefile sets for LocalStack is not passed on: this goes to AWS.
+STAGE ?= dev
+sam-deploy: sam-build build
+	env -u AWS_ENDPOINT_URL infra/.cache/sam-venv/bin/sam deploy --guided --template-file target/sam/template.yaml \
+	  --stack-name schedkit-$(STAGE) --parameter-overrides Stage=$(STAGE)
+	env -u AWS_ENDPOINT_URL target/debug/schedkit --stage $(STAGE) schedules sync --yes
 
 ## package: the example worker as a provided.al2023 zip for AWS (target/lambda/release/worker.zip).
 package:
@@ -54,9 +59,10 @@ package:
 test-only:
 	$(CARGO) test --workspace --locked
 
-## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev; prints the outputs.
+## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start
 	infra/deploy-localstack.sh --stack schedkit-dev Stage=dev
+	target/debug/schedkit --stage dev schedules sync --yes
 
 ## localstack-start: install LocalStack if needed and start it (reuses a running one).
 localstack-start:

@@ -169,6 +169,7 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
             &queue_arn,
             "--role-arn",
             "arn:aws:iam::000000000000:role/s",
+            "--no-dead-letter",
         ];
         args.extend(extra);
         schedkit(&args)
@@ -266,4 +267,118 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
         (envelope.job.as_str(), envelope.payload_value()),
         ("long-report", serde_json::json!({"seconds": 1}))
     );
+}
+
+/// The time bomb of a one-off migration that ran yesterday: a catalog holding a one-time
+/// job whose time has passed breaks no command. `catalog check` warns and exits 0, sync
+/// does not create the schedule, `fire` and the previews work, and the worker (which
+/// refused to start on such a catalog) starts and runs a job to DONE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_with_a_past_one_time_job_breaks_no_command() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("past"), StackOptions::default())
+        .await
+        .unwrap();
+    let catalog_group = unique("past-group");
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/catalog.toml"
+    ))
+    .unwrap();
+    // flaky-sync becomes the one-off that ran in 2020 (the worker implements it).
+    let text = shipped
+        .replace(
+            "schedule_group = \"schedkit\"",
+            &format!("schedule_group = \"{catalog_group}\""),
+        )
+        .replace(
+            "expression = \"rate(6 hours)\"",
+            "expression = \"at(2020-03-01T02:00:00)\"",
+        );
+    assert!(text.contains("at(2020-03-01T02:00:00)"));
+    let path = std::env::temp_dir().join(format!("{catalog_group}.toml"));
+    std::fs::write(&path, text).unwrap();
+    let catalog = path.to_string_lossy().to_string();
+
+    let check = schedkit(&["--catalog", &catalog, "catalog", "check"]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    assert!(
+        stderr(&check).starts_with(&format!(
+            "warning: {catalog}: job `flaky-sync`: field `schedule.expression`: at(2020-03-01T02:00:00) has no run left"
+        )),
+        "{}",
+        stderr(&check)
+    );
+    assert!(
+        stdout(&check).contains("valid, 4 jobs"),
+        "{}",
+        stdout(&check)
+    );
+
+    let next = schedkit(&[
+        "--catalog",
+        &catalog,
+        "schedules",
+        "next",
+        "rate(1 hour)",
+        "-n",
+        "1",
+    ]);
+    assert!(next.status.success(), "{}", stderr(&next));
+
+    let queue_arn = stack.arn_of(&stack.queue_url);
+    let dlq_arn = stack.arn_of(&stack.schedule_dlq_url);
+    let dry = schedkit(&[
+        "--catalog",
+        &catalog,
+        "schedules",
+        "sync",
+        "--dry-run",
+        "--queue-arn",
+        &queue_arn,
+        "--role-arn",
+        "arn:aws:iam::000000000000:role/s",
+        "--dead-letter-arn",
+        &dlq_arn,
+    ]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(
+        !stdout(&dry).contains("create flaky-sync"),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(
+        stdout(&dry).contains("flaky-sync: no run left, left as it is"),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(stderr(&dry).contains("warning: "), "{}", stderr(&dry));
+
+    let fired = schedkit(&[
+        "--catalog",
+        &catalog,
+        "--queue-url",
+        &stack.queue_url,
+        "fire",
+        "long-report",
+        "--payload",
+        r#"{"seconds":0}"#,
+    ]);
+    assert!(fired.status.success(), "{}", stderr(&fired));
+
+    let worker = tokio::process::Command::new(schedkit_testkit::binary("worker"))
+        .args(["--until-drained", "--wait-seconds", "1"])
+        .envs(stack.worker_env())
+        .env("SCHEDKIT_CATALOG", &path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        worker.status.success(),
+        "the worker refused the catalog: {}",
+        String::from_utf8_lossy(&worker.stderr)
+    );
+    let records = stack.records().await.unwrap();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0].status, schedkit::Status::Done);
 }

@@ -1,6 +1,7 @@
 //! The parts of `infra/template.yaml` that the job catalog decides: worker settings,
-//! one EventBridge Scheduler schedule per scheduled job, per-job failure alarms, the
-//! failure-storm alarm and the dashboard. `schedkit iac render` rewrites them between the
+//! per-job failure alarms, the failure-storm alarm and the dashboard. The schedules are not
+//! among them: the stack owns the stage's schedule group and tags it with its wiring, and
+//! schedule sync owns the schedules in it (see [`crate::trigger::sync`] for why). `schedkit iac render` rewrites them between the
 //! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
 //! fails when the template and the catalog disagree. A team's own worker crate gets its own
 //! copy of the template with [`init`], which points the worker function at its crate.
@@ -11,7 +12,6 @@
 use std::fmt::Write;
 
 use crate::catalog::{Catalog, Job, Target};
-use crate::trigger::template::{description, envelope_template};
 
 /// Why the template cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -53,7 +53,7 @@ const STORM_MAX_JOBS: usize = 10;
 pub struct Rendered {
     /// The `Catalog` mapping: worker timeout, queue retention and visibility, the group.
     pub mappings: String,
-    /// Schedules, per-job alarms, the storm alarm and the dashboard.
+    /// Per-job alarms, the storm alarm and the dashboard.
     pub resources: String,
 }
 
@@ -116,9 +116,6 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     }
 
     let mut r = String::new();
-    for job in catalog.scheduled() {
-        schedule(&mut r, job);
-    }
     let queue_jobs: Vec<&Job> = catalog
         .jobs
         .values()
@@ -140,78 +137,6 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
         mappings,
         resources: r,
     })
-}
-
-fn schedule(r: &mut String, job: &Job) {
-    let spec = job
-        .spec
-        .schedule
-        .as_ref()
-        .expect("scheduled jobs have a schedule");
-    let target = match &job.target {
-        Target::Queue => "!GetAtt JobsQueue.Arn".to_string(),
-        Target::Chain(name) => format!("!Ref {}Chain", logical_id(name)),
-    };
-    let description = description(job);
-    writeln!(r, "  Schedule{}:", logical_id(&job.name)).unwrap();
-    writeln!(r, "    Type: AWS::Scheduler::Schedule").unwrap();
-    writeln!(r, "    Properties:").unwrap();
-    writeln!(r, "      Name: {}", q(&job.name)).unwrap();
-    writeln!(r, "      GroupName: !Ref ScheduleGroup").unwrap();
-    writeln!(r, "      Description: {}", q(&description)).unwrap();
-    writeln!(r, "      ScheduleExpression: {}", q(&spec.expression)).unwrap();
-    writeln!(r, "      ScheduleExpressionTimezone: {}", q(&spec.timezone)).unwrap();
-    writeln!(
-        r,
-        "      State: {}",
-        if spec.enabled { "ENABLED" } else { "DISABLED" }
-    )
-    .unwrap();
-    match spec.flexible_window_minutes {
-        0 => writeln!(r, "      FlexibleTimeWindow:\n        Mode: \"OFF\"").unwrap(),
-        m => writeln!(
-            r,
-            "      FlexibleTimeWindow:\n        Mode: FLEXIBLE\n        MaximumWindowInMinutes: {m}"
-        )
-        .unwrap(),
-    }
-    for (key, value) in [("StartDate", spec.start), ("EndDate", spec.end)] {
-        if let Some(t) = value {
-            writeln!(
-                r,
-                "      {key}: {}",
-                q(&t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-            )
-            .unwrap();
-        }
-    }
-    writeln!(r, "      Target:").unwrap();
-    writeln!(r, "        Arn: {target}").unwrap();
-    writeln!(r, "        RoleArn: !GetAtt SchedulerRole.Arn").unwrap();
-    writeln!(
-        r,
-        "        Input: {}",
-        q(&envelope_template(&job.name, &job.payload()))
-    )
-    .unwrap();
-    writeln!(r, "        RetryPolicy:").unwrap();
-    writeln!(
-        r,
-        "          MaximumRetryAttempts: {}",
-        spec.delivery_retries
-    )
-    .unwrap();
-    writeln!(
-        r,
-        "          MaximumEventAgeInSeconds: {}",
-        spec.max_event_age_seconds
-    )
-    .unwrap();
-    writeln!(
-        r,
-        "        DeadLetterConfig:\n          Arn: !GetAtt ScheduleDeadLetterQueue.Arn\n"
-    )
-    .unwrap();
 }
 
 const NOTIFY: &str = "[!If [CreateTopic, !Ref NotificationTopic, !Ref NotificationTarget]]";

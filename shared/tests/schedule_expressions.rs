@@ -513,3 +513,46 @@ fn invalid_expressions_say_where_and_what_was_expected() {
         "`Mars/Olympus` is not an IANA time zone name (e.g. Europe/Berlin, America/New_York, UTC)"
     );
 }
+
+/// The start a sync sends: the catalog's while ahead; once passed, the next run on its
+/// phase; and starts sent at two syncs an hour apart are the same schedule by effect.
+#[test]
+fn a_passed_start_is_sent_as_the_next_run_on_its_phase_and_compares_by_effect() {
+    let mut rate = Schedule::new(
+        "rate(7 minutes)".parse::<ScheduleExpression>().unwrap(),
+        parse_timezone("UTC").unwrap(),
+    );
+    rate.start = Some(utc("2020-01-01T00:17:00Z"));
+    assert_eq!(
+        rate.start_to_send(utc("2019-12-31T00:00:00Z")),
+        Some(utc("2020-01-01T00:17:00Z")),
+        "a start still ahead is sent as it is"
+    );
+    // 2026-12-01T12:00:00Z is 3,638,143 minutes after the start: 519,734 periods and 5 min.
+    let first = rate.start_to_send(utc("2026-12-01T12:00:00Z")).unwrap();
+    assert_eq!(first, utc("2026-12-01T12:02:00Z"));
+    let later = rate.start_to_send(utc("2026-12-01T13:00:00Z")).unwrap();
+    assert_eq!(later, utc("2026-12-01T13:05:00Z"));
+    let with = |start| {
+        let mut s = rate.clone();
+        s.start = Some(start);
+        s
+    };
+    let now = utc("2026-12-01T13:00:00Z");
+    assert!(with(first).same_runs_from(&with(later), now));
+    assert!(with(first).same_runs_from(&rate, now));
+    assert!(
+        !with(utc("2026-12-01T12:03:00Z")).same_runs_from(&rate, now),
+        "a start off the phase is a different schedule"
+    );
+    let mut once = Schedule::new(
+        "at(2020-03-01T02:00:00)"
+            .parse::<ScheduleExpression>()
+            .unwrap(),
+        parse_timezone("Europe/Berlin").unwrap(),
+    );
+    once.start = Some(utc("2020-01-01T00:00:00Z"));
+    assert!(once.finished_by(utc("2026-12-01T12:00:00Z")));
+    assert_eq!(once.start_to_send(utc("2026-12-01T12:00:00Z")), None);
+    assert!(!rate.finished_by(utc("2026-12-01T12:00:00Z")));
+}

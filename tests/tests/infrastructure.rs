@@ -1,13 +1,13 @@
 //! The SAM template on LocalStack: create, no-op redeploy, update; the outputs name working
 //! resources (the deployed worker Lambda processes an envelope through the SQS event
-//! source); the schedules are the catalog's.
+//! source); the stack owns the schedule group and sync its schedules.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
 use schedkit::catalog::Catalog;
-use schedkit::trigger::sync::{self, SyncTargets};
+use schedkit::trigger::sync;
 use schedkit::{Envelope, Status};
 use schedkit_testkit::stack::deploy;
 use schedkit_testkit::{localstack, unique};
@@ -72,50 +72,78 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
         "run by the Lambda"
     );
 
-    // The schedules are the catalog's: same names and expressions, and a sync finds
-    // nothing to change.
+    // One owner of the schedules: the stack makes the group (tagged with where its
+    // schedules send) and no schedule; a sync with nothing but the group's tags creates the
+    // catalog's, a deploy after it neither fails (AlreadyExists) nor changes them, and a
+    // second sync finds nothing to do.
     let scheduler = aws_sdk_scheduler::Client::new(&sdk);
-    let group = &o["ScheduleGroupName"];
-    let mut deployed = BTreeMap::new();
-    for s in scheduler
-        .list_schedules()
-        .group_name(group)
-        .send()
-        .await
-        .unwrap()
-        .schedules
-    {
-        let name = s.name.unwrap();
-        let got = scheduler
-            .get_schedule()
-            .group_name(group)
-            .name(&name)
+    let group = o["ScheduleGroupName"].clone();
+    let names = || async {
+        let mut deployed = BTreeMap::new();
+        for s in scheduler
+            .list_schedules()
+            .group_name(&group)
             .send()
             .await
-            .unwrap();
-        deployed.insert(name, got.schedule_expression.unwrap());
-    }
+            .unwrap()
+            .schedules
+        {
+            let name = s.name.unwrap();
+            let got = scheduler
+                .get_schedule()
+                .group_name(&group)
+                .name(&name)
+                .send()
+                .await
+                .unwrap();
+            let dlq = got
+                .target
+                .and_then(|t| t.dead_letter_config)
+                .and_then(|d| d.arn);
+            deployed.insert(name, (got.schedule_expression.unwrap(), dlq));
+        }
+        deployed
+    };
+    assert!(names().await.is_empty(), "the stack made schedules");
+    let targets = sync::stage_targets(&scheduler, &group)
+        .await
+        .unwrap()
+        .expect("the stack tagged its group with its targets");
+    assert_eq!(targets.queue_arn, o["JobsQueueArn"]);
+    assert_eq!(targets.role_arn, o["SchedulerRoleArn"]);
+    assert_eq!(
+        targets.dead_letter_arn.as_deref(),
+        Some(o["ScheduleDeadLetterQueueArn"].as_str())
+    );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml");
     let mut catalog = Catalog::load(&path).unwrap();
+    catalog.settings.schedule_group = group.clone();
+    let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
     let wanted: BTreeMap<_, _> = catalog
         .scheduled()
         .map(|j| {
             (
                 j.name.clone(),
-                j.spec.schedule.as_ref().unwrap().expression.clone(),
+                (
+                    j.spec.schedule.as_ref().unwrap().expression.clone(),
+                    Some(o["ScheduleDeadLetterQueueArn"].clone()),
+                ),
             )
         })
         .collect();
-    assert_eq!(deployed, wanted);
-    catalog.settings.schedule_group = group.clone();
-    let targets = SyncTargets {
-        queue_arn: o["JobsQueueArn"].clone(),
-        role_arn: o["SchedulerRoleArn"].clone(),
-        dead_letter_arn: Some(o["ScheduleDeadLetterQueueArn"].clone()),
-        chains: BTreeMap::new(),
-    };
+    assert_eq!(names().await, wanted);
+    let redeployed = deploy(&stage, &[enabled, ("OldestMessageAlarmSeconds", "900")])
+        .await
+        .unwrap();
+    assert_eq!(redeployed.status, "UPDATE_COMPLETE");
+    assert_eq!(
+        names().await,
+        wanted,
+        "a deploy after a sync changed the schedules"
+    );
     let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
-    assert!(plan.is_empty(), "template and catalog disagree:\n{plan}");
+    assert!(plan.is_empty(), "a second sync would write:\n{plan}");
 
     schedkit_testkit::stack::undeploy(&stage).await.unwrap();
 }

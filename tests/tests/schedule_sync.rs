@@ -193,3 +193,97 @@ async fn sync_creates_changes_and_deletes_and_a_second_run_writes_nothing() {
             .is_empty()
     );
 }
+
+/// AWS refuses a StartDate more than five minutes ago. A rate whose catalog start has
+/// passed is sent with the next run on its phase (the phase kept), a cron one with its next
+/// run; a later sync, when that "next run" is itself past, compares by effect and writes
+/// nothing. A one-time job whose time has passed is not created (and said so).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_past_start_is_sent_as_the_next_run_on_its_phase_and_a_later_sync_writes_nothing() {
+    let sdk = localstack().await;
+    let writes = RequestCounter::writes();
+    let client = aws_sdk_scheduler::Client::from_conf(
+        aws_sdk_scheduler::config::Builder::from(&sdk)
+            .interceptor(writes.clone())
+            .build(),
+    );
+    let group = unique("sync-past");
+    let targets = SyncTargets {
+        queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        dead_letter_arn: Some("arn:aws:sqs:us-east-1:000000000000:schedule-dlq".into()),
+        chains: BTreeMap::new(),
+    };
+    // 2020-01-01T00:17:00Z + k x 7 minutes: an odd phase that `now` cannot hit by luck.
+    let jobs = r#"
+[jobs.every-7m]
+owner = "ops"
+[jobs.every-7m.schedule]
+expression = "rate(7 minutes)"
+start = 2020-01-01T00:17:00Z
+
+[jobs.hourly]
+owner = "ops"
+[jobs.hourly.schedule]
+expression = "cron(5 * * * ? *)"
+start = 2020-01-01T00:00:00Z
+
+[jobs.migrate]
+owner = "data"
+[jobs.migrate.schedule]
+expression = "at(2020-03-01T02:00:00)"
+"#;
+    let wanted = catalog(&group, jobs);
+    let before = chrono::Utc::now();
+    let plan = sync::plan(&client, &wanted, &targets).await.unwrap();
+    assert_eq!(plan.finished, ["migrate"], "{plan}");
+    assert!(plan.to_string().contains("migrate: no run left"), "{plan}");
+    sync::apply(&client, &plan).await.unwrap();
+    let start_of = |name: &'static str| {
+        let client = client.clone();
+        let group = group.clone();
+        async move {
+            let got = client
+                .get_schedule()
+                .group_name(&group)
+                .name(name)
+                .send()
+                .await
+                .unwrap();
+            chrono::DateTime::from_timestamp(got.start_date.unwrap().secs(), 0).unwrap()
+        }
+    };
+    let rate_start = start_of("every-7m").await;
+    let phase: chrono::DateTime<chrono::Utc> = "2020-01-01T00:17:00Z".parse().unwrap();
+    assert!(
+        rate_start > before - chrono::Duration::minutes(5),
+        "sent {rate_start}: AWS refuses a start more than 5 minutes ago"
+    );
+    assert!(rate_start <= before + chrono::Duration::minutes(8));
+    assert_eq!(
+        (rate_start - phase).num_seconds() % 420,
+        0,
+        "{rate_start} is off the catalog start's 7-minute phase"
+    );
+    let cron_start = start_of("hourly").await;
+    assert!(
+        cron_start > before - chrono::Duration::minutes(5),
+        "{cron_start}"
+    );
+    assert!(
+        client
+            .get_schedule()
+            .group_name(&group)
+            .name("migrate")
+            .send()
+            .await
+            .is_err(),
+        "a one-time schedule whose time has passed was created"
+    );
+
+    // A later sync, the sent start still on the phase: nothing to write.
+    writes.reset();
+    let again = sync::plan(&client, &wanted, &targets).await.unwrap();
+    assert!(again.is_empty(), "{again}");
+    assert_eq!(writes.get(), 0);
+}

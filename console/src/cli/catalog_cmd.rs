@@ -48,6 +48,10 @@ pub async fn run(command: &CatalogCommand, cli: &Cli) -> anyhow::Result<()> {
                     }
                 })
                 .collect();
+            // Warnings go to stderr: `--output json` stays one document, the exit code 0.
+            for w in &catalog.warnings {
+                eprintln!("warning: {w}");
+            }
             if cli.output == super::Output::Table {
                 println!("{}: valid, {} jobs\n", catalog.file, rows.len());
             }

@@ -42,15 +42,24 @@ pub struct SyncArgs {
     /// Print the changes without making them.
     #[arg(long)]
     pub dry_run: bool,
-    /// The jobs queue the schedules send to.
-    #[arg(long, env = "SCHEDKIT_QUEUE_ARN")]
-    pub queue_arn: String,
-    /// The role EventBridge Scheduler assumes to send.
-    #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN")]
-    pub role_arn: String,
-    /// Where the scheduler puts firings it cannot deliver.
-    #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
+    /// The jobs queue the schedules send to (default: the one the stage's stack tagged its
+    /// schedule group with).
+    #[arg(long, env = "SCHEDKIT_QUEUE_ARN", requires = "role_arn")]
+    pub queue_arn: Option<String>,
+    /// The role EventBridge Scheduler assumes to send (default: the stack's, likewise).
+    #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN", requires = "queue_arn")]
+    pub role_arn: Option<String>,
+    /// Where the scheduler puts firings it cannot deliver (default: the stack's, likewise).
+    #[arg(
+        long,
+        env = "SCHEDKIT_SCHEDULE_DLQ_ARN",
+        conflicts_with = "no_dead_letter"
+    )]
     pub dead_letter_arn: Option<String>,
+    /// Schedules without a dead-letter queue: a firing the scheduler cannot deliver is
+    /// dropped. Must be said, so a sync never strips a dead-letter queue by omission.
+    #[arg(long)]
+    pub no_dead_letter: bool,
     /// The schedule group to sync (default: the stage's, `<catalog group>-<stage>`).
     #[arg(long)]
     pub group: Option<String>,
@@ -118,20 +127,55 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the schedules send: the flags, else what the stage's stack tagged its group with.
+async fn targets(a: &SyncArgs, client: &sync::Client, group: &str) -> anyhow::Result<SyncTargets> {
+    let chains = a.chains.iter().cloned().collect::<BTreeMap<_, _>>();
+    let mut targets = match (&a.queue_arn, &a.role_arn) {
+        (Some(queue_arn), Some(role_arn)) => SyncTargets {
+            queue_arn: queue_arn.clone(),
+            role_arn: role_arn.clone(),
+            dead_letter_arn: None,
+            chains,
+        },
+        _ => match sync::stage_targets(client, group)
+            .await
+            .context("reading the stage's schedule group")?
+        {
+            Some(t) => SyncTargets { chains, ..t },
+            None => {
+                return Err(UsageError(format!(
+                    "schedule group {group} carries no stack's targets (deploy the stage first, or give --queue-arn and --role-arn)"
+                ))
+                .into());
+            }
+        },
+    };
+    if a.dead_letter_arn.is_some() {
+        targets.dead_letter_arn = a.dead_letter_arn.clone();
+    }
+    if a.no_dead_letter {
+        targets.dead_letter_arn = None;
+    } else if targets.dead_letter_arn.is_none() {
+        return Err(UsageError(
+            "no dead-letter queue for the schedules: give --dead-letter-arn ARN, or --no-dead-letter to drop firings the scheduler cannot deliver".into(),
+        )
+        .into());
+    }
+    Ok(targets)
+}
+
 async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     let mut catalog = load_catalog(cli)?;
     catalog.settings.schedule_group = a
         .group
         .clone()
         .unwrap_or_else(|| super::stage_group(&catalog, cli));
+    for w in &catalog.warnings {
+        eprintln!("warning: {w}");
+    }
     let sdk = cli.aws.sdk_config().await;
     let client = sync::client(&sdk);
-    let targets = SyncTargets {
-        queue_arn: a.queue_arn.clone(),
-        role_arn: a.role_arn.clone(),
-        dead_letter_arn: a.dead_letter_arn.clone(),
-        chains: a.chains.iter().cloned().collect::<BTreeMap<_, _>>(),
-    };
+    let targets = targets(a, &client, &catalog.settings.schedule_group).await?;
     let plan = sync::plan(&client, &catalog, &targets)
         .await
         .context("planning the sync")?;

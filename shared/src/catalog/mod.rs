@@ -61,6 +61,9 @@ pub struct Catalog {
     pub settings: Settings,
     /// Every job, validated, by name.
     pub jobs: BTreeMap<String, Job>,
+    /// What is allowed but worth saying (a one-time job whose time has passed): printed by
+    /// `catalog check` and sync, never a reason to refuse to start.
+    pub warnings: Vec<CatalogError>,
 }
 
 /// One problem in a catalog.

@@ -6,7 +6,7 @@ use super::model::CatalogFile;
 use super::{Catalog, CatalogError, CatalogErrors, Job, Target, policy};
 use crate::key::KeyTemplate;
 use crate::retry::MAX_VISIBILITY;
-use crate::schedule::{Expression, Schedule, ScheduleExpression, parse_timezone};
+use crate::schedule::{Schedule, ScheduleExpression, parse_timezone};
 
 /// Parses the TOML into the model; syntax and shape errors become catalog errors.
 pub(super) fn deserialize(text: &str, file: &str) -> Result<CatalogFile, CatalogErrors> {
@@ -63,6 +63,8 @@ pub(super) fn deserialize(text: &str, file: &str) -> Result<CatalogFile, Catalog
 /// Checks every rule and builds the validated catalog.
 pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogErrors> {
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let now = chrono::Utc::now();
     let mut fail = |job: Option<&str>, field: &str, message: String| {
         errors.push(CatalogError {
             file: file.to_string(),
@@ -242,14 +244,19 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                     ),
                 );
             }
-            if let Expression::At(local) = expression.kind
-                && crate::schedule::at_instant(tz, local) < chrono::Utc::now()
-            {
-                fail(job, "schedule.expression", format!("{expression} is in the past: it would never fire"));
-            }
             let mut schedule = Schedule::new(expression, tz);
             schedule.start = sched.start;
             schedule.end = sched.end;
+            // A schedule whose last firing is behind it is history, not a mistake: the
+            // one-off migration ran yesterday. It must never stop a binary from starting.
+            if sched.enabled && schedule.finished_by(now) {
+                warnings.push(CatalogError {
+                    file: file.to_string(),
+                    job: Some(name.clone()),
+                    field: Some(if schedule.expression.is_one_time() { "schedule.expression" } else { "schedule.end" }.into()),
+                    message: format!("{} has no run left after {}: it fires no more (sync does not create it, and leaves one already there as it is)", schedule.expression, now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                });
+            }
             Some(schedule)
         });
         checked.push((name, spec, target, schedule));
@@ -273,6 +280,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
             file: file.to_string(),
             settings: raw.settings,
             jobs,
+            warnings,
         })
     } else {
         Err(CatalogErrors(errors))

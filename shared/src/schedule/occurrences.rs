@@ -113,6 +113,37 @@ impl Schedule {
         out
     }
 
+    /// Whether nothing can fire after `now`: a one-time schedule whose instant has passed,
+    /// or a schedule whose end date has.
+    pub fn finished_by(&self, now: DateTime<Utc>) -> bool {
+        match &self.expression.kind {
+            Expression::At(local) => at_instant(self.timezone, *local) <= now,
+            _ => self.end.is_some_and(|end| end <= now),
+        }
+    }
+
+    /// The `StartDate` to send at `now`: the catalog's while it is ahead; once it has
+    /// passed, the next run on its phase (the scheduler refuses a start more than five
+    /// minutes ago, and a rate counts from its start, so dropping it would shift the
+    /// phase). None when there is no start, for a one-time schedule (the scheduler ignores
+    /// it) and when no run is left.
+    pub fn start_to_send(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let start = self.start?;
+        if self.expression.is_one_time() {
+            return None;
+        }
+        if start > now {
+            return Some(start);
+        }
+        self.next_after(now)
+    }
+
+    /// Whether `self` and `other` fire the same runs from `now` on (compared over their
+    /// next few runs): two start dates on one phase, both passed, are the same schedule.
+    pub fn same_runs_from(&self, other: &Schedule, now: DateTime<Utc>) -> bool {
+        self.next_n(now, 3) == other.next_n(now, 3)
+    }
+
     /// Whether `t` is an occurrence of this schedule.
     pub fn is_occurrence(&self, t: DateTime<Utc>) -> bool {
         self.next_after(t - Duration::nanoseconds(1)) == Some(t)

@@ -1,5 +1,13 @@
 //! Schedule sync: make EventBridge Scheduler match the catalog within its schedule group.
 //!
+//! Sync is the one owner of a stage's schedules; the stack owns the group and tags it with
+//! where the schedules send ([`stage_targets`]). Not the template, because a schedule's
+//! right form depends on when it is written: AWS refuses a start date more than five
+//! minutes ago (so a start that has passed is sent as the next run on its phase), a
+//! one-time job whose time has passed is history (not created, left as it is), and a pause
+//! made through the Scheduler API must survive the next deploy. A template rendered once
+//! cannot know any of these; a sync run at deploy time does.
+//!
 //! `plan` reads what is there and compares it field by field with what the catalog wants;
 //! `apply` performs exactly the planned writes, so a second run plans (and writes) nothing.
 //! The catalog owns its group: a schedule in the group that the catalog no longer lists is
@@ -8,11 +16,14 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use chrono::{DateTime, Utc};
+
 use super::TriggerError;
 use super::template::{description, envelope_template};
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::{Catalog, Job, Target};
-use aws_sdk_scheduler::Client;
+/// The Scheduler client [`plan`], [`apply`] and [`stage_targets`] take.
+pub use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
 use aws_sdk_scheduler::primitives::DateTime as SmithyTime;
 use aws_sdk_scheduler::types::{
@@ -66,11 +77,12 @@ pub struct ScheduleConfig {
 }
 
 impl ScheduleConfig {
-    /// What the catalog wants for a scheduled job.
-    /// `None` for a job without a schedule.
+    /// What the catalog wants for a scheduled job, sent at `now` (a start date that has
+    /// passed is sent as the next run on its phase). `None` for a job without a schedule.
     pub fn from_job(
         job: &Job,
         targets: &SyncTargets,
+        now: DateTime<Utc>,
     ) -> Result<Option<ScheduleConfig>, TriggerError> {
         let Some(spec) = job.spec.schedule.as_ref() else {
             return Ok(None);
@@ -89,7 +101,11 @@ impl ScheduleConfig {
         Ok(Some(ScheduleConfig {
             expression: spec.expression.clone(),
             timezone: spec.timezone.clone(),
-            start: spec.start.map(|t| t.timestamp()),
+            start: job
+                .schedule
+                .as_ref()
+                .and_then(|s| s.start_to_send(now))
+                .map(|t| t.timestamp()),
             end: spec.end.map(|t| t.timestamp()),
             description: description(job),
             enabled: spec.enabled,
@@ -249,6 +265,9 @@ pub struct Plan {
     pub create_group: bool,
     /// Writes in the order `apply` makes them: creates and updates by job name, then deletes.
     pub changes: Vec<Change>,
+    /// Jobs whose schedule has no run left (a one-time job whose time has passed): not
+    /// created, and one already in the group is left as it is (it fires no more).
+    pub finished: Vec<String>,
 }
 
 impl Plan {
@@ -261,11 +280,15 @@ impl Plan {
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.is_empty() {
-            return write!(
+            write!(
                 f,
                 "schedule group {}: in sync with the catalog, nothing to do",
                 self.group
-            );
+            )?;
+            for name in &self.finished {
+                write!(f, "\n  {name}: no run left, left as it is")?;
+            }
+            return Ok(());
         }
         write!(f, "schedule group {}:", self.group)?;
         if self.create_group {
@@ -274,8 +297,65 @@ impl fmt::Display for Plan {
         for c in &self.changes {
             write!(f, "\n{c}")?;
         }
+        for name in &self.finished {
+            write!(f, "\n  {name}: no run left, left as it is")?;
+        }
         Ok(())
     }
+}
+
+/// The tag keys by which a stack's schedule group says where its schedules send.
+pub mod tags {
+    /// Who created the group (`stack <name>`).
+    pub const OWNER: &str = "schedkit:owner";
+    /// The jobs queue's ARN.
+    pub const JOBS_QUEUE: &str = "schedkit:jobs-queue";
+    /// The role the scheduler assumes.
+    pub const SCHEDULER_ROLE: &str = "schedkit:scheduler-role";
+    /// The schedule dead-letter queue's ARN.
+    pub const SCHEDULE_DLQ: &str = "schedkit:schedule-dlq";
+}
+
+/// The targets a stack recorded on its schedule group (its tags), so a sync of a stage
+/// needs no ARNs and cannot strip the dead-letter queue. None when the group does not
+/// exist or no stack made it.
+pub async fn stage_targets(
+    client: &Client,
+    group: &str,
+) -> Result<Option<SyncTargets>, TriggerError> {
+    let arn = match client.get_schedule_group().name(group).send().await {
+        Ok(g) => g.arn.unwrap_or_default(),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_not_found_exception()) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(AwsError::of(format!("reading schedule group {group}"), &e).into()),
+    };
+    let listed = client
+        .list_tags_for_resource()
+        .resource_arn(&arn)
+        .send()
+        .await
+        .aws(format!("reading the tags of schedule group {group}"))?;
+    let tags: BTreeMap<String, String> = listed
+        .tags
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.key, t.value))
+        .collect();
+    let (Some(queue_arn), Some(role_arn)) =
+        (tags.get(tags::JOBS_QUEUE), tags.get(tags::SCHEDULER_ROLE))
+    else {
+        return Ok(None);
+    };
+    Ok(Some(SyncTargets {
+        queue_arn: queue_arn.clone(),
+        role_arn: role_arn.clone(),
+        dead_letter_arn: tags.get(tags::SCHEDULE_DLQ).cloned(),
+        chains: BTreeMap::new(),
+    }))
 }
 
 /// A Scheduler client for [`plan`] and [`apply`], for callers that name no SDK crate (they
@@ -324,17 +404,37 @@ pub async fn plan(
             }
         }
     }
+    let now = Utc::now();
     let mut changes = Vec::new();
+    let mut finished = Vec::new();
     for job in catalog.scheduled() {
-        let Some(wanted) = ScheduleConfig::from_job(job, targets)? else {
+        let Some(mut wanted) = ScheduleConfig::from_job(job, targets, now)? else {
             continue;
         };
+        let schedule = job
+            .schedule
+            .as_ref()
+            .expect("scheduled jobs have a schedule");
+        if schedule.finished_by(now) {
+            // History, not a change: creating it would fire nothing (or be refused), and
+            // deleting one that is there would ask an operator to confirm for no gain.
+            current.remove(&job.name);
+            finished.push(job.name.clone());
+            continue;
+        }
         match current.remove(&job.name) {
             None => changes.push(Change::Create {
                 name: job.name.clone(),
                 config: Box::new(wanted),
             }),
             Some(have) => {
+                // Compared by effect: the start sent at the last sync (the next run then,
+                // on the catalog start's phase) is the same schedule as the one due now.
+                if have.start != wanted.start
+                    && same_start_effect(schedule, have.start, wanted.start, now)
+                {
+                    wanted.start = have.start;
+                }
                 let differences = have.differences(&wanted);
                 if !differences.is_empty() {
                     changes.push(Change::Update {
@@ -351,7 +451,23 @@ pub async fn plan(
         group,
         create_group,
         changes,
+        finished,
     })
+}
+
+/// Whether two start dates (epoch seconds) give `schedule` the same runs from `now` on.
+fn same_start_effect(
+    schedule: &crate::schedule::Schedule,
+    a: Option<i64>,
+    b: Option<i64>,
+    now: DateTime<Utc>,
+) -> bool {
+    let with = |start: Option<i64>| {
+        let mut s = schedule.clone();
+        s.start = start.and_then(|t| DateTime::from_timestamp(t, 0));
+        s
+    };
+    with(a).same_runs_from(&with(b), now)
 }
 
 /// CreateSchedule and UpdateSchedule take the same fields, on two builder types.

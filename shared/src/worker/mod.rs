@@ -98,6 +98,9 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
         Ok(c) => c,
         Err(e) => return refuse(&e),
     };
+    for w in &catalog.warnings {
+        tracing::warn!(warning = %w, "catalog");
+    }
     let sdk = crate::aws::load_config().await;
     let jobs = jobs(&Setup {
         aws: &sdk,
