@@ -382,3 +382,105 @@ async fn a_catalog_with_a_past_one_time_job_breaks_no_command() {
     assert_eq!(records.len(), 1, "{records:?}");
     assert_eq!(records[0].status, schedkit::Status::Done);
 }
+
+/// `fire` on a deployed stage: a run 900.6 s ahead (which the console took for a queued run
+/// and the library for a schedule, with no role: refused) becomes a one-time schedule with
+/// the stage's role and schedule DLQ (it had none); a job whose target is a chain starts
+/// the chain's state machine (it went to the jobs queue), once for a repeated fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fire_schedules_with_the_stages_dlq_and_starts_a_chain_job_once() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("fire"), StackOptions::default())
+        .await
+        .unwrap();
+    let at = (chrono::Utc::now() + chrono::Duration::milliseconds(900_600))
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let out = schedkit(&[
+        "--stage",
+        &stack.name,
+        "--output",
+        "json",
+        "fire",
+        "long-report",
+        "--at",
+        &at,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let fired: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let (group, name) = (
+        fired["schedule"]["group"].as_str().unwrap(),
+        fired["schedule"]["name"].as_str().unwrap(),
+    );
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let schedule = scheduler
+        .get_schedule()
+        .group_name(group)
+        .name(name)
+        .send()
+        .await
+        .unwrap();
+    let target = schedule.target.unwrap();
+    assert_eq!(target.role_arn, stack.scheduler_role_arn);
+    assert_eq!(
+        target.dead_letter_config.and_then(|d| d.arn),
+        Some(stack.arn_of(&stack.schedule_dlq_url)),
+        "a one-time schedule without the stage's DLQ drops what it cannot deliver"
+    );
+
+    // A chain job: the shipped catalog plus `month-end`, whose target is the stage's chain.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/catalog.toml"
+    ))
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("{}-chain.toml", stack.name));
+    std::fs::write(
+        &path,
+        shipped + "\n[jobs.month-end]\nowner = \"finance\"\ntarget = \"chain:month-end\"\n",
+    )
+    .unwrap();
+    let catalog = path.to_string_lossy().to_string();
+    let fire_chain = || {
+        let out = schedkit(&[
+            "--catalog",
+            &catalog,
+            "--stage",
+            &stack.name,
+            "--output",
+            "json",
+            "fire",
+            "month-end",
+            "--key",
+            "month-end:2026-11",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        (
+            v["execution_arn"].as_str().unwrap().to_string(),
+            v["existing"].as_bool().unwrap(),
+        )
+    };
+    let (first, existing) = fire_chain();
+    assert!(!existing);
+    assert!(
+        first.contains(&format!(":schedkit-{}-month-end:", stack.name)),
+        "{first}"
+    );
+    assert_eq!(
+        fire_chain(),
+        (first, true),
+        "a repeated fire started a second execution"
+    );
+    let queued = stack
+        .receive(10, std::time::Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(
+        queued.iter().all(|m| !m
+            .body
+            .as_deref()
+            .unwrap_or_default()
+            .contains("\"job\":\"month-end\"")),
+        "the chain job went to the jobs queue"
+    );
+}

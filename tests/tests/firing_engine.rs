@@ -128,6 +128,7 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         group: group.clone(),
         dead_letter_arn: None,
+        chain_arn: None,
     };
     let Enqueued::Scheduled { name, .. } = one_off::enqueue(&sdk, &target, &once, Utc::now())
         .await
@@ -288,6 +289,7 @@ async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         group: group.clone(),
         dead_letter_arn: None,
+        chain_arn: None,
     };
     // Due in 2 s: enqueue it as if it were due in 20 minutes, so it becomes a schedule.
     let now = Utc::now();

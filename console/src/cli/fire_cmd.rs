@@ -1,10 +1,13 @@
 //! `schedkit fire JOB`: run a job now or later, with the envelope a schedule would send.
 
+use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use schedkit::Envelope;
+use schedkit::catalog::Target;
 use schedkit::ops::{audit, stage};
 use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
+use schedkit::trigger::sync;
 use serde_json::{Map, Value};
 
 use super::{Cli, Output, UsageError, load_catalog, parse_instant, stage_group};
@@ -28,9 +31,17 @@ pub struct FireArgs {
     /// The schedule group (default: the catalog's); one-time schedules go to `<group>-once`.
     #[arg(long)]
     pub group: Option<String>,
-    /// The role EventBridge Scheduler assumes (needed for runs more than 15 minutes ahead).
+    /// The role EventBridge Scheduler assumes, for runs more than 15 minutes ahead
+    /// (default: the one the stage's stack tagged its schedule group with).
     #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN")]
     pub role_arn: Option<String>,
+    /// Where the scheduler puts a one-time firing it cannot deliver (default: the stage's
+    /// schedule dead-letter queue, likewise).
+    #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
+    pub dead_letter_arn: Option<String>,
+    /// The state machine of a chain job (default: the stage's `schedkit-<stage>-<chain>`).
+    #[arg(long)]
+    pub chain_arn: Option<String>,
 }
 
 pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
@@ -73,11 +84,21 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     audit::ensure_writable()?;
 
     let sdk = cli.aws.sdk_config().await;
-    let far = (at - now).num_seconds() > one_off::MAX_DELAY_SECONDS;
-    let role_arn = match (&a.role_arn, far) {
-        (Some(r), _) => r.clone(),
-        (None, false) => String::new(),
-        (None, true) => return Err(UsageError("a run more than 15 minutes ahead becomes a one-time schedule: give --role-arn (or SCHEDKIT_SCHEDULER_ROLE_ARN)".into()).into()),
+    let far = one_off::needs_schedule(at, now);
+    let group = a
+        .group
+        .clone()
+        .unwrap_or_else(|| stage_group(&catalog, cli));
+    // The stage's wiring, as its stack tagged the schedule group: the role and the
+    // dead-letter queue a one-time schedule needs, so it is never sent without its DLQ.
+    let wiring = sync::stage_targets(&sync::client(&sdk), &group)
+        .await
+        .context("reading the stage's schedule group")?;
+    let role_arn = match (&a.role_arn, &wiring, far) {
+        (Some(r), _, _) => r.clone(),
+        (None, Some(w), _) => w.role_arn.clone(),
+        (None, None, false) => String::new(),
+        (None, None, true) => return Err(UsageError(format!("a run more than 15 minutes ahead becomes a one-time schedule, and schedule group {group} names no scheduler role (deploy the stage, or give --role-arn)")).into()),
     };
     let queue_url = cli
         .target
@@ -85,20 +106,32 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         .queue_url(&sdk)
         .await
         .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
-    let queue_arn = if far {
-        stage::queue_arn(&sdk, &queue_url).await?
-    } else {
-        String::new()
+    let queue_arn = stage::queue_arn(&sdk, &queue_url).await?;
+    let chain_arn = match &job.target {
+        Target::Queue => None,
+        // The template names a chain's state machine `schedkit-<stage>-<chain>`, in the
+        // queue's region and account.
+        Target::Chain(chain) => Some(a.chain_arn.clone().unwrap_or_else(|| {
+            let parts: Vec<&str> = queue_arn.split(':').collect();
+            format!(
+                "arn:{}:states:{}:{}:stateMachine:schedkit-{}-{chain}",
+                parts.get(1).unwrap_or(&"aws"),
+                parts.get(3).unwrap_or(&""),
+                parts.get(4).unwrap_or(&""),
+                cli.target.stage()
+            )
+        })),
     };
     let target = OneOffTarget {
         queue_url: queue_url.clone(),
         queue_arn,
         role_arn,
-        group: a
-            .group
+        group,
+        dead_letter_arn: a
+            .dead_letter_arn
             .clone()
-            .unwrap_or_else(|| stage_group(&catalog, cli)),
-        dead_letter_arn: None,
+            .or_else(|| wiring.and_then(|w| w.dead_letter_arn)),
+        chain_arn,
     };
     let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await?;
     let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -118,6 +151,33 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         ) => println!(
             "{}",
             serde_json::json!({"job": job.name, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}})
+        ),
+        (
+            Output::Json,
+            Enqueued::Started {
+                execution_arn,
+                existing,
+            },
+        ) => println!(
+            "{}",
+            serde_json::json!({"job": job.name, "scheduled_for": when, "execution_arn": execution_arn, "existing": existing})
+        ),
+        (
+            Output::Table,
+            Enqueued::Started {
+                execution_arn,
+                existing: false,
+            },
+        ) => println!("{} started chain execution {execution_arn}", job.name),
+        (
+            Output::Table,
+            Enqueued::Started {
+                execution_arn,
+                existing: true,
+            },
+        ) => println!(
+            "{}: chain execution {execution_arn} exists already for this key: nothing started",
+            job.name
         ),
         (Output::Json, Enqueued::Scheduled { group, name }) => println!(
             "{}",

@@ -4,7 +4,9 @@
 //! Up to 15 minutes ahead the envelope goes straight to the queue with SQS `DelaySeconds`;
 //! further ahead it becomes a one-time `at()` schedule that deletes itself after firing
 //! (`ActionAfterCompletion: DELETE`), in the group `<catalog group>-once`, which schedule
-//! sync never touches.
+//! sync never touches. A job whose target is a chain starts its state machine instead: now
+//! with `StartExecution`, named after the execution key so a repeated fire starts one
+//! execution; later through a one-time schedule that targets the state machine.
 
 use aws_sdk_scheduler::types::{
     ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, Target,
@@ -20,6 +22,14 @@ use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 /// SQS's longest message delay.
 pub const MAX_DELAY_SECONDS: i64 = 900;
 
+/// Whether a run at `at` goes through a one-time schedule rather than straight to its
+/// target: further ahead than SQS can delay a message. Decided in milliseconds, in one
+/// place, so a caller asking for the role never disagrees with [`enqueue`] about a run
+/// 900.5 s ahead.
+pub fn needs_schedule(at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    (at - now).num_milliseconds() > MAX_DELAY_SECONDS * 1000
+}
+
 /// Where a one-off run was put.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Enqueued {
@@ -29,6 +39,13 @@ pub enum Enqueued {
         message_id: String,
         /// Seconds until it is delivered, 0-900, rounded up.
         delay_seconds: i32,
+    },
+    /// A chain's execution, started now.
+    Started {
+        /// The execution's ARN (the same one for a repeated fire of the same key).
+        execution_arn: String,
+        /// True when an execution of this key existed already: nothing new was started.
+        existing: bool,
     },
     /// A one-time schedule that fires at the envelope's `scheduled_for`.
     Scheduled {
@@ -52,6 +69,36 @@ pub struct OneOffTarget {
     pub group: String,
     /// Where the scheduler puts a firing it cannot deliver; None: it drops it.
     pub dead_letter_arn: Option<String>,
+    /// The state machine of the job's chain, for a job whose target is a chain: the run
+    /// starts it instead of going to the queue.
+    pub chain_arn: Option<String>,
+}
+
+/// A Step Functions execution name for an execution key: at most 80 characters of
+/// letters, digits, `-` and `_`, with a hash of the whole key so two keys that read alike
+/// after the replacement stay apart.
+pub fn execution_name(key: &str) -> String {
+    let mut readable: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(63)
+        .collect();
+    // 64-bit FNV-1a, written here: std's hasher may change between releases, and the same
+    // key must give the same name from every version of the console and the worker.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    readable.push('-');
+    readable.push_str(&format!("{h:016x}"));
+    readable
 }
 
 /// Enqueues the envelope to run at its `scheduled_for` (now, or later).
@@ -62,7 +109,50 @@ pub async fn enqueue(
     now: DateTime<Utc>,
 ) -> Result<Enqueued, TriggerError> {
     let wait = (envelope.scheduled_for - now).num_milliseconds();
-    if wait <= MAX_DELAY_SECONDS * 1000 {
+    if let (Some(chain), false) = (
+        &target.chain_arn,
+        needs_schedule(envelope.scheduled_for, now),
+    ) {
+        let key = envelope.key.clone().unwrap_or_else(|| {
+            format!(
+                "{}#{}",
+                envelope.job,
+                envelope
+                    .scheduled_for
+                    .to_rfc3339_opts(SecondsFormat::Millis, true)
+            )
+        });
+        let name = execution_name(&key);
+        let started = aws_sdk_sfn::Client::new(sdk)
+            .start_execution()
+            .state_machine_arn(chain)
+            .name(&name)
+            .input(envelope.to_json())
+            .send()
+            .await;
+        return match started {
+            Ok(out) => Ok(Enqueued::Started {
+                execution_arn: out.execution_arn,
+                existing: false,
+            }),
+            // The same key fired again (with another `scheduled_for`, so another input):
+            // a duplicate of the run that exists, not a second run.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
+                Ok(Enqueued::Started {
+                    execution_arn: format!(
+                        "{}:{name}",
+                        chain.replacen(":stateMachine:", ":execution:", 1)
+                    ),
+                    existing: true,
+                })
+            }
+            Err(e) => Err(AwsError::of(format!("starting chain {chain}"), &e).into()),
+        };
+    }
+    if !needs_schedule(envelope.scheduled_for, now) {
         let delay_seconds = (wait.max(0) as f64 / 1000.0).ceil() as i32;
         let out = aws_sdk_sqs::Client::new(sdk)
             .send_message()
@@ -89,7 +179,7 @@ pub async fn enqueue(
         .scheduled_for
         .to_rfc3339_opts(SecondsFormat::Secs, true);
     let mut builder = Target::builder()
-        .arn(&target.queue_arn)
+        .arn(target.chain_arn.as_ref().unwrap_or(&target.queue_arn))
         .role_arn(&target.role_arn)
         .input(one_time_input(envelope));
     if let Some(dlq) = &target.dead_letter_arn {
@@ -149,5 +239,41 @@ async fn ensure_group(
             Ok(())
         }
         Err(e) => Err(AwsError::of(format!("reading schedule group {group}"), &e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_or_schedule_decision_is_made_in_milliseconds() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let ms = chrono::Duration::milliseconds;
+        assert!(
+            !needs_schedule(now + ms(900_000), now),
+            "900 s: SQS can delay it"
+        );
+        assert!(needs_schedule(now + ms(900_001), now));
+        assert!(
+            needs_schedule(now + ms(900_600), now),
+            "900.6 s has 900 whole seconds"
+        );
+    }
+
+    #[test]
+    fn execution_names_are_valid_stable_and_distinct() {
+        let a = execution_name("invoice:2026-10:acme");
+        let b = execution_name("invoice_2026-10_acme");
+        assert!(a.starts_with("invoice_2026-10_acme-"), "{a}");
+        assert_ne!(a, b, "keys that read alike after replacement stay apart");
+        assert_eq!(a, execution_name("invoice:2026-10:acme"));
+        let long = execution_name(&"k".repeat(500));
+        assert!(long.len() <= 80, "{}", long.len());
+        assert!(
+            long.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{long}"
+        );
     }
 }
