@@ -2,7 +2,8 @@
 //! schedules in two time zones yields exactly the expected envelopes; two engines at once
 //! fire nothing twice; a disabled schedule fires nothing; a one-time schedule with DELETE
 //! is gone after firing, a recurring one with DELETE after its last firing before its end
-//! date; a failing target is retried, then dead-lettered; and a schedule
+//! date; a dead target goes to the DLQ at once without holding the healthy schedules
+//! back; flexible windows spread firings (reproducibly by seed); and a schedule
 //! runs end to end through the worker to a DONE record.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,12 +19,12 @@ use schedkit::{Envelope, Metrics, Status};
 use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
 use schedkit_testkit::{Stack, StackOptions, localstack, schedules as test_schedules, unique};
 
-fn utc(s: &str) -> DateTime<Utc> {
+pub(crate) fn utc(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
 }
 
 /// Syncs `jobs` into a fresh group whose schedules target the stack's queue.
-async fn schedules(
+pub(crate) async fn schedules(
     sdk: &aws_config::SdkConfig,
     stack: &Stack,
     jobs: &str,
@@ -44,19 +45,25 @@ async fn schedules(
     group
 }
 
-fn engine(sdk: &aws_config::SdkConfig, stack: &Stack, group: &str, owner: &str) -> Engine {
+pub(crate) fn engine(
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+    group: &str,
+    owner: &str,
+) -> Engine {
     Engine::new(
         sdk,
         EngineOptions {
             groups: vec![group.to_string(), once_group(group)],
             claims_table: Some(stack.firings_table.clone()),
             owner: owner.into(),
+            ..EngineOptions::default()
         },
     )
 }
 
 /// Every envelope on the jobs queue, grouped by job: the scheduled times, sorted.
-async fn envelopes(stack: &Stack) -> BTreeMap<String, Vec<String>> {
+pub(crate) async fn envelopes(stack: &Stack) -> BTreeMap<String, Vec<String>> {
     let mut by_job: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for m in stack.receive(100, Duration::from_secs(3)).await.unwrap() {
         let e = Envelope::parse(m.body.as_deref().unwrap()).unwrap();
@@ -323,53 +330,183 @@ async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
     assert!(gone.is_err(), "deleted after completion");
 }
 
+/// One dead target among healthy schedules (fast-forwarded): the healthy ones are each
+/// delivered at their scheduled time with one attempt; the dead one (its queue does not
+/// exist: no retry can cure that) goes to the schedule DLQ at once, with the attributes AWS
+/// puts on its dead letters. (The engine retried it in place 185 times, holding every other
+/// schedule back, and never told a dead target from a passing failure.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_target_is_retried_then_dead_lettered() {
+async fn a_dead_target_is_dead_lettered_at_once_and_holds_no_healthy_schedule_back() {
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("engine-dlq"), StackOptions::default())
         .await
         .unwrap();
-    let jobs = r#"
-[jobs.export]
-owner = "partners"
-[jobs.export.schedule]
-expression = "cron(0 12 * * ? *)"
-delivery_retries = 2
+    let queue_arn = stack.arn_of(&stack.queue_url);
+    let healthy = r#"
+[jobs.hourly]
+owner = "ops"
+[jobs.hourly.schedule]
+expression = "cron(0 * * * ? *)"
+
+[jobs.half-past]
+owner = "ops"
+[jobs.half-past.schedule]
+expression = "cron(30 * * * ? *)"
 "#;
+    let group = schedules(&sdk, &stack, healthy, &queue_arn).await;
+    let dead_jobs = format!(
+        "[settings]\nschedule_group = \"{group}\"\n{healthy}\n[jobs.export]\nowner = \"partners\"\n[jobs.export.schedule]\nexpression = \"cron(0 12 * * ? *)\"\n"
+    );
+    // The dead schedule: same group, its target a queue that does not exist.
     let missing_queue = "arn:aws:sqs:us-east-1:000000000000:no-such-queue";
-    let group = schedules(&sdk, &stack, jobs, missing_queue).await;
+    let catalog = Catalog::parse(&dead_jobs, "engine-test.toml").unwrap();
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let mut plan = sync::plan(
+        &scheduler,
+        &catalog,
+        &SyncTargets {
+            queue_arn: missing_queue.into(),
+            role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+            dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
+            chains: BTreeMap::new(),
+        },
+    )
+    .await
+    .unwrap();
+    plan.changes
+        .retain(|c| matches!(c, sync::Change::Create { name, .. } if name == "export"));
+    sync::apply(&scheduler, &plan).await.unwrap();
+
     let firings = engine(&sdk, &stack, &group, "engine")
         .fast_forward(utc("2030-06-03T00:00:00Z"), utc("2030-06-04T00:00:00Z"))
         .await
         .unwrap();
-    assert_eq!(firings.len(), 1);
-    let Delivery::DeadLettered { attempts, error } = &firings[0].delivery else {
-        panic!("{:?}", firings[0].delivery);
+    assert_eq!(firings.len(), 49, "24 + 24 healthy, 1 dead");
+    for f in firings.iter().filter(|f| f.schedule != "export") {
+        assert_eq!(f.delivery, Delivery::Delivered { attempts: 1 }, "{f:?}");
+        assert_eq!(f.attempted_at, Some(f.scheduled_time), "on time: {f:?}");
+    }
+    let dead = firings.iter().find(|f| f.schedule == "export").unwrap();
+    let Delivery::DeadLettered { attempts, error } = &dead.delivery else {
+        panic!("{:?}", dead.delivery);
     };
-    assert_eq!(*attempts, 3, "the first attempt and two retries");
+    assert_eq!(*attempts, 1, "a queue that does not exist is not retried");
     assert!(error.contains("no-such-queue"), "{error}");
+    assert_eq!(dead.attempted_at, Some(utc("2030-06-03T12:00:00Z")));
+    assert_eq!(
+        envelopes(&stack)
+            .await
+            .values()
+            .map(Vec::len)
+            .sum::<usize>(),
+        48
+    );
 
-    let dlq = Stack {
-        queue_url: stack.schedule_dlq_url.clone(),
-        ..stack.clone()
-    };
-    let letters = dlq.receive(1, Duration::from_secs(3)).await.unwrap();
-    assert_eq!(letters.len(), 1);
+    let raw = stack
+        .sqs
+        .receive_message()
+        .queue_url(&stack.schedule_dlq_url)
+        .message_attribute_names("All")
+        .wait_time_seconds(2)
+        .send()
+        .await
+        .unwrap();
+    let letters = raw.messages.unwrap_or_default();
+    assert_eq!(letters.len(), 1, "one dead letter");
     let envelope = Envelope::parse(letters[0].body.as_deref().unwrap()).unwrap();
     assert_eq!(
         (envelope.job.as_str(), envelope.scheduled_for),
         ("export", utc("2030-06-03T12:00:00Z"))
     );
-    let raw = stack
-        .sqs
-        .receive_message()
-        .queue_url(&stack.schedule_dlq_url)
+    let attributes = letters[0].message_attributes.clone().unwrap_or_default();
+    let attribute = |name: &str| {
+        attributes
+            .get(name)
+            .and_then(|v| v.string_value.clone())
+            .unwrap_or_else(|| panic!("no {name} among {:?}", attributes.keys()))
+    };
+    let schedule_arn = scheduler
+        .get_schedule()
+        .group_name(&group)
+        .name("export")
         .send()
         .await
+        .unwrap()
+        .arn
         .unwrap();
+    assert_eq!(attribute("SCHEDULE_ARN"), schedule_arn);
+    assert_eq!(attribute("TARGET_ARN"), missing_queue);
+    assert_eq!(attribute("RETRY_ATTEMPTS"), "0");
     assert!(
-        raw.messages.unwrap_or_default().is_empty(),
-        "one dead letter only"
+        attribute("ERROR_CODE").contains("NonExistentQueue")
+            || attribute("ERROR_CODE").contains("QueueDoesNotExist"),
+        "{}",
+        attribute("ERROR_CODE")
+    );
+    assert!(attribute("ERROR_MESSAGE").contains("no-such-queue"));
+    assert!(
+        !attributes.contains_key("EXHAUSTED_RETRY_CONDITION"),
+        "no retry was exhausted: the error is not one retries cure"
+    );
+}
+
+/// FlexibleTimeWindow: each firing lands at a random time inside its window (the envelope
+/// still carries the scheduled time), and one seed gives the same times again. (Every
+/// firing went out on the minute.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flexible_window_spreads_firings_inside_it_reproducibly_by_seed() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("engine-flex"), StackOptions::default())
+        .await
+        .unwrap();
+    let jobs = r#"
+[jobs.spread]
+owner = "ops"
+[jobs.spread.schedule]
+expression = "cron(0 * * * ? *)"
+flexible_window_minutes = 15
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let run = |seed| {
+        let engine = Engine::new(
+            &sdk,
+            EngineOptions {
+                groups: vec![group.clone()],
+                owner: "flex".into(),
+                seed: Some(seed),
+                ..EngineOptions::default()
+            },
+        );
+        async move {
+            let firings = engine
+                .fast_forward(utc("2030-06-03T00:00:00Z"), utc("2030-06-04T00:00:00Z"))
+                .await
+                .unwrap();
+            firings
+                .iter()
+                .map(|f| (f.attempted_at.unwrap() - f.scheduled_time).num_milliseconds())
+                .collect::<Vec<i64>>()
+        }
+    };
+    let offsets = run(42).await;
+    assert_eq!(offsets.len(), 24);
+    assert!(
+        offsets.iter().all(|&ms| (0..900_000).contains(&ms)),
+        "{offsets:?}"
+    );
+    let distinct: BTreeSet<i64> = offsets.iter().copied().collect();
+    assert!(distinct.len() >= 20, "not spread: {offsets:?}");
+    let mut again = run(42).await;
+    let mut sorted = offsets.clone();
+    sorted.sort();
+    again.sort();
+    assert_eq!(again, sorted, "one seed, the same times");
+    let envelopes = envelopes(&stack).await;
+    assert!(
+        envelopes["spread"]
+            .iter()
+            .all(|t| t.ends_with(":00:00+00:00")),
+        "the envelope carries the scheduled time, not the delivery time: {envelopes:?}"
     );
 }
 

@@ -19,8 +19,12 @@ mod exactly_once;
 /// Stopping LocalStack ends every executor process and removes the unpacked code.
 mod executor_cleanup;
 /// The local firing engine: a fast-forwarded day fires exactly the expected envelopes,
-/// once, with retries, dead letters and after-completion actions as AWS has them.
+/// once, with dead letters, flexible windows and after-completion actions as AWS has them;
+/// a dead target holds no healthy schedule back.
 mod firing_engine;
+/// The firing engine in real time: catch-up after downtime (once, with two engines), a
+/// dead engine's claim taken over, claims unreachable for a while, a prompt stop.
+mod firing_engine_real_time;
 /// The SAM template deploys, redeploys as a no-op, updates, and runs an envelope to DONE.
 mod infrastructure;
 /// Rust Lambdas inside LocalStack without Docker: Invoke, logs, errors, timeouts,

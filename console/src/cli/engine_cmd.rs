@@ -32,6 +32,10 @@ pub struct EngineArgs {
     /// Real time: how often to look for due firings, in seconds.
     #[arg(long, default_value_t = 10)]
     pub tick: u64,
+    /// Seeds where in its flexible time window each firing lands (default: random), so a
+    /// run can be repeated exactly.
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -62,6 +66,8 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
                     .then(|| format!("schedkit-{}-firings", cli.target.stage()))
             }),
             owner: format!("schedkit-engine/{}", std::process::id()),
+            seed: a.seed,
+            ..EngineOptions::default()
         },
     );
     let (Some(from), Some(to)) = (&a.from, &a.to) else {
@@ -108,6 +114,7 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
                     format!("dropped after {attempts}: {error}")
                 }
                 Delivery::FiredElsewhere => "fired by another engine".into(),
+                Delivery::Expired => "missed, older than its maximum event age".into(),
             },
         })
         .collect();

@@ -265,6 +265,7 @@ async fn fire_catalog_day(
                 groups: vec![stack.schedule_group.clone()],
                 claims_table: Some(stack.firings_table.clone()),
                 owner: owner.into(),
+                ..EngineOptions::default()
             },
         )
     };

@@ -2,40 +2,56 @@
 //! scheduler stores schedules but never fires them (LocalStack).
 //!
 //! It reads the schedules through the Scheduler API and delivers each due occurrence to its
-//! target (SQS, Step Functions, Lambda), filling in the context attributes as AWS does,
-//! honouring state, start and end dates, time zone, one-time schedules and their
-//! after-completion action, the retry policy and the dead-letter target. Engines running
-//! side by side share a claims table so each (schedule, scheduled time) fires once.
+//! target, filling in the context attributes as AWS does, honouring state, start and end
+//! dates, time zone, flexible time windows, one-time schedules and their after-completion
+//! action, the retry policy and the dead-letter target ([`crate::policy`] holds the rules,
+//! [`crate::delivery`] the targets).
 //!
-//! Two modes: `run` fires in real time; `fast_forward` fires everything due between two
-//! instants at once, in time order (tests, the demo).
+//! Every firing is delivered on its own: one attempt at a time, a failed one waiting for
+//! its retry without holding any other firing back, and one no retry can cure going to the
+//! dead-letter queue at once. Engines side by side share a claims table, so each
+//! (schedule, scheduled time) fires once, and a watermark in it, so an engine that was
+//! down (or failed to reach its claims) catches up on what it missed, within each
+//! schedule's maximum event age.
+//!
+//! Two modes: [`Engine::run`] fires in real time; [`Engine::fast_forward`] fires
+//! everything due between two instants at once, retries included, in simulated time
+//! (tests, the demo).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-
 use aws_config::SdkConfig;
-use aws_sdk_scheduler::types::{ActionAfterCompletion, ScheduleState};
-use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindowMode, ScheduleState};
 use chrono::{DateTime, Utc};
+use schedkit::Clock;
 use schedkit::aws::{AwsError, AwsResultExt};
 use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
 use schedkit::trigger::template::{FireContext, substitute};
+use tokio::task::JoinSet;
 
-use crate::claims::Claims;
+use crate::claims::{Claim, Claims};
+use crate::delivery::{DeadLetter, DeliveryError, Targets};
+use crate::policy::{self, Next};
 
 /// How an engine runs.
 #[derive(Debug, Clone, Default)]
 pub struct EngineOptions {
     /// Only these schedule groups (all groups when empty).
     pub groups: Vec<String>,
-    /// A claims table shared with other engines (none: this engine fires alone).
+    /// A claims table shared with other engines (none: this engine fires alone, and after
+    /// a restart it starts from now, having nowhere to keep its watermark).
     pub claims_table: Option<String>,
     /// Names this engine in claims.
     pub owner: String,
+    /// The engine's "now" (tests shift it to simulate an engine that was down).
+    pub clock: Clock,
+    /// Where in its flexible window each firing lands is drawn from this seed (None: a
+    /// random one).
+    pub seed: Option<u64>,
 }
 
 /// A schedule as the engine fires it.
@@ -54,6 +70,8 @@ pub struct LoadedSchedule {
     pub dead_letter_arn: Option<String>,
     /// `ActionAfterCompletion: DELETE` (one-time schedules).
     pub delete_after_completion: bool,
+    /// `FlexibleTimeWindow` in minutes; 0 when off.
+    pub flexible_window_minutes: u32,
 }
 
 /// What became of one firing.
@@ -62,18 +80,22 @@ pub enum Delivery {
     Delivered {
         attempts: u32,
     },
-    /// Every attempt failed; the firing went to the schedule's dead-letter queue.
+    /// The attempts failed (or one failed for good); the firing went to the schedule's
+    /// dead-letter queue.
     DeadLettered {
         attempts: u32,
         error: String,
     },
-    /// Every attempt failed and there is no dead-letter queue (or it failed too).
+    /// The attempts failed and there is no dead-letter queue (or it failed too).
     Dropped {
         attempts: u32,
         error: String,
     },
     /// Another engine claimed this firing.
     FiredElsewhere,
+    /// Missed while no engine ran, and older than the schedule's maximum event age when
+    /// one came back: not delivered, as AWS delivers no firing past that age.
+    Expired,
 }
 
 /// One firing.
@@ -82,19 +104,53 @@ pub struct Firing {
     pub schedule: String,
     pub group: String,
     pub scheduled_time: DateTime<Utc>,
+    /// When its last attempt was made (simulated time when fast-forwarding); None when
+    /// this engine made none.
+    pub attempted_at: Option<DateTime<Utc>>,
     pub target_arn: String,
     pub delivery: Delivery,
 }
 
-/// The engine: SDK clients built once, shared by every firing.
+/// How long a claim holds between two attempts: the longest retry wait and a delivery.
+/// An engine that dies mid-firing is taken over within this.
+const CLAIM_LEASE: Duration = Duration::from_secs(124);
+
+/// At most this many deliveries in flight in real time.
+const MAX_IN_FLIGHT: usize = 64;
+
+/// The engine: SDK clients built once, shared by every firing (cheap to clone).
+#[derive(Clone)]
 pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     scheduler: aws_sdk_scheduler::Client,
-    sqs: aws_sdk_sqs::Client,
-    sfn: aws_sdk_sfn::Client,
-    lambda: aws_sdk_lambda::Client,
+    targets: Targets,
     claims: Option<Claims>,
     options: EngineOptions,
-    queue_urls: Mutex<HashMap<String, String>>,
+    seed: u64,
+}
+
+/// A firing on its way: the attempts made so far and when the next is due.
+#[derive(Debug, Clone)]
+struct Pending {
+    schedule: Arc<LoadedSchedule>,
+    scheduled: DateTime<Utc>,
+    key: String,
+    execution_id: String,
+    attempts: u32,
+    due: DateTime<Utc>,
+}
+
+/// The result of one step of a firing.
+enum Step {
+    /// Nothing more to do for it (its claim key, and what became of it).
+    Finished(String, Box<Firing>),
+    /// Failed passingly: try again at its `due`.
+    Again(Pending),
+    /// Another engine holds it under a live lease: look again later.
+    Held(Pending),
 }
 
 impl Engine {
@@ -103,31 +159,36 @@ impl Engine {
             .claims_table
             .as_ref()
             .map(|t| Claims::new(aws_sdk_dynamodb::Client::new(sdk), t));
+        let seed = options
+            .seed
+            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
         Engine {
-            scheduler: aws_sdk_scheduler::Client::new(sdk),
-            sqs: aws_sdk_sqs::Client::new(sdk),
-            sfn: aws_sdk_sfn::Client::new(sdk),
-            lambda: aws_sdk_lambda::Client::new(sdk),
-            claims,
-            options,
-            queue_urls: Mutex::default(),
+            inner: Arc::new(Inner {
+                scheduler: aws_sdk_scheduler::Client::new(sdk),
+                targets: Targets::new(sdk),
+                claims,
+                options,
+                seed,
+            }),
         }
     }
 
     /// Every schedule in the engine's groups, as the Scheduler API describes it.
     pub async fn schedules(&self) -> anyhow::Result<Vec<LoadedSchedule>> {
+        let inner = &self.inner;
         let mut out = Vec::new();
-        let groups: Vec<Option<&str>> = if self.options.groups.is_empty() {
+        let groups: Vec<Option<&str>> = if inner.options.groups.is_empty() {
             vec![None]
         } else {
-            self.options
+            inner
+                .options
                 .groups
                 .iter()
                 .map(|g| Some(g.as_str()))
                 .collect()
         };
         for group in groups {
-            let mut pages = self
+            let mut pages = inner
                 .scheduler
                 .list_schedules()
                 .set_group_name(group.map(str::to_owned))
@@ -139,7 +200,7 @@ impl Engine {
                         summary.name.unwrap_or_default(),
                         summary.group_name.unwrap_or_default(),
                     );
-                    let s = match self
+                    let s = match inner
                         .scheduler
                         .get_schedule()
                         .group_name(&group)
@@ -175,154 +236,330 @@ impl Engine {
         Ok(out)
     }
 
-    /// Fires every occurrence in `[from, to)` of every enabled schedule, in time order.
+    /// Fires every occurrence in `[from, to)` of every enabled schedule, in simulated time:
+    /// each at its time (plus its place in its flexible window), a failed attempt retried
+    /// after the scheduler's backoff while the others go on, as the clock would have it.
     pub async fn fast_forward(
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> anyhow::Result<Vec<Firing>> {
-        let schedules = self.schedules().await?;
-        self.fire_due(&schedules, from, to, true).await
+        let schedules: Vec<Arc<LoadedSchedule>> =
+            self.schedules().await?.into_iter().map(Arc::new).collect();
+        let mut queue: BTreeMap<(DateTime<Utc>, String, u64), Pending> = BTreeMap::new();
+        let mut seq = 0u64;
+        for s in schedules.iter().filter(|s| s.enabled) {
+            for t in s.schedule.between(from, to) {
+                let p = self.inner.pending(s, t);
+                queue.insert((p.due, s.arn.clone(), seq), p);
+                seq += 1;
+            }
+        }
+        let mut firings = Vec::with_capacity(queue.len());
+        while let Some(((due, arn, _), p)) = queue.pop_first() {
+            match self.inner.step(p, due).await? {
+                Step::Finished(_, f) => firings.push(*f),
+                Step::Again(p) => {
+                    queue.insert((p.due, arn, seq), p);
+                    seq += 1;
+                }
+                // Another engine runs the same span and holds it: it is theirs.
+                Step::Held(p) => firings.push(p.firing(Delivery::FiredElsewhere, None)),
+            }
+        }
+        Ok(firings)
     }
 
-    /// Fires in real time until `shutdown` resolves, checking every `tick` (and re-reading
-    /// the schedules, so changes take effect). Starts from now: nothing past is fired.
+    /// Fires in real time until `shutdown` resolves, looking for due firings every `tick`
+    /// (and re-reading the schedules, so changes take effect). With a claims table it
+    /// starts from the watermark the engines recorded there, so firings missed while no
+    /// engine ran are delivered late (within their maximum event age), as AWS delivers a
+    /// late firing; without one it starts from now. Returns promptly on `shutdown`: a
+    /// delivery in flight is abandoned, and its claim lapses to the next engine.
     pub async fn run(
         &self,
         tick: Duration,
         shutdown: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         tokio::pin!(shutdown);
-        let mut watermark = Utc::now();
+        let mut state = RealTime::start(&self.inner).await;
+        let mut ticks = tokio::time::interval(tick);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut running: JoinSet<(String, anyhow::Result<Step>)> = JoinSet::new();
         loop {
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
-                _ = tokio::time::sleep(tick) => {}
-            }
-            let now = Utc::now();
-            // A passing failure (the Scheduler API or the claims table unreachable) must
-            // not end the engine: say so and go on at the next tick.
-            let schedules = match self.schedules().await {
-                Ok(s) => s,
-                Err(e) => {
-                    // Nothing fired yet: the same window is tried again next tick.
-                    tracing::warn!(error = %format!("{e:#}"), "could not read the schedules");
+                biased;
+                _ = &mut shutdown => {
+                    running.abort_all();
+                    return Ok(());
+                }
+                Some(joined) = running.join_next(), if !running.is_empty() => {
+                    match joined {
+                        Ok((_, Ok(step))) => state.settle(step),
+                        // The claims table or the scheduler failed us: the next look tries
+                        // the firing again (the watermark waits for it).
+                        Ok((key, Err(e))) => {
+                            tracing::warn!(firing = key, error = %format!("{e:#}"), "a firing will be tried again");
+                            state.on_the_way.remove(&key);
+                        }
+                        Err(e) if e.is_cancelled() => {}
+                        Err(e) => tracing::error!(error = %e, "a delivery task failed"),
+                    }
                     continue;
                 }
-            };
-            // (watermark, now]: `fire_due` takes [from, to), so shift both by a nanosecond.
-            let nano = chrono::Duration::nanoseconds(1);
-            match self
-                .fire_due(&schedules, watermark + nano, now + nano, false)
-                .await
-            {
-                Ok(firings) => {
-                    for f in firings {
-                        tracing::info!(schedule = f.schedule, group = f.group, scheduled_time = %f.scheduled_time, delivery = ?f.delivery, "fired");
-                    }
-                }
-                // Some firings may have gone out: the window is not tried again (that
-                // could deliver them twice without a claims table).
-                Err(e) => tracing::error!(error = %format!("{e:#}"), "firing failed"),
+                _ = ticks.tick() => {}
             }
-            watermark = now;
+            let now = self.inner.options.clock.now();
+            match self.schedules().await {
+                Ok(s) => state.schedules = s.into_iter().map(Arc::new).collect(),
+                // Keep firing what was read last; the window stays open meanwhile.
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not read the schedules"),
+            }
+            for p in state.due(
+                &self.inner,
+                now,
+                MAX_IN_FLIGHT.saturating_sub(running.len()),
+            ) {
+                let inner = Arc::clone(&self.inner);
+                running.spawn(async move {
+                    let now = inner.options.clock.now();
+                    let key = p.key.clone();
+                    (key, inner.step(p, now).await)
+                });
+            }
+            state.advance(&self.inner, now).await;
         }
     }
+}
 
-    async fn fire_due(
-        &self,
-        schedules: &[LoadedSchedule],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-        fast: bool,
-    ) -> anyhow::Result<Vec<Firing>> {
-        let mut due: Vec<(DateTime<Utc>, &LoadedSchedule)> = schedules
-            .iter()
-            .filter(|s| s.enabled)
-            .flat_map(|s| {
-                s.schedule
-                    .between(from, to)
-                    .into_iter()
-                    .map(move |t| (t, s))
-            })
-            .collect();
-        due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.arn.cmp(&b.1.arn)));
-        let mut firings = Vec::with_capacity(due.len());
-        for (time, schedule) in due {
-            let firing = self.fire(schedule, time, fast).await?;
-            // DELETE after completion: once the schedule has no invocation left (at once
-            // for a one-time schedule, after the last one before the end date otherwise).
-            if schedule.delete_after_completion
-                && firing.delivery != Delivery::FiredElsewhere
-                && schedule.schedule.next_after(time).is_none()
-            {
-                self.delete(schedule).await?;
-            }
-            firings.push(firing);
-        }
-        Ok(firings)
-    }
+/// What the real-time loop keeps between ticks.
+struct RealTime {
+    /// Every firing scheduled before it is finished (by this engine or another).
+    watermark: DateTime<Utc>,
+    /// What the engines share the watermark under: the groups watched.
+    scope: String,
+    schedules: Vec<Arc<LoadedSchedule>>,
+    /// Firings finished at or after the watermark, by key (the watermark can lag behind
+    /// an earlier firing still on its way), with their scheduled time.
+    done: HashMap<String, DateTime<Utc>>,
+    /// Firings on their way in this engine (attempt in flight, or waiting to retry).
+    on_the_way: HashMap<String, DateTime<Utc>>,
+    /// Firings waiting for their next attempt.
+    waiting: Vec<Pending>,
+    /// The earliest firing seen unfinished in the last look (held elsewhere, not due).
+    low: Option<DateTime<Utc>>,
+}
 
-    /// One firing: claim it, deliver it with the schedule's retry policy, dead-letter it
-    /// when every attempt failed.
-    async fn fire(
-        &self,
-        s: &LoadedSchedule,
-        time: DateTime<Utc>,
-        fast: bool,
-    ) -> anyhow::Result<Firing> {
-        let firing = |delivery| Firing {
-            schedule: s.name.clone(),
-            group: s.group.clone(),
-            scheduled_time: time,
-            target_arn: s.target_arn.clone(),
-            delivery,
+impl RealTime {
+    async fn start(inner: &Inner) -> RealTime {
+        let now = inner.options.clock.now();
+        let mut groups = inner.options.groups.clone();
+        groups.sort();
+        let scope = if groups.is_empty() {
+            "*".to_string()
+        } else {
+            groups.join(",")
         };
-        let key = Claims::key(&s.arn, time);
-        if let Some(claims) = &self.claims
-            && !claims
-                .claim(&key, &self.options.owner, claim_lease(s, fast))
-                .await?
-        {
-            return Ok(firing(Delivery::FiredElsewhere));
-        }
-        let execution_id = uuid::Uuid::new_v4().to_string();
-        let mut attempt = 0;
-        let delivery = loop {
-            attempt += 1;
-            let input = substitute(
-                &s.input,
-                &FireContext {
-                    scheduled_time: time,
-                    execution_id: execution_id.clone(),
-                    schedule_arn: s.arn.clone(),
-                    attempt,
-                },
-            );
-            match self.deliver(&s.target_arn, &input).await {
-                Ok(()) => break Delivery::Delivered { attempts: attempt },
-                Err(error) => {
-                    let age = if fast {
-                        chrono::Duration::zero()
-                    } else {
-                        Utc::now() - time
-                    };
-                    let exhausted = if attempt > s.retry_attempts {
-                        Some("MaximumRetryAttemptsExceeded")
-                    } else if age.to_std().unwrap_or_default() > s.max_event_age {
-                        Some("MaximumEventAgeExceeded")
-                    } else {
-                        None
-                    };
-                    if let Some(condition) = exhausted {
-                        break self
-                            .dead_letter(s, &input, attempt, &error, condition)
-                            .await;
-                    }
-                    // Fast-forward retries at once; real time backs off like the scheduler.
-                    tokio::time::sleep(retry_wait(attempt, fast)).await;
+        let recorded = match &inner.claims {
+            Some(claims) => match claims.watermark(&scope).await {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "no watermark: starting from now");
+                    None
                 }
+            },
+            None => None,
+        };
+        let watermark = recorded.map_or(now, |w| w.min(now));
+        if watermark < now {
+            tracing::info!(from = %watermark, "catching up on firings missed while no engine ran");
+        }
+        RealTime {
+            watermark,
+            scope,
+            schedules: Vec::new(),
+            done: HashMap::new(),
+            on_the_way: HashMap::new(),
+            waiting: Vec::new(),
+            low: None,
+        }
+    }
+
+    /// The firings to attempt now, at most `room` of them: new ones due since the
+    /// watermark, retries whose wait is over, and held ones to claim again.
+    fn due(&mut self, inner: &Inner, now: DateTime<Utc>, room: usize) -> Vec<Pending> {
+        let mut out = Vec::new();
+        let mut low: Option<DateTime<Utc>> = None;
+        let mut keep_low = |t: DateTime<Utc>| low = Some(low.map_or(t, |l| l.min(t)));
+        let (ready, later): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .partition(|p| p.due <= now);
+        self.waiting = later;
+        for p in ready {
+            if out.len() < room {
+                out.push(p);
+            } else {
+                self.waiting.push(p);
             }
+        }
+        let mut expired: HashMap<&str, usize> = HashMap::new();
+        for s in self.schedules.iter().filter(|s| s.enabled) {
+            let window = chrono::Duration::minutes(i64::from(s.flexible_window_minutes));
+            let max_age = chrono::Duration::from_std(s.max_event_age).unwrap_or_default();
+            let nano = chrono::Duration::nanoseconds(1);
+            for t in s.schedule.between(self.watermark - window, now + nano) {
+                let key = Claims::key(&s.arn, t);
+                if self.done.contains_key(&key) || self.on_the_way.contains_key(&key) {
+                    continue;
+                }
+                let p = inner.pending(s, t);
+                if p.due < self.watermark {
+                    continue; // finished before the watermark moved past it
+                }
+                if t + max_age < now {
+                    *expired.entry(s.name.as_str()).or_default() += 1;
+                    self.done.insert(key, t);
+                    continue;
+                }
+                if p.due > now || out.len() >= room {
+                    keep_low(t);
+                    continue;
+                }
+                out.push(p);
+            }
+        }
+        for (schedule, n) in expired {
+            tracing::warn!(
+                schedule,
+                firings = n,
+                "missed firings older than the schedule's maximum event age: not delivered"
+            );
+        }
+        for p in &out {
+            self.on_the_way.insert(p.key.clone(), p.scheduled);
+        }
+        for p in &self.waiting {
+            keep_low(p.scheduled);
+        }
+        self.low = low;
+        out
+    }
+
+    /// Takes in the result of one step.
+    fn settle(&mut self, step: Step) {
+        match step {
+            Step::Finished(key, f) => {
+                tracing::info!(schedule = f.schedule, group = f.group, scheduled_time = %f.scheduled_time, delivery = ?f.delivery, "fired");
+                self.on_the_way.remove(&key);
+                self.done.insert(key, f.scheduled_time);
+            }
+            Step::Again(p) => {
+                self.on_the_way.insert(p.key.clone(), p.scheduled);
+                self.waiting.push(p);
+            }
+            // Not ours: the next look claims it again (it wins once the lease lapses).
+            Step::Held(p) => {
+                self.on_the_way.remove(&p.key);
+            }
+        }
+    }
+
+    /// Moves the watermark up to the earliest firing not finished (or to now), and records
+    /// it for the other engines and the next start.
+    async fn advance(&mut self, inner: &Inner, now: DateTime<Utc>) {
+        let mut next = now;
+        for t in self.on_the_way.values().copied().chain(self.low) {
+            next = next.min(t);
+        }
+        if next <= self.watermark {
+            return;
+        }
+        self.watermark = next;
+        // Keep what a flexible window (up to a day) could still bring back into view.
+        let horizon = next - chrono::Duration::days(1);
+        self.done.retain(|_, t| *t >= horizon);
+        if let Some(claims) = &inner.claims
+            && let Err(e) = claims.advance_watermark(&self.scope, next).await
+        {
+            tracing::warn!(error = %format!("{e:#}"), "could not record the watermark");
+        }
+    }
+}
+
+impl Inner {
+    fn pending(&self, s: &Arc<LoadedSchedule>, t: DateTime<Utc>) -> Pending {
+        let offset = policy::window_offset(self.seed, &s.arn, t, s.flexible_window_minutes);
+        Pending {
+            schedule: Arc::clone(s),
+            scheduled: t,
+            key: Claims::key(&s.arn, t),
+            execution_id: uuid::Uuid::new_v4().to_string(),
+            attempts: 0,
+            due: t + chrono::Duration::from_std(offset).unwrap_or_default(),
+        }
+    }
+
+    /// One attempt of a firing at `now` (simulated when `fast`): claimed first (or its
+    /// claim renewed), then delivered; a failure is retried later or dead-lettered.
+    /// `now` is simulated time when fast-forwarding: it decides the retry and the age.
+    async fn step(&self, mut p: Pending, now: DateTime<Utc>) -> anyhow::Result<Step> {
+        let owner = &self.options.owner;
+        if let Some(claims) = &self.claims {
+            let wall = self.options.clock.now();
+            if p.attempts == 0 {
+                match claims.claim(&p.key, owner, CLAIM_LEASE, wall).await? {
+                    Claim::Won => {}
+                    Claim::Finished => {
+                        return Ok(p.finished(Delivery::FiredElsewhere, None));
+                    }
+                    Claim::Held => return Ok(Step::Held(p)),
+                }
+            } else if !claims.renew(&p.key, owner, CLAIM_LEASE, wall).await? {
+                tracing::warn!(
+                    firing = p.key,
+                    "the claim was taken over between two attempts"
+                );
+                return Ok(p.finished(Delivery::FiredElsewhere, None));
+            }
+        }
+        p.attempts += 1;
+        let s = Arc::clone(&p.schedule);
+        let input = substitute(
+            &s.input,
+            &FireContext {
+                scheduled_time: p.scheduled,
+                execution_id: p.execution_id.clone(),
+                schedule_arn: s.arn.clone(),
+                attempt: p.attempts,
+            },
+        );
+        let delivery = match self.targets.deliver(&s.target_arn, &input).await {
+            Ok(()) => Delivery::Delivered {
+                attempts: p.attempts,
+            },
+            Err(error) => match policy::after_failure(
+                p.attempts,
+                error.permanent,
+                p.scheduled,
+                now,
+                s.retry_attempts,
+                s.max_event_age,
+            ) {
+                Next::Retry(wait) => {
+                    tracing::info!(
+                        firing = p.key,
+                        attempt = p.attempts,
+                        error = error.message,
+                        "delivery failed, will retry"
+                    );
+                    p.due = now + chrono::Duration::from_std(wait).unwrap_or_default();
+                    return Ok(Step::Again(p));
+                }
+                Next::DeadLetter(condition) => {
+                    self.dead_letter(&s, &input, p.attempts, &error, condition)
+                        .await
+                }
+            },
         };
         if let Some(claims) = &self.claims {
             let outcome = if matches!(delivery, Delivery::Delivered { .. }) {
@@ -330,135 +567,55 @@ impl Engine {
             } else {
                 "dead-lettered"
             };
-            if !claims.finish(&key, &self.options.owner, outcome).await? {
+            if !claims.finish(&p.key, owner, outcome).await? {
                 tracing::warn!(
-                    firing = key,
+                    firing = p.key,
                     "the claim was taken over while this engine was still delivering"
                 );
             }
         }
-        Ok(firing(delivery))
-    }
-
-    async fn deliver(&self, target_arn: &str, input: &str) -> Result<(), String> {
-        let service = target_arn.split(':').nth(2).unwrap_or_default();
-        let context = |e: &dyn std::fmt::Display| format!("{target_arn}: {e}");
-        match service {
-            "sqs" => {
-                let url = self.queue_url(target_arn).await?;
-                self.sqs
-                    .send_message()
-                    .queue_url(url)
-                    .message_body(input)
-                    .send()
-                    .await
-                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
-            }
-            "states" => {
-                self.sfn
-                    .start_execution()
-                    .state_machine_arn(target_arn)
-                    .input(input)
-                    .send()
-                    .await
-                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
-            }
-            "lambda" => {
-                self.lambda
-                    .invoke()
-                    .function_name(target_arn)
-                    .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
-                    .payload(aws_sdk_lambda::primitives::Blob::new(input))
-                    .send()
-                    .await
-                    .map_err(|e| context(&schedkit::aws::describe(&e)))?;
-            }
-            other => {
-                return Err(format!(
-                    "{target_arn}: targets of service `{other}` are not supported by the local engine"
-                ));
-            }
+        // DELETE after completion: once the schedule has no invocation left (at once for a
+        // one-time schedule, after the last one before the end date otherwise).
+        if s.delete_after_completion && s.schedule.next_after(p.scheduled).is_none() {
+            self.delete(&s).await?;
         }
-        Ok(())
+        Ok(p.finished(delivery, Some(now)))
     }
 
-    /// The queue URL of an SQS ARN (`arn:aws:sqs:<region>:<account>:<name>`), cached.
-    async fn queue_url(&self, arn: &str) -> Result<String, String> {
-        if let Some(url) = self.queue_urls.lock().unwrap().get(arn) {
-            return Ok(url.clone());
-        }
-        let parts: Vec<&str> = arn.split(':').collect();
-        let [_, _, "sqs", _, account, name] = parts[..] else {
-            return Err(format!("`{arn}` is not an SQS queue ARN"));
-        };
-        let url = self
-            .sqs
-            .get_queue_url()
-            .queue_name(name)
-            .queue_owner_aws_account_id(account)
-            .send()
-            .await
-            .map_err(|e| format!("{arn}: {}", schedkit::aws::describe(&e)))?
-            .queue_url
-            .unwrap_or_default();
-        self.queue_urls
-            .lock()
-            .unwrap()
-            .insert(arn.to_string(), url.clone());
-        Ok(url)
-    }
-
-    /// Sends an undeliverable firing to the schedule's DLQ, with the attributes
-    /// EventBridge Scheduler puts on its dead letters.
     async fn dead_letter(
         &self,
         s: &LoadedSchedule,
         input: &str,
         attempts: u32,
-        error: &str,
-        condition: &str,
+        error: &DeliveryError,
+        condition: Option<&'static str>,
     ) -> Delivery {
         let Some(dlq) = &s.dead_letter_arn else {
             return Delivery::Dropped {
                 attempts,
-                error: error.to_string(),
+                error: error.message.clone(),
             };
         };
-        let text = |v: &str| {
-            MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .expect("type and value set")
+        let letter = DeadLetter {
+            dlq_arn: dlq,
+            input,
+            error,
+            condition,
+            retries: attempts - 1,
+            schedule_arn: &s.arn,
+            target_arn: &s.target_arn,
         };
-        let sent = match self.queue_url(dlq).await {
-            Ok(url) => self
-                .sqs
-                .send_message()
-                .queue_url(url)
-                .message_body(input)
-                .message_attributes("ERROR_CODE", text("TargetDeliveryFailed"))
-                .message_attributes(
-                    "ERROR_MESSAGE",
-                    text(&error.chars().take(1024).collect::<String>()),
-                )
-                .message_attributes("EXHAUSTED_RETRY_CONDITION", text(condition))
-                .message_attributes("RETRY_ATTEMPTS", text(&(attempts - 1).to_string()))
-                .message_attributes("SCHEDULE_ARN", text(&s.arn))
-                .message_attributes("TARGET_ARN", text(&s.target_arn))
-                .send()
-                .await
-                .map_err(|e| schedkit::aws::describe(&e)),
-            Err(e) => Err(e),
-        };
-        match sent {
-            Ok(_) => Delivery::DeadLettered {
+        match self.targets.dead_letter(&letter).await {
+            Ok(()) => Delivery::DeadLettered {
                 attempts,
-                error: error.to_string(),
+                error: error.message.clone(),
             },
             Err(dlq_error) => Delivery::Dropped {
                 attempts,
-                error: format!("{error}; and the dead-letter queue failed: {dlq_error}"),
+                error: format!(
+                    "{}; and the dead-letter queue failed: {dlq_error}",
+                    error.message
+                ),
             },
         }
     }
@@ -482,6 +639,26 @@ impl Engine {
             Err(e) => {
                 Err(AwsError::of(format!("deleting completed schedule {}", s.name), &e).into())
             }
+        }
+    }
+}
+
+impl Pending {
+    fn finished(&self, delivery: Delivery, attempted_at: Option<DateTime<Utc>>) -> Step {
+        Step::Finished(
+            self.key.clone(),
+            Box::new(self.firing(delivery, attempted_at)),
+        )
+    }
+
+    fn firing(&self, delivery: Delivery, attempted_at: Option<DateTime<Utc>>) -> Firing {
+        Firing {
+            schedule: self.schedule.name.clone(),
+            group: self.schedule.group.clone(),
+            scheduled_time: self.scheduled,
+            attempted_at,
+            target_arn: self.schedule.target_arn.clone(),
+            delivery,
         }
     }
 }
@@ -518,31 +695,10 @@ fn load(
         input: target.input.unwrap_or_default(),
         target_arn: target.arn,
         delete_after_completion: s.action_after_completion == Some(ActionAfterCompletion::Delete),
+        flexible_window_minutes: s
+            .flexible_time_window
+            .filter(|w| w.mode == FlexibleTimeWindowMode::Flexible)
+            .and_then(|w| w.maximum_window_in_minutes)
+            .unwrap_or(0) as u32,
     })
-}
-
-/// How long a firing's claim must hold: every retry the schedule's policy allows (as the
-/// engine spaces them), bounded by the maximum event age, plus a margin for the deliveries
-/// themselves. Shorter, and another engine could take the firing over mid-retry and
-/// deliver it a second time.
-fn claim_lease(s: &LoadedSchedule, fast: bool) -> Duration {
-    let retries: Duration = (1..=s.retry_attempts)
-        .map(|attempt| retry_wait(attempt, fast))
-        .sum();
-    let bounded = if fast {
-        retries
-    } else {
-        retries.min(s.max_event_age)
-    };
-    bounded + Duration::from_secs(300)
-}
-
-/// The pause after failed attempt `attempt`: none to speak of when fast-forwarding,
-/// otherwise doubling from 2 s up to 64 s, like the scheduler's backoff.
-fn retry_wait(attempt: u32, fast: bool) -> Duration {
-    if fast {
-        Duration::from_millis(10)
-    } else {
-        Duration::from_secs(1 << attempt.min(6))
-    }
 }

@@ -1,0 +1,294 @@
+//! The firing engine in real time loses nothing: after a simulated hour down, two engines
+//! deliver the missed firings within the maximum event age, once; a firing claimed by an
+//! engine that died is delivered when its claim lapses; a claims table unreachable for a
+//! while holds the firings back instead of dropping them; and Ctrl-C stops the engine at
+//! once, even mid-delivery.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use schedkit::trigger::once_group;
+use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
+use schedkit::{Clock, Envelope};
+use schedkit_firing_engine::claims::{Claim, Claims};
+use schedkit_firing_engine::{Engine, EngineOptions};
+use schedkit_testkit::{Stack, StackOptions, localstack, proxy, unique};
+
+use crate::firing_engine::schedules;
+
+const TICK: Duration = Duration::from_millis(300);
+
+fn engine_at(
+    sdk: &aws_config::SdkConfig,
+    claims_table: &str,
+    group: &str,
+    owner: &str,
+    clock: Clock,
+) -> Engine {
+    Engine::new(
+        sdk,
+        EngineOptions {
+            groups: vec![group.to_string(), once_group(group)],
+            claims_table: Some(claims_table.to_string()),
+            owner: owner.into(),
+            clock,
+            seed: Some(1),
+        },
+    )
+}
+
+/// Scheduled times of the envelopes on the queue, by how often each came.
+async fn delivered(stack: &Stack) -> BTreeMap<DateTime<Utc>, usize> {
+    let mut seen = BTreeMap::new();
+    loop {
+        let batch = stack.receive(10, Duration::from_secs(1)).await.unwrap();
+        if batch.is_empty() {
+            return seen;
+        }
+        for m in batch {
+            let e = Envelope::parse(m.body.as_deref().unwrap()).unwrap();
+            *seen.entry(e.scheduled_for).or_default() += 1;
+        }
+    }
+}
+
+/// A one-time schedule due `in_ms` from now (to the second), in `group`'s one-off group.
+async fn due_soon(
+    sdk: &aws_config::SdkConfig,
+    stack: &Stack,
+    group: &str,
+    job: &str,
+    in_ms: i64,
+) -> (DateTime<Utc>, String) {
+    let now = Utc::now();
+    let due = now + chrono::Duration::milliseconds(in_ms);
+    let due = due - chrono::Duration::nanoseconds(i64::from(due.timestamp_subsec_nanos()));
+    let target = OneOffTarget {
+        queue_url: stack.queue_url.clone(),
+        queue_arn: stack.arn_of(&stack.queue_url),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        group: group.to_string(),
+        dead_letter_arn: None,
+        chain_arn: None,
+    };
+    // Enqueued as if from 20 minutes before, so it becomes a one-time schedule.
+    let Enqueued::Scheduled { name, .. } = one_off::enqueue(
+        sdk,
+        &target,
+        &Envelope::new(job, due),
+        now - chrono::Duration::minutes(20),
+    )
+    .await
+    .unwrap() else {
+        panic!("expected a one-time schedule");
+    };
+    let arn = aws_sdk_scheduler::Client::new(sdk)
+        .get_schedule()
+        .group_name(once_group(group))
+        .name(&name)
+        .send()
+        .await
+        .unwrap()
+        .arn
+        .unwrap();
+    (due, arn)
+}
+
+/// Engine A runs, then stops; an hour and a half passes (the clock of the next engines is
+/// 90 minutes ahead); engines B and C start side by side. Every 10-minute firing of the
+/// downtime that is within the schedule's maximum event age (1 hour) is delivered, once;
+/// the older ones are not. (A restarted engine began at "now": an hour down lost an hour.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_simulated_hour_down_two_engines_deliver_the_missed_firings_once() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("catch-up"), StackOptions::default())
+        .await
+        .unwrap();
+    let jobs = r#"
+[jobs.every-10m]
+owner = "ops"
+[jobs.every-10m.schedule]
+expression = "rate(10 minutes)"
+start = 2020-01-01T00:05:00Z
+max_event_age_seconds = 3600
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let table = &stack.firings_table;
+
+    let a = engine_at(&sdk, table, &group, "engine-a", Clock::system());
+    a.run(TICK, tokio::time::sleep(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let stopped = Utc::now();
+    let down = 90 * 60 * 1000;
+    let clock = Clock::offset_by_ms(down);
+    let (b, c) = (
+        engine_at(&sdk, table, &group, "engine-b", clock),
+        engine_at(&sdk, table, &group, "engine-c", clock),
+    );
+    let (rb, rc) = tokio::join!(
+        b.run(TICK, tokio::time::sleep(Duration::from_secs(4))),
+        c.run(TICK, tokio::time::sleep(Duration::from_secs(4))),
+    );
+    rb.unwrap();
+    rc.unwrap();
+    let back = clock.now();
+
+    let got = delivered(&stack).await;
+    assert!(got.values().all(|&n| n == 1), "delivered twice: {got:?}");
+    // Firings at :05, :15, ... of the downtime. Those surely inside the maximum event age
+    // (scheduled more than an hour before the engines came back, with a minute's margin
+    // each side for the run's own seconds) must all be there; none older.
+    let phase: DateTime<Utc> = "2020-01-01T00:05:00Z".parse().unwrap();
+    let period = chrono::Duration::minutes(10);
+    let mut t = phase + period * ((stopped - phase).num_minutes() / 10 + 1) as i32;
+    let mut expected = Vec::new();
+    while t <= back {
+        if t > back - chrono::Duration::minutes(59) && t < back - chrono::Duration::seconds(30) {
+            expected.push(t);
+        }
+        t += period;
+    }
+    assert!(expected.len() >= 5, "{expected:?}");
+    for t in &expected {
+        assert!(
+            got.contains_key(t),
+            "missed firing {t} not delivered: {got:?}"
+        );
+    }
+    for t in got.keys() {
+        assert!(
+            *t > back - chrono::Duration::minutes(61) && *t > stopped,
+            "{t} is older than the maximum event age (or not missed): {got:?}"
+        );
+    }
+}
+
+/// An engine claims a firing and dies before delivering it: when its claim lapses, a
+/// running engine delivers it. (The claim was seen as "fired elsewhere" and never looked
+/// at again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_firing_claimed_by_an_engine_that_died_is_delivered_when_its_claim_lapses() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("lapse"), StackOptions::default())
+        .await
+        .unwrap();
+    let group = unique("lapse");
+    let (due, arn) = due_soon(&sdk, &stack, &group, "orphan", 1_000).await;
+    let claims = Claims::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.firings_table);
+    let key = Claims::key(&arn, due);
+    assert_eq!(
+        claims
+            .claim(&key, "died", Duration::from_secs(4), Utc::now())
+            .await
+            .unwrap(),
+        Claim::Won
+    );
+    let engine = engine_at(
+        &sdk,
+        &stack.firings_table,
+        &group,
+        "survivor",
+        Clock::system(),
+    );
+    engine
+        .run(TICK, tokio::time::sleep(Duration::from_secs(9)))
+        .await
+        .unwrap();
+    let got = delivered(&stack).await;
+    assert_eq!(got.get(&due), Some(&1), "{got:?}");
+}
+
+/// The claims table cannot be reached for a while (here: it does not exist yet): the due
+/// firing is held back, not dropped, and delivered once the table is there. (An error
+/// mid-window dropped the rest of the window while the watermark moved on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("no-claims"), StackOptions::default())
+        .await
+        .unwrap();
+    let group = unique("no-claims");
+    let table = unique("late-claims");
+    let (due, _) = due_soon(&sdk, &stack, &group, "held-back", 500).await;
+    let engine = engine_at(&sdk, &table, &group, "patient", Clock::system());
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let create = async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            delivered(&stack).await.is_empty(),
+            "delivered without a claim"
+        );
+        use aws_sdk_dynamodb::types::{
+            AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+        };
+        ddb.create_table()
+            .table_name(&table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(schedkit_firing_engine::claims::KEY_ATTRIBUTE)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .unwrap(),
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name(schedkit_firing_engine::claims::KEY_ATTRIBUTE)
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+    };
+    let (run, ()) = tokio::join!(
+        engine.run(TICK, tokio::time::sleep(Duration::from_secs(9))),
+        create
+    );
+    run.unwrap();
+    let got = delivered(&stack).await;
+    assert_eq!(got.get(&due), Some(&1), "{got:?}");
+    ddb.delete_table().table_name(&table).send().await.unwrap();
+}
+
+/// Ctrl-C while a delivery hangs (its request held 60 s on the wire): the engine returns
+/// at once. (It awaited every delivery and every retry pause before looking at Ctrl-C.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_stops_at_once_on_shutdown_even_mid_delivery() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("stop"), StackOptions::default())
+        .await
+        .unwrap();
+    let group = unique("stop");
+    due_soon(&sdk, &stack, &group, "hangs", 500).await;
+    let proxy = proxy::to_localstack().await;
+    proxy.hold_request("AmazonSQS.SendMessage", Duration::from_secs(60));
+    let through_proxy = sdk.to_builder().endpoint_url(proxy.url()).build();
+    let engine = engine_at(
+        &through_proxy,
+        &stack.firings_table,
+        &group,
+        "stopper",
+        Clock::system(),
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(async move {
+        engine
+            .run(TICK, async {
+                let _ = rx.await;
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let asked = Instant::now();
+    tx.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(2), run)
+        .await
+        .expect("the engine did not stop within 2 s of the shutdown signal")
+        .unwrap()
+        .unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(2));
+}
