@@ -23,6 +23,7 @@ pub mod catalog;
 pub mod clock;
 pub mod effects;
 pub mod envelope;
+pub mod hash;
 pub mod iac;
 pub mod job;
 pub mod key;

@@ -16,6 +16,9 @@ mod effects;
 /// At-least-once delivery in, effect applied once out; two DynamoDB requests per success
 /// (with or without effects), one per duplicate.
 mod exactly_once;
+/// `executions list`: newest first across pages, each record once; DONE records stay
+/// off the (sparse) status index.
+mod executions_listing;
 /// Stopping LocalStack ends every executor process and removes the unpacked code.
 mod executor_cleanup;
 /// The local firing engine: a fast-forwarded day fires exactly the expected envelopes,

@@ -58,18 +58,11 @@ pub fn window_offset(
     if window_minutes == 0 {
         return Duration::ZERO;
     }
-    // 64-bit FNV-1a over the seed and the firing, then a SplitMix64 finaliser so nearby
-    // inputs spread over the whole range. Written here: no hash in std is stable across
-    // releases, and two engines must agree.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-    let ms = scheduled.timestamp_millis().to_le_bytes();
-    for b in schedule_arn.as_bytes().iter().chain(ms.iter()) {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
+    let h = schedkit::hash::stable_hash([
+        seed.to_le_bytes().as_slice(),
+        schedule_arn.as_bytes(),
+        scheduled.timestamp_millis().to_le_bytes().as_slice(),
+    ]);
     let window_ms = u64::from(window_minutes) * 60_000;
     Duration::from_millis(h % window_ms)
 }

@@ -1,5 +1,6 @@
-//! Reading execution records: by job and time (index `by-job`), by status (index
-//! `by-status`), or all (a scan), a page at a time.
+//! Reading execution records, a page at a time, newest first: by job and time (index
+//! `by-job`), open ones by status (the sparse index `open-by-status`), or all, and DONE
+//! ones, through the sharded index `by-shard` ([`super::newest_first`]).
 
 use std::collections::HashMap;
 
@@ -17,8 +18,8 @@ use crate::{ExecutionRecord, Status};
 pub struct Filter {
     /// Only this job's records, through the `by-job` index, by scheduled time.
     pub job: Option<String>,
-    /// Only records in this status: a filter on each page with `job` (pages may come back short),
-    /// else the `by-status` index.
+    /// Only records in this status: a filter on each page with `job` or for DONE (pages may
+    /// come back short), else the `open-by-status` index.
     pub status: Option<Status>,
     /// Scheduled at or after (by job), or updated at or after (by status or all).
     pub since: Option<DateTime<Utc>>,
@@ -120,7 +121,8 @@ async fn list(
     table: &str,
     f: &Filter,
 ) -> Result<(Vec<ExecutionRecord>, Option<String>), OpsError> {
-    let start = f.page.as_deref().map(decode_token).transpose()?;
+    // A single index's token is its last key; the merged listing has its own.
+    let start = || f.page.as_deref().map(decode_token).transpose();
     // Bounds in the format of the attribute they are compared with, as text:
     // `scheduled_for` is written to the second, `updated_at` to the millisecond.
     let bounds = |format: SecondsFormat| {
@@ -145,7 +147,7 @@ async fn list(
                 .expression_attribute_values(":until", AttributeValue::S(until))
                 .scan_index_forward(false)
                 .limit(f.limit)
-                .set_exclusive_start_key(start);
+                .set_exclusive_start_key(start()?);
             if let Some(s) = status {
                 q = q
                     .filter_expression("#s = :s")
@@ -155,44 +157,51 @@ async fn list(
             let out = q.send().await.aws(format!("querying {table} by job"))?;
             (out.items.unwrap_or_default(), out.last_evaluated_key)
         }
-        (None, Some(status)) => {
+        (None, Some(status)) if *status != Status::Done => {
             let (since, until) = bounds(SecondsFormat::Millis);
             let out = ddb
                 .query()
                 .table_name(table)
-                .index_name("by-status")
+                .index_name("open-by-status")
                 .key_condition_expression("#s = :s AND #t BETWEEN :since AND :until")
-                .expression_attribute_names("#s", "status")
+                .expression_attribute_names("#s", "open_status")
                 .expression_attribute_names("#t", "updated_at")
                 .expression_attribute_values(":s", AttributeValue::S(status.as_str().into()))
                 .expression_attribute_values(":since", AttributeValue::S(since))
                 .expression_attribute_values(":until", AttributeValue::S(until))
                 .scan_index_forward(false)
                 .limit(f.limit)
-                .set_exclusive_start_key(start)
+                .set_exclusive_start_key(start()?)
                 .send()
                 .await
                 .aws(format!("querying {table} by status"))?;
             (out.items.unwrap_or_default(), out.last_evaluated_key)
         }
-        (None, None) => {
-            let (since, until) = bounds(SecondsFormat::Millis);
-            let out = ddb
-                .scan()
-                .table_name(table)
-                .filter_expression("#t BETWEEN :since AND :until")
-                .expression_attribute_names("#t", "updated_at")
-                .expression_attribute_values(":since", AttributeValue::S(since))
-                .expression_attribute_values(":until", AttributeValue::S(until))
-                .limit(f.limit)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .aws(format!("scanning {table}"))?;
-            (out.items.unwrap_or_default(), out.last_evaluated_key)
+        // Every record, or the DONE ones (which the sparse status index leaves out).
+        (None, status) => {
+            let (items, next) = super::newest_first::page(
+                ddb,
+                table,
+                *status,
+                bounds(SecondsFormat::Millis),
+                f.limit,
+                f.page.as_deref(),
+            )
+            .await?;
+            return Ok((decode_records(table, items)?, next));
         }
     };
-    let mut records: Vec<ExecutionRecord> = items
+    Ok((
+        decode_records(table, items)?,
+        last.filter(|k| !k.is_empty()).map(|k| encode_token(&k)),
+    ))
+}
+
+fn decode_records(
+    table: &str,
+    items: Vec<HashMap<String, AttributeValue>>,
+) -> Result<Vec<ExecutionRecord>, OpsError> {
+    items
         .into_iter()
         .map(|i| {
             serde_dynamo::from_item(i).map_err(|e| OpsError::UndecodableRecord {
@@ -200,14 +209,7 @@ async fn list(
                 error: e.to_string(),
             })
         })
-        .collect::<Result<_, _>>()?;
-    if f.job.is_none() && f.status.is_none() {
-        records.sort_by(|a, b| b.updated_at.cmp(&a.updated_at));
-    }
-    Ok((
-        records,
-        last.filter(|k| !k.is_empty()).map(|k| encode_token(&k)),
-    ))
+        .collect()
 }
 
 /// Page tokens: the index key of the last item, as URL-safe base64 JSON (keys are strings).

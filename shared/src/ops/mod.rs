@@ -6,6 +6,7 @@
 pub mod audit;
 pub mod dlq;
 pub mod executions;
+mod newest_first;
 pub mod stage;
 pub mod status;
 

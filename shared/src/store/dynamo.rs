@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 
 use crate::effects::table_of;
 
+use super::list_shard;
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, claimed_record,
     classify_refusal, finished_record, lease_until, timestamp,
@@ -85,7 +86,8 @@ pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
 pub const COMMIT_CONDITION: &str =
     "#status = :running AND #owner = :owner AND #lease_expires_at > :now_ms";
 
-const CLAIM_UPDATE: &str = "SET #status = :running, #attempt = if_not_exists(#attempt, :zero) + :one, \
+const CLAIM_UPDATE: &str = "SET #status = :running, #open_status = :running, \
+     #list_shard = if_not_exists(#list_shard, :shard), #attempt = if_not_exists(#attempt, :zero) + :one, \
      #attempt_base = if_not_exists(#attempt_base, :zero), #owner = :owner, #lease_expires_at = :lease, \
      #started_at = :now, #updated_at = :now, #created_at = if_not_exists(#created_at, :now), \
      #job = :job, #scheduled_for = :scheduled_for, #payload_hash = :hash, \
@@ -178,6 +180,7 @@ impl DynamoStore {
         let result = self
             .update(&req.key, CLAIM_UPDATE, CLAIM_CONDITION)
             .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":shard", s(&list_shard(&req.key)))
             .expression_attribute_values(":registered", s(Status::Registered.as_str()))
             .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
             .expression_attribute_values(":failed", s(Status::Failed.as_str()))
@@ -462,7 +465,17 @@ impl FinishWrite {
                 values.push((name, s(v)));
             }
         }
-        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
+        // `open_status` exists only while a record is not DONE: the `open-by-status` index
+        // stays small and never gathers every DONE record under one partition key.
+        let update = if after.status == Status::Done {
+            format!(
+                "SET {} REMOVE #lease_expires_at, #open_status",
+                set.join(", ")
+            )
+        } else {
+            set.push("#open_status = :status");
+            format!("SET {} REMOVE #lease_expires_at", set.join(", "))
+        };
         (after, FinishWrite { update, values })
     }
 

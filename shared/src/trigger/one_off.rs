@@ -75,8 +75,8 @@ pub struct OneOffTarget {
 }
 
 /// A Step Functions execution name for an execution key: at most 80 characters of
-/// letters, digits, `-` and `_`, with a hash of the whole key so two keys that read alike
-/// after the replacement stay apart.
+/// letters, digits, `-` and `_`, with a stable hash of the whole key so two keys that read
+/// alike after the replacement stay apart, and every version names a key alike.
 pub fn execution_name(key: &str) -> String {
     let mut readable: String = key
         .chars()
@@ -89,13 +89,7 @@ pub fn execution_name(key: &str) -> String {
         })
         .take(63)
         .collect();
-    // 64-bit FNV-1a, written here: std's hasher may change between releases, and the same
-    // key must give the same name from every version of the console and the worker.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in key.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = crate::hash::stable_hash([key.as_bytes()]);
     readable.push('-');
     readable.push_str(&format!("{h:016x}"));
     readable
