@@ -74,7 +74,7 @@ fn schedules_next_previews_in_utc_and_in_the_zone() {
 
 #[test]
 fn bad_input_is_one_line_and_exit_code_2() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &["schedules", "next", "cron(0 24 * * ? *)"],
             "schedkit: error: invalid schedule expression `cron(0 24 * * ? *)`: hours field at position 7: 24 is out of range, expected 0-23\n",
@@ -106,6 +106,20 @@ fn bad_input_is_one_line_and_exit_code_2() {
         (
             &["fire", "long-report", "--in", "99999999999d"],
             "schedkit: error: --in `99999999999d` is too far ahead\n",
+        ),
+        // A sync without a dead-letter queue stripped the template's: now it must be said.
+        (
+            &[
+                "schedules",
+                "sync",
+                "--group",
+                "g",
+                "--queue-arn",
+                "arn:aws:sqs:us-east-1:000000000000:q",
+                "--role-arn",
+                "arn:aws:iam::000000000000:role/r",
+            ],
+            "schedkit: error: no dead-letter queue for the schedules: give --dead-letter-arn ARN, or --no-dead-letter to drop firings the scheduler cannot deliver\n",
         ),
     ];
     for (args, message) in cases {

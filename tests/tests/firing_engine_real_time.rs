@@ -211,7 +211,7 @@ async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() 
         .unwrap();
     let group = unique("no-claims");
     let table = unique("late-claims");
-    let (due, _) = due_soon(&sdk, &stack, &group, "held-back", 500).await;
+    let (due, arn) = due_soon(&sdk, &stack, &group, "held-back", 500).await;
     let engine = engine_at(&sdk, &table, &group, "patient", Clock::system());
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let create = async {
@@ -244,10 +244,32 @@ async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() 
             .await
             .unwrap();
     };
-    let (run, ()) = tokio::join!(
-        engine.run(TICK, tokio::time::sleep(Duration::from_secs(9))),
-        create
-    );
+    // Runs until the claim says delivered (or 60 s: a loaded machine is slow, not wrong).
+    let key = Claims::key(&arn, due);
+    let finished = async {
+        create.await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            let claim = ddb
+                .get_item()
+                .table_name(&table)
+                .key(
+                    schedkit_firing_engine::claims::KEY_ATTRIBUTE,
+                    aws_sdk_dynamodb::types::AttributeValue::S(key.clone()),
+                )
+                .send()
+                .await;
+            let status = claim
+                .ok()
+                .and_then(|c| c.item)
+                .and_then(|i| i.get("status").and_then(|v| v.as_s().ok()).cloned());
+            if status.as_deref() == Some("delivered") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    };
+    let run = engine.run(TICK, finished).await;
     run.unwrap();
     let got = delivered(&stack).await;
     assert_eq!(got.get(&due), Some(&1), "{got:?}");

@@ -17,7 +17,7 @@ use chrono::{DateTime, Datelike, TimeZone, Utc, Weekday};
 use clap::Parser;
 use schedkit::batch::attr;
 use schedkit::catalog::Catalog;
-use schedkit::trigger::sync::{self, SyncTargets};
+use schedkit::trigger::sync;
 use schedkit::{Envelope, Status};
 use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
 use schedkit_testkit::{Stack, StackOptions, localstack};
@@ -243,16 +243,13 @@ async fn fire_catalog_day(
     day: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
     let mut catalog = Catalog::load(catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
-    // The deployed stack already holds the catalog's schedules (the template is generated
-    // from the same catalog): the sync below finds nothing to change.
+    // The stack made the stage's schedule group and tagged it with where its schedules
+    // send; the schedules themselves are sync's (as `make deploy-localstack` does it).
     catalog.settings.schedule_group = stack.schedule_group.clone();
     let scheduler = sync::client(sdk);
-    let targets = SyncTargets {
-        queue_arn: stack.arn_of(&stack.queue_url),
-        role_arn: stack.scheduler_role_arn.clone(),
-        dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
-        chains: BTreeMap::new(),
-    };
+    let targets = sync::stage_targets(&scheduler, &stack.schedule_group)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the stack did not tag its schedule group"))?;
     println!("syncing {} into EventBridge Scheduler:", catalog.file);
     let plan = sync::plan(&scheduler, &catalog, &targets).await?;
     println!("{plan}");

@@ -19,7 +19,7 @@ fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
         String::from_utf8_lossy(&out.stderr)
     );
     for expected in [
-        ": in sync with the catalog, nothing to do",
+        "+ create long-report: cron(0 3 * * ? *) (Europe/Berlin)",
         "with two engines at once: 6 firings delivered once each (6 seen as already fired by the other engine)",
         "record-invoice   DONE        12        12",
         "partner-export   FAILED       1         3",
