@@ -498,3 +498,113 @@ async fn fire_schedules_with_the_stages_dlq_and_starts_a_chain_job_once() {
         "the chain job went to the jobs queue"
     );
 }
+
+/// `schedules backfill` of a past span, twice: every occurrence runs, each DONE once (the
+/// second backfill's runs are duplicates the store absorbs); a dry run lists the span
+/// without sending; a span in the future is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_run_twice_runs_every_occurrence_once() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("backfill"), StackOptions::default())
+        .await
+        .unwrap();
+    // long-report runs daily at 03:00 Berlin: six days of it, with a 0 s payload.
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/catalog.toml"
+    ))
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("{}-backfill.toml", stack.name));
+    std::fs::write(
+        &path,
+        shipped.replace("payload = { seconds = 3 }", "payload = { seconds = 0 }"),
+    )
+    .unwrap();
+    let catalog = path.to_string_lossy().to_string();
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "--catalog",
+            &catalog,
+            "--stage",
+            &stack.name,
+            "schedules",
+            "backfill",
+            "long-report",
+            "--from",
+            "2026-11-01T00:00:00Z",
+            "--to",
+            "2026-11-07T00:00:00Z",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        schedkit(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let dry = run(&["--dry-run"]);
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(
+        stdout(&dry).starts_with("long-report: 6 run(s) from 2026-11-01T00:00:00Z to 2026-11-07T00:00:00Z (dry run: nothing sent)\n  2026-11-01T02:00:00Z\n"),
+        "{}",
+        stdout(&dry)
+    );
+    assert!(
+        stack
+            .receive(1, std::time::Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    for _ in 0..2 {
+        let out = run(&[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("6 run(s)"), "{}", stdout(&out));
+    }
+    let worker = stack.processor(
+        stack.example_registry(),
+        "backfill",
+        schedkit::Metrics::capture().0,
+    );
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(
+        stats.outcomes.get("succeeded"),
+        Some(&6),
+        "{:?}",
+        stats.outcomes
+    );
+    assert_eq!(
+        stats.outcomes.get("duplicate"),
+        Some(&6),
+        "{:?}",
+        stats.outcomes
+    );
+    let records = stack.records().await.unwrap();
+    assert_eq!(records.len(), 6);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.status == schedkit::Status::Done && r.attempt == 1)
+    );
+
+    let ahead = schedkit(&[
+        "--catalog",
+        &catalog,
+        "--stage",
+        &stack.name,
+        "schedules",
+        "backfill",
+        "long-report",
+        "--from",
+        "2026-11-01T00:00:00Z",
+        "--to",
+        "2099-01-01T00:00:00Z",
+    ]);
+    assert_eq!(ahead.status.code(), Some(2));
+    assert!(
+        stderr(&ahead).contains("is in the future"),
+        "{}",
+        stderr(&ahead)
+    );
+}

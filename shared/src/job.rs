@@ -139,6 +139,24 @@ pub struct JobPolicy {
     /// How long records are kept (DynamoDB TTL). It must outlive every place a duplicate
     /// can still come from: the queue's and the DLQ's retention.
     pub record_retention: Duration,
+    /// What a run that arrives while another run of the job is RUNNING does.
+    pub overlap: Overlap,
+}
+
+/// A job's overlap policy: what happens to a run (another key of the same job) that arrives
+/// while an earlier one is RUNNING. EventBridge Scheduler has none; schedkit enforces it in
+/// the worker with conditional writes on a per-job slot (`overlap#<job>`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlap {
+    /// Runs side by side (no slot, no extra request).
+    #[default]
+    Allow,
+    /// Recorded SKIPPED and acknowledged.
+    Skip,
+    /// At most one waits (its message comes back until the slot is free); later ones are
+    /// SKIPPED.
+    BufferOne,
 }
 
 impl Default for JobPolicy {
@@ -152,6 +170,7 @@ impl Default for JobPolicy {
             key_template: None,
             // DLQ retention is 14 days, queue retention 4: keep records three weeks.
             record_retention: Duration::from_secs(21 * 24 * 60 * 60),
+            overlap: Overlap::Allow,
         }
     }
 }

@@ -505,6 +505,12 @@ impl Stack {
         let items = self.scan(&self.table).await?;
         Ok(items
             .into_iter()
+            // A job's overlap slot lives in the table too; it is not a record.
+            .filter(|i| {
+                !i.get("execution_key")
+                    .and_then(|k| k.as_s().ok())
+                    .is_some_and(|k| k.starts_with("overlap#"))
+            })
             .map(serde_dynamo::from_item)
             .collect::<Result<_, _>>()?)
     }

@@ -42,6 +42,9 @@ mod layering;
 mod leases;
 /// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
 mod outage;
+/// Overlap policies: `skip` runs one of overlapping firings, `buffer_one` one more after
+/// it; the rest SKIPPED, in records and metrics.
+mod overlap;
 /// Crash recovery within the lease: finished messages acknowledged at once, a dead
 /// worker's unfinished ones back after about the lease, in both modes.
 mod recovery;

@@ -93,7 +93,7 @@ fn expect(
                     Status::Registered | Status::Retrying => true,
                     Status::Failed => m.message != message,
                     Status::Running => m.lease_until.is_some_and(|l| l < now),
-                    Status::Done => false,
+                    Status::Done | Status::Skipped => false,
                 },
             };
             if claimable {

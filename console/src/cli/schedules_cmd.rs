@@ -20,7 +20,31 @@ pub enum SchedulesCommand {
     Next(NextArgs),
     /// Make EventBridge Scheduler match the catalog (create, update, delete schedules).
     Sync(SyncArgs),
+    /// Enqueue every occurrence of a job's schedule in a past span, each with its own
+    /// scheduled time (a second backfill of the span runs nothing twice).
+    Backfill(BackfillArgs),
 }
+
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// A scheduled job of the catalog.
+    pub job: String,
+    /// From this instant (RFC 3339), inclusive.
+    #[arg(long)]
+    pub from: String,
+    /// Up to this instant (RFC 3339 or `now`), exclusive.
+    #[arg(long)]
+    pub to: String,
+    /// List the occurrences without sending them.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask before sending more than CONFIRM_ABOVE runs.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// A backfill of more runs than this asks first.
+const CONFIRM_ABOVE: usize = 100;
 
 #[derive(Debug, Args)]
 pub struct NextArgs {
@@ -87,6 +111,7 @@ pub async fn run(command: &SchedulesCommand, cli: &Cli) -> anyhow::Result<()> {
     match command {
         SchedulesCommand::Next(a) => next(a, cli.output),
         SchedulesCommand::Sync(a) => sync_catalog(a, cli).await,
+        SchedulesCommand::Backfill(a) => backfill(a, cli).await,
     }
 }
 
@@ -123,6 +148,85 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
             "(no run after {})",
             from.to_rfc3339_opts(SecondsFormat::Secs, true)
         );
+    }
+    Ok(())
+}
+
+async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
+    use schedkit::trigger::backfill;
+    let catalog = load_catalog(cli)?;
+    let job = catalog.job(&a.job).ok_or_else(|| {
+        UsageError(format!(
+            "job `{}` is not in {} (its jobs: {})",
+            a.job,
+            catalog.file,
+            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let now = Utc::now();
+    let from = parse_instant(&a.from).map_err(UsageError)?;
+    let to = parse_instant(&a.to).map_err(UsageError)?;
+    let times = backfill::occurrences(job, from, to, now).map_err(|e| UsageError(e.to_string()))?;
+    let text = |t: &chrono::DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    if a.dry_run {
+        match cli.output {
+            Output::Json => println!(
+                "{}",
+                serde_json::json!({"job": job.name, "occurrences": times.iter().map(text).collect::<Vec<_>>(), "dry_run": true})
+            ),
+            Output::Table => {
+                println!(
+                    "{}: {} run(s) from {} to {} (dry run: nothing sent)",
+                    job.name,
+                    times.len(),
+                    text(&from),
+                    text(&to)
+                );
+                for t in &times {
+                    println!("  {}", text(t));
+                }
+            }
+        }
+        return Ok(());
+    }
+    audit::ensure_writable()?;
+    if times.len() > CONFIRM_ABOVE {
+        confirm(
+            &format!("enqueue {} run(s) of {}", times.len(), job.name),
+            a.yes,
+        )?;
+    }
+    let sdk = cli.aws.sdk_config().await;
+    let queue_url = cli
+        .target
+        .stage_ref()
+        .queue_url(&sdk)
+        .await
+        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+    let mut progress = super::style::Progress::new("backfilling", Some(times.len() as u64));
+    let sent = backfill::enqueue(&sdk, &queue_url, job, &times, |n| {
+        progress.set(n as u64, Some(times.len() as u64))
+    })
+    .await;
+    progress.finish();
+    let sent = sent?;
+    audit::record(
+        &sdk,
+        "schedules backfill",
+        serde_json::json!({"job": job.name, "from": text(&from), "to": text(&to), "runs": sent, "queue": queue_url}),
+    )
+    .await?;
+    match cli.output {
+        Output::Json => println!(
+            "{}",
+            serde_json::json!({"job": job.name, "from": text(&from), "to": text(&to), "sent": sent})
+        ),
+        Output::Table => println!(
+            "{}: {sent} run(s) from {} to {} enqueued (a run already done is absorbed as a duplicate)",
+            job.name,
+            text(&from),
+            text(&to)
+        ),
     }
     Ok(())
 }

@@ -12,13 +12,14 @@ fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// A status as printed: green DONE, red FAILED, yellow RUNNING/RETRYING.
+/// A status as printed: green DONE, red FAILED, yellow RUNNING/RETRYING, dim SKIPPED.
 pub fn status(s: Status) -> String {
     let code = match s {
         Status::Done => "32",
         Status::Failed => "31",
         Status::Running | Status::Retrying => "33",
         Status::Registered => "0",
+        Status::Skipped => "2",
     };
     if colour() {
         format!("\x1b[{code}m{s}\x1b[0m")

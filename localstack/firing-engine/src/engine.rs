@@ -140,6 +140,10 @@ struct Pending {
     key: String,
     execution_id: String,
     attempts: u32,
+    /// When it was first due: its time plus its place in its flexible window. Its age,
+    /// which the maximum event age bounds, counts from here.
+    released: DateTime<Utc>,
+    /// When its next attempt is due.
     due: DateTime<Utc>,
 }
 
@@ -416,7 +420,7 @@ impl RealTime {
                 if p.due < self.watermark {
                     continue; // finished before the watermark moved past it
                 }
-                if t + max_age < now {
+                if p.released + max_age < now {
                     *expired.entry(s.name.as_str()).or_default() += 1;
                     self.done.insert(key, t);
                     continue;
@@ -489,13 +493,15 @@ impl RealTime {
 impl Inner {
     fn pending(&self, s: &Arc<LoadedSchedule>, t: DateTime<Utc>) -> Pending {
         let offset = policy::window_offset(self.seed, &s.arn, t, s.flexible_window_minutes);
+        let released = t + chrono::Duration::from_std(offset).unwrap_or_default();
         Pending {
             schedule: Arc::clone(s),
             scheduled: t,
             key: Claims::key(&s.arn, t),
             execution_id: uuid::Uuid::new_v4().to_string(),
             attempts: 0,
-            due: t + chrono::Duration::from_std(offset).unwrap_or_default(),
+            released,
+            due: released,
         }
     }
 
@@ -540,7 +546,7 @@ impl Inner {
             Err(error) => match policy::after_failure(
                 p.attempts,
                 error.permanent,
-                p.scheduled,
+                p.released,
                 now,
                 s.retry_attempts,
                 s.max_event_age,

@@ -16,12 +16,12 @@ pub enum Next {
     DeadLetter(Option<&'static str>),
 }
 
-/// The decision after attempt `attempt` (1-based) of a firing scheduled at `scheduled`
-/// failed at `now`.
+/// The decision after attempt `attempt` (1-based) of a firing first due at `released`
+/// (its time, plus its place in its flexible window) failed at `now`.
 pub fn after_failure(
     attempt: u32,
     permanent: bool,
-    scheduled: DateTime<Utc>,
+    released: DateTime<Utc>,
     now: DateTime<Utc>,
     retry_attempts: u32,
     max_event_age: Duration,
@@ -33,7 +33,7 @@ pub fn after_failure(
         return Next::DeadLetter(Some("MaximumRetryAttemptsExceeded"));
     }
     let wait = retry_wait(attempt);
-    let age_at_retry = (now - scheduled).to_std().unwrap_or_default() + wait;
+    let age_at_retry = (now - released).to_std().unwrap_or_default() + wait;
     if age_at_retry > max_event_age {
         return Next::DeadLetter(Some("MaximumEventAgeExceeded"));
     }

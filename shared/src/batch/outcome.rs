@@ -41,6 +41,15 @@ pub enum Outcome {
         /// What failed; the message will be delivered again.
         error: String,
     },
+    /// Not run: another run of the job was RUNNING and its overlap policy skips; the
+    /// record says SKIPPED.
+    Skipped,
+    /// Not run yet: waiting (the one `buffer_one` allows) for the job's running run; the
+    /// message comes back after `retry_in`. Not an attempt.
+    Waiting {
+        /// How long the message is hidden before it looks again.
+        retry_in: Duration,
+    },
     /// Not started: too close to the invocation's deadline to finish. Nothing was claimed
     /// (no attempt spent); the message is visible again at once for the next invocation.
     Deferred,
@@ -52,7 +61,10 @@ impl Outcome {
     pub fn acknowledged(&self) -> bool {
         matches!(
             self,
-            Outcome::Succeeded | Outcome::Duplicate | Outcome::DeadLettered { .. }
+            Outcome::Succeeded
+                | Outcome::Duplicate
+                | Outcome::Skipped
+                | Outcome::DeadLettered { .. }
         )
     }
 
@@ -67,6 +79,8 @@ impl Outcome {
             Outcome::LeaseLost => "lease-lost",
             Outcome::Unavailable { .. } => "unavailable",
             Outcome::Deferred => "deferred",
+            Outcome::Skipped => "skipped",
+            Outcome::Waiting { .. } => "waiting",
         }
     }
 }

@@ -22,13 +22,17 @@ use super::outcome::{MessageReport, Outcome};
 use crate::clock::Clock;
 use crate::effects::Effects;
 use crate::envelope::{Envelope, format_instant};
-use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
+use crate::job::{JobContext, JobError, JobResult, Overlap, RegisteredJob, Registry};
 use crate::key::{execution_key, payload_hash};
 use crate::retry::MAX_VISIBILITY;
 use crate::store::{
-    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, TransitionError,
+    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, Gate, Status,
+    TransitionError,
 };
 use crate::telemetry::{Metric, Metrics, Transition};
+
+/// How soon a run that exists already (a retry, a redrive) looks again for its job's slot.
+const SLOT_RECHECK: Duration = Duration::from_secs(5);
 
 /// Where the processor's messages come from and go to.
 #[derive(Debug, Clone)]
@@ -287,23 +291,41 @@ impl Processor {
             report.outcome = Outcome::Deferred;
             return report;
         }
-        report.outcome = match self.inner.store.claim(&request).await {
-            Err(e) if e.is_permanent() => {
-                self.reject(
-                    &ctx,
-                    DeadLetterReason::StoreRefused,
-                    &e.to_string(),
-                    Some(&envelope.job),
-                    Some(&key),
-                )
-                .await
-            }
-            Err(e) => {
-                self.log(&transition, "UNAVAILABLE", 0, 0, &e.to_string());
-                Outcome::Unavailable {
-                    error: e.to_string(),
+        // The job's overlap slot first (skip / buffer_one): one run of the job at a time.
+        let slotted = policy.overlap != Overlap::Allow;
+        if slotted {
+            let hold = policy.timeout.unwrap_or(policy.lease) + policy.lease;
+            let gate = self
+                .inner
+                .store
+                .enter_slot(&envelope.job, &key, policy.overlap, request.now, hold)
+                .await;
+            match gate {
+                Ok(Gate::Open) => {}
+                Ok(Gate::Wait { retry_in }) => {
+                    report.outcome = self.wait_for_slot(&ctx, &transition, retry_in).await;
+                    return report;
+                }
+                Ok(Gate::Skip { running }) => {
+                    report.outcome = self.skip(&ctx, &request, &running, &transition).await;
+                    return report;
+                }
+                Err(e) => {
+                    report.outcome = self.store_failed(&ctx, &transition, e).await;
+                    return report;
                 }
             }
+        }
+        let claimed = self.inner.store.claim(&request).await;
+        let runs = matches!(claimed, Ok(ClaimOutcome::Claimed(_)));
+        let decided = matches!(
+            claimed,
+            Ok(ClaimOutcome::Duplicate(_)
+                | ClaimOutcome::AlreadyFailed(_)
+                | ClaimOutcome::Conflict(_))
+        );
+        report.outcome = match claimed {
+            Err(e) => self.store_failed(&ctx, &transition, e).await,
             Ok(ClaimOutcome::Claimed(record)) => {
                 if self.inner.config.visibility_on_claim {
                     self.hide(ctx.receipt_handle, policy.lease).await;
@@ -377,7 +399,100 @@ impl Processor {
                 .await
             }
         };
+        // The slot is given back once this key runs no more: its outcome is written, or
+        // the claim found the run decided. Not after a lost lease or an unknown outcome:
+        // the run may still be going on elsewhere, and the slot lapses by itself.
+        let ended = matches!(
+            report.outcome,
+            Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
+        );
+        if slotted
+            && (decided || (runs && ended))
+            && let Err(e) = self.inner.store.leave_slot(&envelope.job, &key).await
+        {
+            self.log(&transition, "SLOT_KEPT", 0, 0, &e.to_string());
+        }
         report
+    }
+
+    /// A store call failed: refused for good (dead-lettered with the reason) or
+    /// unavailable for now (the message comes back).
+    async fn store_failed(
+        &self,
+        ctx: &MessageCtx<'_>,
+        t: &Transition<'_>,
+        e: crate::store::StoreError,
+    ) -> Outcome {
+        if e.is_permanent() {
+            return self
+                .reject(
+                    ctx,
+                    DeadLetterReason::StoreRefused,
+                    &e.to_string(),
+                    Some(t.job),
+                    Some(t.key),
+                )
+                .await;
+        }
+        self.log(t, "UNAVAILABLE", 0, 0, &e.to_string());
+        Outcome::Unavailable {
+            error: e.to_string(),
+        }
+    }
+
+    /// The run waits for its job's slot (`buffer_one`): back on the queue after
+    /// `retry_in`, no attempt spent.
+    async fn wait_for_slot(
+        &self,
+        ctx: &MessageCtx<'_>,
+        t: &Transition<'_>,
+        retry_in: Duration,
+    ) -> Outcome {
+        self.hide(ctx.receipt_handle, retry_in).await;
+        self.inner.metrics.count(t.job, Metric::OverlapWaited);
+        self.log(t, "WAITING", 0, 0, "");
+        Outcome::Waiting { retry_in }
+    }
+
+    /// Another run holds the job's slot: this one is recorded SKIPPED and acknowledged,
+    /// unless its key is a run already under way (a retry, a redrive), which waits instead.
+    async fn skip(
+        &self,
+        ctx: &MessageCtx<'_>,
+        request: &ClaimRequest,
+        running: &str,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        match self.inner.store.record_skipped(request, running).await {
+            Ok(None) => {
+                self.inner.metrics.count(t.job, Metric::Skipped);
+                self.log(t, "SKIPPED", 0, 0, &format!("`{running}` was running"));
+                Outcome::Skipped
+            }
+            Ok(Some(existing)) if existing.payload_hash != request.payload_hash => {
+                let error = format!(
+                    "key `{}` was first used with a different payload (payload hash {} on record, {} in this message)",
+                    request.key,
+                    short(&existing.payload_hash),
+                    short(&request.payload_hash)
+                );
+                self.reject(
+                    ctx,
+                    DeadLetterReason::KeyConflict,
+                    &error,
+                    Some(t.job),
+                    Some(t.key),
+                )
+                .await
+            }
+            Ok(Some(existing)) if matches!(existing.status, Status::Done | Status::Skipped) => {
+                self.inner.metrics.count(t.job, Metric::Duplicate);
+                self.log(t, "DUPLICATE", existing.round_attempt(), 0, "");
+                Outcome::Duplicate
+            }
+            Ok(Some(_)) => self.wait_for_slot(ctx, t, SLOT_RECHECK).await,
+            Err(e) => self.store_failed(ctx, t, e).await,
+        }
     }
 
     /// Runs a claimed attempt and records its outcome.

@@ -166,5 +166,6 @@ fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
             .as_deref()
             .map(|t| t.parse::<KeyTemplate>().expect("validated")),
         record_retention: Duration::from_secs(u64::from(retention_days) * 86_400),
+        overlap: spec.overlap,
     }
 }

@@ -77,6 +77,10 @@ pub struct JobSpec {
     /// Omitted: the default (5 attempts; 5 s, then 60 s doubling up to 15 minutes).
     #[serde(default)]
     pub retry: RetrySpec,
+    /// `allow` (default), `skip` or `buffer_one`: a run that arrives while an earlier run
+    /// of the job is RUNNING runs anyway, is SKIPPED, or waits (one at most).
+    #[serde(default)]
+    pub overlap: crate::job::Overlap,
     /// Omitted for jobs that only run when fired (one-off, or by hand).
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,

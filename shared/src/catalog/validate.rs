@@ -123,6 +123,13 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                 }
             },
         };
+        if spec.overlap != crate::job::Overlap::Allow && matches!(target, Target::Chain(_)) {
+            fail(
+                job,
+                "overlap",
+                "applies to jobs the worker runs (target `queue`); a chain's steps are queue jobs, give it to them".into(),
+            );
+        }
         let timeout = s.function_timeout_seconds;
         if spec.lease_seconds == 0 || spec.lease_seconds > timeout {
             fail(

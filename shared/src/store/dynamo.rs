@@ -126,8 +126,8 @@ pub enum CommitError {
 /// DynamoDB-backed execution store.
 #[derive(Clone, Debug)]
 pub struct DynamoStore {
-    client: Client,
-    table: String,
+    pub(super) client: Client,
+    pub(super) table: String,
     call_timeout: Duration,
 }
 
@@ -154,7 +154,7 @@ impl DynamoStore {
     }
 
     /// Bounds one call: no answer within the call timeout is an unavailable store.
-    async fn timed<T>(&self, call: impl Future<Output = T>) -> Result<T, StoreError> {
+    pub(super) async fn timed<T>(&self, call: impl Future<Output = T>) -> Result<T, StoreError> {
         tokio::time::timeout(self.call_timeout, call)
             .await
             .map_err(|_| {
@@ -370,7 +370,7 @@ impl DynamoStore {
         out.item.map(|item| decode(key, item)).transpose()
     }
 
-    fn update(
+    pub(super) fn update(
         &self,
         key: &str,
         update: &str,
@@ -509,7 +509,9 @@ fn placeholder_names(expr: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-fn refused_item(err: &SdkError<UpdateItemError>) -> Option<HashMap<String, AttributeValue>> {
+pub(super) fn refused_item(
+    err: &SdkError<UpdateItemError>,
+) -> Option<HashMap<String, AttributeValue>> {
     match err.as_service_error() {
         Some(UpdateItemError::ConditionalCheckFailedException(e)) => {
             e.item().filter(|i| !i.is_empty()).cloned()
@@ -518,7 +520,7 @@ fn refused_item(err: &SdkError<UpdateItemError>) -> Option<HashMap<String, Attri
     }
 }
 
-fn is_condition_failure(err: &SdkError<UpdateItemError>) -> bool {
+pub(super) fn is_condition_failure(err: &SdkError<UpdateItemError>) -> bool {
     matches!(
         err.as_service_error(),
         Some(UpdateItemError::ConditionalCheckFailedException(_))
@@ -541,7 +543,7 @@ const REFUSED_CODES: [&str; 3] = [
 
 /// A failed call as a store error: refused for good, or unavailable for now (transport,
 /// timeouts, throttling, a table being created, anything unknown).
-fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
+pub(super) fn unavailable<E, R>(err: SdkError<E, R>) -> StoreError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + 'static,
@@ -557,11 +559,11 @@ where
     }
 }
 
-fn s(v: &str) -> AttributeValue {
+pub(super) fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_string())
 }
 
-fn n(v: i64) -> AttributeValue {
+pub(super) fn n(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 

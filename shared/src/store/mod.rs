@@ -1,12 +1,14 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB.
 
 mod dynamo;
+mod overlap;
 mod record;
 
 pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
+pub use overlap::{Gate, slot_key};
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status,
 };

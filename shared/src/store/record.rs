@@ -38,6 +38,9 @@ pub enum Status {
     /// The round ended (attempts exhausted or a permanent error) and the message went to the
     /// DLQ; only a redrive, which is another message, claims it again.
     Failed,
+    /// Terminal: the run arrived while another run of its job was RUNNING, and the job's
+    /// overlap policy (`skip`, or `buffer_one` with one already waiting) said not to run it.
+    Skipped,
 }
 
 impl Status {
@@ -49,6 +52,7 @@ impl Status {
             Status::Retrying => "RETRYING",
             Status::Done => "DONE",
             Status::Failed => "FAILED",
+            Status::Skipped => "SKIPPED",
         }
     }
 }
@@ -236,7 +240,7 @@ pub enum ClaimOutcome {
 pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
     if current.payload_hash != req.payload_hash {
         ClaimOutcome::Conflict(current)
-    } else if current.status == Status::Done {
+    } else if matches!(current.status, Status::Done | Status::Skipped) {
         ClaimOutcome::Duplicate(current)
     } else if current.status == Status::Failed {
         ClaimOutcome::AlreadyFailed(current)
@@ -424,7 +428,7 @@ pub(crate) fn lease_until(now: DateTime<Utc>, lease: Duration) -> i64 {
     now.timestamp_millis() + lease.as_millis() as i64
 }
 
-fn expires_at(now: DateTime<Utc>, retention: Duration) -> i64 {
+pub(crate) fn expires_at(now: DateTime<Utc>, retention: Duration) -> i64 {
     now.timestamp() + retention.as_secs() as i64
 }
 

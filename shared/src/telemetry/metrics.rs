@@ -37,6 +37,10 @@ pub enum Metric {
     LeaseLost,
     /// A message was dead-lettered without running: poison, unknown job or key conflict.
     Rejected,
+    /// A run was recorded SKIPPED: another run of its job was RUNNING (overlap policy).
+    Skipped,
+    /// A run was put back to wait for the running one of its job (`buffer_one`).
+    OverlapWaited,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -45,7 +49,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric once, in declaration order, for code that must cover them all.
-    pub const ALL: [Metric; 10] = [
+    pub const ALL: [Metric; 12] = [
         Metric::Started,
         Metric::Succeeded,
         Metric::Retried,
@@ -54,6 +58,8 @@ impl Metric {
         Metric::InProgressConflict,
         Metric::LeaseLost,
         Metric::Rejected,
+        Metric::Skipped,
+        Metric::OverlapWaited,
         Metric::Duration,
         Metric::ScheduleLag,
     ];
@@ -69,6 +75,8 @@ impl Metric {
             Metric::InProgressConflict => "InProgressConflict",
             Metric::LeaseLost => "LeaseLost",
             Metric::Rejected => "Rejected",
+            Metric::Skipped => "Skipped",
+            Metric::OverlapWaited => "OverlapWaited",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }

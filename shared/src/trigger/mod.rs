@@ -1,9 +1,11 @@
 //! The trigger layer on EventBridge Scheduler: the catalog's schedules kept in sync with it
-//! ([`sync`]), one-off runs ([`one_off`]), and the envelope template both send
-//! ([`template`]). The local firing engine that stands in for the scheduler where it never
+//! ([`sync`]), one-off runs ([`one_off`]), backfills of past spans ([`backfill`]), and the
+//! envelope template they send ([`template`]). The local firing engine that stands in for the scheduler where it never
 //! fires (LocalStack) is not here but in `localstack/firing-engine`: it is an emulator, and
 //! the library knows none.
 
+#[cfg(feature = "trigger")]
+pub mod backfill;
 #[cfg(feature = "trigger")]
 pub mod one_off;
 #[cfg(feature = "trigger")]
