@@ -509,7 +509,7 @@ impl Stack {
             .filter(|i| {
                 !i.get("execution_key")
                     .and_then(|k| k.as_s().ok())
-                    .is_some_and(|k| k.starts_with("overlap#"))
+                    .is_some_and(|k| k.starts_with("overlap#") || k.starts_with("pause#"))
             })
             .map(serde_dynamo::from_item)
             .collect::<Result<_, _>>()?)

@@ -95,6 +95,37 @@ async fn due_soon(
     (due, arn)
 }
 
+/// Resolves once the claim of `key` in `table` says delivered (or after 60 s: a loaded
+/// machine is slow, not wrong), after `first` has run.
+async fn until_delivered(
+    ddb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: &str,
+    first: impl std::future::Future<Output = ()>,
+) {
+    first.await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        let claim = ddb
+            .get_item()
+            .table_name(table)
+            .key(
+                schedkit_firing_engine::claims::KEY_ATTRIBUTE,
+                aws_sdk_dynamodb::types::AttributeValue::S(key.to_string()),
+            )
+            .send()
+            .await;
+        let status = claim
+            .ok()
+            .and_then(|c| c.item)
+            .and_then(|i| i.get("status").and_then(|v| v.as_s().ok()).cloned());
+        if status.as_deref() == Some("delivered") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 /// Engine A runs, then stops; an hour and a half passes (the clock of the next engines is
 /// 90 minutes ahead); engines B and C start side by side. Every 10-minute firing of the
 /// downtime that is within the schedule's maximum event age (1 hour) is delivered, once;
@@ -175,7 +206,8 @@ async fn a_firing_claimed_by_an_engine_that_died_is_delivered_when_its_claim_lap
         .await
         .unwrap();
     let group = unique("lapse");
-    let (due, arn) = due_soon(&sdk, &stack, &group, "orphan", 1_000).await;
+    // Due after the engine starts: an engine without a watermark starts from now.
+    let (due, arn) = due_soon(&sdk, &stack, &group, "orphan", 4_000).await;
     let claims = Claims::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.firings_table);
     let key = Claims::key(&arn, due);
     assert_eq!(
@@ -192,8 +224,12 @@ async fn a_firing_claimed_by_an_engine_that_died_is_delivered_when_its_claim_lap
         "survivor",
         Clock::system(),
     );
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     engine
-        .run(TICK, tokio::time::sleep(Duration::from_secs(9)))
+        .run(
+            TICK,
+            until_delivered(&ddb, &stack.firings_table, &key, async {}),
+        )
         .await
         .unwrap();
     let got = delivered(&stack).await;
@@ -211,7 +247,8 @@ async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() 
         .unwrap();
     let group = unique("no-claims");
     let table = unique("late-claims");
-    let (due, arn) = due_soon(&sdk, &stack, &group, "held-back", 500).await;
+    // Due after the engine starts (with no watermark to read, it starts from now).
+    let (due, arn) = due_soon(&sdk, &stack, &group, "held-back", 4_000).await;
     let engine = engine_at(&sdk, &table, &group, "patient", Clock::system());
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let create = async {
@@ -244,31 +281,8 @@ async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() 
             .await
             .unwrap();
     };
-    // Runs until the claim says delivered (or 60 s: a loaded machine is slow, not wrong).
     let key = Claims::key(&arn, due);
-    let finished = async {
-        create.await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let claim = ddb
-                .get_item()
-                .table_name(&table)
-                .key(
-                    schedkit_firing_engine::claims::KEY_ATTRIBUTE,
-                    aws_sdk_dynamodb::types::AttributeValue::S(key.clone()),
-                )
-                .send()
-                .await;
-            let status = claim
-                .ok()
-                .and_then(|c| c.item)
-                .and_then(|i| i.get("status").and_then(|v| v.as_s().ok()).cloned());
-            if status.as_deref() == Some("delivered") {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    };
+    let finished = until_delivered(&ddb, &table, &key, create);
     let run = engine.run(TICK, finished).await;
     run.unwrap();
     let got = delivered(&stack).await;

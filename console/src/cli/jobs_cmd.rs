@@ -1,13 +1,110 @@
 //! `schedkit jobs`: the catalog with each job's next three runs, last status and success
-//! rate (over its last 20 runs).
+//! rate (over its last 20 runs), and paused jobs with who paused them, when and why;
+//! `jobs pause JOB --reason ...` and `jobs resume JOB`.
 
 use chrono::{SecondsFormat, Utc};
+use clap::{Args, Subcommand};
 use schedkit::Status;
+use schedkit::ops::audit;
+use schedkit::store::{PauseRecord, Pauses};
+use schedkit::trigger::{pause, sync};
 use serde::Serialize;
 
 use schedkit::ops::executions::Records;
 
-use super::{Cli, Output, load_catalog, style};
+use super::{Cli, Output, UsageError, load_catalog, stage_group, style};
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    #[command(subcommand)]
+    pub action: Option<JobsAction>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsAction {
+    /// Disable a job's schedule (State DISABLED) and record who, when and why; sync keeps
+    /// it disabled until `jobs resume`.
+    Pause {
+        /// A scheduled job of the catalog.
+        job: String,
+        /// Why, for whoever looks at `status` next.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Enable a paused job's schedule again.
+    Resume {
+        /// A scheduled job of the catalog.
+        job: String,
+    },
+}
+
+/// Pauses or resumes `job` on the stage; audited.
+async fn pause_or_resume(action: &JobsAction, cli: &Cli) -> anyhow::Result<()> {
+    let catalog = load_catalog(cli)?;
+    let (JobsAction::Pause { job, .. } | JobsAction::Resume { job }) = action;
+    if catalog.job(job).is_none_or(|j| j.schedule.is_none()) {
+        return Err(UsageError(format!(
+            "`{job}` is not a scheduled job of {} (scheduled: {})",
+            catalog.file,
+            catalog
+                .scheduled()
+                .map(|j| j.name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into());
+    }
+    audit::ensure_writable()?;
+    let sdk = cli.aws.sdk_config().await;
+    let group = stage_group(&catalog, cli);
+    let scheduler = sync::client(&sdk);
+    let pauses = Pauses::for_table(&sdk, cli.target.stage_ref().table());
+    let now = Utc::now();
+    match action {
+        JobsAction::Pause { job, reason } => {
+            let by = audit::who(&sdk).await;
+            let p = pause::pause(&scheduler, &pauses, &group, job, &by, reason, now).await?;
+            audit::record(
+                &sdk,
+                "jobs pause",
+                serde_json::json!({"job": job, "group": group, "reason": reason}),
+            )
+            .await?;
+            match cli.output {
+                Output::Json => println!("{}", serde_json::to_string(&p)?),
+                Output::Table => println!(
+                    "{job}: paused (schedule {group}/{job} DISABLED) by {} at {}: {}",
+                    p.by, p.at, p.reason
+                ),
+            }
+        }
+        JobsAction::Resume { job } => {
+            let ended = pause::resume(&scheduler, &pauses, &group, job, now).await?;
+            audit::record(
+                &sdk,
+                "jobs resume",
+                serde_json::json!({"job": job, "group": group, "was": ended}),
+            )
+            .await?;
+            match cli.output {
+                Output::Json => println!(
+                    "{}",
+                    serde_json::json!({"job": job, "resumed": true, "was": ended})
+                ),
+                Output::Table => match ended {
+                    Some(p) => println!(
+                        "{job}: resumed (schedule ENABLED); it was paused by {} at {}: {}",
+                        p.by, p.at, p.reason
+                    ),
+                    None => {
+                        println!("{job}: resumed (schedule ENABLED); it had no pause on record")
+                    }
+                },
+            }
+        }
+    }
+    Ok(())
+}
 
 #[derive(Serialize)]
 struct Row {
@@ -16,17 +113,25 @@ struct Row {
     schedule: Option<String>,
     timezone: Option<String>,
     next_runs: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paused: Option<PauseRecord>,
     last_status: Option<Status>,
     /// DONE / (DONE + FAILED) over the recent runs, when any ended.
     success_rate: Option<f64>,
     recent_runs: usize,
 }
 
-pub async fn run(cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(a: &JobsArgs, cli: &Cli) -> anyhow::Result<()> {
+    if let Some(action) = &a.action {
+        return pause_or_resume(action, cli).await;
+    }
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let records = Records::new(&sdk, &target.table);
+    let mut paused = Pauses::for_table(&sdk, &target.table)
+        .of(catalog.jobs.keys().map(String::as_str))
+        .await?;
     let now = Utc::now();
     let mut rows = Vec::new();
     for job in catalog.jobs.values() {
@@ -50,6 +155,7 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
                     .collect(),
                 _ => Vec::new(),
             },
+            paused: paused.remove(&job.name),
             last_status: recent.first().map(|r| r.status),
             success_rate: (done + failed > 0).then(|| done as f64 / (done + failed) as f64),
             recent_runs: recent.len(),
@@ -71,6 +177,10 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
         &rows,
         |r| {
             let next = match (&r.schedule, r.next_runs.is_empty()) {
+                _ if r.paused.is_some() => {
+                    let p = r.paused.as_ref().expect("checked");
+                    format!("PAUSED since {} by {}: {}", p.at, p.by, p.reason)
+                }
                 (None, _) => "on demand".to_string(),
                 (Some(s), true) if s.starts_with("rate(") => {
                     "from its start (or deploy)".to_string()

@@ -48,8 +48,9 @@ pub struct Cli {
 pub enum Command {
     /// The jobs queue, the DLQ, failing jobs, and each job's last run.
     Status,
-    /// The catalog's jobs with their next three runs, last status and success rate.
-    Jobs,
+    /// The catalog's jobs with their next three runs, last status and success rate; pause
+    /// and resume a job's schedule.
+    Jobs(jobs_cmd::JobsArgs),
     /// Execution records: list (by job, status, time) or show one whole.
     #[command(subcommand)]
     Executions(executions_cmd::ExecutionsCommand),
@@ -116,7 +117,7 @@ pub fn usage_if_not_found(
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match &cli.command {
         Command::Status => status_cmd::run(&cli).await,
-        Command::Jobs => jobs_cmd::run(&cli).await,
+        Command::Jobs(a) => jobs_cmd::run(a, &cli).await,
         Command::Executions(c) => executions_cmd::run(c, &cli).await,
         Command::Dlq(c) => dlq_cmd::run(c, &cli).await,
         Command::Catalog(c) => catalog_cmd::run(c, &cli).await,

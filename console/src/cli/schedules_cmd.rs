@@ -280,7 +280,16 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let client = sync::client(&sdk);
     let targets = targets(a, &client, &catalog.settings.schedule_group).await?;
-    let plan = sync::plan(&client, &catalog, &targets)
+    // Paused jobs (`jobs pause`) stay disabled: their pause is on the stage's table. A
+    // group of no stage has no table, and no pauses.
+    let paused: std::collections::BTreeSet<String> =
+        schedkit::store::Pauses::for_table(&sdk, cli.target.stage_ref().table())
+            .of(catalog.scheduled().map(|j| j.name.as_str()))
+            .await
+            .context("reading the stage's paused jobs")?
+            .into_keys()
+            .collect();
+    let plan = sync::plan_keeping_paused(&client, &catalog, &targets, &paused)
         .await
         .context("planning the sync")?;
     let deletes: Vec<&str> = plan

@@ -26,6 +26,12 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
         q.visible, q.in_flight, q.delayed
     );
     println!("dead letters   {}", report.dlq_depth);
+    for p in &report.paused {
+        println!(
+            "paused         {} since {} by {}: {}",
+            p.job, p.at, p.by, p.reason
+        );
+    }
     println!();
     if report.failing_jobs.is_empty() {
         println!("failing jobs   none");

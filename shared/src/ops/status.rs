@@ -11,7 +11,7 @@ use super::OpsError;
 use super::executions::{Filter, Records};
 use super::stage::Stage;
 use crate::Status;
-use crate::aws::{AwsResultExt, SdkConfig};
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
 
 /// A queue's approximate message counts, as SQS reports them.
@@ -65,6 +65,9 @@ pub struct StatusReport {
     pub failing_jobs: Vec<FailingJob>,
     /// Every catalog job's last run, in the catalog's (name) order.
     pub jobs: Vec<LastRun>,
+    /// Paused jobs, with who paused them, when and why (absent from JSON when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paused: Vec<crate::store::PauseRecord>,
 }
 
 /// Messages on a queue: visible, in flight and delayed.
@@ -163,7 +166,20 @@ pub async fn gather(
             updated_at: last.map(|r| r.updated_at),
         });
     }
+    let paused = crate::store::Pauses::for_table(sdk, &target.table)
+        .of(catalog.jobs.keys().map(String::as_str))
+        .await
+        .map_err(|e| {
+            OpsError::Aws(AwsError {
+                doing: "reading the pauses".into(),
+                answer: e.to_string(),
+                code: None,
+            })
+        })?
+        .into_values()
+        .collect();
     Ok(StatusReport {
+        paused,
         queue,
         oldest_message_age_seconds: oldest,
         dlq_depth: dlq.visible + dlq.in_flight + dlq.delayed,

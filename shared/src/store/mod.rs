@@ -2,6 +2,7 @@
 
 mod dynamo;
 mod overlap;
+mod pauses;
 mod record;
 
 pub use dynamo::{
@@ -9,6 +10,7 @@ pub use dynamo::{
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
 pub use overlap::{Gate, slot_key};
+pub use pauses::{PauseRecord, Pauses};
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status,
 };

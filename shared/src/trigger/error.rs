@@ -16,6 +16,16 @@ pub enum TriggerError {
         /// The chain's name, which the caller's map of state machine ARNs lacks.
         chain: String,
     },
+    /// The job has no schedule in the group (not synced, or a job without a schedule).
+    #[error(
+        "job `{job}` has no schedule in group {group} (a job without a schedule, or one not synced yet)"
+    )]
+    NoSchedule {
+        /// The job.
+        job: String,
+        /// The schedule group looked in.
+        group: String,
+    },
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),

@@ -9,6 +9,8 @@ pub mod backfill;
 #[cfg(feature = "trigger")]
 pub mod one_off;
 #[cfg(feature = "trigger")]
+pub mod pause;
+#[cfg(feature = "trigger")]
 pub mod sync;
 pub mod template;
 

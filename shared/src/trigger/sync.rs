@@ -370,6 +370,17 @@ pub async fn plan(
     catalog: &Catalog,
     targets: &SyncTargets,
 ) -> Result<Plan, TriggerError> {
+    plan_keeping_paused(client, catalog, targets, &std::collections::BTreeSet::new()).await
+}
+
+/// [`plan`], with the `paused` jobs' schedules kept DISABLED (`schedkit jobs pause`): a
+/// sync must not undo an operator's pause; `jobs resume` does.
+pub async fn plan_keeping_paused(
+    client: &Client,
+    catalog: &Catalog,
+    targets: &SyncTargets,
+    paused: &std::collections::BTreeSet<String>,
+) -> Result<Plan, TriggerError> {
     let group = catalog.settings.schedule_group.clone();
     let create_group = match client.get_schedule_group().name(&group).send().await {
         Ok(_) => false,
@@ -411,6 +422,9 @@ pub async fn plan(
         let Some(mut wanted) = ScheduleConfig::from_job(job, targets, now)? else {
             continue;
         };
+        if paused.contains(&job.name) {
+            wanted.enabled = false;
+        }
         let schedule = job
             .schedule
             .as_ref()
