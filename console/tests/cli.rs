@@ -22,6 +22,19 @@ fn schedkit(args: &[&str]) -> Output {
         .expect("schedkit runs")
 }
 
+/// A copy of the shipped catalog, changed by `edit`, written to a temporary file named after
+/// `name`; its path.
+fn catalog_copy(name: &str, edit: impl FnOnce(String) -> String) -> String {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../infra/catalog.toml"
+    ))
+    .unwrap();
+    let path = std::env::temp_dir().join(format!("{name}.toml"));
+    std::fs::write(&path, edit(shipped)).unwrap();
+    path.to_string_lossy().to_string()
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -157,21 +170,12 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
     let catalog_group = unique("cli-group");
     // Without --stage the console works on stage `dev`, whose group the template names so.
     let group = format!("{catalog_group}-dev");
-    let catalog = std::env::temp_dir().join(format!("{catalog_group}.toml"));
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../infra/catalog.toml"
-    ))
-    .unwrap();
-    std::fs::write(
-        &catalog,
+    let catalog = catalog_copy(&catalog_group, |shipped| {
         shipped.replace(
             "schedule_group = \"schedkit\"",
             &format!("schedule_group = \"{catalog_group}\""),
-        ),
-    )
-    .unwrap();
-    let catalog = catalog.to_string_lossy().to_string();
+        )
+    });
     let queue_arn = stack.arn_of(&stack.queue_url);
     let sync = |extra: &[&str]| {
         let mut args = vec![
@@ -294,25 +298,21 @@ async fn a_catalog_with_a_past_one_time_job_breaks_no_command() {
         .await
         .unwrap();
     let catalog_group = unique("past-group");
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../infra/catalog.toml"
-    ))
-    .unwrap();
     // flaky-sync becomes the one-off that ran in 2020 (the worker implements it).
-    let text = shipped
-        .replace(
-            "schedule_group = \"schedkit\"",
-            &format!("schedule_group = \"{catalog_group}\""),
-        )
-        .replace(
-            "expression = \"rate(6 hours)\"",
-            "expression = \"at(2020-03-01T02:00:00)\"",
-        );
-    assert!(text.contains("at(2020-03-01T02:00:00)"));
-    let path = std::env::temp_dir().join(format!("{catalog_group}.toml"));
-    std::fs::write(&path, text).unwrap();
-    let catalog = path.to_string_lossy().to_string();
+    let catalog = catalog_copy(&catalog_group, |shipped| {
+        let text = shipped
+            .replace(
+                "schedule_group = \"schedkit\"",
+                &format!("schedule_group = \"{catalog_group}\""),
+            )
+            .replace(
+                "expression = \"rate(6 hours)\"",
+                "expression = \"at(2020-03-01T02:00:00)\"",
+            );
+        assert!(text.contains("at(2020-03-01T02:00:00)"));
+        text
+    });
+    let path = std::path::PathBuf::from(&catalog);
 
     let check = schedkit(&["--catalog", &catalog, "catalog", "check"]);
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
@@ -442,18 +442,9 @@ async fn fire_schedules_with_the_stages_dlq_and_starts_a_chain_job_once() {
     );
 
     // A chain job: the shipped catalog plus `month-end`, whose target is the stage's chain.
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../infra/catalog.toml"
-    ))
-    .unwrap();
-    let path = std::env::temp_dir().join(format!("{}-chain.toml", stack.name));
-    std::fs::write(
-        &path,
-        shipped + "\n[jobs.month-end]\nowner = \"finance\"\ntarget = \"chain:month-end\"\n",
-    )
-    .unwrap();
-    let catalog = path.to_string_lossy().to_string();
+    let catalog = catalog_copy(&format!("{}-chain", stack.name), |shipped| {
+        shipped + "\n[jobs.month-end]\nowner = \"finance\"\ntarget = \"chain:month-end\"\n"
+    });
     let fire_chain = || {
         let out = schedkit(&[
             "--catalog",
@@ -509,18 +500,9 @@ async fn a_backfill_run_twice_runs_every_occurrence_once() {
         .await
         .unwrap();
     // long-report runs daily at 03:00 Berlin: six days of it, with a 0 s payload.
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../infra/catalog.toml"
-    ))
-    .unwrap();
-    let path = std::env::temp_dir().join(format!("{}-backfill.toml", stack.name));
-    std::fs::write(
-        &path,
-        shipped.replace("payload = { seconds = 3 }", "payload = { seconds = 0 }"),
-    )
-    .unwrap();
-    let catalog = path.to_string_lossy().to_string();
+    let catalog = catalog_copy(&format!("{}-backfill", stack.name), |shipped| {
+        shipped.replace("payload = { seconds = 3 }", "payload = { seconds = 0 }")
+    });
     let args = |extra: &[&str]| {
         let mut a = vec![
             "--catalog",

@@ -46,14 +46,7 @@ pub struct FireArgs {
 
 pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
-    let job = catalog.job(&a.job).ok_or_else(|| {
-        UsageError(format!(
-            "job `{}` is not in {} (its jobs: {})",
-            a.job,
-            catalog.file,
-            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    })?;
+    let job = super::catalog_job(&catalog, &a.job)?;
     let now = Utc::now();
     let at = match (&a.at, &a.delay) {
         (Some(at), _) => parse_instant(at).map_err(UsageError)?,

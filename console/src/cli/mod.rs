@@ -134,6 +134,20 @@ pub fn load_catalog(cli: &Cli) -> anyhow::Result<schedkit::catalog::Catalog> {
     schedkit::catalog::Catalog::load(&cli.catalog).map_err(|e| UsageError(e.to_string()).into())
 }
 
+/// The job called `name`, or a usage error listing the catalog's jobs.
+pub fn catalog_job<'a>(
+    catalog: &'a schedkit::catalog::Catalog,
+    name: &str,
+) -> Result<&'a schedkit::catalog::Job, UsageError> {
+    catalog.job(name).ok_or_else(|| {
+        UsageError(format!(
+            "job `{name}` is not in {} (its jobs: {})",
+            catalog.file,
+            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
 /// The schedule group a command works in: the stage's, `<catalog group>-<stage>` as the
 /// template names it, with the same default stage (`dev`) as every other command, so a
 /// bare `schedules sync` never builds a second group that fires the same jobs again.

@@ -155,14 +155,7 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
 async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
     use schedkit::trigger::backfill;
     let catalog = load_catalog(cli)?;
-    let job = catalog.job(&a.job).ok_or_else(|| {
-        UsageError(format!(
-            "job `{}` is not in {} (its jobs: {})",
-            a.job,
-            catalog.file,
-            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    })?;
+    let job = super::catalog_job(&catalog, &a.job)?;
     let now = Utc::now();
     let from = parse_instant(&a.from).map_err(UsageError)?;
     let to = parse_instant(&a.to).map_err(UsageError)?;

@@ -36,6 +36,18 @@ fn key(job: &str) -> AttributeValue {
     AttributeValue::S(format!("pause#{job}"))
 }
 
+/// A stored pause (its key left out) as a record.
+fn decode(
+    job: &str,
+    mut item: std::collections::HashMap<String, AttributeValue>,
+) -> Result<PauseRecord, StoreError> {
+    item.remove(KEY_ATTRIBUTE);
+    serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
+        key: format!("pause#{job}"),
+        reason: e.to_string(),
+    })
+}
+
 fn failed(what: String, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{what}: {e}"))
 }
@@ -80,15 +92,7 @@ impl Pauses {
                 ));
             }
         };
-        out.item
-            .map(|mut item| {
-                item.remove(KEY_ATTRIBUTE);
-                serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
-                    key: format!("pause#{job}"),
-                    reason: e.to_string(),
-                })
-            })
-            .transpose()
+        out.item.map(|item| decode(job, item)).transpose()
     }
 
     /// The pauses of `jobs`, by job (paused ones only).
@@ -143,13 +147,7 @@ impl Pauses {
             })?;
         out.attributes
             .filter(|a| !a.is_empty())
-            .map(|mut item| {
-                item.remove(KEY_ATTRIBUTE);
-                serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
-                    key: format!("pause#{job}"),
-                    reason: e.to_string(),
-                })
-            })
+            .map(|item| decode(job, item))
             .transpose()
     }
 }
