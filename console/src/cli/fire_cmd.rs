@@ -93,12 +93,7 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
         (None, None, false) => String::new(),
         (None, None, true) => return Err(UsageError(format!("a run more than 15 minutes ahead becomes a one-time schedule, and schedule group {group} names no scheduler role (deploy the stage, or give --role-arn)")).into()),
     };
-    let queue_url = cli
-        .target
-        .stage_ref()
-        .queue_url(&sdk)
-        .await
-        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+    let queue_url = cli.target.queue_url(&sdk).await?;
     let queue_arn = stage::queue_arn(&sdk, &queue_url).await?;
     let chain_arn = match &job.target {
         Target::Queue => None,

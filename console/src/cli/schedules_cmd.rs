@@ -190,12 +190,7 @@ async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
         )?;
     }
     let sdk = cli.aws.sdk_config().await;
-    let queue_url = cli
-        .target
-        .stage_ref()
-        .queue_url(&sdk)
-        .await
-        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+    let queue_url = cli.target.queue_url(&sdk).await?;
     let mut progress = super::style::Progress::new("backfilling", Some(times.len() as u64));
     let sent = backfill::enqueue(&sdk, &queue_url, job, &times, |n| {
         progress.set(n as u64, Some(times.len() as u64))

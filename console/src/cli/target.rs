@@ -37,6 +37,15 @@ impl TargetArgs {
         }
     }
 
+    /// The jobs queue's URL (given, or the stage's); a stage that is not deployed is a
+    /// usage error (exit 2).
+    pub async fn queue_url(&self, sdk: &SdkConfig) -> anyhow::Result<String> {
+        self.stage_ref()
+            .queue_url(sdk)
+            .await
+            .map_err(|e| super::usage_if_not_found(e, self))
+    }
+
     /// The stage's resources; a stage that is not deployed is a usage error (exit 2).
     pub async fn resolve(&self, sdk: &SdkConfig) -> anyhow::Result<Stage> {
         self.stage_ref()
