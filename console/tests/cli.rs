@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 
 use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, schedules, unique};
 
-fn schedkit(args: &[&str]) -> Output {
+pub(crate) fn schedkit(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_schedkit"))
         .args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
@@ -35,11 +35,11 @@ fn catalog_copy(name: &str, edit: impl FnOnce(String) -> String) -> String {
     path.to_string_lossy().to_string()
 }
 
-fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
@@ -589,87 +589,4 @@ async fn a_backfill_run_twice_runs_every_occurrence_once() {
         "{}",
         stderr(&ahead)
     );
-}
-
-/// `jobs pause` disables the job's schedule through the Scheduler API and records who,
-/// when and why: `status` and `jobs` show it, a sync keeps it disabled, `jobs resume`
-/// enables it again; both audited.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_job_stays_paused_across_a_sync_until_resumed_and_status_says_why() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("pause"), StackOptions::default())
-        .await
-        .unwrap();
-    let stage = stack.name.clone();
-    let cmd = |args: &[&str]| {
-        let mut all = vec!["--stage", stage.as_str()];
-        all.extend_from_slice(args);
-        let out = schedkit(&all);
-        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-        stdout(&out)
-    };
-    cmd(&["schedules", "sync", "--yes"]);
-    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
-    let state = || async {
-        scheduler
-            .get_schedule()
-            .group_name(&stack.schedule_group)
-            .name("long-report")
-            .send()
-            .await
-            .unwrap()
-            .state
-            .unwrap()
-    };
-    assert_eq!(
-        state().await,
-        aws_sdk_scheduler::types::ScheduleState::Enabled
-    );
-
-    let paused = cmd(&[
-        "jobs",
-        "pause",
-        "long-report",
-        "--reason",
-        "the report database is migrating",
-    ]);
-    assert!(paused.starts_with("long-report: paused"), "{paused}");
-    assert_eq!(
-        state().await,
-        aws_sdk_scheduler::types::ScheduleState::Disabled
-    );
-    let status = cmd(&["status"]);
-    assert!(
-        status.contains("paused         long-report since ")
-            && status.contains(": the report database is migrating"),
-        "{status}"
-    );
-    assert!(
-        cmd(&["jobs"]).contains("PAUSED since "),
-        "jobs does not say it is paused"
-    );
-
-    let again = cmd(&["schedules", "sync", "--yes"]);
-    assert!(
-        again.contains("nothing to do"),
-        "a sync would undo the pause: {again}"
-    );
-    assert_eq!(
-        state().await,
-        aws_sdk_scheduler::types::ScheduleState::Disabled
-    );
-
-    let resumed = cmd(&["jobs", "resume", "long-report"]);
-    assert!(
-        resumed.contains("resumed (schedule ENABLED); it was paused by "),
-        "{resumed}"
-    );
-    assert_eq!(
-        state().await,
-        aws_sdk_scheduler::types::ScheduleState::Enabled
-    );
-    assert!(!cmd(&["status"]).contains("paused "));
-    let audit = std::fs::read_to_string(std::env::temp_dir().join("schedkit-cli-test-audit.jsonl"))
-        .unwrap();
-    assert!(audit.contains("\"jobs pause\"") && audit.contains("\"jobs resume\""));
 }

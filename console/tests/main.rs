@@ -6,3 +6,6 @@ mod cli;
 /// Against a deployed stage on LocalStack: every read command (table and JSON) on a seeded
 /// state; selective redrive, a redrive killed half-way, redrive-all; the audit trail.
 mod operator;
+/// Pausing a job by hand and by the worker after its `pause_after_failures`: the schedule
+/// DISABLED, `status` says who and why, a sync keeps it, `jobs resume` enables it; audited.
+mod pause;

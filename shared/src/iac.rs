@@ -1,5 +1,6 @@
 //! The parts of `infra/template.yaml` that the job catalog decides: worker settings,
-//! per-job failure alarms, the failure-storm alarm and the dashboard. The schedules are not
+//! per-job failure alarms, the failure-storm alarm, the paused alarms and the worker's
+//! permission to pause (only for jobs with `pause_after_failures`), and the dashboard. The schedules are not
 //! among them: the stack owns the stage's schedule group and tags it with its wiring, and
 //! schedule sync owns the schedules in it (see [`crate::trigger::sync`] for why). `schedkit iac render` rewrites them between the
 //! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
@@ -53,7 +54,7 @@ const STORM_MAX_JOBS: usize = 10;
 pub struct Rendered {
     /// The `Catalog` mapping: worker timeout, queue retention and visibility, the group.
     pub mappings: String,
-    /// Per-job alarms, the storm alarm and the dashboard.
+    /// Per-job alarms, the storm alarm, the pause permission and the dashboard.
     pub resources: String,
 }
 
@@ -130,7 +131,9 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     }
     for job in &queue_jobs {
         failure_alarms(&mut r, job);
+        paused_alarm(&mut r, job);
     }
+    pause_policy(&mut r, &queue_jobs);
     storm_alarm(&mut r, &queue_jobs);
     dashboard(&mut r, &queue_jobs);
     Ok(Rendered {
@@ -144,29 +147,18 @@ const NOTIFY: &str = "[!If [CreateTopic, !Ref NotificationTopic, !Ref Notificati
 fn failure_alarms(r: &mut String, job: &Job) {
     let id = logical_id(&job.name);
     let owner = &job.spec.owner;
-    writeln!(r, "  FailedAlarm{id}:").unwrap();
-    writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
-    writeln!(r, "    Properties:").unwrap();
-    writeln!(
-        r,
-        "      AlarmName: !Sub schedkit-${{Stage}}-{}-failed-metric",
+    let signal = format!(
+        "{} ended FAILED at least once in 5 minutes (the signal; notifications come from its notice alarm). Owner: {owner}.",
         job.name
-    )
-    .unwrap();
-    writeln!(r, "      AlarmDescription: {}", q(&format!("{} ended FAILED at least once in 5 minutes (the signal; notifications come from its notice alarm). Owner: {owner}.", job.name))).unwrap();
-    writeln!(r, "      Namespace: schedkit\n      MetricName: Failed").unwrap();
-    writeln!(
-        r,
-        "      Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
-        q(&job.name)
-    )
-    .unwrap();
-    writeln!(
-        r,
-        "      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 1"
-    )
-    .unwrap();
-    writeln!(r, "      ComparisonOperator: GreaterThanOrEqualToThreshold\n      TreatMissingData: notBreaching\n").unwrap();
+    );
+    let alarm = JobAlarm {
+        resource: format!("FailedAlarm{id}"),
+        suffix: "failed-metric",
+        description: &signal,
+        metric: "Failed",
+        notify: false,
+    };
+    alarm.write(r, job);
     // Composite, so the storm alarm can hold its notification back.
     writeln!(r, "  FailedNotice{id}:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::CompositeAlarm").unwrap();
@@ -190,6 +182,122 @@ fn failure_alarms(r: &mut String, job: &Job) {
     )
     .unwrap();
     writeln!(r, "      AlarmActions: {NOTIFY}\n").unwrap();
+}
+
+/// The alarm that says the worker paused a job (`pause_after_failures`). Not held back by
+/// the storm alarm: a pause stops the job until someone resumes it.
+fn paused_alarm(r: &mut String, job: &Job) {
+    let Some(n) = job.policy.pause_after_failures else {
+        return;
+    };
+    let description = format!(
+        "The worker paused {} after {n} consecutive FAILED runs (pause_after_failures): its schedule fires no more until `schedkit jobs resume {}`. `schedkit status` shows why. Owner: {}.",
+        job.name, job.name, job.spec.owner
+    );
+    let alarm = JobAlarm {
+        resource: format!("PausedAlarm{}", logical_id(&job.name)),
+        suffix: "paused",
+        description: &description,
+        metric: "AutoPaused",
+        notify: true,
+    };
+    alarm.write(r, job);
+}
+
+/// An alarm on one of a job's metrics (its Sum over 5 minutes at least 1), of this stage.
+struct JobAlarm<'a> {
+    /// The logical id.
+    resource: String,
+    /// `schedkit-<stage>-<job>-<suffix>`.
+    suffix: &'a str,
+    description: &'a str,
+    metric: &'a str,
+    /// Whether it notifies by itself (or only feeds a composite alarm).
+    notify: bool,
+}
+
+impl JobAlarm<'_> {
+    fn write(&self, r: &mut String, job: &Job) {
+        writeln!(r, "  {}:", self.resource).unwrap();
+        writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
+        writeln!(r, "    Properties:").unwrap();
+        writeln!(
+            r,
+            "      AlarmName: !Sub schedkit-${{Stage}}-{}-{}",
+            job.name, self.suffix
+        )
+        .unwrap();
+        writeln!(r, "      AlarmDescription: {}", q(self.description)).unwrap();
+        writeln!(
+            r,
+            "      Namespace: schedkit\n      MetricName: {}",
+            self.metric
+        )
+        .unwrap();
+        writeln!(
+            r,
+            "      Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
+            q(&job.name)
+        )
+        .unwrap();
+        writeln!(
+            r,
+            "      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 1"
+        )
+        .unwrap();
+        writeln!(
+            r,
+            "      ComparisonOperator: GreaterThanOrEqualToThreshold\n      TreatMissingData: notBreaching"
+        )
+        .unwrap();
+        if self.notify {
+            writeln!(r, "      AlarmActions: {NOTIFY}").unwrap();
+        }
+        writeln!(r).unwrap();
+    }
+}
+
+/// The worker's permission to pause the schedules of the jobs that ask for it, and those
+/// only (nothing when no job does): read and update each one's schedule in the stage's
+/// group, and hand the schedule's own role back to the scheduler, as an update must.
+fn pause_policy(r: &mut String, jobs: &[&Job]) {
+    let pausing: Vec<&str> = jobs
+        .iter()
+        .filter(|j| j.policy.pause_after_failures.is_some())
+        .map(|j| j.name.as_str())
+        .collect();
+    if pausing.is_empty() {
+        return;
+    }
+    writeln!(r, "  WorkerPausePolicy:").unwrap();
+    writeln!(r, "    Type: AWS::IAM::Policy").unwrap();
+    writeln!(r, "    Properties:").unwrap();
+    writeln!(r, "      PolicyName: pause-after-failures").unwrap();
+    writeln!(r, "      Roles: [!Ref WorkerRole]").unwrap();
+    writeln!(r, "      PolicyDocument:").unwrap();
+    writeln!(r, "        Version: \"2012-10-17\"").unwrap();
+    writeln!(r, "        Statement:").unwrap();
+    writeln!(r, "          - Sid: PauseSchedules").unwrap();
+    writeln!(r, "            Effect: Allow").unwrap();
+    writeln!(
+        r,
+        "            Action: [scheduler:GetSchedule, scheduler:UpdateSchedule]"
+    )
+    .unwrap();
+    writeln!(r, "            Resource:").unwrap();
+    for job in pausing {
+        writeln!(r, "              - !Sub \"arn:${{AWS::Partition}}:scheduler:${{AWS::Region}}:${{AWS::AccountId}}:schedule/${{ScheduleGroup}}/{job}\"").unwrap();
+    }
+    writeln!(r, "          - Sid: KeepTheSchedulesRole").unwrap();
+    writeln!(r, "            Effect: Allow").unwrap();
+    writeln!(r, "            Action: iam:PassRole").unwrap();
+    writeln!(r, "            Resource: !GetAtt SchedulerRole.Arn").unwrap();
+    writeln!(r, "            Condition:").unwrap();
+    writeln!(
+        r,
+        "              StringEquals: {{ iam:PassedToService: scheduler.amazonaws.com }}\n"
+    )
+    .unwrap();
 }
 
 fn storm_alarm(r: &mut String, jobs: &[&Job]) {
@@ -363,8 +471,21 @@ mod tests {
             .lines()
             .filter(|l| l.trim_start().starts_with("Dimensions:"))
             .collect();
-        // One per job alarm and one per job in the storm alarm.
-        assert_eq!(dimensions.len(), 2 * catalog.jobs.len(), "{resources}");
+        // One per job alarm and one per job in the storm alarm, one per paused alarm.
+        let pausing = catalog
+            .jobs
+            .values()
+            .filter(|j| j.policy.pause_after_failures.is_some())
+            .count();
+        assert!(
+            pausing > 0,
+            "the shipped catalog shows pause_after_failures"
+        );
+        assert_eq!(
+            dimensions.len(),
+            2 * catalog.jobs.len() + pausing,
+            "{resources}"
+        );
         for line in dimensions {
             assert!(
                 line.contains("{ Name: Stage, Value: !Ref Stage }, { Name: Job,"),
@@ -383,6 +504,33 @@ mod tests {
             dashboard.contains(r#"\"Stage\",\"${Stage}\",\"Job\""#),
             "{dashboard}"
         );
+    }
+
+    #[test]
+    fn the_worker_may_pause_only_the_schedules_of_jobs_with_pause_after_failures() {
+        let catalog = |extra: &str| {
+            let text = format!(
+                "[jobs.a]\nowner = \"x\"\n{extra}\n[jobs.a.schedule]\nexpression = \"rate(1 hour)\"\n\n[jobs.b]\nowner = \"x\"\n[jobs.b.schedule]\nexpression = \"rate(1 hour)\"\n"
+            );
+            render(&Catalog::parse(&text, "c.toml").unwrap())
+                .unwrap()
+                .resources
+        };
+        let none = catalog("");
+        assert!(!none.contains("WorkerPausePolicy"), "{none}");
+        assert!(!none.contains("PausedAlarm"), "{none}");
+        let one = catalog("pause_after_failures = 2");
+        let policy = &one[one.find("  WorkerPausePolicy:").unwrap()..];
+        let resources: Vec<&str> = policy
+            .lines()
+            .filter(|l| l.contains(":schedule/${ScheduleGroup}/"))
+            .collect();
+        assert_eq!(resources.len(), 1, "{policy}");
+        assert!(resources[0].ends_with("/a\""), "{policy}");
+        assert!(policy.contains("Action: [scheduler:GetSchedule, scheduler:UpdateSchedule]"));
+        assert!(policy.contains("iam:PassedToService: scheduler.amazonaws.com"));
+        assert!(one.contains("  PausedAlarmA:\n") && !one.contains("PausedAlarmB"));
+        assert!(one.contains("after 2 consecutive FAILED runs"));
     }
 
     #[test]

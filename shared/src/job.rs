@@ -141,6 +141,9 @@ pub struct JobPolicy {
     pub record_retention: Duration,
     /// What a run that arrives while another run of the job is RUNNING does.
     pub overlap: Overlap,
+    /// After this many consecutive FAILED runs the worker pauses the job's schedule (see
+    /// [`crate::batch::FailureStreaks`]). `None`: failures never pause it.
+    pub pause_after_failures: Option<std::num::NonZeroU32>,
 }
 
 /// A job's overlap policy: what happens to a run (another key of the same job) that arrives
@@ -171,6 +174,7 @@ impl Default for JobPolicy {
             // DLQ retention is 14 days, queue retention 4: keep records three weeks.
             record_retention: Duration::from_secs(21 * 24 * 60 * 60),
             overlap: Overlap::Allow,
+            pause_after_failures: None,
         }
     }
 }

@@ -97,3 +97,14 @@ pub fn unique(prefix: &str) -> String {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     )
 }
+
+/// The sum of one metric over EMF lines captured by `schedkit::Metrics::capture`.
+pub fn metric_total(lines: &std::sync::Mutex<Vec<String>>, metric: &str) -> f64 {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v.get(metric).and_then(serde_json::Value::as_f64))
+        .sum()
+}

@@ -11,6 +11,7 @@ use aws_config::SdkConfig;
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
+use schedkit::batch::AutoPause;
 use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
@@ -138,6 +139,8 @@ pub struct Stack {
     pub outputs: HashMap<String, String>,
     pub sqs: aws_sdk_sqs::Client,
     pub ddb: aws_sdk_dynamodb::Client,
+    /// What the stage's worker pauses a job's schedule with (`pause_after_failures`).
+    pub auto_pause: AutoPause,
 }
 
 impl Stack {
@@ -188,6 +191,11 @@ impl Stack {
             schedule_group: get("ScheduleGroupName")?,
             scheduler_role_arn: get("SchedulerRoleArn")?,
             worker_function: get("WorkerFunctionName")?,
+            auto_pause: AutoPause::new(
+                sdk,
+                &get("ExecutionsTableName")?,
+                get("ScheduleGroupName")?,
+            ),
             outputs: o.clone(),
             sqs: aws_sdk_sqs::Client::new(sdk),
             ddb: aws_sdk_dynamodb::Client::new(sdk),
@@ -301,6 +309,7 @@ impl Stack {
             clock_skew: Duration::from_millis(200),
             clock: schedkit::Clock::system(),
             visibility_on_claim: false,
+            auto_pause: Some(self.auto_pause.clone()),
         }
     }
 
@@ -505,12 +514,9 @@ impl Stack {
         let items = self.scan(&self.table).await?;
         Ok(items
             .into_iter()
-            // A job's overlap slot lives in the table too; it is not a record.
-            .filter(|i| {
-                !i.get("execution_key")
-                    .and_then(|k| k.as_s().ok())
-                    .is_some_and(|k| k.starts_with("overlap#") || k.starts_with("pause#"))
-            })
+            // A job's overlap slot, pause and failure streak live in the table too; none
+            // is a record, and none has a status.
+            .filter(|i| i.contains_key("status"))
             .map(serde_dynamo::from_item)
             .collect::<Result<_, _>>()?)
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Overlap, Registry, Status};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
-use serde_json::{Value, json};
+use schedkit_testkit::{Stack, StackOptions, localstack, metric_total, unique};
+use serde_json::json;
 
 fn registry(overlap: Overlap) -> Registry {
     let policy = JobPolicy {
@@ -21,17 +21,6 @@ fn registry(overlap: Overlap) -> Registry {
         tokio::time::sleep(Duration::from_secs(3)).await;
         Ok(json!(null))
     })
-}
-
-/// The sum of one metric over the captured EMF lines.
-fn total(lines: &Arc<Mutex<Vec<String>>>, metric: &str) -> f64 {
-    lines
-        .lock()
-        .unwrap()
-        .iter()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| v.get(metric).and_then(Value::as_f64))
-        .sum()
 }
 
 /// Five firings a minute apart, all due: runs them with three pollers at once, and
@@ -86,8 +75,8 @@ async fn skip_runs_one_of_overlapping_firings_and_records_the_rest_skipped() {
         );
         assert_eq!(r.attempt, 0, "a skipped run spent no attempt");
     }
-    assert_eq!(total(&lines, "Skipped"), 4.0);
-    assert_eq!(total(&lines, "Succeeded"), 1.0);
+    assert_eq!(metric_total(&lines, "Skipped"), 4.0);
+    assert_eq!(metric_total(&lines, "Succeeded"), 1.0);
 
     // The runs are over: the slot was given back, a later firing runs.
     let (metrics, _) = Metrics::capture();
@@ -123,7 +112,7 @@ async fn buffer_one_runs_one_waiter_after_the_running_one_and_skips_the_rest() {
         done[0].finished_at.as_deref().unwrap() <= done[1].started_at.as_deref().unwrap(),
         "the waiter ran beside the running one: {done:#?}"
     );
-    assert_eq!(total(&lines, "Skipped"), 3.0);
-    assert_eq!(total(&lines, "Succeeded"), 2.0);
-    assert!(total(&lines, "OverlapWaited") >= 1.0);
+    assert_eq!(metric_total(&lines, "Skipped"), 3.0);
+    assert_eq!(metric_total(&lines, "Succeeded"), 2.0);
+    assert!(metric_total(&lines, "OverlapWaited") >= 1.0);
 }

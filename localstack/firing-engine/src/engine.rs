@@ -29,7 +29,7 @@ use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindowMode, Sc
 use chrono::{DateTime, Utc};
 use schedkit::Clock;
 use schedkit::aws::{AwsError, AwsResultExt};
-use schedkit::schedule::{Schedule, ScheduleExpression, parse_timezone};
+use schedkit::schedule::Schedule;
 use schedkit::trigger::template::{FireContext, substitute};
 use tokio::task::JoinSet;
 
@@ -673,16 +673,7 @@ impl Pending {
 fn load(
     s: aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput,
 ) -> anyhow::Result<LoadedSchedule> {
-    let instant = |t: Option<aws_sdk_scheduler::primitives::DateTime>| {
-        t.and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
-    };
-    let expression: ScheduleExpression =
-        s.schedule_expression.clone().unwrap_or_default().parse()?;
-    let timezone = parse_timezone(s.schedule_expression_timezone.as_deref().unwrap_or("UTC"))?;
-    let mut schedule = Schedule::new(expression, timezone);
-    schedule.start = instant(s.start_date);
-    schedule.end = instant(s.end_date);
-    schedule.created = instant(s.creation_date);
+    let schedule = Schedule::from_stored(&s)?;
     let target = s.target.context("schedule has no target")?;
     let retry = target.retry_policy.as_ref();
     Ok(LoadedSchedule {

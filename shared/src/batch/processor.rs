@@ -4,7 +4,8 @@
 //! the job (unknown → DLQ), derive the key, claim it (duplicate → ack; in progress → back
 //! after the lease; conflict → DLQ), run the job with heartbeats, and record the outcome
 //! (DONE → ack; retryable → RETRYING and hidden for the backoff; exhausted or permanent →
-//! FAILED, then DLQ, then ack). A message is acknowledged only once its outcome is durable.
+//! FAILED, counted toward the job's `pause_after_failures`, then DLQ, then ack). A message
+//! is acknowledged only once its outcome is durable.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
+use super::failure_streak::{AutoPause, FailureStreaks};
 use super::lease::{Heartbeat, LeaseKeeper};
 use super::outcome::{MessageReport, Outcome};
 use crate::clock::Clock;
@@ -56,6 +58,10 @@ pub struct ProcessorConfig {
     /// timeout. One SQS request per run: on for Lambda, whose event source receives with
     /// the queue's timeout; the poller sets it at receive instead, for free.
     pub visibility_on_claim: bool,
+    /// Where the worker pauses a job's schedule after `pause_after_failures` consecutive
+    /// FAILED runs. `None`: the streaks are still counted, and a job whose streak is long
+    /// enough is logged `PAUSE_NOT_MADE` instead.
+    pub auto_pause: Option<AutoPause>,
 }
 
 /// Processes SQS batches. Cheap to clone; build it once and share it.
@@ -70,6 +76,7 @@ struct Inner {
     registry: Registry,
     config: ProcessorConfig,
     metrics: Metrics,
+    streaks: FailureStreaks,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -89,6 +96,11 @@ impl Processor {
     ) -> Self {
         Processor {
             inner: Arc::new(Inner {
+                streaks: FailureStreaks {
+                    store: store.clone(),
+                    auto_pause: config.auto_pause.clone(),
+                    metrics: metrics.clone(),
+                },
                 store,
                 sqs,
                 registry,
@@ -381,6 +393,14 @@ impl Processor {
                 };
                 self.inner.metrics.count(&envelope.job, Metric::Duplicate);
                 self.log(&transition, "ALREADY_FAILED", attempts, 0, &error);
+                // Counted again (a set: no run counts twice), in case the worker that
+                // recorded it stopped before it did.
+                if let Some(limit) = policy.pause_after_failures {
+                    self.inner
+                        .streaks
+                        .failed(limit, &transition, &error, letter.failed_at)
+                        .await;
+                }
                 self.dead_letter(&letter).await
             }
             Ok(ClaimOutcome::Conflict(record)) => {
@@ -675,6 +695,9 @@ impl Processor {
                 self.inner
                     .metrics
                     .emit(job, &[(Metric::Succeeded, 1.0), duration]);
+                if policy.pause_after_failures.is_some() {
+                    self.inner.streaks.succeeded(transition).await;
+                }
                 Outcome::Succeeded
             }
             Finish::Retrying { error } => {
@@ -695,6 +718,12 @@ impl Processor {
                 self.inner
                     .metrics
                     .emit(job, &[(Metric::Failed, 1.0), duration]);
+                if let Some(limit) = policy.pause_after_failures {
+                    self.inner
+                        .streaks
+                        .failed(limit, transition, &error, now)
+                        .await;
+                }
                 let reason = match result {
                     Err(JobError::Permanent(_)) => DeadLetterReason::PermanentError,
                     _ => DeadLetterReason::AttemptsExhausted,

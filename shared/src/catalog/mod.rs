@@ -167,5 +167,8 @@ fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
             .map(|t| t.parse::<KeyTemplate>().expect("validated")),
         record_retention: Duration::from_secs(u64::from(retention_days) * 86_400),
         overlap: spec.overlap,
+        pause_after_failures: spec
+            .pause_after_failures
+            .map(|n| std::num::NonZeroU32::new(n).expect("validated")),
     }
 }

@@ -81,6 +81,10 @@ pub struct JobSpec {
     /// of the job is RUNNING runs anyway, is SKIPPED, or waits (one at most).
     #[serde(default)]
     pub overlap: crate::job::Overlap,
+    /// Pause the job's schedule after this many consecutive FAILED runs (the worker does,
+    /// through the Scheduler API); `schedkit jobs resume` starts it again. Omitted: never.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
     /// Omitted for jobs that only run when fired (one-off, or by hand).
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,

@@ -130,6 +130,12 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                 "applies to jobs the worker runs (target `queue`); a chain's steps are queue jobs, give it to them".into(),
             );
         }
+        if let Some(message) = spec
+            .pause_after_failures
+            .and_then(|n| pause_rule(spec, &target, n))
+        {
+            fail(job, "pause_after_failures", message);
+        }
         let timeout = s.function_timeout_seconds;
         if spec.lease_seconds == 0 || spec.lease_seconds > timeout {
             fail(
@@ -226,6 +232,12 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
             {
                 fail(job, "schedule.end", format!("{end} is not after the start ({start})"));
             }
+            if expression.as_ref().is_some_and(ScheduleExpression::is_one_time)
+                && (sched.start.is_some() || sched.end.is_some())
+            {
+                let field = if sched.start.is_some() { "schedule.start" } else { "schedule.end" };
+                fail(job, field, format!("{} fires once at its own time: a start or end date applies to recurring schedules (EventBridge Scheduler ignores it here)", sched.expression));
+            }
             if sched.flexible_window_minutes > 1440 {
                 fail(job, "schedule.flexible_window_minutes", "must be 0-1440".into());
             }
@@ -291,6 +303,36 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         })
     } else {
         Err(CatalogErrors(errors))
+    }
+}
+
+/// What is contradictory about `pause_after_failures = n` for this job, if anything: it
+/// pauses a recurring schedule of a job the worker runs.
+fn pause_rule(spec: &super::model::JobSpec, target: &Target, n: u32) -> Option<String> {
+    if n == 0 {
+        return Some("must be at least 1 (omit it to never pause)".into());
+    }
+    if let Target::Chain(_) = target {
+        return Some(
+            "applies to jobs the worker runs (target `queue`): the worker counts their FAILED runs"
+                .into(),
+        );
+    }
+    match &spec.schedule {
+        None => {
+            Some("pauses the job's schedule, and the job has none (it only runs when fired)".into())
+        }
+        Some(s)
+            if s.expression
+                .parse::<ScheduleExpression>()
+                .is_ok_and(|e| e.is_one_time()) =>
+        {
+            Some(format!(
+                "pauses the job's schedule, and {} fires once: there is no later firing to stop",
+                s.expression
+            ))
+        }
+        Some(_) => None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB.
 
 mod dynamo;
+mod failures;
 mod overlap;
 mod pauses;
 mod record;
@@ -9,6 +10,7 @@ pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
+pub use failures::failures_key;
 pub use overlap::{Gate, slot_key};
 pub use pauses::{PauseRecord, Pauses};
 pub use record::{

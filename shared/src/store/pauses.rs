@@ -129,8 +129,21 @@ impl Pauses {
         Ok(())
     }
 
-    /// Forgets the pause of `job`; returns it, if there was one.
+    /// Forgets the pause of `job` and its run of failures (a resumed job gets its full
+    /// `pause_after_failures` again); returns the pause, if there was one.
     pub async fn remove(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
+        self.ddb
+            .delete_item()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, AttributeValue::S(super::failures_key(job)))
+            .send()
+            .await
+            .map_err(|e| {
+                failed(
+                    format!("forgetting the failures of {job}"),
+                    crate::aws::describe(&e),
+                )
+            })?;
         let out = self
             .ddb
             .delete_item()

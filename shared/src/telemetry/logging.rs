@@ -54,13 +54,17 @@ pub struct Transition<'a> {
 }
 
 impl Transition<'_> {
-    /// Writes the line: at warn level for FAILED, REJECTED and UNAVAILABLE, info otherwise.
+    /// Writes the line: at warn level for FAILED, REJECTED, UNAVAILABLE and an automatic
+    /// pause (made or not), info otherwise.
     pub fn log(&self) {
         let payload = self
             .payload
             .filter(|_| payload_logging())
             .map(|p| p.to_string());
-        let level_error = matches!(self.status, "FAILED" | "REJECTED" | "UNAVAILABLE");
+        let level_error = matches!(
+            self.status,
+            "FAILED" | "REJECTED" | "UNAVAILABLE" | "PAUSED" | "PAUSE_NOT_MADE"
+        );
         macro_rules! emit {
             ($level:ident) => {
                 tracing::$level!(

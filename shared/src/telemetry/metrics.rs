@@ -41,6 +41,9 @@ pub enum Metric {
     Skipped,
     /// A run was put back to wait for the running one of its job (`buffer_one`).
     OverlapWaited,
+    /// The worker paused a job's schedule after its consecutive failures
+    /// (`pause_after_failures`); the job's paused alarm watches it.
+    AutoPaused,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -49,7 +52,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric once, in declaration order, for code that must cover them all.
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 13] = [
         Metric::Started,
         Metric::Succeeded,
         Metric::Retried,
@@ -60,6 +63,7 @@ impl Metric {
         Metric::Rejected,
         Metric::Skipped,
         Metric::OverlapWaited,
+        Metric::AutoPaused,
         Metric::Duration,
         Metric::ScheduleLag,
     ];
@@ -77,6 +81,7 @@ impl Metric {
             Metric::Rejected => "Rejected",
             Metric::Skipped => "Skipped",
             Metric::OverlapWaited => "OverlapWaited",
+            Metric::AutoPaused => "AutoPaused",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }

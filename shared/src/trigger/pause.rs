@@ -10,7 +10,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::TriggerError;
 use crate::aws::{AwsError, AwsResultExt};
-use crate::schedule::{Schedule, ScheduleExpression, parse_timezone};
+use crate::schedule::Schedule;
 use crate::store::{PauseRecord, Pauses};
 
 /// Disables `job`'s schedule in `group` and records the pause.
@@ -81,17 +81,7 @@ async fn set_state(
         }
         Err(e) => return Err(AwsError::of(format!("reading schedule {group}/{job}"), &e).into()),
     };
-    let instant = |t: Option<SmithyTime>| t.and_then(|t| DateTime::from_timestamp(t.secs(), 0));
-    let mut schedule = Schedule::new(
-        s.schedule_expression
-            .clone()
-            .unwrap_or_default()
-            .parse::<ScheduleExpression>()
-            .map_err(|e| TriggerError::Request(e.to_string()))?,
-        parse_timezone(s.schedule_expression_timezone.as_deref().unwrap_or("UTC"))
-            .map_err(|e| TriggerError::Request(e.to_string()))?,
-    );
-    schedule.start = instant(s.start_date);
+    let schedule = Schedule::from_stored(&s).map_err(|e| TriggerError::Request(e.to_string()))?;
     let start = schedule
         .start_to_send(now)
         .map(|t| SmithyTime::from_secs(t.timestamp()));

@@ -32,6 +32,7 @@ pub use jobs::{BindError, Jobs};
 pub use settings::Settings;
 
 use crate::aws::SdkConfig;
+use crate::batch::AutoPause;
 use crate::catalog::{Catalog, CatalogErrors};
 use crate::poller::{PollOptions, poll};
 use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
@@ -111,6 +112,7 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
         Ok(r) => r,
         Err(e) => return refuse(&e),
     };
+    let auto_pause = auto_pause(&sdk, &settings, &catalog);
     let processor = Processor::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table),
         aws_sdk_sqs::Client::new(&sdk),
@@ -126,6 +128,7 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
             clock_skew: crate::clock::DEFAULT_CLOCK_SKEW,
             clock: crate::Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
+            auto_pause,
         },
         Metrics::stdout().for_stage(settings.stage()),
     );
@@ -133,6 +136,30 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
         return lambda::serve(processor, process::shutdown_signal()).await;
     }
     serve_polling(processor, &sdk, &settings).await
+}
+
+/// The worker's means to pause a job's schedule, when a job of the catalog asks for it
+/// (`pause_after_failures`); a warning at start when the schedule group is unknown.
+fn auto_pause(sdk: &SdkConfig, settings: &Settings, catalog: &Catalog) -> Option<AutoPause> {
+    let jobs: Vec<&str> = catalog
+        .jobs
+        .values()
+        .filter(|j| j.policy.pause_after_failures.is_some())
+        .map(|j| j.name.as_str())
+        .collect();
+    if jobs.is_empty() {
+        return None;
+    }
+    match settings.schedule_group(&catalog.settings.schedule_group) {
+        Some(group) => Some(AutoPause::new(sdk, &settings.table, group)),
+        None => {
+            tracing::warn!(
+                jobs = jobs.join(", "),
+                "pause_after_failures is not enforced: the stage is unknown, set SCHEDKIT_SCHEDULE_GROUP (or SCHEDKIT_STAGE)"
+            );
+            None
+        }
+    }
 }
 
 /// Polling mode: long-poll until stopped (or drained), then one closing line.

@@ -26,6 +26,11 @@ pub struct Settings {
     /// The table the stack gives jobs for their own effects (the template's EffectsTable).
     #[arg(long, env = "SCHEDKIT_EFFECTS_TABLE")]
     pub effects_table: Option<String>,
+    /// The stage's schedule group, where the worker pauses a job after its
+    /// `pause_after_failures` (the template sets it). Default: the catalog's
+    /// `schedule_group` and the stage, `<group>-<stage>`, as the template names it.
+    #[arg(long, env = "SCHEDKIT_SCHEDULE_GROUP")]
+    pub schedule_group: Option<String>,
     /// Messages of one batch processed at once.
     #[arg(long, env = "SCHEDKIT_CONCURRENCY", default_value_t = 10)]
     pub concurrency: usize,
@@ -51,6 +56,16 @@ impl Settings {
             .and_then(|rest| rest.strip_suffix("-executions"))
             .filter(|s| !s.is_empty())
             .unwrap_or(crate::telemetry::NO_STAGE)
+    }
+
+    /// The schedule group jobs are paused in: given, or the template's name for the stage
+    /// (None when the stage is unknown).
+    pub fn schedule_group(&self, catalog_group: &str) -> Option<String> {
+        if let Some(group) = &self.schedule_group {
+            return Some(group.clone());
+        }
+        let stage = self.stage();
+        (stage != crate::telemetry::NO_STAGE).then(|| format!("{catalog_group}-{stage}"))
     }
 
     /// The process's settings; prints the usage and exits (2) on bad flags, as any CLI.

@@ -1,0 +1,141 @@
+//! `pause_after_failures = N`: after N consecutive FAILED runs of a job the worker pauses
+//! its schedule, as an operator would with `schedkit jobs pause`, and says so (the pause
+//! record names `worker` and the failures, an `AutoPaused` metric feeds the job's paused
+//! alarm, a `PAUSED` line is logged).
+//!
+//! The streak is kept in the executions table ([`DynamoStore::count_failure`]): a DONE run
+//! ends it, `schedkit jobs resume` forgets it. Nothing here changes a run's outcome: the
+//! run is FAILED and dead-lettered whether or not the pause succeeds, and a pause that
+//! could not be made is tried again by the next failure (the streak is still long enough),
+//! or by the redelivery of this one.
+
+use std::num::NonZeroU32;
+
+use chrono::{DateTime, Utc};
+
+use crate::aws::SdkConfig;
+use crate::store::{DynamoStore, Pauses};
+use crate::telemetry::{Metric, Metrics, Transition};
+use crate::trigger::{self, TriggerError};
+
+/// Who an automatic pause is recorded as paused by.
+pub const PAUSED_BY_WORKER: &str = "worker";
+
+/// What the worker needs to pause a job's schedule itself: the stage's schedule group (its
+/// IAM permission covers that group only) and the pause records.
+#[derive(Debug, Clone)]
+pub struct AutoPause {
+    scheduler: aws_sdk_scheduler::Client,
+    pauses: Pauses,
+    group: String,
+}
+
+impl AutoPause {
+    /// Pauses schedules of `group`, recording the pauses in the executions `table`.
+    pub fn new(sdk: &SdkConfig, table: &str, group: impl Into<String>) -> Self {
+        AutoPause {
+            scheduler: aws_sdk_scheduler::Client::new(sdk),
+            pauses: Pauses::for_table(sdk, table),
+            group: group.into(),
+        }
+    }
+
+    /// The schedule group it pauses in.
+    pub fn group(&self) -> &str {
+        &self.group
+    }
+}
+
+/// The processor's side of the streaks: counts, and pauses when one is long enough.
+#[derive(Clone)]
+pub(super) struct FailureStreaks {
+    pub(super) store: DynamoStore,
+    pub(super) auto_pause: Option<AutoPause>,
+    pub(super) metrics: Metrics,
+}
+
+impl FailureStreaks {
+    /// A run of the job ended FAILED (or its FAILED outcome was met again on redelivery).
+    pub(super) async fn failed(
+        &self,
+        limit: NonZeroU32,
+        t: &Transition<'_>,
+        error: &str,
+        now: DateTime<Utc>,
+    ) {
+        let streak = match self
+            .store
+            .count_failure(t.job, t.key, error, limit.get(), now)
+            .await
+        {
+            Ok(n) => n,
+            Err(e) => {
+                log(t, "STREAK_NOT_COUNTED", &e.to_string());
+                return;
+            }
+        };
+        if streak < limit.get() {
+            return;
+        }
+        let Some(auto) = &self.auto_pause else {
+            log(
+                t,
+                "PAUSE_NOT_MADE",
+                &format!(
+                    "{streak} consecutive runs FAILED, and this worker has no schedule group to pause the job in (set SCHEDKIT_SCHEDULE_GROUP)"
+                ),
+            );
+            return;
+        };
+        match auto.pauses.get(t.job).await {
+            // Paused already (by an operator, or by an earlier failure): keep who and why.
+            Ok(Some(_)) => return,
+            Ok(None) => {}
+            Err(e) => {
+                log(t, "PAUSE_NOT_MADE", &e.to_string());
+                return;
+            }
+        }
+        let reason = format!(
+            "{streak} consecutive runs FAILED (pause_after_failures = {limit}); the last, `{}`: {error}",
+            t.key
+        );
+        let made = trigger::pause::pause(
+            &auto.scheduler,
+            &auto.pauses,
+            &auto.group,
+            t.job,
+            PAUSED_BY_WORKER,
+            &reason,
+            now,
+        )
+        .await;
+        match made {
+            Ok(_) => {}
+            // Recorded paused: the next sync creates the schedule DISABLED.
+            Err(TriggerError::NoSchedule { .. }) => {}
+            Err(e) => {
+                log(t, "PAUSE_NOT_MADE", &e.to_string());
+                return;
+            }
+        }
+        self.metrics.count(t.job, Metric::AutoPaused);
+        log(t, "PAUSED", &reason);
+    }
+
+    /// A run of the job ended DONE: its streak, if any, is over.
+    pub(super) async fn succeeded(&self, t: &Transition<'_>) {
+        if let Err(e) = self.store.clear_failures(t.job).await {
+            log(t, "STREAK_NOT_CLEARED", &e.to_string());
+        }
+    }
+}
+
+fn log(t: &Transition<'_>, status: &str, error: &str) {
+    Transition {
+        status,
+        error,
+        ..t.clone()
+    }
+    .log();
+}
