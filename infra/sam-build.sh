@@ -6,9 +6,10 @@
 #   infra/sam-build.sh [TEMPLATE]     (default infra/template.yaml)
 #
 # The artifacts land in $SAM_BUILD_DIR (default target/sam/): `WorkerFunction/bootstrap`
-# is the release binary `sam deploy` uploads. SAM_ARCHITECTURE is x86_64 (default, the one
-# tested) or arm64 (untested here: it needs `rustup target add aarch64-unknown-linux-gnu`,
-# and the machines this is tested on have only the x86_64 target and cannot fetch another).
+# is the release binary `sam deploy` uploads (a debug one with SAM_BUILD_MODE=debug, which
+# `make test` sets). SAM_ARCHITECTURE is x86_64 (default, the one tested) or arm64
+# (untested here: it needs `rustup target add aarch64-unknown-linux-gnu`, and the machines
+# this is tested on have only the x86_64 target and cannot fetch another).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(dirname "$here")
@@ -23,7 +24,8 @@ export PATH="$venv/bin:$PATH" SAM_CLI_TELEMETRY=0
 echo "sam: validate --lint $template" >&2
 sam validate --lint --template "$template"
 arch=${SAM_ARCHITECTURE:-x86_64}
-echo "sam: build (release, $arch) into $build" >&2
+# SAM_BUILD_MODE=debug (what `make test` sets) builds cargo's debug profile instead.
+echo "sam: build (${SAM_BUILD_MODE:-release}, $arch) into $build" >&2
 # --beta-features: the rust-cargolambda build method is still a beta feature of the SAM CLI.
 sam build --template "$template" --build-dir "$build" --beta-features \
     --parameter-overrides "Architecture=$arch"

@@ -1,6 +1,6 @@
 //! The artifact users deploy to AWS is the one proven: the `bootstrap` that `sam build`
-//! produced (`infra/sam-build.sh`: release, x86_64, cargo-lambda; `make test` runs it before
-//! the tests) is zipped as `sam deploy` uploads it, deployed with `infra/template.yaml` to
+//! produced (`infra/sam-build.sh`: x86_64, cargo-lambda; `make test` runs it before the
+//! tests, in the debug profile to halve its time, where `make sam-build` builds release) is zipped as `sam deploy` uploads it, deployed with `infra/template.yaml` to
 //! LocalStack, and runs a job to DONE through LocalStack's SQS event source.
 
 use std::io::Write;
