@@ -5,6 +5,7 @@
 //! Loading validates everything before anything deploys, and every error names the file,
 //! the job and the field.
 
+mod chains;
 pub mod model;
 mod validate;
 
@@ -19,7 +20,10 @@ use crate::job::JobPolicy;
 use crate::key::KeyTemplate;
 use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
-pub use model::{CatalogFile, JobSpec, RetrySpec, ScheduleSpec, Settings};
+pub use chains::{Chain, Stage, Step};
+pub use model::{
+    CatalogFile, ChainSpec, JobSpec, RetrySpec, ScheduleSpec, Settings, StageSpec, StepSpec,
+};
 
 /// Where a job's envelopes go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +65,8 @@ pub struct Catalog {
     pub settings: Settings,
     /// Every job, validated, by name.
     pub jobs: BTreeMap<String, Job>,
+    /// Every chain, validated, by name.
+    pub chains: BTreeMap<String, Chain>,
     /// What is allowed but worth saying (a one-time job whose time has passed): printed by
     /// `catalog check` and sync, never a reason to refuse to start.
     pub warnings: Vec<CatalogError>,
@@ -71,8 +77,10 @@ pub struct Catalog {
 pub struct CatalogError {
     /// The catalog file the problem is in, as it was given.
     pub file: String,
-    /// The job at fault; None for a problem with the file or `[settings]`.
+    /// The job at fault; None for a problem with the file, `[settings]` or a chain.
     pub job: Option<String>,
+    /// The chain at fault (`[chains.<name>]`), when it is one.
+    pub chain: Option<String>,
     /// The field at fault, dotted (`schedule.timezone`); None when no single field is.
     pub field: Option<String>,
     /// What is wrong, and usually what is allowed.
@@ -84,6 +92,9 @@ impl fmt::Display for CatalogError {
         write!(f, "{}: ", self.file)?;
         if let Some(job) = &self.job {
             write!(f, "job `{job}`: ")?;
+        }
+        if let Some(chain) = &self.chain {
+            write!(f, "chain `{chain}`: ")?;
         }
         if let Some(field) = &self.field {
             write!(f, "field `{field}`: ")?;
@@ -116,6 +127,7 @@ impl Catalog {
             CatalogErrors(vec![CatalogError {
                 file: file.clone(),
                 job: None,
+                chain: None,
                 field: None,
                 message: format!("cannot read it: {e}"),
             }])
@@ -132,6 +144,11 @@ impl Catalog {
     /// The job called `name`, if the catalog lists it.
     pub fn job(&self, name: &str) -> Option<&Job> {
         self.jobs.get(name)
+    }
+
+    /// The chain called `name`, if the catalog lists it.
+    pub fn chain(&self, name: &str) -> Option<&Chain> {
+        self.chains.get(name)
     }
 
     /// The jobs that have a schedule.

@@ -17,6 +17,57 @@ pub struct CatalogFile {
     /// Every job by name, from the `[jobs.<name>]` tables.
     #[serde(default)]
     pub jobs: BTreeMap<String, JobSpec>,
+    /// Every multi-step chain by name, from the `[chains.<name>]` tables.
+    #[serde(default)]
+    pub chains: BTreeMap<String, ChainSpec>,
+}
+
+/// A chain: stages run one after another, each one step or a parallel group of steps; a
+/// step runs a queue job of the catalog through the worker.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainSpec {
+    /// What the chain does.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Who to ask when it pauses.
+    pub owner: String,
+    /// In order: a step's name, or a list of step names run side by side.
+    pub stages: Vec<StageSpec>,
+    /// What a step runs, by step name: omitted, a step runs the job of its own name.
+    #[serde(default)]
+    pub steps: BTreeMap<String, StepSpec>,
+    /// The chain's input on scheduled runs; every step sees it.
+    #[serde(default)]
+    pub payload: Option<Map<String, Value>>,
+    /// When the chain starts by itself; omitted, it runs when fired.
+    #[serde(default)]
+    pub schedule: Option<ScheduleSpec>,
+}
+
+/// One stage as written: `"step"` or `["step-a", "step-b"]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(
+    untagged,
+    expecting = "must be a step name, or a list of step names run side by side"
+)]
+pub enum StageSpec {
+    /// One step.
+    Step(String),
+    /// Steps run side by side; the stage ends when all have.
+    Parallel(Vec<String>),
+}
+
+/// What one step of a chain runs.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// The queue job it runs (default: the job named like the step).
+    #[serde(default)]
+    pub job: Option<String>,
+    /// The step's own payload, given to the job with the chain's.
+    #[serde(default)]
+    pub payload: Option<Map<String, Value>>,
 }
 
 /// Settings shared by every job.

@@ -2,7 +2,8 @@
 
 use serde_path_to_error::Segment;
 
-use super::model::CatalogFile;
+use super::chains::check_chains;
+use super::model::{CatalogFile, ScheduleSpec};
 use super::{Catalog, CatalogError, CatalogErrors, Job, Target, policy};
 use crate::key::KeyTemplate;
 use crate::retry::MAX_VISIBILITY;
@@ -14,6 +15,7 @@ pub(super) fn deserialize(text: &str, file: &str) -> Result<CatalogFile, Catalog
         CatalogErrors(vec![CatalogError {
             file: file.to_string(),
             job,
+            chain: None,
             field,
             message,
         }])
@@ -48,15 +50,18 @@ pub(super) fn deserialize(text: &str, file: &str) -> Result<CatalogFile, Catalog
             .collect();
         let inner = e.into_inner();
         let message = inner.message().trim_end().to_string();
-        let (job, field) = match segments.as_slice() {
-            [first, job, rest @ ..] if first == "jobs" => (
-                Some(job.clone()),
-                (!rest.is_empty()).then(|| rest.join(".")),
-            ),
-            [] => (None, None),
-            all => (None, Some(all.join("."))),
+        let rest = |rest: &[String]| (!rest.is_empty()).then(|| rest.join("."));
+        let (job, chain, field) = match segments.as_slice() {
+            [first, job, tail @ ..] if first == "jobs" => (Some(job.clone()), None, rest(tail)),
+            [first, chain, tail @ ..] if first == "chains" => {
+                (None, Some(chain.clone()), rest(tail))
+            }
+            [] => (None, None, None),
+            all => (None, None, Some(all.join("."))),
         };
-        error(job, field, message)
+        let mut e = error(job, field, message);
+        e.0[0].chain = chain;
+        e
     })
 }
 
@@ -69,6 +74,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         errors.push(CatalogError {
             file: file.to_string(),
             job: job.map(str::to_owned),
+            chain: None,
             field: Some(field.to_string()),
             message,
         });
@@ -213,73 +219,49 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
             None => None,
         };
         let schedule = spec.schedule.as_ref().and_then(|sched| {
-            let expression = match sched.expression.parse::<ScheduleExpression>() {
-                Ok(e) => Some(e),
-                Err(e) => {
-                    fail(job, "schedule.expression", e.to_string());
-                    None
+            let schedule = check_schedule(sched, now, &mut |warning, field, message| {
+                let e = CatalogError {
+                    file: file.to_string(),
+                    job: Some(name.clone()),
+                    chain: None,
+                    field: Some(field.to_string()),
+                    message,
+                };
+                if warning {
+                    warnings.push(e);
+                } else {
+                    fail(job, field, e.message);
                 }
-            };
-            let tz = match parse_timezone(&sched.timezone) {
-                Ok(tz) => Some(tz),
-                Err(e) => {
-                    fail(job, "schedule.timezone", e.to_string());
-                    None
-                }
-            };
-            if let (Some(start), Some(end)) = (sched.start, sched.end)
-                && start >= end
-            {
-                fail(job, "schedule.end", format!("{end} is not after the start ({start})"));
-            }
-            if expression.as_ref().is_some_and(ScheduleExpression::is_one_time)
-                && (sched.start.is_some() || sched.end.is_some())
-            {
-                let field = if sched.start.is_some() { "schedule.start" } else { "schedule.end" };
-                fail(job, field, format!("{} fires once at its own time: a start or end date applies to recurring schedules (EventBridge Scheduler ignores it here)", sched.expression));
-            }
-            if sched.flexible_window_minutes > 1440 {
-                fail(job, "schedule.flexible_window_minutes", "must be 0-1440".into());
-            }
-            if sched.delivery_retries > 185 {
-                fail(job, "schedule.delivery_retries", "must be 0-185".into());
-            }
-            if !(60..=86_400).contains(&sched.max_event_age_seconds) {
-                fail(job, "schedule.max_event_age_seconds", "must be 60-86400".into());
-            }
+            });
             // A scheduled run carries the catalog payload: the key template must find its fields.
             if let Some(t) = &template
                 && let Err(e) = t.render(spec.payload.as_ref())
             {
                 fail(job, "key_template", format!("{e}: every scheduled run would be rejected as poison"));
             }
-            let (expression, tz) = (expression?, tz?);
-            if template.is_some() && !expression.is_one_time() {
+            let schedule = schedule?;
+            if template.is_some() && !schedule.expression.is_one_time() {
                 fail(
                     job,
                     "key_template",
                     format!(
-                        "with the recurring schedule {expression}, every firing carries the same payload and so the same key: all but the first would be skipped as duplicates (without a template the key is <job>#<scheduled_for>)"
+                        "with the recurring schedule {}, every firing carries the same payload and so the same key: all but the first would be skipped as duplicates (without a template the key is <job>#<scheduled_for>)",
+                        schedule.expression
                     ),
                 );
-            }
-            let mut schedule = Schedule::new(expression, tz);
-            schedule.start = sched.start;
-            schedule.end = sched.end;
-            // A schedule whose last firing is behind it is history, not a mistake: the
-            // one-off migration ran yesterday. It must never stop a binary from starting.
-            if sched.enabled && schedule.finished_by(now) {
-                warnings.push(CatalogError {
-                    file: file.to_string(),
-                    job: Some(name.clone()),
-                    field: Some(if schedule.expression.is_one_time() { "schedule.expression" } else { "schedule.end" }.into()),
-                    message: format!("{} has no run left after {}: it fires no more (sync does not create it, and leaves one already there as it is)", schedule.expression, now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
-                });
             }
             Some(schedule)
         });
         checked.push((name, spec, target, schedule));
     }
+    let chains = check_chains(
+        &raw.chains,
+        &raw.jobs,
+        file,
+        now,
+        &mut errors,
+        &mut warnings,
+    );
     if errors.is_empty() {
         // Only now: building a policy relies on the checks above.
         let jobs = checked
@@ -299,11 +281,93 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
             file: file.to_string(),
             settings: raw.settings,
             jobs,
+            chains: chains.into_iter().map(|c| (c.name.clone(), c)).collect(),
             warnings,
         })
     } else {
         Err(CatalogErrors(errors))
     }
+}
+
+/// Checks a `schedule` table (a job's or a chain's) and builds its schedule; `report`
+/// gets each problem as (is it only a warning, field, message).
+pub(super) fn check_schedule(
+    sched: &ScheduleSpec,
+    now: chrono::DateTime<chrono::Utc>,
+    report: &mut dyn FnMut(bool, &str, String),
+) -> Option<Schedule> {
+    let mut fail = |field: &str, message: String| report(false, field, message);
+    let expression = match sched.expression.parse::<ScheduleExpression>() {
+        Ok(e) => Some(e),
+        Err(e) => {
+            fail("schedule.expression", e.to_string());
+            None
+        }
+    };
+    let tz = match parse_timezone(&sched.timezone) {
+        Ok(tz) => Some(tz),
+        Err(e) => {
+            fail("schedule.timezone", e.to_string());
+            None
+        }
+    };
+    if let (Some(start), Some(end)) = (sched.start, sched.end)
+        && start >= end
+    {
+        fail(
+            "schedule.end",
+            format!("{end} is not after the start ({start})"),
+        );
+    }
+    if expression
+        .as_ref()
+        .is_some_and(ScheduleExpression::is_one_time)
+        && (sched.start.is_some() || sched.end.is_some())
+    {
+        let field = if sched.start.is_some() {
+            "schedule.start"
+        } else {
+            "schedule.end"
+        };
+        fail(
+            field,
+            format!(
+                "{} fires once at its own time: a start or end date applies to recurring schedules (EventBridge Scheduler ignores it here)",
+                sched.expression
+            ),
+        );
+    }
+    if sched.flexible_window_minutes > 1440 {
+        fail("schedule.flexible_window_minutes", "must be 0-1440".into());
+    }
+    if sched.delivery_retries > 185 {
+        fail("schedule.delivery_retries", "must be 0-185".into());
+    }
+    if !(60..=86_400).contains(&sched.max_event_age_seconds) {
+        fail("schedule.max_event_age_seconds", "must be 60-86400".into());
+    }
+    let mut schedule = Schedule::new(expression?, tz?);
+    schedule.start = sched.start;
+    schedule.end = sched.end;
+    // A schedule whose last firing is behind it is history, not a mistake: the one-off
+    // migration ran yesterday. It must never stop a binary from starting.
+    if sched.enabled && schedule.finished_by(now) {
+        let field = if schedule.expression.is_one_time() {
+            "schedule.expression"
+        } else {
+            "schedule.end"
+        };
+        report(
+            true,
+            field,
+            format!(
+                "{} has no run left after {}: it fires no more (sync does not create it, and leaves one already there as it is)",
+                schedule.expression,
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        );
+    }
+    Some(schedule)
 }
 
 /// What is contradictory about `pause_after_failures = n` for this job, if anything: it
@@ -337,14 +401,14 @@ fn pause_rule(spec: &super::model::JobSpec, target: &Target, n: u32) -> Option<S
 }
 
 /// Schedule and group names: 1-64 of `[0-9a-zA-Z-_.]`.
-fn valid_name(name: &str) -> bool {
+pub(super) fn valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-fn name_rule(name: &str) -> String {
+pub(super) fn name_rule(name: &str) -> String {
     format!(
         "`{name}` must be 1-64 characters of letters, digits, `-`, `_` and `.` (EventBridge Scheduler's rule)"
     )

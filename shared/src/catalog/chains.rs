@@ -1,0 +1,224 @@
+//! Chains in the catalog (`[chains.<name>]`): an ordered list of stages, each one step or a
+//! parallel group of steps, each step a queue job of the same catalog. A sequence of
+//! stages covers the chains teams run (most are plain sequences, some fan out once);
+//! arbitrary graphs are left out on purpose.
+//!
+//! ```toml
+//! [chains.month-end]
+//! owner = "finance"
+//! stages = ["close-books", ["issue-invoices", "export-ledger"], "month-report"]
+//!
+//! [chains.month-end.steps.export-ledger]
+//! job = "partner-export"          # default: the job named like the step
+//! payload = { format = "csv" }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use super::model::{ChainSpec, JobSpec, StageSpec};
+use super::validate::{check_schedule, name_rule, valid_name};
+use super::CatalogError;
+use crate::schedule::Schedule;
+
+/// A validated chain.
+#[derive(Debug, Clone)]
+pub struct Chain {
+    /// The name under `[chains.<name>]`: its trigger envelopes carry it as their `job`,
+    /// and its state machine and keys are named after it.
+    pub name: String,
+    /// The chain's table as written (owner, description, payload).
+    pub spec: ChainSpec,
+    /// The stages, in order.
+    pub stages: Vec<Stage>,
+    /// The parsed schedule, when the chain has one.
+    pub schedule: Option<Schedule>,
+}
+
+/// One stage: its steps run side by side (one step: a plain step), and the next stage
+/// starts when all of them are DONE.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    /// The steps, as listed.
+    pub steps: Vec<Step>,
+}
+
+/// One step of a chain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Unique in its chain: the step's record is keyed `<chain key>#<step>`.
+    pub name: String,
+    /// The queue job it runs.
+    pub job: String,
+    /// The step's own payload (empty when none is given).
+    pub payload: Map<String, Value>,
+}
+
+impl Chain {
+    /// Every step, stage by stage.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.stages.iter().flat_map(|s| s.steps.iter())
+    }
+
+    /// The step called `name`.
+    pub fn step(&self, name: &str) -> Option<&Step> {
+        self.steps().find(|s| s.name == name)
+    }
+
+    /// The payload scheduled runs start the chain with (empty when none is given).
+    pub fn payload(&self) -> Map<String, Value> {
+        self.spec.payload.clone().unwrap_or_default()
+    }
+}
+
+impl Stage {
+    /// Whether its steps run side by side (more than one step).
+    pub fn is_parallel(&self) -> bool {
+        self.steps.len() > 1
+    }
+}
+
+/// Checks every chain against the catalog's jobs; errors and warnings name file, chain and
+/// field.
+pub(super) fn check_chains(
+    chains: &BTreeMap<String, ChainSpec>,
+    jobs: &BTreeMap<String, JobSpec>,
+    file: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    errors: &mut Vec<CatalogError>,
+    warnings: &mut Vec<CatalogError>,
+) -> Vec<Chain> {
+    let mut out = Vec::new();
+    for (name, spec) in chains {
+        let problem = |field: &str, message: String| CatalogError {
+            file: file.to_string(),
+            job: None,
+            chain: Some(name.clone()),
+            field: Some(field.to_string()),
+            message,
+        };
+        let before = errors.len();
+        let mut fail = |field: &str, message: String| errors.push(problem(field, message));
+        if !valid_name(name) {
+            fail("name", name_rule(name));
+        }
+        if jobs.contains_key(name) {
+            fail(
+                "name",
+                format!(
+                    "`{name}` is also a job: a chain is started through the jobs queue under its name, so chains and jobs need different names"
+                ),
+            );
+        }
+        if spec.owner.trim().is_empty() {
+            fail("owner", "must name who to ask when the chain pauses".into());
+        }
+        if spec.stages.is_empty() {
+            fail("stages", "a chain needs at least one stage".into());
+        }
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut stages = Vec::new();
+        for (i, stage) in spec.stages.iter().enumerate() {
+            let field = format!("stages.{i}");
+            let names: Vec<&String> = match stage {
+                StageSpec::Step(step) => vec![step],
+                StageSpec::Parallel(steps) => steps.iter().collect(),
+            };
+            if names.is_empty() {
+                fail(
+                    &field,
+                    format!("stage {i} is an empty list: give it a step, or remove it"),
+                );
+            }
+            let mut steps = Vec::new();
+            for step in names {
+                if !valid_name(step) {
+                    fail(&field, name_rule(step));
+                    continue;
+                }
+                if let Some(first) = seen.insert(step, i) {
+                    fail(
+                        &field,
+                        format!(
+                            "step `{step}` is in stage {first} already: a step's name keys its record, so each step is listed once (give the second one another name and `[chains.{name}.steps.<name>] job = ...`)"
+                        ),
+                    );
+                    continue;
+                }
+                let declared = spec.steps.get(step.as_str());
+                let job = declared
+                    .and_then(|d| d.job.clone())
+                    .unwrap_or_else(|| step.clone());
+                let job_field = if declared.is_some_and(|d| d.job.is_some()) {
+                    format!("steps.{step}.job")
+                } else {
+                    field.clone()
+                };
+                match jobs.get(&job) {
+                    None => fail(
+                        &job_field,
+                        format!(
+                            "step `{step}` runs job `{job}`, which is not in the catalog (jobs: {})",
+                            jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+                        ),
+                    ),
+                    Some(j) if j.target != "queue" => fail(
+                        &job_field,
+                        format!(
+                            "step `{step}` runs job `{job}`, whose target is `{}`: a step runs a queue job (the worker runs it and answers the chain)",
+                            j.target
+                        ),
+                    ),
+                    Some(_) => {}
+                }
+                steps.push(Step {
+                    name: step.clone(),
+                    job,
+                    payload: declared.and_then(|d| d.payload.clone()).unwrap_or_default(),
+                });
+            }
+            stages.push(Stage { steps });
+        }
+        for step in spec.steps.keys() {
+            if !seen.contains_key(step.as_str()) {
+                fail(
+                    &format!("steps.{step}"),
+                    format!("step `{step}` is in no stage: list it in `stages`, or remove it"),
+                );
+            }
+        }
+        let twice: Vec<&String> = jobs
+            .iter()
+            .filter(|(_, j)| j.schedule.is_some() && j.target == format!("chain:{name}"))
+            .map(|(n, _)| n)
+            .collect();
+        if spec.schedule.is_some() && !twice.is_empty() {
+            fail(
+                "schedule",
+                format!(
+                    "job `{}` schedules this chain too (target `chain:{name}`): the chain would start twice per firing; keep one schedule",
+                    twice[0]
+                ),
+            );
+        }
+        let schedule = spec.schedule.as_ref().and_then(|sched| {
+            check_schedule(sched, now, &mut |warning, field, message| {
+                if warning {
+                    warnings.push(problem(field, message));
+                } else {
+                    errors.push(problem(field, message));
+                }
+            })
+        });
+        if errors.len() == before {
+            out.push(Chain {
+                name: name.clone(),
+                spec: spec.clone(),
+                stages,
+                schedule,
+            });
+        }
+    }
+    out
+}
