@@ -590,3 +590,81 @@ async fn a_backfill_run_twice_runs_every_occurrence_once() {
         stderr(&ahead)
     );
 }
+
+/// `iac render` writes each chain's definition beside the template (`chains/<chain>.asl.json`),
+/// says when all is in sync, fails `--check` naming the file that disagrees, and removes
+/// the definition of a chain the catalog no longer has.
+#[test]
+fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
+    let dir = std::env::temp_dir().join(format!("schedkit-render-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("chains")).unwrap();
+    let template = dir.join("template.yaml");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/template.yaml"),
+        &template,
+    )
+    .unwrap();
+    std::fs::write(dir.join("chains/gone.asl.json"), "{}\n").unwrap();
+    let catalog = catalog_copy("render-chain", |shipped| {
+        shipped
+            + "\n[chains.month-end]\nowner = \"finance\"\nstages = [\"long-report\", [\"flaky-sync\", \"partner-export\"]]\n"
+    });
+    let render = |extra: &[&str]| {
+        let mut args = vec![
+            "--catalog",
+            catalog.as_str(),
+            "iac",
+            "render",
+            "--template",
+            template.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        schedkit(&args)
+    };
+    let definition = dir.join("chains/month-end.asl.json");
+
+    let stale = render(&["--check"]);
+    assert_eq!(stale.status.code(), Some(2), "{}", stdout(&stale));
+    assert!(
+        stderr(&stale).contains("month-end.asl.json") && stderr(&stale).contains("gone.asl.json"),
+        "{}",
+        stderr(&stale)
+    );
+
+    let written = render(&[]);
+    assert!(written.status.success(), "{}", stderr(&written));
+    assert!(
+        stdout(&written).contains("month-end.asl.json: regenerated from")
+            && stdout(&written).contains("gone.asl.json: removed (no such chain in"),
+        "{}",
+        stdout(&written)
+    );
+    assert!(!dir.join("chains/gone.asl.json").exists());
+    let text = std::fs::read_to_string(&definition).unwrap();
+    let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(parsed["StartAt"], "stage-1");
+    assert_eq!(
+        parsed["States"]["stage-2"]["Branches"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+
+    let again = render(&["--check"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        stdout(&again).contains("in sync with") && stdout(&again).contains("(1 chain definition)")
+    );
+
+    std::fs::write(&definition, text.replace("stage-2", "stage-two")).unwrap();
+    let edited = render(&["--check"]);
+    assert_eq!(edited.status.code(), Some(2));
+    assert!(
+        stderr(&edited).contains("month-end.asl.json disagree with"),
+        "{}",
+        stderr(&edited)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -26,23 +26,77 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
     let rendered = iac::render(&catalog).map_err(|e| UsageError(e.to_string()))?;
     let wanted = iac::apply(&template, &rendered)
         .map_err(|e| UsageError(format!("{}: {e}", a.template.display())))?;
-    match (wanted == template, a.check) {
-        (true, _) => println!("{}: in sync with {}", a.template.display(), catalog.file),
-        (false, true) => {
-            return Err(UsageError(format!(
-                "{} disagrees with {}: run `schedkit iac render`",
-                a.template.display(),
-                catalog.file
-            ))
-            .into());
+    // The template, then each chain's definition beside it; a definition of a chain the
+    // catalog no longer has is stale.
+    let dir = a.template.parent().unwrap_or(std::path::Path::new(""));
+    let mut files = vec![(a.template.clone(), Some(wanted))];
+    let chains = dir.join("chains");
+    let expected: Vec<(PathBuf, String)> = catalog
+        .chains
+        .values()
+        .map(|c| {
+            (
+                dir.join(iac::definition_file(&c.name)),
+                iac::render_definition(&catalog, c),
+            )
+        })
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(&chains) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let generated = path.to_string_lossy().ends_with(".asl.json");
+            if generated && !expected.iter().any(|(p, _)| *p == path) {
+                files.push((path, None));
+            }
         }
-        (false, false) => {
-            std::fs::write(&a.template, wanted)?;
-            println!(
-                "{}: regenerated from {}",
-                a.template.display(),
-                catalog.file
-            );
+    }
+    files.extend(expected.into_iter().map(|(p, text)| (p, Some(text))));
+    let mut changed = Vec::new();
+    for (path, text) in &files {
+        let current = std::fs::read_to_string(path).ok();
+        if current.as_ref() != text.as_ref() {
+            changed.push((path, text));
+        }
+    }
+    if changed.is_empty() {
+        let n = catalog.chains.len();
+        println!(
+            "{}: in sync with {} ({n} chain definition{})",
+            a.template.display(),
+            catalog.file,
+            if n == 1 { "" } else { "s" }
+        );
+        return Ok(());
+    }
+    if a.check {
+        let names: Vec<String> = changed
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        return Err(UsageError(format!(
+            "{} disagree with {}: run `schedkit iac render`",
+            names.join(", "),
+            catalog.file
+        ))
+        .into());
+    }
+    for (path, text) in changed {
+        match text {
+            Some(text) => {
+                if let Some(parent) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(path, text)?;
+                println!("{}: regenerated from {}", path.display(), catalog.file);
+            }
+            None => {
+                std::fs::remove_file(path)?;
+                println!(
+                    "{}: removed (no such chain in {})",
+                    path.display(),
+                    catalog.file
+                );
+            }
         }
     }
     Ok(())

@@ -10,7 +10,11 @@
 //! YAML is written by hand: every value is a plain scalar or a JSON-quoted string (JSON
 //! strings are valid YAML double-quoted scalars), so no YAML library is needed.
 
+mod chain_definition;
+
 use std::fmt::Write;
+
+pub use chain_definition::{definition, definition_file, render_definition, step_timeouts};
 
 use crate::catalog::{Catalog, Job, Target};
 
@@ -459,6 +463,27 @@ mod tests {
             wanted == template,
             "infra/template.yaml disagrees with infra/catalog.toml: run `schedkit iac render`"
         );
+        // Each chain's definition beside it, and no other.
+        let dir = std::path::Path::new(root).join("infra");
+        for chain in catalog.chains.values() {
+            let path = dir.join(definition_file(&chain.name));
+            let current = std::fs::read_to_string(&path).unwrap_or_default();
+            assert!(
+                current == render_definition(&catalog, chain),
+                "{} disagrees with infra/catalog.toml: run `schedkit iac render`",
+                path.display()
+            );
+        }
+        if let Ok(entries) = std::fs::read_dir(dir.join("chains")) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let chain = name.strip_suffix(".asl.json").unwrap_or(&name);
+                assert!(
+                    catalog.chain(chain).is_some(),
+                    "infra/chains/{name} is no chain of infra/catalog.toml: run `schedkit iac render`"
+                );
+            }
+        }
     }
 
     #[test]

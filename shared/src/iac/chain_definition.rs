@@ -1,0 +1,427 @@
+//! A chain's Step Functions definition, generated from the catalog (`schedkit iac render`
+//! writes `infra/chains/<chain>.asl.json`; `--check` fails when one disagrees).
+//!
+//! Every stage is a `Parallel` state with one branch per step (a one-step stage has one
+//! branch), so a failed step never throws away its siblings' work: each branch catches its
+//! step's failure and ends with a small result (`{"step": S}`, or `{"step": S, "failed":
+//! true, "error", "cause"}`). A `Choice` after the stage goes on to the next stage only when
+//! no branch failed; otherwise the chain ends through `paused`, which tells the worker (a
+//! message on the jobs queue) so it records the chain PAUSED with the failed steps. After
+//! the last stage `done` does the same for DONE. Both end the execution SUCCEEDED: a paused
+//! chain is not a Step Functions failure, and the template's alarm on failed executions
+//! keeps meaning "something schedkit did not expect".
+//!
+//! A step is an SQS callback task (`sqs:sendMessage.waitForTaskToken`) on the jobs queue:
+//! an envelope for the step's job, keyed `<chain key>#<step>`, carrying the task token,
+//! the chain key and the step. The worker runs it like any job (its retries with backoff
+//! through the queue, its lease, its DLQ) and answers the task. Step Functions retries a
+//! step only when its worker went silent (the heartbeat timeout, which LocalStack reports
+//! as `States.Timeout`), with jitter.
+//!
+//! The definition's `${JobsQueueUrl}` and `${Partition}` are the template's
+//! `DefinitionSubstitutions`.
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{Catalog, Chain, Stage, Step};
+
+/// Step Functions sends a lost step again this many times before the chain pauses on it.
+const LOST_STEP_RETRIES: u32 = 2;
+
+/// Slack on top of the longest silence a healthy step keeps, for clocks and the queue.
+const HEARTBEAT_SLACK_SECONDS: u64 = 30;
+
+/// The state names, one place for each.
+fn stage_state(i: usize) -> String {
+    format!("stage-{}", i + 1)
+}
+
+fn check_state(i: usize) -> String {
+    format!("stage-{}-check", i + 1)
+}
+
+const PAUSED: &str = "paused";
+const DONE: &str = "done";
+
+/// How long a step's task may go without a heartbeat, and how long it may take in all, in
+/// seconds. A healthy step is silent longest while its message waits for a retry (the
+/// job's longest retry delay) or for a takeover after its worker died (a lease, and one
+/// more to claim and beat): the heartbeat timeout covers both, so only a step no worker
+/// holds any more is sent again. The total covers every attempt at its timeout and every
+/// wait between them.
+pub fn step_timeouts(catalog: &Catalog, step: &Step) -> (u64, u64) {
+    let policy = catalog
+        .job(&step.job)
+        .map(|j| j.policy.clone())
+        .unwrap_or_default();
+    let lease = policy.lease.as_secs();
+    let max_delay = policy.retry.max_delay.as_secs();
+    let heartbeat = max_delay.max(lease) + 2 * lease + HEARTBEAT_SLACK_SECONDS;
+    let attempt = policy.timeout.map_or(lease, |t| t.as_secs()) + lease;
+    let attempts = u64::from(policy.retry.max_attempts);
+    let total = attempts * attempt + attempts.saturating_sub(1) * max_delay + heartbeat;
+    (heartbeat, total)
+}
+
+/// The envelope a step's task puts on the jobs queue (Step Functions fills in the `.$`
+/// fields at run time).
+fn step_message(chain: &Chain, step: &Step) -> Value {
+    json!({
+        "job": step.job,
+        "scheduled_for.$": "$$.Execution.Input.scheduled_for",
+        "key.$": format!("States.Format('{{}}#{}', $$.Execution.Input.chain_key)", step.name),
+        "payload": Value::Object(step.payload.clone()),
+        "chain": {
+            "name": chain.name,
+            "key.$": "$$.Execution.Input.chain_key",
+            "step": step.name,
+            "task_token.$": "$$.Task.Token",
+        },
+    })
+}
+
+/// One branch of a stage: the step's callback task, then its small result.
+fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
+    let (heartbeat, timeout) = step_timeouts(catalog, step);
+    let ok = format!("{}-ok", step.name);
+    let failed = format!("{}-failed", step.name);
+    let mut states = Map::new();
+    states.insert(
+        step.name.clone(),
+        json!({
+            "Type": "Task",
+            "Resource": "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken",
+            "Parameters": {
+                "QueueUrl": "${JobsQueueUrl}",
+                "MessageBody": step_message(chain, step),
+            },
+            "HeartbeatSeconds": heartbeat,
+            "TimeoutSeconds": timeout,
+            // Only a silent worker makes Step Functions send the step again: the worker
+            // owns the retries of a step that fails.
+            "Retry": [{
+                "ErrorEquals": ["States.HeartbeatTimeout", "States.Timeout"],
+                "IntervalSeconds": 2,
+                "MaxAttempts": LOST_STEP_RETRIES,
+                "BackoffRate": 2,
+                "JitterStrategy": "FULL",
+            }],
+            "Catch": [{ "ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": failed }],
+            "ResultPath": null,
+            "Next": ok,
+        }),
+    );
+    states.insert(
+        ok,
+        json!({ "Type": "Pass", "Result": { "step": step.name }, "End": true }),
+    );
+    states.insert(
+        failed,
+        json!({
+            "Type": "Pass",
+            "Parameters": {
+                "step": step.name,
+                "failed": true,
+                "error.$": "$.failure.Error",
+                "cause.$": "$.failure.Cause",
+            },
+            "End": true,
+        }),
+    );
+    json!({ "StartAt": step.name, "States": states })
+}
+
+/// The choice "some branch of the stage failed: pause", on the stage's results at
+/// `$.stage`.
+fn pause_if_any_failed(stage: &Stage) -> Value {
+    let failed =
+        |k: usize| json!({ "Variable": format!("$.stage[{k}].failed"), "IsPresent": true });
+    let mut rule = match stage.steps.len() {
+        1 => failed(0),
+        n => json!({ "Or": (0..n).map(failed).collect::<Vec<_>>() }),
+    };
+    rule["Next"] = json!(PAUSED);
+    rule
+}
+
+/// The message `paused` or `done` sends the worker: which chain run, and how it ended.
+fn outcome_message(chain: &Chain, outcome: &str) -> Value {
+    let mut event = json!({
+        "name": chain.name,
+        "key.$": "$$.Execution.Input.chain_key",
+        "outcome": outcome,
+    });
+    if outcome == PAUSED {
+        event["stage.$"] = json!("$.stage");
+    }
+    json!({
+        "Type": "Task",
+        "Resource": "arn:${Partition}:states:::sqs:sendMessage",
+        "Parameters": {
+            "QueueUrl": "${JobsQueueUrl}",
+            "MessageBody": {
+                "job": chain.name,
+                "scheduled_for.$": "$$.Execution.Input.scheduled_for",
+                "chain": event,
+            },
+        },
+        "Retry": [{
+            "ErrorEquals": ["States.ALL"],
+            "IntervalSeconds": 2,
+            "MaxAttempts": 5,
+            "BackoffRate": 2,
+            "JitterStrategy": "FULL",
+        }],
+        "End": true,
+    })
+}
+
+/// The chain's definition, as a JSON value.
+pub fn definition(catalog: &Catalog, chain: &Chain) -> Value {
+    let mut states = Map::new();
+    let last = chain.stages.len() - 1;
+    for (i, stage) in chain.stages.iter().enumerate() {
+        let branches: Vec<Value> = stage
+            .steps
+            .iter()
+            .map(|s| branch(catalog, chain, s))
+            .collect();
+        states.insert(
+            stage_state(i),
+            json!({
+                "Type": "Parallel",
+                "Branches": branches,
+                "ResultPath": "$.stage",
+                "Next": check_state(i),
+            }),
+        );
+        let next = if i == last {
+            DONE.to_string()
+        } else {
+            stage_state(i + 1)
+        };
+        states.insert(
+            check_state(i),
+            json!({
+                "Type": "Choice",
+                "Choices": [pause_if_any_failed(stage)],
+                "Default": next,
+            }),
+        );
+    }
+    states.insert(PAUSED.into(), outcome_message(chain, PAUSED));
+    states.insert(DONE.into(), outcome_message(chain, DONE));
+    let stages: Vec<String> = chain
+        .stages
+        .iter()
+        .map(|s| {
+            let names: Vec<&str> = s.steps.iter().map(|s| s.name.as_str()).collect();
+            names.join(" + ")
+        })
+        .collect();
+    json!({
+        "Comment": format!(
+            "Chain {} ({}), generated from {} by `schedkit iac render`: do not edit by hand.",
+            chain.name,
+            stages.join(" → "),
+            std::path::Path::new(&catalog.file)
+                .file_name()
+                .map_or(catalog.file.clone(), |n| n.to_string_lossy().into_owned())
+        ),
+        "StartAt": stage_state(0),
+        "States": states,
+    })
+}
+
+/// The chain's definition as written to `chains/<chain>.asl.json`.
+pub fn render_definition(catalog: &Catalog, chain: &Chain) -> String {
+    let mut text =
+        serde_json::to_string_pretty(&definition(catalog, chain)).expect("a definition serialises");
+    text.push('\n');
+    text
+}
+
+/// The file a chain's definition is written to, relative to the template's folder.
+pub fn definition_file(chain: &str) -> String {
+    format!("chains/{chain}.asl.json")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three stages, the middle one parallel; `invoices` with its own retry policy.
+    pub(crate) const CATALOG: &str = r#"
+[jobs.close-books]
+owner = "finance"
+lease_seconds = 30
+
+[jobs.issue-invoices]
+owner = "billing"
+lease_seconds = 20
+timeout_seconds = 40
+[jobs.issue-invoices.retry]
+max_attempts = 3
+max_delay_seconds = 10
+first_delay_seconds = 1
+base_delay_seconds = 2
+
+[jobs.report]
+owner = "data"
+
+[chains.month-end]
+owner = "finance"
+stages = ["close-books", ["invoices", "ledger"], "report"]
+
+[chains.month-end.steps.invoices]
+job = "issue-invoices"
+payload = { batch = 50 }
+
+[chains.month-end.steps.ledger]
+job = "close-books"
+"#;
+
+    fn month_end() -> (Catalog, Value) {
+        let catalog = Catalog::parse(CATALOG, "infra/catalog.toml").unwrap();
+        let chain = catalog.chain("month-end").unwrap();
+        let definition = definition(&catalog, chain);
+        (catalog, definition)
+    }
+
+    #[test]
+    fn each_stage_is_a_parallel_state_of_callback_steps_then_a_choice_that_pauses_on_a_failed_one()
+    {
+        let (_, d) = month_end();
+        let states = &d["States"];
+        assert_eq!(d["StartAt"], "stage-1");
+        let names: Vec<&String> = states.as_object().unwrap().keys().collect();
+        assert_eq!(
+            names,
+            [
+                "done",
+                "paused",
+                "stage-1",
+                "stage-1-check",
+                "stage-2",
+                "stage-2-check",
+                "stage-3",
+                "stage-3-check"
+            ]
+        );
+        let branches = states["stage-2"]["Branches"].as_array().unwrap();
+        let starts: Vec<&Value> = branches.iter().map(|b| &b["StartAt"]).collect();
+        assert_eq!(starts, ["invoices", "ledger"]);
+        assert_eq!(states["stage-2"]["Next"], "stage-2-check");
+        assert_eq!(
+            states["stage-2-check"],
+            json!({
+                "Type": "Choice",
+                "Choices": [{
+                    "Or": [
+                        { "Variable": "$.stage[0].failed", "IsPresent": true },
+                        { "Variable": "$.stage[1].failed", "IsPresent": true },
+                    ],
+                    "Next": "paused",
+                }],
+                "Default": "stage-3",
+            })
+        );
+        assert_eq!(
+            states["stage-1-check"]["Choices"][0],
+            json!({ "Variable": "$.stage[0].failed", "IsPresent": true, "Next": "paused" })
+        );
+        assert_eq!(states["stage-3-check"]["Default"], "done");
+        assert_eq!(
+            states["paused"]["Parameters"]["MessageBody"]["chain"]["outcome"],
+            "paused"
+        );
+        assert_eq!(
+            states["paused"]["Parameters"]["MessageBody"]["chain"]["stage.$"],
+            "$.stage"
+        );
+        assert_eq!(
+            states["done"]["Parameters"]["MessageBody"]["chain"]["outcome"],
+            "done"
+        );
+        assert_eq!(states["done"]["End"], true);
+    }
+
+    #[test]
+    fn a_step_is_an_sqs_callback_task_carrying_its_token_key_and_step() {
+        let (_, d) = month_end();
+        let branch = &d["States"]["stage-2"]["Branches"][0]["States"];
+        let task = &branch["invoices"];
+        assert_eq!(
+            task["Resource"],
+            "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken"
+        );
+        assert_eq!(task["Parameters"]["QueueUrl"], "${JobsQueueUrl}");
+        assert_eq!(
+            task["Parameters"]["MessageBody"],
+            json!({
+                "job": "issue-invoices",
+                "scheduled_for.$": "$$.Execution.Input.scheduled_for",
+                "key.$": "States.Format('{}#invoices', $$.Execution.Input.chain_key)",
+                "payload": { "batch": 50 },
+                "chain": {
+                    "name": "month-end",
+                    "key.$": "$$.Execution.Input.chain_key",
+                    "step": "invoices",
+                    "task_token.$": "$$.Task.Token",
+                },
+            })
+        );
+        // Step Functions sends a step again only when its worker went silent.
+        assert_eq!(
+            task["Retry"][0]["ErrorEquals"],
+            json!(["States.HeartbeatTimeout", "States.Timeout"])
+        );
+        assert_eq!(task["Retry"][0]["JitterStrategy"], "FULL");
+        assert_eq!(task["Catch"][0]["Next"], "invoices-failed");
+        assert_eq!(task["Next"], "invoices-ok");
+        assert_eq!(
+            branch["invoices-ok"]["Result"],
+            json!({ "step": "invoices" })
+        );
+        assert_eq!(branch["invoices-failed"]["Parameters"]["failed"], true);
+        assert_eq!(
+            branch["invoices-failed"]["Parameters"]["error.$"],
+            "$.failure.Error"
+        );
+    }
+
+    #[test]
+    fn the_heartbeat_timeout_outlasts_a_retry_wait_and_a_takeover_and_the_timeout_every_attempt() {
+        let (catalog, d) = month_end();
+        let chain = catalog.chain("month-end").unwrap();
+        // issue-invoices: lease 20 s, longest retry delay 10 s, 3 attempts of at most 40 s.
+        let invoices = chain.step("invoices").unwrap();
+        assert_eq!(
+            step_timeouts(&catalog, invoices),
+            (20 + 2 * 20 + 30, 3 * (40 + 20) + 2 * 10 + 90)
+        );
+        let task = &d["States"]["stage-2"]["Branches"][0]["States"]["invoices"];
+        assert_eq!(task["HeartbeatSeconds"], 90);
+        assert_eq!(task["TimeoutSeconds"], 290);
+        // close-books: lease 30 s, the default retry (5 attempts, 15 min longest delay) and
+        // the function's 60 s timeout.
+        let close = chain.step("close-books").unwrap();
+        assert_eq!(
+            step_timeouts(&catalog, close),
+            (900 + 60 + 30, 5 * 90 + 4 * 900 + 990)
+        );
+    }
+
+    #[test]
+    fn the_rendered_file_is_stable_and_names_its_source_by_file_name() {
+        let (catalog, _) = month_end();
+        let chain = catalog.chain("month-end").unwrap();
+        let text = render_definition(&catalog, chain);
+        assert_eq!(text, render_definition(&catalog, chain));
+        assert!(text.ends_with("}\n"));
+        assert!(text.contains(
+            "Chain month-end (close-books → invoices + ledger → report), generated from catalog.toml"
+        ));
+        assert_eq!(definition_file("month-end"), "chains/month-end.asl.json");
+    }
+}

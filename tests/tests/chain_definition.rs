@@ -1,0 +1,253 @@
+//! The chain definitions `schedkit iac render` generates, created in LocalStack's Step
+//! Functions and driven by hand (the test answers each step's task as a worker would):
+//! the stages run in order, the parallel one side by side; a step that fails lets its
+//! sibling finish, later stages never start, and the chain ends through `paused` with the
+//! failed step; a chain whose steps all succeed ends through `done`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use schedkit::catalog::Catalog;
+use schedkit_testkit::{localstack, unique};
+use serde_json::{Value, json};
+
+const CATALOG: &str = r#"
+[jobs.close-books]
+owner = "finance"
+lease_seconds = 5
+
+[jobs.issue-invoices]
+owner = "billing"
+lease_seconds = 5
+
+[jobs.report]
+owner = "data"
+lease_seconds = 5
+
+[chains.month-end]
+owner = "finance"
+stages = ["close-books", ["invoices", "ledger"], "report"]
+
+[chains.month-end.steps.invoices]
+job = "issue-invoices"
+
+[chains.month-end.steps.ledger]
+job = "close-books"
+payload = { format = "csv" }
+"#;
+
+/// What the test saw on the queue: step messages in arrival order, and the outcome message.
+#[derive(Debug, Default)]
+struct Seen {
+    steps: Vec<Value>,
+    outcome: Option<Value>,
+}
+
+struct Chain {
+    sfn: aws_sdk_sfn::Client,
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    machine: String,
+}
+
+impl Chain {
+    /// The generated definition of `month-end`, created on LocalStack against a new queue.
+    async fn create() -> Chain {
+        let sdk = localstack().await;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let sfn = aws_sdk_sfn::Client::new(&sdk);
+        let queue_url = sqs
+            .create_queue()
+            .queue_name(unique("chain-steps"))
+            .send()
+            .await
+            .unwrap()
+            .queue_url
+            .unwrap();
+        let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+        let text = schedkit::iac::render_definition(&catalog, catalog.chain("month-end").unwrap())
+            .replace("${Partition}", "aws")
+            .replace("${JobsQueueUrl}", &queue_url);
+        let machine = sfn
+            .create_state_machine()
+            .name(unique("month-end"))
+            .definition(text)
+            .role_arn("arn:aws:iam::000000000000:role/chain")
+            .send()
+            .await
+            .unwrap()
+            .state_machine_arn;
+        Chain {
+            sfn,
+            sqs,
+            queue_url,
+            machine,
+        }
+    }
+
+    /// Starts a run and answers each step as `answer` says (Ok: success with that output,
+    /// Err: failure with that error), until the outcome message arrives; then the
+    /// execution's status.
+    async fn run(
+        &self,
+        answer: impl Fn(&str) -> Result<Value, &'static str>,
+    ) -> (Seen, ExecutionStatus) {
+        let key = "month-end#2026-12-01T02:00:00Z";
+        let execution = self
+            .sfn
+            .start_execution()
+            .state_machine_arn(&self.machine)
+            .name(unique("run"))
+            .input(
+                json!({"chain_key": key, "scheduled_for": "2026-12-01T02:00:00Z", "payload": {}})
+                    .to_string(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .execution_arn;
+        let mut seen = Seen::default();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while seen.outcome.is_none() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no outcome: {seen:?}"
+            );
+            let got = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap();
+            for m in got.messages.unwrap_or_default() {
+                let body: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle.unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                if body["chain"]["outcome"].is_string() {
+                    seen.outcome = Some(body);
+                    continue;
+                }
+                let step = body["chain"]["step"].as_str().unwrap().to_string();
+                let token = body["chain"]["task_token"].as_str().unwrap().to_string();
+                match answer(&step) {
+                    Ok(output) => self
+                        .sfn
+                        .send_task_success()
+                        .task_token(token)
+                        .output(output.to_string())
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .unwrap(),
+                    Err(error) => self
+                        .sfn
+                        .send_task_failure()
+                        .task_token(token)
+                        .error(error)
+                        .cause(format!("{step} failed for good"))
+                        .send()
+                        .await
+                        .map(|_| ())
+                        .unwrap(),
+                }
+                seen.steps.push(body);
+            }
+        }
+        let status = loop {
+            let d = self
+                .sfn
+                .describe_execution()
+                .execution_arn(&execution)
+                .send()
+                .await
+                .unwrap();
+            if d.status != ExecutionStatus::Running {
+                break d.status;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "execution still running"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        (seen, status)
+    }
+}
+
+fn step_names(seen: &Seen) -> Vec<&str> {
+    seen.steps
+        .iter()
+        .map(|s| s["chain"]["step"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_generated_chain_runs_its_stages_in_order_and_ends_done() {
+    let chain = Chain::create().await;
+    let (seen, status) = chain.run(|step| Ok(json!({ "did": step }))).await;
+    let order = step_names(&seen);
+    assert_eq!(order.len(), 4, "{seen:?}");
+    assert_eq!(order[0], "close-books");
+    let mut middle = order[1..3].to_vec();
+    middle.sort();
+    assert_eq!(middle, ["invoices", "ledger"]);
+    assert_eq!(order[3], "report");
+    // Each step's envelope: its job, its key under the chain key, its payload.
+    let by_step: BTreeMap<&str, &Value> = seen
+        .steps
+        .iter()
+        .map(|s| (s["chain"]["step"].as_str().unwrap(), s))
+        .collect();
+    assert_eq!(by_step["invoices"]["job"], "issue-invoices");
+    assert_eq!(
+        by_step["ledger"]["key"],
+        "month-end#2026-12-01T02:00:00Z#ledger"
+    );
+    assert_eq!(by_step["ledger"]["payload"], json!({ "format": "csv" }));
+    assert_eq!(by_step["report"]["scheduled_for"], "2026-12-01T02:00:00Z");
+    let outcome = seen.outcome.unwrap();
+    assert_eq!(outcome["job"], "month-end");
+    assert_eq!(
+        outcome["chain"],
+        json!({ "name": "month-end", "key": "month-end#2026-12-01T02:00:00Z", "outcome": "done" })
+    );
+    assert_eq!(status, ExecutionStatus::Succeeded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_branch_lets_its_sibling_finish_and_pauses_the_chain_before_the_next_stage() {
+    let chain = Chain::create().await;
+    let (seen, status) = chain
+        .run(|step| match step {
+            "invoices" => Err("StepFailed"),
+            s => Ok(json!({ "did": s })),
+        })
+        .await;
+    let mut order = step_names(&seen);
+    order.sort();
+    assert_eq!(
+        order,
+        ["close-books", "invoices", "ledger"],
+        "report must not start"
+    );
+    let outcome = seen.outcome.unwrap();
+    assert_eq!(outcome["chain"]["outcome"], "paused");
+    assert_eq!(
+        outcome["chain"]["stage"],
+        json!([
+            { "step": "invoices", "failed": true, "error": "StepFailed", "cause": "invoices failed for good" },
+            { "step": "ledger" },
+        ])
+    );
+    // A paused chain is not a Step Functions failure.
+    assert_eq!(status, ExecutionStatus::Succeeded);
+}
