@@ -37,6 +37,33 @@ pub struct Envelope {
         skip_serializing_if = "Option::is_none"
     )]
     pub attempt: Option<u32>,
+    /// Set on the messages of a chain's run (Step Functions writes them): a step to run and
+    /// answer, or how the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainContext>,
+}
+
+/// Which run of which chain a message belongs to, and what it asks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainContext {
+    /// The chain (`[chains.<name>]`).
+    pub name: String,
+    /// The chain key: one run of the chain (its steps are keyed `<chain key>#<step>`).
+    pub key: String,
+    /// The step this message runs (a step message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The Step Functions task token the step's outcome answers (a step message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_token: Option<String>,
+    /// How the run ended, `paused` or `done` (an outcome message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The results of the stage the run paused in, one per step: `{"step"}` for a done
+    /// one, `{"step", "failed", "error", "cause"}` for a failed one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<Vec<Value>>,
 }
 
 /// Why a message body is not an envelope. The text names the offending field.
@@ -73,6 +100,7 @@ impl Envelope {
             execution_id: None,
             schedule_arn: None,
             attempt: None,
+            chain: None,
         }
     }
 

@@ -7,6 +7,9 @@ mod bad_input;
 /// The generated chain definitions on LocalStack's Step Functions, answered by hand:
 /// stages in order, a failed branch lets its sibling finish and pauses the chain.
 mod chain_definition;
+/// Chains through the worker: steps run once and answered, the chain ends DONE; a step
+/// failed for good lets its sibling finish and pauses the chain before the last stage.
+mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.
 mod chaos;

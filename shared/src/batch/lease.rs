@@ -29,6 +29,8 @@ pub(crate) struct Heartbeat {
     pub every: Duration,
     pub lease: Duration,
     pub clock: Clock,
+    /// A chain step's task, kept alive with the lease.
+    pub task: Option<super::chain_steps::TaskHeartbeat>,
 }
 
 /// The lease as the owner knows it.
@@ -167,6 +169,9 @@ impl Heartbeat {
                         c.last_error = None;
                     });
                     self.extend_visibility().await;
+                    if let Some(task) = &self.task {
+                        task.beat().await;
+                    }
                 }
                 Ok(Err(TransitionError::LeaseLost { .. })) => {
                     tracing::warn!(key = self.key, "heartbeat refused: lease lost");

@@ -17,6 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::chain_steps::ChainTasks;
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
 use super::failure_streak::{AutoPause, FailureStreaks};
 use super::lease::{Heartbeat, LeaseKeeper};
@@ -62,6 +63,9 @@ pub struct ProcessorConfig {
     /// FAILED runs. `None`: the streaks are still counted, and a job whose streak is long
     /// enough is logged `PAUSE_NOT_MADE` instead.
     pub auto_pause: Option<AutoPause>,
+    /// What answers the Step Functions tasks of chain steps. `None`: a step's message is
+    /// run like any other, and its chain waits until the step's heartbeat timeout.
+    pub chain_tasks: Option<ChainTasks>,
 }
 
 /// Processes SQS batches. Cheap to clone; build it once and share it.
@@ -211,6 +215,33 @@ impl Processor {
         request_id: &str,
         deadline: Option<Instant>,
     ) -> MessageReport {
+        let parsed = Envelope::parse(message.body.as_deref().unwrap_or_default());
+        let mut report = self
+            .handle_parsed(message, request_id, deadline, parsed.as_ref())
+            .await;
+        // A chain step's outcome answers its task once decided.
+        if let (Some(tasks), Ok(envelope)) = (&self.inner.config.chain_tasks, &parsed)
+            && let Some(instead) = tasks
+                .answer(
+                    &self.inner.store,
+                    envelope,
+                    report.key.as_deref(),
+                    &report.outcome,
+                )
+                .await
+        {
+            report.outcome = instead;
+        }
+        report
+    }
+
+    async fn handle_parsed(
+        &self,
+        message: SqsMessage,
+        request_id: &str,
+        deadline: Option<Instant>,
+        parsed: Result<&Envelope, &crate::envelope::EnvelopeError>,
+    ) -> MessageReport {
         let mut report = MessageReport {
             message_id: message.message_id.clone().unwrap_or_default(),
             receipt_handle: message.receipt_handle.clone(),
@@ -227,7 +258,7 @@ impl Processor {
             request_id,
         };
 
-        let envelope = match Envelope::parse(body) {
+        let envelope = match parsed {
             Ok(e) => e,
             Err(e) => {
                 report.outcome = self
@@ -256,7 +287,7 @@ impl Processor {
             return report;
         };
         let policy = &registered.policy;
-        let key = match execution_key(&envelope, policy.key_template.as_ref()) {
+        let key = match execution_key(envelope, policy.key_template.as_ref()) {
             Ok(k) => k,
             Err(e) => {
                 report.outcome = self
@@ -280,7 +311,7 @@ impl Processor {
             key: key.clone(),
             job: envelope.job.clone(),
             scheduled_for: format_instant(&envelope.scheduled_for),
-            payload_hash: payload_hash(&envelope),
+            payload_hash: payload_hash(envelope),
             input: body.to_string(),
             message_id: Some(ctx.message_id.to_string()),
             owner: format!("{}:{}", self.inner.config.worker_id, uuid::Uuid::new_v4()),
@@ -346,7 +377,7 @@ impl Processor {
                     claimed_at,
                     deadline,
                 };
-                self.run(&ctx, &envelope, registered, record, started, &transition)
+                self.run(&ctx, envelope, registered, record, started, &transition)
                     .await
             }
             Ok(ClaimOutcome::Duplicate(record)) => {
@@ -561,6 +592,12 @@ impl Processor {
             every,
             lease: policy.lease,
             clock,
+            task: self
+                .inner
+                .config
+                .chain_tasks
+                .as_ref()
+                .and_then(|t| t.heartbeat_of(envelope)),
         });
         // Heartbeats run until the outcome is written (the keeper is dropped at the end).
         let keeper = LeaseKeeper::start(

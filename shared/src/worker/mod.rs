@@ -32,7 +32,7 @@ pub use jobs::{BindError, Jobs};
 pub use settings::Settings;
 
 use crate::aws::SdkConfig;
-use crate::batch::AutoPause;
+use crate::batch::{AutoPause, ChainTasks};
 use crate::catalog::{Catalog, CatalogErrors};
 use crate::poller::{PollOptions, poll};
 use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
@@ -129,6 +129,8 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
             clock: crate::Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
             auto_pause,
+            // Chain steps are answered when the catalog has chains.
+            chain_tasks: (!catalog.chains.is_empty()).then(|| ChainTasks::new(&sdk)),
         },
         Metrics::stdout().for_stage(settings.stage()),
     );

@@ -1,0 +1,191 @@
+//! A chain step's answers to Step Functions. A step is an ordinary run of its job (keyed
+//! `<chain key>#<step>`, with the job's retries, lease and DLQ); what a chain adds is the
+//! task token its message carries, which the worker answers once the run is decided:
+//!
+//! - DONE (now, or already: a step rerun or sent again answers from its record without
+//!   running) → `SendTaskSuccess` with the step's result;
+//! - FAILED for good, or rejected unrun (an unknown job, a key conflict) → `SendTaskFailure`
+//!   (`error` = `schedkit.<reason>`, `cause` = the error), which pauses the chain;
+//! - still going (retrying, in progress elsewhere, waiting) → no answer yet; each lease
+//!   heartbeat also sends `SendTaskHeartbeat`, and the step's heartbeat timeout covers the
+//!   waits between attempts.
+//!
+//! A token Step Functions no longer waits for (the step timed out and was sent again) is
+//! not an error: the other message's run answers its own token. Any other failure to
+//! answer leaves the message unacknowledged, so it comes back and answers then, from the
+//! record.
+
+use aws_sdk_sfn::Client;
+use serde_json::{Value, json};
+
+use super::outcome::Outcome;
+use crate::aws::SdkConfig;
+use crate::envelope::Envelope;
+use crate::store::{DynamoStore, Status};
+
+/// The most of an error Step Functions takes as a failure's cause.
+const MAX_CAUSE_CHARS: usize = 32_768;
+
+/// What the worker answers chain steps with.
+#[derive(Debug, Clone)]
+pub struct ChainTasks {
+    sfn: Client,
+}
+
+impl ChainTasks {
+    /// Answers through a Step Functions client built from `sdk`.
+    pub fn new(sdk: &SdkConfig) -> Self {
+        ChainTasks {
+            sfn: Client::new(sdk),
+        }
+    }
+
+    /// The heartbeat of the step `envelope` runs, when it is one.
+    pub(super) fn heartbeat_of(&self, envelope: &Envelope) -> Option<TaskHeartbeat> {
+        let token = envelope.chain.as_ref()?.task_token.clone()?;
+        Some(TaskHeartbeat {
+            sfn: self.sfn.clone(),
+            token,
+        })
+    }
+
+    /// Answers the step `envelope` carries, now that its message's outcome is `outcome`;
+    /// returns the outcome to report instead when the answer could not be sent.
+    pub(super) async fn answer(
+        &self,
+        store: &DynamoStore,
+        envelope: &Envelope,
+        key: Option<&str>,
+        outcome: &Outcome,
+    ) -> Option<Outcome> {
+        let chain = envelope.chain.as_ref()?;
+        let token = chain.task_token.as_deref()?;
+        let step = chain.step.as_deref().unwrap_or_default();
+        let sent = match outcome {
+            Outcome::Succeeded | Outcome::Duplicate => {
+                let record = match key {
+                    Some(key) => store.get(key).await,
+                    None => Ok(None),
+                };
+                match record {
+                    Ok(Some(r)) if r.status == Status::Done => {
+                        self.succeed(token, output_of(r.result.as_deref())).await
+                    }
+                    Ok(Some(r)) => {
+                        let error =
+                            format!("the step's record is {} (not DONE)", r.status.as_str());
+                        self.fail(token, "schedkit.StepNotDone", &error).await
+                    }
+                    Ok(None) => {
+                        self.fail(token, "schedkit.StepNotDone", "the step has no record")
+                            .await
+                    }
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+            Outcome::DeadLettered { reason, error } => {
+                self.fail(token, &format!("schedkit.{reason}"), error).await
+            }
+            Outcome::Skipped => {
+                let error = "skipped: another run of the step's job was running (overlap policy)";
+                self.fail(token, "schedkit.skipped", error).await
+            }
+            _ => return None,
+        };
+        match sent {
+            Ok(()) => None,
+            Err(error) => {
+                tracing::warn!(
+                    chain = chain.name,
+                    key = chain.key,
+                    step,
+                    error,
+                    "chain step not answered; the message comes back"
+                );
+                Some(Outcome::Unavailable {
+                    error: format!("answering step {step} of {}: {error}", chain.key),
+                })
+            }
+        }
+    }
+
+    async fn succeed(&self, token: &str, output: Value) -> Result<(), String> {
+        let sent = self
+            .sfn
+            .send_task_success()
+            .task_token(token)
+            .output(output.to_string())
+            .send()
+            .await;
+        settled(sent.map(|_| ()))
+    }
+
+    async fn fail(&self, token: &str, error: &str, cause: &str) -> Result<(), String> {
+        let sent = self
+            .sfn
+            .send_task_failure()
+            .task_token(token)
+            .error(error.chars().take(256).collect::<String>())
+            .cause(cause.chars().take(MAX_CAUSE_CHARS).collect::<String>())
+            .send()
+            .await;
+        settled(sent.map(|_| ()))
+    }
+}
+
+/// Ok when the answer was taken, or when Step Functions no longer waits for that token (it
+/// timed the task out and sent the step again: the other message answers).
+fn settled<E>(result: Result<(), aws_sdk_sfn::error::SdkError<E>>) -> Result<(), String>
+where
+    E: aws_sdk_sfn::error::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let code = e
+                .as_service_error()
+                .and_then(|s| s.code())
+                .unwrap_or_default();
+            if matches!(code, "TaskTimedOut" | "TaskDoesNotExist" | "InvalidToken") {
+                tracing::info!(
+                    code,
+                    "chain step answered after Step Functions stopped waiting for it"
+                );
+                Ok(())
+            } else {
+                Err(crate::aws::describe(&e))
+            }
+        }
+    }
+}
+
+/// A step's output as Step Functions gets it: the job's result, which is JSON; a result
+/// too big for the record was kept as a note, sent as `{"note": ...}`.
+fn output_of(result: Option<&str>) -> Value {
+    match result {
+        None => json!({}),
+        Some(text) => serde_json::from_str(text).unwrap_or_else(|_| json!({ "note": text })),
+    }
+}
+
+/// Keeps a step's task alive while its attempt runs: sent with each lease heartbeat.
+pub(crate) struct TaskHeartbeat {
+    sfn: Client,
+    token: String,
+}
+
+impl TaskHeartbeat {
+    /// Best effort: a heartbeat that does not arrive is made up by the next one, and the
+    /// task's heartbeat timeout allows for a lost few.
+    pub(crate) async fn beat(&self) {
+        let sent = self
+            .sfn
+            .send_task_heartbeat()
+            .task_token(&self.token)
+            .send()
+            .await;
+        if let Err(e) = settled(sent.map(|_| ())) {
+            tracing::warn!(error = e, "chain step heartbeat not sent");
+        }
+    }
+}

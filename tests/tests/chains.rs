@@ -1,0 +1,210 @@
+//! Chains through the worker: the generated definition of a three-stage chain (the middle
+//! stage parallel) created in LocalStack's Step Functions against a deployed stage's jobs
+//! queue, and the worker running its steps and answering their tasks. Every step runs
+//! once (a transient failure retried by the worker), each step record DONE under the chain
+//! key, and the chain ends DONE; a step that fails for good lets its sibling finish,
+//! pauses the chain, and the last stage never starts.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use schedkit::catalog::Catalog;
+use schedkit::{JobContext, JobError, JobPolicy, Metrics, Registry, RetryPolicy, Status};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use serde_json::{Value, json};
+
+const CATALOG: &str = r#"
+[jobs.close-books]
+owner = "finance"
+lease_seconds = 5
+
+[jobs.issue-invoices]
+owner = "billing"
+lease_seconds = 5
+
+[jobs.report]
+owner = "data"
+lease_seconds = 5
+
+[chains.month-end]
+owner = "finance"
+stages = ["close-books", ["invoices", "ledger"], "report"]
+
+[chains.month-end.steps.invoices]
+job = "issue-invoices"
+
+[chains.month-end.steps.ledger]
+job = "close-books"
+payload = { ledger = true }
+"#;
+
+/// How many times each step's job body ran, by execution key.
+type Runs = Arc<Mutex<BTreeMap<String, u32>>>;
+
+/// The chain's jobs: each counts its runs and returns what it did; `issue-invoices` fails
+/// once (retryably) per run, and for good when `fail_invoices` says so.
+fn registry(runs: Runs, fail_invoices: bool) -> Registry {
+    let policy = JobPolicy {
+        retry: RetryPolicy {
+            max_attempts: 3,
+            first_delay: Duration::from_secs(1),
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(2),
+        },
+        ..JobPolicy::default().with_lease(Duration::from_secs(5))
+    };
+    let job = |name: &'static str| {
+        let runs = runs.clone();
+        move |ctx: JobContext| {
+            let runs = runs.clone();
+            async move {
+                *runs.lock().unwrap().entry(ctx.key.clone()).or_default() += 1;
+                if name == "issue-invoices" {
+                    if fail_invoices {
+                        return Err(JobError::permanent("the invoice template is missing"));
+                    }
+                    if ctx.attempt == 1 {
+                        return Err(JobError::retryable("the ledger is locked, try again"));
+                    }
+                }
+                Ok(json!({ "did": name, "payload": ctx.payload }))
+            }
+        }
+    };
+    Registry::new()
+        .register("close-books", policy.clone(), job("close-books"))
+        .register("issue-invoices", policy.clone(), job("issue-invoices"))
+        .register("report", policy, job("report"))
+}
+
+/// Runs one chain execution on `stack` with a worker until it ends; its status.
+async fn run_chain(
+    stack: &Stack,
+    runs: Runs,
+    fail_invoices: bool,
+    chain_key: &str,
+) -> ExecutionStatus {
+    let sdk = localstack().await;
+    let sfn = aws_sdk_sfn::Client::new(&sdk);
+    let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+    let definition =
+        schedkit::iac::render_definition(&catalog, catalog.chain("month-end").unwrap())
+            .replace("${Partition}", "aws")
+            .replace("${JobsQueueUrl}", &stack.queue_url);
+    let machine = sfn
+        .create_state_machine()
+        .name(unique("month-end"))
+        .definition(definition)
+        .role_arn("arn:aws:iam::000000000000:role/chain")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let worker = stack.processor(registry(runs, fail_invoices), "w", Metrics::capture().0);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        max_messages: 10,
+        until_drained: false,
+    };
+    let sqs = stack.sqs.clone();
+    let polling = tokio::spawn(async move {
+        schedkit::poller::poll(&worker, &sqs, &options, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let execution = sfn
+        .start_execution()
+        .state_machine_arn(&machine)
+        .name(unique("run"))
+        .input(json!({ "chain_key": chain_key, "scheduled_for": "2026-12-01T02:00:00Z", "payload": {} }).to_string())
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(&execution)
+            .send()
+            .await
+            .unwrap();
+        if d.status != ExecutionStatus::Running {
+            break d.status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chain is still running"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    let _ = stop.send(());
+    polling.await.unwrap();
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_done() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains"), StackOptions::default())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    let key = "month-end#2026-12-01T02:00:00Z";
+    let status = run_chain(&stack, runs.clone(), false, key).await;
+    assert_eq!(status, ExecutionStatus::Succeeded);
+    let runs = runs.lock().unwrap().clone();
+    let step = |s: &str| format!("{key}#{s}");
+    assert_eq!(
+        runs,
+        BTreeMap::from([
+            (step("close-books"), 1),
+            (step("invoices"), 2),
+            (step("ledger"), 1),
+            (step("report"), 1),
+        ]),
+        "each step once; invoices retried once by the worker"
+    );
+    for s in ["close-books", "invoices", "ledger", "report"] {
+        let record = stack.record(&step(s)).await.unwrap().unwrap();
+        assert_eq!(record.status, Status::Done, "{s}: {record:?}");
+    }
+    let invoices = stack.record(&step("invoices")).await.unwrap().unwrap();
+    assert_eq!(invoices.attempt, 2, "{invoices:?}");
+    let ledger = stack.record(&step("ledger")).await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(ledger.result.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        result,
+        json!({ "did": "close-books", "payload": { "ledger": true } })
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_failed_for_good_lets_its_sibling_finish_and_the_last_stage_never_starts() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-pause"), StackOptions::default())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    let key = "month-end#2026-12-02T02:00:00Z";
+    let status = run_chain(&stack, runs.clone(), true, key).await;
+    // A paused chain is not a Step Functions failure.
+    assert_eq!(status, ExecutionStatus::Succeeded);
+    let runs = runs.lock().unwrap().clone();
+    let step = |s: &str| format!("{key}#{s}");
+    assert_eq!(runs.get(&step("ledger")), Some(&1), "{runs:?}");
+    assert_eq!(runs.get(&step("invoices")), Some(&1), "{runs:?}");
+    assert_eq!(
+        runs.get(&step("report")),
+        None,
+        "the last stage started: {runs:?}"
+    );
+    let invoices = stack.record(&step("invoices")).await.unwrap().unwrap();
+    assert_eq!(invoices.status, Status::Failed);
+    let ledger = stack.record(&step("ledger")).await.unwrap().unwrap();
+    assert_eq!(ledger.status, Status::Done);
+}
