@@ -11,7 +11,7 @@ use aws_config::SdkConfig;
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
-use schedkit::batch::{AutoPause, ChainTasks};
+use schedkit::batch::AutoPause;
 use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
@@ -141,8 +141,6 @@ pub struct Stack {
     pub ddb: aws_sdk_dynamodb::Client,
     /// What the stage's worker pauses a job's schedule with (`pause_after_failures`).
     pub auto_pause: AutoPause,
-    /// What the stage's worker answers chain steps with.
-    pub chain_tasks: ChainTasks,
 }
 
 impl Stack {
@@ -198,7 +196,6 @@ impl Stack {
                 &get("ExecutionsTableName")?,
                 get("ScheduleGroupName")?,
             ),
-            chain_tasks: ChainTasks::new(sdk),
             outputs: o.clone(),
             sqs: aws_sdk_sqs::Client::new(sdk),
             ddb: aws_sdk_dynamodb::Client::new(sdk),
@@ -313,7 +310,7 @@ impl Stack {
             clock: schedkit::Clock::system(),
             visibility_on_claim: false,
             auto_pause: Some(self.auto_pause.clone()),
-            chain_tasks: Some(self.chain_tasks.clone()),
+            chains: None,
         }
     }
 

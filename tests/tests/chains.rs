@@ -3,15 +3,20 @@
 //! queue, and the worker running its steps and answering their tasks. Every step runs
 //! once (a transient failure retried by the worker), each step record DONE under the chain
 //! key, and the chain ends DONE; a step that fails for good lets its sibling finish,
-//! pauses the chain, and the last stage never starts.
+//! pauses the chain, and the last stage never starts. Each run is triggered through the
+//! jobs queue twice, as a scheduler retry would: one execution.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_sfn::types::ExecutionStatus;
+use schedkit::batch::Chains;
 use schedkit::catalog::Catalog;
-use schedkit::{JobContext, JobError, JobPolicy, Metrics, Registry, RetryPolicy, Status};
+use schedkit::{
+    Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Processor,
+    ProcessorConfig, Registry, RetryPolicy, Status,
+};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::{Value, json};
 
@@ -79,13 +84,15 @@ fn registry(runs: Runs, fail_invoices: bool) -> Registry {
         .register("report", policy, job("report"))
 }
 
-/// Runs one chain execution on `stack` with a worker until it ends; its status.
+/// A run of the chain on `stack`: triggered through the jobs queue as a schedule would
+/// (twice), run by a worker until its record says it ended; the execution's status, how
+/// many executions the machine had, and the chain's record.
 async fn run_chain(
     stack: &Stack,
     runs: Runs,
     fail_invoices: bool,
-    chain_key: &str,
-) -> ExecutionStatus {
+    scheduled_for: &str,
+) -> (ExecutionStatus, usize, ExecutionRecord) {
     let sdk = localstack().await;
     let sfn = aws_sdk_sfn::Client::new(&sdk);
     let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
@@ -102,7 +109,21 @@ async fn run_chain(
         .await
         .unwrap()
         .state_machine_arn;
-    let worker = stack.processor(registry(runs, fail_invoices), "w", Metrics::capture().0);
+    let chains = Chains::with_state_machines(
+        &sdk,
+        &catalog,
+        BTreeMap::from([("month-end".to_string(), machine.clone())]),
+    );
+    let worker = Processor::new(
+        stack.store(),
+        stack.sqs.clone(),
+        registry(runs, fail_invoices),
+        ProcessorConfig {
+            chains: Some(chains),
+            ..stack.config("w")
+        },
+        Metrics::capture().0,
+    );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let options = schedkit::poller::PollOptions {
         wait_seconds: 1,
@@ -116,35 +137,34 @@ async fn run_chain(
         })
         .await
     });
-    let execution = sfn
-        .start_execution()
-        .state_machine_arn(&machine)
-        .name(unique("run"))
-        .input(json!({ "chain_key": chain_key, "scheduled_for": "2026-12-01T02:00:00Z", "payload": {} }).to_string())
-        .send()
-        .await
-        .unwrap()
-        .execution_arn;
+    // The trigger, delivered twice (a scheduler retry): one run, one execution.
+    let trigger = Envelope::new("month-end", scheduled_for.parse().unwrap());
+    stack.send_envelope(&trigger).await.unwrap();
+    stack.send_envelope(&trigger).await.unwrap();
+    let key = format!("month-end#{scheduled_for}");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        let d = sfn
-            .describe_execution()
-            .execution_arn(&execution)
-            .send()
-            .await
-            .unwrap();
-        if d.status != ExecutionStatus::Running {
-            break d.status;
+    let record = loop {
+        let record = stack.record(&key).await.unwrap();
+        if let Some(r) = record.filter(|r| r.status != Status::Running) {
+            break r;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the chain is still running"
+            "the chain did not end"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
+    let executions = sfn
+        .list_executions()
+        .state_machine_arn(&machine)
+        .send()
+        .await
+        .unwrap()
+        .executions;
     let _ = stop.send(());
     polling.await.unwrap();
-    status
+    let status = executions[0].status.clone();
+    (status, executions.len(), record)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -155,8 +175,15 @@ async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_
         .unwrap();
     let runs: Runs = Arc::default();
     let key = "month-end#2026-12-01T02:00:00Z";
-    let status = run_chain(&stack, runs.clone(), false, key).await;
+    let (status, executions, chain) =
+        run_chain(&stack, runs.clone(), false, "2026-12-01T02:00:00Z").await;
     assert_eq!(status, ExecutionStatus::Succeeded);
+    assert_eq!(
+        executions, 1,
+        "the trigger delivered twice started two executions"
+    );
+    assert_eq!(chain.status, Status::Done, "{chain:?}");
+    assert_eq!(chain.job, "month-end");
     let runs = runs.lock().unwrap().clone();
     let step = |s: &str| format!("{key}#{s}");
     assert_eq!(
@@ -191,9 +218,16 @@ async fn a_step_failed_for_good_lets_its_sibling_finish_and_the_last_stage_never
         .unwrap();
     let runs: Runs = Arc::default();
     let key = "month-end#2026-12-02T02:00:00Z";
-    let status = run_chain(&stack, runs.clone(), true, key).await;
+    let (status, executions, chain) =
+        run_chain(&stack, runs.clone(), true, "2026-12-02T02:00:00Z").await;
     // A paused chain is not a Step Functions failure.
     assert_eq!(status, ExecutionStatus::Succeeded);
+    assert_eq!(executions, 1);
+    assert_eq!(chain.status, Status::Paused, "{chain:?}");
+    assert_eq!(
+        chain.last_error.as_deref(),
+        Some("step `invoices` failed: schedkit.permanent-error: the invoice template is missing")
+    );
     let runs = runs.lock().unwrap().clone();
     let step = |s: &str| format!("{key}#{s}");
     assert_eq!(runs.get(&step("ledger")), Some(&1), "{runs:?}");

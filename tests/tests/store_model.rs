@@ -93,7 +93,7 @@ fn expect(
                     Status::Registered | Status::Retrying => true,
                     Status::Failed => m.message != message,
                     Status::Running => m.lease_until.is_some_and(|l| l < now),
-                    Status::Done | Status::Skipped => false,
+                    Status::Done | Status::Skipped | Status::Paused => false,
                 },
             };
             if claimable {

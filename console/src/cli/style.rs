@@ -12,7 +12,8 @@ fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// A status as printed: green DONE, red FAILED, yellow RUNNING/RETRYING, dim SKIPPED.
+/// A status as printed: green DONE, red FAILED, yellow RUNNING/RETRYING, magenta PAUSED,
+/// dim SKIPPED.
 pub fn status(s: Status) -> String {
     let code = match s {
         Status::Done => "32",
@@ -20,6 +21,7 @@ pub fn status(s: Status) -> String {
         Status::Running | Status::Retrying => "33",
         Status::Registered => "0",
         Status::Skipped => "2",
+        Status::Paused => "35",
     };
     if colour() {
         format!("\x1b[{code}m{s}\x1b[0m")

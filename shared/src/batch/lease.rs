@@ -30,7 +30,7 @@ pub(crate) struct Heartbeat {
     pub lease: Duration,
     pub clock: Clock,
     /// A chain step's task, kept alive with the lease.
-    pub task: Option<super::chain_steps::TaskHeartbeat>,
+    pub task: Option<super::chains::TaskHeartbeat>,
 }
 
 /// The lease as the owner knows it.

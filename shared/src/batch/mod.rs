@@ -1,13 +1,13 @@
 //! The SQS batch adapter, shared by the Lambda handler and the long-polling worker.
 
-mod chain_steps;
+mod chains;
 pub mod dead_letter;
 mod failure_streak;
 mod lease;
 mod outcome;
 mod processor;
 
-pub use chain_steps::ChainTasks;
+pub use chains::Chains;
 pub use dead_letter::{DeadLetterReason, attr};
 pub use failure_streak::{AutoPause, PAUSED_BY_WORKER};
 pub use outcome::{MessageReport, Outcome, batch_response};

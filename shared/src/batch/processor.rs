@@ -17,7 +17,7 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::chain_steps::ChainTasks;
+use super::chains::{Chains, RunMessage};
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
 use super::failure_streak::{AutoPause, FailureStreaks};
 use super::lease::{Heartbeat, LeaseKeeper};
@@ -65,7 +65,7 @@ pub struct ProcessorConfig {
     pub auto_pause: Option<AutoPause>,
     /// What answers the Step Functions tasks of chain steps. `None`: a step's message is
     /// run like any other, and its chain waits until the step's heartbeat timeout.
-    pub chain_tasks: Option<ChainTasks>,
+    pub chains: Option<Chains>,
 }
 
 /// Processes SQS batches. Cheap to clone; build it once and share it.
@@ -220,7 +220,7 @@ impl Processor {
             .handle_parsed(message, request_id, deadline, parsed.as_ref())
             .await;
         // A chain step's outcome answers its task once decided.
-        if let (Some(tasks), Ok(envelope)) = (&self.inner.config.chain_tasks, &parsed)
+        if let (Some(tasks), Ok(envelope)) = (&self.inner.config.chains, &parsed)
             && let Some(instead) = tasks
                 .answer(
                     &self.inner.store,
@@ -268,6 +268,14 @@ impl Processor {
             }
         };
         report.job = Some(envelope.job.clone());
+        if let Some(chains) =
+            (self.inner.config.chains.as_ref()).filter(|c| c.is_chain(&envelope.job))
+        {
+            let (key, outcome) = self.chain_run(chains, &ctx, envelope).await;
+            report.key = key;
+            report.outcome = outcome;
+            return report;
+        }
         let Some(registered) = self.inner.registry.get(&envelope.job) else {
             let known: Vec<_> = self.inner.registry.names().collect();
             let error = format!(
@@ -491,6 +499,84 @@ impl Processor {
         }
     }
 
+    /// A chain run's trigger or end (see `chains::runs`): the key it concerns and the
+    /// message's outcome.
+    async fn chain_run(
+        &self,
+        chains: &Chains,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+    ) -> (Option<String>, Outcome) {
+        let now = self.inner.config.clock.now();
+        let done = chains
+            .handle_run(&self.inner.store, envelope, ctx.body, ctx.message_id, now)
+            .await;
+        let job = envelope.job.as_str();
+        let t = |key: &str, status: &'static str, error: &str| {
+            Transition {
+                job,
+                key,
+                status,
+                error,
+                request_id: ctx.request_id,
+                message_id: ctx.message_id,
+                ..Default::default()
+            }
+            .log()
+        };
+        let metrics = &self.inner.metrics;
+        match done {
+            RunMessage::Started { key } => {
+                metrics.count(job, Metric::Started);
+                t(&key, "CHAIN_STARTED", "");
+                (Some(key), Outcome::Succeeded)
+            }
+            RunMessage::AlreadyStarted { key } | RunMessage::AlreadyEnded { key } => {
+                metrics.count(job, Metric::Duplicate);
+                t(&key, "DUPLICATE", "");
+                (Some(key), Outcome::Duplicate)
+            }
+            RunMessage::Ended { key, paused } => {
+                let (metric, status) = if paused {
+                    (Metric::ChainPaused, "PAUSED")
+                } else {
+                    (Metric::ChainDone, "DONE")
+                };
+                metrics.count(job, metric);
+                t(&key, status, "");
+                (Some(key), Outcome::Succeeded)
+            }
+            RunMessage::Conflict { key, error } => {
+                let outcome = self
+                    .reject(
+                        ctx,
+                        DeadLetterReason::KeyConflict,
+                        &error,
+                        Some(job),
+                        Some(&key),
+                    )
+                    .await;
+                (Some(key), outcome)
+            }
+            RunMessage::Refused { key, error } => {
+                let outcome = self
+                    .reject(
+                        ctx,
+                        DeadLetterReason::StoreRefused,
+                        &error,
+                        Some(job),
+                        key.as_deref(),
+                    )
+                    .await;
+                (key, outcome)
+            }
+            RunMessage::Unavailable { key, error } => {
+                t(&key, "UNAVAILABLE", &error);
+                (Some(key), Outcome::Unavailable { error })
+            }
+        }
+    }
+
     /// The run waits for its job's slot (`buffer_one`): back on the queue after
     /// `retry_in`, no attempt spent.
     async fn wait_for_slot(
@@ -595,7 +681,7 @@ impl Processor {
             task: self
                 .inner
                 .config
-                .chain_tasks
+                .chains
                 .as_ref()
                 .and_then(|t| t.heartbeat_of(envelope)),
         });

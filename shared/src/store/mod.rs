@@ -1,11 +1,13 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB.
 
+mod chain_runs;
 mod dynamo;
 mod failures;
 mod overlap;
 mod pauses;
 mod record;
 
+pub use chain_runs::ChainEnd;
 pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,

@@ -41,6 +41,9 @@ pub enum Status {
     /// Terminal: the run arrived while another run of its job was RUNNING, and the job's
     /// overlap policy (`skip`, or `buffer_one` with one already waiting) said not to run it.
     Skipped,
+    /// A chain run stopped after a step failed for good: its later stages did not start,
+    /// and a rerun continues from the failed step.
+    Paused,
 }
 
 impl Status {
@@ -53,6 +56,7 @@ impl Status {
             Status::Done => "DONE",
             Status::Failed => "FAILED",
             Status::Skipped => "SKIPPED",
+            Status::Paused => "PAUSED",
         }
     }
 }

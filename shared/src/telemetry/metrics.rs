@@ -44,6 +44,11 @@ pub enum Metric {
     /// The worker paused a job's schedule after its consecutive failures
     /// (`pause_after_failures`); the job's paused alarm watches it.
     AutoPaused,
+    /// A chain run ended with every step DONE (dimension `Job`: the chain).
+    ChainDone,
+    /// A chain run paused on a step that failed for good; the chain's paused alarm
+    /// watches it.
+    ChainPaused,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -52,7 +57,7 @@ pub enum Metric {
 
 impl Metric {
     /// Every metric once, in declaration order, for code that must cover them all.
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 15] = [
         Metric::Started,
         Metric::Succeeded,
         Metric::Retried,
@@ -64,6 +69,8 @@ impl Metric {
         Metric::Skipped,
         Metric::OverlapWaited,
         Metric::AutoPaused,
+        Metric::ChainDone,
+        Metric::ChainPaused,
         Metric::Duration,
         Metric::ScheduleLag,
     ];
@@ -82,6 +89,8 @@ impl Metric {
             Metric::Skipped => "Skipped",
             Metric::OverlapWaited => "OverlapWaited",
             Metric::AutoPaused => "AutoPaused",
+            Metric::ChainDone => "ChainDone",
+            Metric::ChainPaused => "ChainPaused",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }

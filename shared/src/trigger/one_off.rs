@@ -74,26 +74,7 @@ pub struct OneOffTarget {
     pub chain_arn: Option<String>,
 }
 
-/// A Step Functions execution name for an execution key: at most 80 characters of
-/// letters, digits, `-` and `_`, with a stable hash of the whole key so two keys that read
-/// alike after the replacement stay apart, and every version names a key alike.
-pub fn execution_name(key: &str) -> String {
-    let mut readable: String = key
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(63)
-        .collect();
-    let h = crate::hash::stable_hash([key.as_bytes()]);
-    readable.push('-');
-    readable.push_str(&format!("{h:016x}"));
-    readable
-}
+pub use crate::key::execution_name;
 
 /// Enqueues the envelope to run at its `scheduled_for` (now, or later).
 pub async fn enqueue(

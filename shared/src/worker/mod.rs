@@ -32,7 +32,7 @@ pub use jobs::{BindError, Jobs};
 pub use settings::Settings;
 
 use crate::aws::SdkConfig;
-use crate::batch::{AutoPause, ChainTasks};
+use crate::batch::{AutoPause, Chains};
 use crate::catalog::{Catalog, CatalogErrors};
 use crate::poller::{PollOptions, poll};
 use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
@@ -129,8 +129,7 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
             clock: crate::Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
             auto_pause,
-            // Chain steps are answered when the catalog has chains.
-            chain_tasks: (!catalog.chains.is_empty()).then(|| ChainTasks::new(&sdk)),
+            chains: chains(&sdk, &catalog),
         },
         Metrics::stdout().for_stage(settings.stage()),
     );
@@ -138,6 +137,21 @@ pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs
         return lambda::serve(processor, process::shutdown_signal()).await;
     }
     serve_polling(processor, &sdk, &settings).await
+}
+
+/// What the worker runs chains with, when the catalog has any: their state machines are
+/// `SCHEDKIT_STATE_MACHINE_PREFIX` + the chain's name (the template sets it).
+fn chains(sdk: &SdkConfig, catalog: &Catalog) -> Option<Chains> {
+    if catalog.chains.is_empty() {
+        return None;
+    }
+    let prefix = std::env::var("SCHEDKIT_STATE_MACHINE_PREFIX").unwrap_or_default();
+    if prefix.is_empty() {
+        tracing::warn!(
+            "SCHEDKIT_STATE_MACHINE_PREFIX is not set: chain steps are answered, but a chain's trigger cannot start its state machine"
+        );
+    }
+    Some(Chains::new(sdk, catalog, &prefix))
 }
 
 /// The worker's means to pause a job's schedule, when a job of the catalog asks for it

@@ -18,30 +18,17 @@
 use aws_sdk_sfn::Client;
 use serde_json::{Value, json};
 
-use super::outcome::Outcome;
-use crate::aws::SdkConfig;
+use super::Chains;
+use crate::batch::outcome::Outcome;
 use crate::envelope::Envelope;
 use crate::store::{DynamoStore, Status};
 
 /// The most of an error Step Functions takes as a failure's cause.
 const MAX_CAUSE_CHARS: usize = 32_768;
 
-/// What the worker answers chain steps with.
-#[derive(Debug, Clone)]
-pub struct ChainTasks {
-    sfn: Client,
-}
-
-impl ChainTasks {
-    /// Answers through a Step Functions client built from `sdk`.
-    pub fn new(sdk: &SdkConfig) -> Self {
-        ChainTasks {
-            sfn: Client::new(sdk),
-        }
-    }
-
+impl Chains {
     /// The heartbeat of the step `envelope` runs, when it is one.
-    pub(super) fn heartbeat_of(&self, envelope: &Envelope) -> Option<TaskHeartbeat> {
+    pub(crate) fn heartbeat_of(&self, envelope: &Envelope) -> Option<TaskHeartbeat> {
         let token = envelope.chain.as_ref()?.task_token.clone()?;
         Some(TaskHeartbeat {
             sfn: self.sfn.clone(),
@@ -51,7 +38,7 @@ impl ChainTasks {
 
     /// Answers the step `envelope` carries, now that its message's outcome is `outcome`;
     /// returns the outcome to report instead when the answer could not be sent.
-    pub(super) async fn answer(
+    pub(crate) async fn answer(
         &self,
         store: &DynamoStore,
         envelope: &Envelope,

@@ -1,0 +1,58 @@
+//! Chains through the worker: it runs their steps (answering each step's Step Functions
+//! task, [`steps`]) and their runs' messages (a trigger starts the execution, the end
+//! records the run DONE or PAUSED, [`runs`]). See `schedkit::iac::definition` for the
+//! state machine these messages come from.
+
+mod runs;
+mod steps;
+
+use std::collections::BTreeMap;
+
+use aws_sdk_sfn::Client;
+
+pub(crate) use runs::RunMessage;
+pub(crate) use steps::TaskHeartbeat;
+
+use crate::aws::SdkConfig;
+use crate::catalog::{Catalog, Chain};
+
+/// What the worker needs for chains: Step Functions, the catalog's chains, and each
+/// chain's state machine.
+#[derive(Debug, Clone)]
+pub struct Chains {
+    sfn: Client,
+    chains: BTreeMap<String, Chain>,
+    state_machines: BTreeMap<String, String>,
+}
+
+impl Chains {
+    /// The catalog's chains, each the state machine `<prefix><chain>` (the template names
+    /// them `schedkit-<stage>-<chain>`; `SCHEDKIT_STATE_MACHINE_PREFIX` is the ARN up to
+    /// the chain's name).
+    pub fn new(sdk: &SdkConfig, catalog: &Catalog, prefix: &str) -> Self {
+        let machines = catalog
+            .chains
+            .keys()
+            .map(|c| (c.clone(), format!("{prefix}{c}")))
+            .collect();
+        Chains::with_state_machines(sdk, catalog, machines)
+    }
+
+    /// The catalog's chains with their state machines' ARNs given by chain.
+    pub fn with_state_machines(
+        sdk: &SdkConfig,
+        catalog: &Catalog,
+        state_machines: BTreeMap<String, String>,
+    ) -> Self {
+        Chains {
+            sfn: Client::new(sdk),
+            chains: catalog.chains.clone(),
+            state_machines,
+        }
+    }
+
+    /// Whether `name` is a chain (its trigger and end messages carry it as their job).
+    pub fn is_chain(&self, name: &str) -> bool {
+        self.chains.contains_key(name)
+    }
+}
