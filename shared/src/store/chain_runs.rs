@@ -9,14 +9,12 @@
 //!                  └──paused──▶ PAUSED ──(rerun)──▶ RUNNING
 //! ```
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, s, unavailable};
-use super::record::{cap_snapshot, expires_at, timestamp};
-use super::{
-    ClaimRequest, DynamoStore, ExecutionRecord, KEY_ATTRIBUTE, Status, StoreError, list_shard,
-};
+use super::record::timestamp;
+use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 
 /// How a chain run ended, as its record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,16 +30,6 @@ pub enum ChainEnd {
     },
 }
 
-fn decode(
-    key: &str,
-    item: std::collections::HashMap<String, AttributeValue>,
-) -> Result<ExecutionRecord, StoreError> {
-    serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
-        key: key.to_string(),
-        reason: e.to_string(),
-    })
-}
-
 impl DynamoStore {
     /// Records the start of the chain run `req.key` (job = the chain): RUNNING. Returns
     /// the record that was there instead, when the run exists (a trigger delivered again).
@@ -49,51 +37,8 @@ impl DynamoStore {
         &self,
         req: &ClaimRequest,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
-        let now = timestamp(req.now);
-        let record = ExecutionRecord {
-            execution_key: req.key.clone(),
-            job: req.job.clone(),
-            scheduled_for: req.scheduled_for.clone(),
-            status: Status::Running,
-            attempt: 1,
-            attempt_base: 0,
-            owner: None,
-            lease_expires_at: None,
-            payload_hash: req.payload_hash.clone(),
-            input: Some(cap_snapshot(&req.input)),
-            created_at: now.clone(),
-            updated_at: now.clone(),
-            started_at: Some(now),
-            finished_at: None,
-            duration_ms: None,
-            last_error: None,
-            history: Vec::new(),
-            result: None,
-            message_id: req.message_id.clone(),
-            expires_at: expires_at(req.now, req.retention),
-        };
-        let mut item: std::collections::HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(&record).expect("a record serialises");
-        item.insert("list_shard".into(), s(&list_shard(&req.key)));
-        item.insert("open_status".into(), s(Status::Running.as_str()));
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#k)")
-            .expression_attribute_names("#k", KEY_ATTRIBUTE)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
-        match self.timed(result).await? {
-            Ok(_) => Ok(None),
-            Err(e) => match e.as_service_error() {
-                Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c)) => {
-                    decode(&req.key, c.item().cloned().unwrap_or_default()).map(Some)
-                }
-                _ => Err(unavailable(e)),
-            },
-        }
+        self.put_first(&ExecutionRecord::first(req, Status::Running))
+            .await
     }
 
     /// Ends the RUNNING chain run `key` as `end`; false when it was not RUNNING (ended

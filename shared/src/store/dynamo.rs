@@ -567,6 +567,50 @@ pub(super) fn n(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
+impl DynamoStore {
+    /// Writes `record` as the first record of its key (one conditional `PutItem`, placed
+    /// in the listing's shard, and on the open-by-status index unless it is DONE or
+    /// SKIPPED). When the
+    /// key has a record already nothing is written and that record is returned.
+    pub(super) async fn put_first(
+        &self,
+        record: &ExecutionRecord,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let mut item: std::collections::HashMap<String, AttributeValue> =
+            serde_dynamo::to_item(record).expect("a record serialises");
+        item.insert(
+            "list_shard".into(),
+            s(&super::list_shard(&record.execution_key)),
+        );
+        if !matches!(record.status, Status::Done | Status::Skipped) {
+            item.insert("open_status".into(), s(record.status.as_str()));
+        }
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#k)")
+            .expression_attribute_names("#k", KEY_ATTRIBUTE)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send();
+        match self.timed(result).await? {
+            Ok(_) => Ok(None),
+            Err(e) => match e.as_service_error() {
+                Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c)) => {
+                    serde_dynamo::from_item(c.item().cloned().unwrap_or_default())
+                        .map(Some)
+                        .map_err(|err| StoreError::Malformed {
+                            key: record.execution_key.clone(),
+                            reason: err.to_string(),
+                        })
+                }
+                _ => Err(unavailable(e)),
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,14 +14,12 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::record::{cap_snapshot, expires_at, timestamp};
-use super::{
-    ClaimRequest, DynamoStore, ExecutionRecord, KEY_ATTRIBUTE, Status, StoreError, list_shard,
-};
+use super::record::timestamp;
+use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 use crate::job::Overlap;
 
 /// The slot item's key for `job`.
@@ -157,61 +155,16 @@ impl DynamoStore {
         req: &ClaimRequest,
         running: &str,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
-        let now = timestamp(req.now);
         let record = ExecutionRecord {
-            execution_key: req.key.clone(),
-            job: req.job.clone(),
-            scheduled_for: req.scheduled_for.clone(),
-            status: Status::Skipped,
             attempt: 0,
-            attempt_base: 0,
-            owner: None,
-            lease_expires_at: None,
-            payload_hash: req.payload_hash.clone(),
-            input: Some(cap_snapshot(&req.input)),
-            created_at: now.clone(),
-            updated_at: now.clone(),
             started_at: None,
-            finished_at: Some(now),
-            duration_ms: None,
+            finished_at: Some(timestamp(req.now)),
             last_error: Some(format!(
                 "skipped: `{running}` of the same job was running (overlap policy)"
             )),
-            history: Vec::new(),
-            result: None,
-            message_id: req.message_id.clone(),
-            expires_at: expires_at(req.now, req.retention),
+            ..ExecutionRecord::first(req, Status::Skipped)
         };
-        let mut item: std::collections::HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(&record).expect("a record serialises");
-        item.insert("list_shard".into(), s(&list_shard(&req.key)));
-        let result = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#k)")
-            .expression_attribute_names("#k", KEY_ATTRIBUTE)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
-        match self.timed(result).await? {
-            Ok(_) => Ok(None),
-            Err(e) => {
-                let existing = match e.as_service_error() {
-                    Some(
-                        aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c),
-                    ) => c.item().cloned(),
-                    _ => return Err(unavailable(e)),
-                };
-                let existing = existing.unwrap_or_default();
-                serde_dynamo::from_item(existing)
-                    .map(Some)
-                    .map_err(|err| StoreError::Malformed {
-                        key: req.key.clone(),
-                        reason: err.to_string(),
-                    })
-            }
-        }
+        self.put_first(&record).await
     }
 }
 

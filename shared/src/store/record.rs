@@ -240,6 +240,36 @@ pub enum ClaimOutcome {
     AlreadyFailed(ExecutionRecord),
 }
 
+impl ExecutionRecord {
+    /// The first record of the run `req` asks for, in `status`, started now, unowned: what
+    /// a first claim, a SKIPPED run and a chain run's start have in common.
+    pub(crate) fn first(req: &ClaimRequest, status: Status) -> ExecutionRecord {
+        let now = timestamp(req.now);
+        ExecutionRecord {
+            execution_key: req.key.clone(),
+            job: req.job.clone(),
+            scheduled_for: req.scheduled_for.clone(),
+            status,
+            attempt: 1,
+            attempt_base: 0,
+            owner: None,
+            lease_expires_at: None,
+            payload_hash: req.payload_hash.clone(),
+            input: Some(cap_snapshot(&req.input)),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            started_at: Some(now),
+            finished_at: None,
+            duration_ms: None,
+            last_error: None,
+            history: Vec::new(),
+            result: None,
+            message_id: req.message_id.clone(),
+            expires_at: expires_at(req.now, req.retention),
+        }
+    }
+}
+
 /// What a refused claim means, from the item DynamoDB returned (ALL_OLD) with the refusal.
 pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
     if current.payload_hash != req.payload_hash {
@@ -265,26 +295,9 @@ pub(crate) fn claimed_record(
     let lease_until = lease_until(req.now, req.lease);
     match before {
         None => ExecutionRecord {
-            execution_key: req.key.clone(),
-            job: req.job.clone(),
-            scheduled_for: req.scheduled_for.clone(),
-            status: Status::Running,
-            attempt: 1,
-            attempt_base: 0,
             owner: Some(req.owner.clone()),
             lease_expires_at: Some(lease_until),
-            payload_hash: req.payload_hash.clone(),
-            input: Some(cap_snapshot(&req.input)),
-            created_at: now.clone(),
-            updated_at: now.clone(),
-            started_at: Some(now),
-            finished_at: None,
-            duration_ms: None,
-            last_error: None,
-            history: Vec::new(),
-            result: None,
-            message_id: req.message_id.clone(),
-            expires_at: expires_at(req.now, req.retention),
+            ..ExecutionRecord::first(req, Status::Running)
         },
         Some(mut r) => {
             if r.status == Status::Running {
