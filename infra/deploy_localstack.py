@@ -96,12 +96,15 @@ def template_body(s3, template):
     text = template.read_text()
     code = one_line(text, template, "CodeUri")
     zip_uri = upload(s3, package_worker(one_line(text, template, "Binary")))
-    definition = one_line(text, template, "DefinitionUri")
-    if not (template.parent / definition).is_file():
-        sys.exit(f"deploy: error: {template} names DefinitionUri {definition}, which is not beside it")
-    definition_uri = upload(s3, template.parent / definition)
     text = text.replace(f"CodeUri: {code}", f"CodeUri: {zip_uri}")
-    return text.replace(f"DefinitionUri: {definition}", f"DefinitionUri: {definition_uri}")
+    # One state machine per chain of the catalog (none when it has none), each definition
+    # in chains/ beside the template.
+    for definition in sorted(set(re.findall(r"^\s*DefinitionUri:\s*(\S+)\s*$", text, re.M))):
+        if not (template.parent / definition).is_file():
+            sys.exit(f"deploy: error: {template} names DefinitionUri {definition}, which is not beside it")
+        definition_uri = upload(s3, template.parent / definition)
+        text = text.replace(f"DefinitionUri: {definition}\n", f"DefinitionUri: {definition_uri}\n")
+    return text
 
 
 def stack_status(cfn, stack):

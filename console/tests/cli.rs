@@ -201,6 +201,7 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
              + create flaky-sync: rate(6 hours) (UTC)\n\
              + create long-report: cron(0 3 * * ? *) (Europe/Berlin)\n\
              + create partner-export: cron(30 9 ? * MON-FRI *) (America/New_York)\n\
+             + create month-end: cron(0 2 1 * ? *) (Europe/Berlin)\n\
              (dry run: nothing changed)\n"
         )
     );
@@ -214,7 +215,7 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
             .is_err(),
         "the dry run created nothing"
     );
-    assert!(stdout(&sync(&[])).ends_with("applied: 4 write(s)\n"));
+    assert!(stdout(&sync(&[])).ends_with("applied: 5 write(s)\n"));
     assert_eq!(
         stdout(&sync(&[])),
         format!("schedule group {group}: in sync with the catalog, nothing to do\n")
@@ -399,10 +400,10 @@ async fn a_catalog_with_a_past_one_time_job_breaks_no_command() {
 
 /// `fire` on a deployed stage: a run 900.6 s ahead (which the console took for a queued run
 /// and the library for a schedule, with no role: refused) becomes a one-time schedule with
-/// the stage's role and schedule DLQ (it had none); a job whose target is a chain starts
-/// the chain's state machine (it went to the jobs queue), once for a repeated fire.
+/// the stage's role and schedule DLQ (it had none); a chain fired sends its trigger to the
+/// jobs queue, with its key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fire_schedules_with_the_stages_dlq_and_starts_a_chain_job_once() {
+async fn fire_schedules_with_the_stages_dlq_and_sends_a_chains_trigger_to_the_jobs_queue() {
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("fire"), StackOptions::default())
         .await
@@ -441,53 +442,33 @@ async fn fire_schedules_with_the_stages_dlq_and_starts_a_chain_job_once() {
         "a one-time schedule without the stage's DLQ drops what it cannot deliver"
     );
 
-    // A chain job: the shipped catalog plus `month-end`, whose target is the stage's chain.
-    let catalog = catalog_copy(&format!("{}-chain", stack.name), |shipped| {
-        shipped + "\n[jobs.month-end]\nowner = \"finance\"\ntarget = \"chain:month-end\"\n"
-    });
-    let fire_chain = || {
-        let out = schedkit(&[
-            "--catalog",
-            &catalog,
-            "--stage",
-            &stack.name,
-            "--output",
-            "json",
-            "fire",
-            "month-end",
-            "--key",
-            "month-end:2026-11",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-        (
-            v["execution_arn"].as_str().unwrap().to_string(),
-            v["existing"].as_bool().unwrap(),
-        )
-    };
-    let (first, existing) = fire_chain();
-    assert!(!existing);
-    assert!(
-        first.contains(&format!(":schedkit-{}-month-end:", stack.name)),
-        "{first}"
-    );
-    assert_eq!(
-        fire_chain(),
-        (first, true),
-        "a repeated fire started a second execution"
-    );
+    // A chain: fired, its trigger goes to the jobs queue (the worker starts one execution
+    // per key, `chains::*` in the integration tests), with the key given.
+    let out = schedkit(&[
+        "--stage",
+        &stack.name,
+        "--output",
+        "json",
+        "fire",
+        "month-end",
+        "--key",
+        "month-end:2026-11",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let fired: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(fired["job"], "month-end");
+    assert!(fired["queued"]["message_id"].is_string(), "{fired}");
     let queued = stack
-        .receive(10, std::time::Duration::from_secs(1))
+        .receive(10, std::time::Duration::from_secs(2))
         .await
         .unwrap();
-    assert!(
-        queued.iter().all(|m| !m
-            .body
-            .as_deref()
-            .unwrap_or_default()
-            .contains("\"job\":\"month-end\"")),
-        "the chain job went to the jobs queue"
-    );
+    let trigger: Vec<serde_json::Value> = queued
+        .iter()
+        .filter_map(|m| serde_json::from_str(m.body.as_deref()?).ok())
+        .filter(|v: &serde_json::Value| v["job"] == "month-end")
+        .collect();
+    assert_eq!(trigger.len(), 1, "{queued:?}");
+    assert_eq!(trigger[0]["key"], "month-end:2026-11");
 }
 
 /// `schedules backfill` of a past span, twice: every occurrence runs, each DONE once (the
@@ -608,7 +589,7 @@ fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
     std::fs::write(dir.join("chains/gone.asl.json"), "{}\n").unwrap();
     let catalog = catalog_copy("render-chain", |shipped| {
         shipped
-            + "\n[chains.month-end]\nowner = \"finance\"\nstages = [\"long-report\", [\"flaky-sync\", \"partner-export\"]]\n"
+            + "\n[chains.quarter-end]\nowner = \"finance\"\nstages = [\"long-report\", [\"flaky-sync\", \"partner-export\"]]\n"
     });
     let render = |extra: &[&str]| {
         let mut args = vec![
@@ -622,12 +603,12 @@ fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
         args.extend_from_slice(extra);
         schedkit(&args)
     };
-    let definition = dir.join("chains/month-end.asl.json");
+    let definition = dir.join("chains/quarter-end.asl.json");
 
     let stale = render(&["--check"]);
     assert_eq!(stale.status.code(), Some(2), "{}", stdout(&stale));
     assert!(
-        stderr(&stale).contains("month-end.asl.json") && stderr(&stale).contains("gone.asl.json"),
+        stderr(&stale).contains("quarter-end.asl.json") && stderr(&stale).contains("gone.asl.json"),
         "{}",
         stderr(&stale)
     );
@@ -635,7 +616,8 @@ fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
     let written = render(&[]);
     assert!(written.status.success(), "{}", stderr(&written));
     assert!(
-        stdout(&written).contains("month-end.asl.json: regenerated from")
+        stdout(&written).contains("quarter-end.asl.json: regenerated from")
+            && stdout(&written).contains("month-end.asl.json: regenerated from")
             && stdout(&written).contains("gone.asl.json: removed (no such chain in"),
         "{}",
         stdout(&written)
@@ -655,14 +637,14 @@ fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
     let again = render(&["--check"]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(
-        stdout(&again).contains("in sync with") && stdout(&again).contains("(1 chain definition)")
+        stdout(&again).contains("in sync with") && stdout(&again).contains("(2 chain definitions)")
     );
 
     std::fs::write(&definition, text.replace("stage-2", "stage-two")).unwrap();
     let edited = render(&["--check"]);
     assert_eq!(edited.status.code(), Some(2));
     assert!(
-        stderr(&edited).contains("month-end.asl.json disagree with"),
+        stderr(&edited).contains("quarter-end.asl.json disagree with"),
         "{}",
         stderr(&edited)
     );

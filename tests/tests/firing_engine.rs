@@ -38,7 +38,6 @@ pub(crate) async fn schedules(
         queue_arn: queue_arn.into(),
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
-        chains: BTreeMap::new(),
     };
     let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
     sync::apply(&scheduler, &plan).await.unwrap();
@@ -135,7 +134,6 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         group: group.clone(),
         dead_letter_arn: None,
-        chain_arn: None,
     };
     let Enqueued::Scheduled { name, .. } = one_off::enqueue(&sdk, &target, &once, Utc::now())
         .await
@@ -296,7 +294,6 @@ async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         group: group.clone(),
         dead_letter_arn: None,
-        chain_arn: None,
     };
     // Due in 2 s: enqueue it as if it were due in 20 minutes, so it becomes a schedule.
     let now = Utc::now();
@@ -368,7 +365,6 @@ expression = "cron(30 * * * ? *)"
             queue_arn: missing_queue.into(),
             role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
             dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
-            chains: BTreeMap::new(),
         },
     )
     .await

@@ -70,7 +70,6 @@ async fn due_soon(
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         group: group.to_string(),
         dead_letter_arn: None,
-        chain_arn: None,
     };
     // Enqueued as if from 20 minutes before, so it becomes a one-time schedule.
     let Enqueued::Scheduled { name, .. } = one_off::enqueue(

@@ -120,19 +120,43 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
     catalog.settings.schedule_group = group.clone();
     let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
     sync::apply(&scheduler, &plan).await.unwrap();
-    let wanted: BTreeMap<_, _> = catalog
+    // Every scheduled job and chain (a chain's firing is its trigger on the jobs queue).
+    let dlq = Some(o["ScheduleDeadLetterQueueArn"].clone());
+    let mut wanted: BTreeMap<_, _> = catalog
         .scheduled()
         .map(|j| {
-            (
-                j.name.clone(),
-                (
-                    j.spec.schedule.as_ref().unwrap().expression.clone(),
-                    Some(o["ScheduleDeadLetterQueueArn"].clone()),
-                ),
-            )
+            let expression = j.spec.schedule.as_ref().unwrap().expression.clone();
+            (j.name.clone(), (expression, dlq.clone()))
         })
         .collect();
+    for c in catalog.chains.values() {
+        let expression = c.spec.schedule.as_ref().unwrap().expression.clone();
+        wanted.insert(c.name.clone(), (expression, dlq.clone()));
+    }
     assert_eq!(names().await, wanted);
+    // Each chain of the catalog is a state machine of the stage, from its generated
+    // definition (the template's substitutions filled in).
+    let sfn = aws_sdk_sfn::Client::new(&sdk);
+    for chain in catalog.chains.values() {
+        let arn = o["JobsQueueArn"].replace(":sqs:", ":states:").replace(
+            &format!(":schedkit-{stage}-jobs"),
+            &format!(":stateMachine:schedkit-{stage}-{}", chain.name),
+        );
+        let machine = sfn
+            .describe_state_machine()
+            .state_machine_arn(&arn)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{arn}: {e:?}"));
+        let deployed: serde_json::Value = serde_json::from_str(&machine.definition).unwrap();
+        let generated: serde_json::Value = serde_json::from_str(
+            &schedkit::iac::render_definition(&catalog, chain)
+                .replace("${Partition}", "aws")
+                .replace("${JobsQueueUrl}", &o["JobsQueueUrl"]),
+        )
+        .unwrap();
+        assert_eq!(deployed, generated, "{}", chain.name);
+    }
     let redeployed = deploy(&stage, &[enabled, ("OldestMessageAlarmSeconds", "900")])
         .await
         .unwrap();

@@ -2,8 +2,6 @@
 //! schedules to match the catalog, writes nothing the second time, and a dry run (the
 //! plan) prints the diff without writing.
 
-use std::collections::BTreeMap;
-
 use aws_sdk_scheduler::types::ScheduleState;
 use schedkit::catalog::Catalog;
 use schedkit::trigger::sync::{self, SyncTargets};
@@ -83,7 +81,6 @@ async fn sync_creates_changes_and_deletes_and_a_second_run_writes_nothing() {
         queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some("arn:aws:sqs:us-east-1:000000000000:schedule-dlq".into()),
-        chains: BTreeMap::new(),
     };
 
     // First sync: the group and three schedules (the unscheduled job gets none).
@@ -212,7 +209,6 @@ async fn a_past_start_is_sent_as_the_next_run_on_its_phase_and_a_later_sync_writ
         queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some("arn:aws:sqs:us-east-1:000000000000:schedule-dlq".into()),
-        chains: BTreeMap::new(),
     };
     // 2020-01-01T00:17:00Z + k x 7 minutes: an odd phase that `now` cannot hit by luck.
     let jobs = r#"

@@ -1,10 +1,10 @@
-//! `schedkit fire JOB`: run a job now or later, with the envelope a schedule would send.
+//! `schedkit fire JOB`: run a job (or start a chain) now or later, with the envelope a
+//! schedule would send.
 
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
 use schedkit::Envelope;
-use schedkit::catalog::Target;
 use schedkit::ops::{audit, stage};
 use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
 use schedkit::trigger::sync;
@@ -14,7 +14,7 @@ use super::{Cli, Output, UsageError, load_catalog, parse_instant, stage_group};
 
 #[derive(Debug, Args)]
 pub struct FireArgs {
-    /// A job of the catalog.
+    /// A job or a chain of the catalog.
     pub job: String,
     /// The payload, a JSON object (default: the catalog's payload for the job).
     #[arg(long)]
@@ -39,14 +39,23 @@ pub struct FireArgs {
     /// schedule dead-letter queue, likewise).
     #[arg(long, env = "SCHEDKIT_SCHEDULE_DLQ_ARN")]
     pub dead_letter_arn: Option<String>,
-    /// The state machine of a chain job (default: the stage's `schedkit-<stage>-<chain>`).
-    #[arg(long)]
-    pub chain_arn: Option<String>,
 }
 
 pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
-    let job = super::catalog_job(&catalog, &a.job)?;
+    // A job, or a chain: a chain's run is its trigger on the jobs queue, which the worker
+    // turns into one execution named after the key.
+    let (name, default_payload, template) = match catalog.chain(&a.job) {
+        Some(chain) => (chain.name.clone(), chain.payload(), None),
+        None => {
+            let job = super::catalog_job(&catalog, &a.job)?;
+            (
+                job.name.clone(),
+                job.payload(),
+                job.policy.key_template.clone(),
+            )
+        }
+    };
     let now = Utc::now();
     let at = match (&a.at, &a.delay) {
         (Some(at), _) => parse_instant(at).map_err(UsageError)?,
@@ -66,13 +75,13 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
             Ok(_) => return Err(UsageError("--payload must be a JSON object".into()).into()),
             Err(e) => return Err(UsageError(format!("--payload is not JSON: {e}")).into()),
         },
-        None => job.payload(),
+        None => default_payload,
     };
-    let mut envelope = Envelope::new(job.name.clone(), at);
+    let mut envelope = Envelope::new(name.clone(), at);
     envelope.key = a.key.clone();
     envelope.payload = (!payload.is_empty()).then_some(payload);
     // The worker would reject what the key template cannot fill: say so now instead.
-    schedkit::key::execution_key(&envelope, job.policy.key_template.as_ref())
+    schedkit::key::execution_key(&envelope, template.as_ref())
         .map_err(|e| UsageError(e.to_string()))?;
     audit::ensure_writable()?;
 
@@ -95,21 +104,6 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
     };
     let queue_url = cli.target.queue_url(&sdk).await?;
     let queue_arn = stage::queue_arn(&sdk, &queue_url).await?;
-    let chain_arn = match &job.target {
-        Target::Queue => None,
-        // The template names a chain's state machine `schedkit-<stage>-<chain>`, in the
-        // queue's region and account.
-        Target::Chain(chain) => Some(a.chain_arn.clone().unwrap_or_else(|| {
-            let parts: Vec<&str> = queue_arn.split(':').collect();
-            format!(
-                "arn:{}:states:{}:{}:stateMachine:schedkit-{}-{chain}",
-                parts.get(1).unwrap_or(&"aws"),
-                parts.get(3).unwrap_or(&""),
-                parts.get(4).unwrap_or(&""),
-                cli.target.stage()
-            )
-        })),
-    };
     let target = OneOffTarget {
         queue_url: queue_url.clone(),
         queue_arn,
@@ -119,16 +113,16 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
             .dead_letter_arn
             .clone()
             .or_else(|| wiring.and_then(|w| w.dead_letter_arn)),
-        chain_arn,
     };
     let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await?;
     let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
     audit::record(
         &sdk,
         "fire",
-        serde_json::json!({"job": job.name, "scheduled_for": when, "key": envelope.key, "queue": queue_url, "enqueued": format!("{enqueued:?}")}),
+        serde_json::json!({"job": name, "scheduled_for": when, "key": envelope.key, "queue": queue_url, "enqueued": format!("{enqueued:?}")}),
     )
     .await?;
+    let job = &name;
     match (cli.output, &enqueued) {
         (
             Output::Json,
@@ -138,38 +132,11 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
             },
         ) => println!(
             "{}",
-            serde_json::json!({"job": job.name, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}})
-        ),
-        (
-            Output::Json,
-            Enqueued::Started {
-                execution_arn,
-                existing,
-            },
-        ) => println!(
-            "{}",
-            serde_json::json!({"job": job.name, "scheduled_for": when, "execution_arn": execution_arn, "existing": existing})
-        ),
-        (
-            Output::Table,
-            Enqueued::Started {
-                execution_arn,
-                existing: false,
-            },
-        ) => println!("{} started chain execution {execution_arn}", job.name),
-        (
-            Output::Table,
-            Enqueued::Started {
-                execution_arn,
-                existing: true,
-            },
-        ) => println!(
-            "{}: chain execution {execution_arn} exists already for this key: nothing started",
-            job.name
+            serde_json::json!({"job": job, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}})
         ),
         (Output::Json, Enqueued::Scheduled { group, name }) => println!(
             "{}",
-            serde_json::json!({"job": job.name, "scheduled_for": when, "schedule": {"group": group, "name": name}})
+            serde_json::json!({"job": job, "scheduled_for": when, "schedule": {"group": group, "name": name}})
         ),
         (
             Output::Table,
@@ -178,15 +145,11 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
                 delay_seconds,
             },
         ) => {
-            println!(
-                "{} queued for {when} (message {message_id}, visible in {delay_seconds} s)",
-                job.name
-            )
+            println!("{job} queued for {when} (message {message_id}, visible in {delay_seconds} s)")
         }
         (Output::Table, Enqueued::Scheduled { group, name }) => {
             println!(
-                "{} scheduled for {when} (one-time schedule {group}/{name}, deleted after it fires)",
-                job.name
+                "{job} scheduled for {when} (one-time schedule {group}/{name}, deleted after it fires)"
             )
         }
     }

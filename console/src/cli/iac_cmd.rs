@@ -31,15 +31,9 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
     let dir = a.template.parent().unwrap_or(std::path::Path::new(""));
     let mut files = vec![(a.template.clone(), Some(wanted))];
     let chains = dir.join("chains");
-    let expected: Vec<(PathBuf, String)> = catalog
-        .chains
-        .values()
-        .map(|c| {
-            (
-                dir.join(iac::definition_file(&c.name)),
-                iac::render_definition(&catalog, c),
-            )
-        })
+    let expected: Vec<(PathBuf, String)> = iac::chain_files(&catalog)
+        .into_iter()
+        .map(|(path, text)| (dir.join(path), text))
         .collect();
     if let Ok(entries) = std::fs::read_dir(&chains) {
         for entry in entries.flatten() {
@@ -104,19 +98,10 @@ pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
 
 /// schedkit's template, as this console was built with it.
 const STOCK_TEMPLATE: &str = include_str!("../../../infra/template.yaml");
-/// The chain a team's template starts with: one that does nothing. schedkit's own chain runs
-/// the example jobs, which a team's worker does not have (every run of it would be
-/// dead-lettered as an unknown job).
-const EMPTY_CHAIN: &str = r#"{
-  "Comment": "No chain yet: replace this definition with your chain's steps.",
-  "StartAt": "Done",
-  "States": { "Done": { "Type": "Succeed" } }
-}
-"#;
-
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// The template to write (it must not exist yet); the chain goes next to it.
+    /// The template to write (it must not exist yet); the chains' definitions go in
+    /// `chains/` beside it.
     #[arg(long)]
     pub template: PathBuf,
     /// The worker crate's folder, relative to the template (what `sam build` builds).
@@ -129,8 +114,17 @@ pub struct InitArgs {
 
 pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
-    let chain = a.template.with_file_name("chain.asl.json");
-    for path in [&a.template, &chain] {
+    let dir = a.template.parent().unwrap_or(std::path::Path::new(""));
+    let usage = |e: iac::IacError| UsageError(e.to_string());
+    let copy = iac::init(STOCK_TEMPLATE, &a.code_uri, &a.binary).map_err(usage)?;
+    let wanted = iac::apply(&copy, &iac::render(&catalog).map_err(usage)?).map_err(usage)?;
+    let mut files = vec![(a.template.clone(), wanted)];
+    files.extend(
+        iac::chain_files(&catalog)
+            .into_iter()
+            .map(|(path, text)| (dir.join(path), text)),
+    );
+    for (path, _) in &files {
         if path.exists() {
             return Err(UsageError(format!(
                 "{} exists already: remove it, or keep the template in sync with `schedkit --catalog {} iac render --template {}`",
@@ -141,21 +135,20 @@ pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
             .into());
         }
     }
-    let usage = |e: iac::IacError| UsageError(e.to_string());
-    let copy = iac::init(STOCK_TEMPLATE, &a.code_uri, &a.binary).map_err(usage)?;
-    let wanted = iac::apply(&copy, &iac::render(&catalog).map_err(usage)?).map_err(usage)?;
-    if let Some(dir) = a.template.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
+    for (path, text) in &files {
+        if let Some(parent) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
     }
-    std::fs::write(&a.template, wanted)?;
-    std::fs::write(&chain, EMPTY_CHAIN)?;
     println!(
-        "{}: written from schedkit's template for binary `{}` ({}), with {}'s schedules and alarms; {} beside it (a chain that does nothing yet)",
+        "{}: written from schedkit's template for binary `{}` ({}), with {}'s alarms and {} chain definition(s) in {}",
         a.template.display(),
         a.binary,
         a.code_uri,
         catalog.file,
-        chain.display()
+        catalog.chains.len(),
+        dir.join("chains").display()
     );
     Ok(())
 }

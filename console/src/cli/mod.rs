@@ -141,9 +141,15 @@ pub fn catalog_job<'a>(
 ) -> Result<&'a schedkit::catalog::Job, UsageError> {
     catalog.job(name).ok_or_else(|| {
         UsageError(format!(
-            "job `{name}` is not in {} (its jobs: {})",
+            "job `{name}` is not in {} (its jobs: {}; its chains: {})",
             catalog.file,
-            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+            catalog.jobs.keys().cloned().collect::<Vec<_>>().join(", "),
+            catalog
+                .chains
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
     })
 }

@@ -1,7 +1,5 @@
 //! `schedkit schedules next` (preview an expression) and `schedkit schedules sync`.
 
-use std::collections::BTreeMap;
-
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use clap::{Args, Subcommand};
@@ -90,15 +88,6 @@ pub struct SyncArgs {
     /// Do not ask before deleting schedules the catalog no longer lists.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// A chain's state machine: NAME=ARN (repeatable).
-    #[arg(long = "chain", value_parser = parse_chain)]
-    pub chains: Vec<(String, String)>,
-}
-
-fn parse_chain(text: &str) -> Result<(String, String), String> {
-    text.split_once('=')
-        .map(|(n, a)| (n.to_string(), a.to_string()))
-        .ok_or_else(|| format!("`{text}` is not NAME=ARN"))
 }
 
 #[derive(Serialize)]
@@ -221,19 +210,17 @@ async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
 
 /// Where the schedules send: the flags, else what the stage's stack tagged its group with.
 async fn targets(a: &SyncArgs, client: &sync::Client, group: &str) -> anyhow::Result<SyncTargets> {
-    let chains = a.chains.iter().cloned().collect::<BTreeMap<_, _>>();
     let mut targets = match (&a.queue_arn, &a.role_arn) {
         (Some(queue_arn), Some(role_arn)) => SyncTargets {
             queue_arn: queue_arn.clone(),
             role_arn: role_arn.clone(),
             dead_letter_arn: None,
-            chains,
         },
         _ => match sync::stage_targets(client, group)
             .await
             .context("reading the stage's schedule group")?
         {
-            Some(t) => SyncTargets { chains, ..t },
+            Some(t) => t,
             None => {
                 return Err(UsageError(format!(
                     "schedule group {group} carries no stack's targets (deploy the stage first, or give --queue-arn and --role-arn)"

@@ -155,22 +155,14 @@ pub(super) fn check_chains(
                 } else {
                     field.clone()
                 };
-                match jobs.get(&job) {
-                    None => fail(
+                if !jobs.contains_key(&job) {
+                    fail(
                         &job_field,
                         format!(
                             "step `{step}` runs job `{job}`, which is not in the catalog (jobs: {})",
                             jobs.keys().cloned().collect::<Vec<_>>().join(", ")
                         ),
-                    ),
-                    Some(j) if j.target != "queue" => fail(
-                        &job_field,
-                        format!(
-                            "step `{step}` runs job `{job}`, whose target is `{}`: a step runs a queue job (the worker runs it and answers the chain)",
-                            j.target
-                        ),
-                    ),
-                    Some(_) => {}
+                    );
                 }
                 steps.push(Step {
                     name: step.clone(),
@@ -187,20 +179,6 @@ pub(super) fn check_chains(
                     format!("step `{step}` is in no stage: list it in `stages`, or remove it"),
                 );
             }
-        }
-        let twice: Vec<&String> = jobs
-            .iter()
-            .filter(|(_, j)| j.schedule.is_some() && j.target == format!("chain:{name}"))
-            .map(|(n, _)| n)
-            .collect();
-        if spec.schedule.is_some() && !twice.is_empty() {
-            fail(
-                "schedule",
-                format!(
-                    "job `{}` schedules this chain too (target `chain:{name}`): the chain would start twice per firing; keep one schedule",
-                    twice[0]
-                ),
-            );
         }
         let schedule = spec.schedule.as_ref().and_then(|sched| {
             check_schedule(sched, now, &mut |warning, field, message| {

@@ -25,13 +25,12 @@ pub use model::{
     CatalogFile, ChainSpec, JobSpec, RetrySpec, ScheduleSpec, Settings, StageSpec, StepSpec,
 };
 
-/// Where a job's envelopes go.
+/// Where a job's envelopes go: the worker's jobs queue, the one target a job has (a chain
+/// is `[chains.<name>]`, whose steps are jobs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// The worker's jobs queue.
     Queue,
-    /// A Step Functions state machine (a multi-step chain), by name.
-    Chain(String),
 }
 
 /// A validated job.

@@ -115,31 +115,21 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                 "must name who to ask when the job fails".into(),
             );
         }
-        let target = match spec.target.as_str() {
-            "queue" => Target::Queue,
+        let target = Target::Queue;
+        match spec.target.as_str() {
+            "queue" => {}
             t => match t.strip_prefix("chain:") {
-                Some(chain) if valid_name(chain) => Target::Chain(chain.to_string()),
-                _ => {
-                    fail(
-                        job,
-                        "target",
-                        format!("`{t}` is not `queue` or `chain:<state machine name>`"),
-                    );
-                    Target::Queue
-                }
+                Some(chain) => fail(
+                    job,
+                    "target",
+                    format!(
+                        "`{t}`: a chain is declared as `[chains.{chain}]` (stages of queue jobs, and its own schedule), and `schedkit fire {chain}` starts it; a job's target is `queue`"
+                    ),
+                ),
+                None => fail(job, "target", format!("`{t}` is not `queue`")),
             },
-        };
-        if spec.overlap != crate::job::Overlap::Allow && matches!(target, Target::Chain(_)) {
-            fail(
-                job,
-                "overlap",
-                "applies to jobs the worker runs (target `queue`); a chain's steps are queue jobs, give it to them".into(),
-            );
         }
-        if let Some(message) = spec
-            .pause_after_failures
-            .and_then(|n| pause_rule(spec, &target, n))
-        {
+        if let Some(message) = spec.pause_after_failures.and_then(|n| pause_rule(spec, n)) {
             fail(job, "pause_after_failures", message);
         }
         let timeout = s.function_timeout_seconds;
@@ -372,15 +362,9 @@ pub(super) fn check_schedule(
 
 /// What is contradictory about `pause_after_failures = n` for this job, if anything: it
 /// pauses a recurring schedule of a job the worker runs.
-fn pause_rule(spec: &super::model::JobSpec, target: &Target, n: u32) -> Option<String> {
+fn pause_rule(spec: &super::model::JobSpec, n: u32) -> Option<String> {
     if n == 0 {
         return Some("must be at least 1 (omit it to never pause)".into());
-    }
-    if let Target::Chain(_) = target {
-        return Some(
-            "applies to jobs the worker runs (target `queue`): the worker counts their FAILED runs"
-                .into(),
-        );
     }
     match &spec.schedule {
         None => {

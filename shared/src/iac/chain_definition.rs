@@ -241,6 +241,15 @@ pub fn render_definition(catalog: &Catalog, chain: &Chain) -> String {
     text
 }
 
+/// Every chain's definition file: (path relative to the template's folder, text).
+pub fn chain_files(catalog: &Catalog) -> Vec<(String, String)> {
+    catalog
+        .chains
+        .values()
+        .map(|c| (definition_file(&c.name), render_definition(catalog, c)))
+        .collect()
+}
+
 /// The file a chain's definition is written to, relative to the template's folder.
 pub fn definition_file(chain: &str) -> String {
     format!("chains/{chain}.asl.json")

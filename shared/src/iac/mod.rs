@@ -11,10 +11,13 @@
 //! strings are valid YAML double-quoted scalars), so no YAML library is needed.
 
 mod chain_definition;
+mod chain_resources;
 
 use std::fmt::Write;
 
-pub use chain_definition::{definition, definition_file, render_definition, step_timeouts};
+pub use chain_definition::{
+    chain_files, definition, definition_file, render_definition, step_timeouts,
+};
 
 use crate::catalog::{Catalog, Job, Target};
 
@@ -138,6 +141,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
         paused_alarm(&mut r, job);
     }
     pause_policy(&mut r, &queue_jobs);
+    chain_resources::write(&mut r, catalog);
     storm_alarm(&mut r, &queue_jobs);
     dashboard(&mut r, &queue_jobs);
     Ok(Rendered {
@@ -162,7 +166,7 @@ fn failure_alarms(r: &mut String, job: &Job) {
         metric: "Failed",
         notify: false,
     };
-    alarm.write(r, job);
+    alarm.write(r, &job.name);
     // Composite, so the storm alarm can hold its notification back.
     writeln!(r, "  FailedNotice{id}:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::CompositeAlarm").unwrap();
@@ -205,7 +209,7 @@ fn paused_alarm(r: &mut String, job: &Job) {
         metric: "AutoPaused",
         notify: true,
     };
-    alarm.write(r, job);
+    alarm.write(r, &job.name);
 }
 
 /// An alarm on one of a job's metrics (its Sum over 5 minutes at least 1), of this stage.
@@ -221,14 +225,15 @@ struct JobAlarm<'a> {
 }
 
 impl JobAlarm<'_> {
-    fn write(&self, r: &mut String, job: &Job) {
+    /// Writes it for the job (or chain) `name`, whose metrics carry it as `Job`.
+    fn write(&self, r: &mut String, name: &str) {
         writeln!(r, "  {}:", self.resource).unwrap();
         writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
         writeln!(r, "    Properties:").unwrap();
         writeln!(
             r,
             "      AlarmName: !Sub schedkit-${{Stage}}-{}-{}",
-            job.name, self.suffix
+            name, self.suffix
         )
         .unwrap();
         writeln!(r, "      AlarmDescription: {}", q(self.description)).unwrap();
@@ -241,7 +246,7 @@ impl JobAlarm<'_> {
         writeln!(
             r,
             "      Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
-            q(&job.name)
+            q(name)
         )
         .unwrap();
         writeln!(
@@ -492,11 +497,14 @@ mod tests {
         let catalog =
             Catalog::load(std::path::Path::new(&format!("{root}/infra/catalog.toml"))).unwrap();
         let resources = render(&catalog).unwrap().resources;
+        // Step Functions' own metrics are the stage's by their state machine's ARN.
         let dimensions: Vec<&str> = resources
             .lines()
             .filter(|l| l.trim_start().starts_with("Dimensions:"))
+            .filter(|l| !l.contains("Name: StateMachineArn, Value: !Ref Chain"))
             .collect();
-        // One per job alarm and one per job in the storm alarm, one per paused alarm.
+        // One per job alarm and one per job in the storm alarm, one per paused alarm, one
+        // per chain's paused alarm.
         let pausing = catalog
             .jobs
             .values()
@@ -508,7 +516,7 @@ mod tests {
         );
         assert_eq!(
             dimensions.len(),
-            2 * catalog.jobs.len() + pausing,
+            2 * catalog.jobs.len() + pausing + catalog.chains.len(),
             "{resources}"
         );
         for line in dimensions {

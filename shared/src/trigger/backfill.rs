@@ -9,7 +9,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::TriggerError;
 use crate::Envelope;
 use crate::aws::{AwsResultExt, SdkConfig};
-use crate::catalog::{Job, Target};
+use crate::catalog::Job;
 use crate::schedule::Expression;
 
 /// The most occurrences one backfill enqueues: a span that holds more is refused (split it).
@@ -21,9 +21,6 @@ pub enum BackfillError {
     /// The job only runs when fired.
     #[error("job `{0}` has no schedule: run it with `schedkit fire` instead")]
     NoSchedule(String),
-    /// A chain's runs start its state machine, not the queue.
-    #[error("job `{0}` targets a chain: backfilling chains is not supported")]
-    Chain(String),
     /// A rate without a start has no phase the catalog knows.
     #[error(
         "job `{0}`: a rate schedule without a `start` counts from when it was created, which the catalog does not say: give it a start to backfill"
@@ -63,9 +60,6 @@ pub fn occurrences(
         .schedule
         .as_ref()
         .ok_or_else(|| BackfillError::NoSchedule(job.name.clone()))?;
-    if matches!(job.target, Target::Chain(_)) {
-        return Err(BackfillError::Chain(job.name.clone()));
-    }
     if matches!(schedule.expression.kind, Expression::Rate(_)) && schedule.start.is_none() {
         return Err(BackfillError::NoPhase(job.name.clone()));
     }

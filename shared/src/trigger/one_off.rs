@@ -40,13 +40,6 @@ pub enum Enqueued {
         /// Seconds until it is delivered, 0-900, rounded up.
         delay_seconds: i32,
     },
-    /// A chain's execution, started now.
-    Started {
-        /// The execution's ARN (the same one for a repeated fire of the same key).
-        execution_arn: String,
-        /// True when an execution of this key existed already: nothing new was started.
-        existing: bool,
-    },
     /// A one-time schedule that fires at the envelope's `scheduled_for`.
     Scheduled {
         /// The schedule group, `<catalog group>-once`.
@@ -69,9 +62,6 @@ pub struct OneOffTarget {
     pub group: String,
     /// Where the scheduler puts a firing it cannot deliver; None: it drops it.
     pub dead_letter_arn: Option<String>,
-    /// The state machine of the job's chain, for a job whose target is a chain: the run
-    /// starts it instead of going to the queue.
-    pub chain_arn: Option<String>,
 }
 
 pub use crate::key::execution_name;
@@ -84,49 +74,6 @@ pub async fn enqueue(
     now: DateTime<Utc>,
 ) -> Result<Enqueued, TriggerError> {
     let wait = (envelope.scheduled_for - now).num_milliseconds();
-    if let (Some(chain), false) = (
-        &target.chain_arn,
-        needs_schedule(envelope.scheduled_for, now),
-    ) {
-        let key = envelope.key.clone().unwrap_or_else(|| {
-            format!(
-                "{}#{}",
-                envelope.job,
-                envelope
-                    .scheduled_for
-                    .to_rfc3339_opts(SecondsFormat::Millis, true)
-            )
-        });
-        let name = execution_name(&key);
-        let started = aws_sdk_sfn::Client::new(sdk)
-            .start_execution()
-            .state_machine_arn(chain)
-            .name(&name)
-            .input(envelope.to_json())
-            .send()
-            .await;
-        return match started {
-            Ok(out) => Ok(Enqueued::Started {
-                execution_arn: out.execution_arn,
-                existing: false,
-            }),
-            // The same key fired again (with another `scheduled_for`, so another input):
-            // a duplicate of the run that exists, not a second run.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_execution_already_exists()) =>
-            {
-                Ok(Enqueued::Started {
-                    execution_arn: format!(
-                        "{}:{name}",
-                        chain.replacen(":stateMachine:", ":execution:", 1)
-                    ),
-                    existing: true,
-                })
-            }
-            Err(e) => Err(AwsError::of(format!("starting chain {chain}"), &e).into()),
-        };
-    }
     if !needs_schedule(envelope.scheduled_for, now) {
         let delay_seconds = (wait.max(0) as f64 / 1000.0).ceil() as i32;
         let out = aws_sdk_sqs::Client::new(sdk)
@@ -154,7 +101,7 @@ pub async fn enqueue(
         .scheduled_for
         .to_rfc3339_opts(SecondsFormat::Secs, true);
     let mut builder = Target::builder()
-        .arn(target.chain_arn.as_ref().unwrap_or(&target.queue_arn))
+        .arn(&target.queue_arn)
         .role_arn(&target.role_arn)
         .input(one_time_input(envelope));
     if let Some(dlq) = &target.dead_letter_arn {

@@ -21,7 +21,7 @@ use chrono::{DateTime, Utc};
 use super::TriggerError;
 use super::template::{description, envelope_template};
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
-use crate::catalog::{Catalog, Job, Target};
+use crate::catalog::{Catalog, Chain, Job};
 /// The Scheduler client [`plan`], [`apply`] and [`stage_targets`] take.
 pub use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::operation::get_schedule::GetScheduleOutput;
@@ -37,12 +37,10 @@ pub struct SyncTargets {
     /// The worker's jobs queue.
     pub queue_arn: String,
     /// The role EventBridge Scheduler assumes to send (it may only send to the queue and
-    /// start the chains).
+    /// the schedule DLQ).
     pub role_arn: String,
     /// Where the scheduler puts firings it could not deliver.
     pub dead_letter_arn: Option<String>,
-    /// State machine ARNs of the chains, by name.
-    pub chains: BTreeMap<String, String>,
 }
 
 /// A schedule's settings, in the form both sides are compared in.
@@ -62,7 +60,7 @@ pub struct ScheduleConfig {
     pub enabled: bool,
     /// 0 when the window is off.
     pub flexible_window_minutes: u32,
-    /// The jobs queue, or the state machine of the job's chain.
+    /// The jobs queue (a chain's firing is its trigger there: the worker starts it).
     pub target_arn: String,
     /// The role the scheduler assumes to deliver.
     pub role_arn: String,
@@ -84,39 +82,62 @@ impl ScheduleConfig {
         targets: &SyncTargets,
         now: DateTime<Utc>,
     ) -> Result<Option<ScheduleConfig>, TriggerError> {
-        let Some(spec) = job.spec.schedule.as_ref() else {
+        let (Some(spec), Some(schedule)) = (job.spec.schedule.as_ref(), job.schedule.as_ref())
+        else {
             return Ok(None);
         };
-        let target_arn = match &job.target {
-            Target::Queue => targets.queue_arn.clone(),
-            Target::Chain(name) => targets
-                .chains
-                .get(name)
-                .ok_or_else(|| TriggerError::UnknownChain {
-                    job: job.name.clone(),
-                    chain: name.clone(),
-                })?
-                .clone(),
-        };
-        Ok(Some(ScheduleConfig {
+        Ok(Some(ScheduleConfig::of(
+            &job.name,
+            description(&job.spec.owner, job.spec.description.as_deref()),
+            &job.payload(),
+            (spec, schedule),
+            targets,
+            now,
+        )))
+    }
+
+    /// What the catalog wants for a scheduled chain: its firings go to the jobs queue as
+    /// its trigger (an envelope with the chain's name as job), which the worker turns into
+    /// one execution. `None` for a chain without a schedule.
+    pub fn from_chain(
+        chain: &Chain,
+        targets: &SyncTargets,
+        now: DateTime<Utc>,
+    ) -> Option<ScheduleConfig> {
+        let (spec, schedule) = (chain.spec.schedule.as_ref()?, chain.schedule.as_ref()?);
+        Some(ScheduleConfig::of(
+            &chain.name,
+            description(&chain.spec.owner, chain.spec.description.as_deref()),
+            &chain.payload(),
+            (spec, schedule),
+            targets,
+            now,
+        ))
+    }
+
+    fn of(
+        name: &str,
+        description: String,
+        payload: &serde_json::Map<String, serde_json::Value>,
+        (spec, schedule): (&crate::catalog::ScheduleSpec, &crate::schedule::Schedule),
+        targets: &SyncTargets,
+        now: DateTime<Utc>,
+    ) -> ScheduleConfig {
+        ScheduleConfig {
             expression: spec.expression.clone(),
             timezone: spec.timezone.clone(),
-            start: job
-                .schedule
-                .as_ref()
-                .and_then(|s| s.start_to_send(now))
-                .map(|t| t.timestamp()),
+            start: schedule.start_to_send(now).map(|t| t.timestamp()),
             end: spec.end.map(|t| t.timestamp()),
-            description: description(job),
+            description,
             enabled: spec.enabled,
             flexible_window_minutes: spec.flexible_window_minutes,
-            target_arn,
+            target_arn: targets.queue_arn.clone(),
             role_arn: targets.role_arn.clone(),
-            input: envelope_template(&job.name, &job.payload()),
+            input: envelope_template(name, payload),
             retry_attempts: spec.delivery_retries,
             max_event_age_seconds: spec.max_event_age_seconds,
             dead_letter_arn: targets.dead_letter_arn.clone(),
-        }))
+        }
     }
 
     /// What the scheduler holds.
@@ -354,7 +375,6 @@ pub async fn stage_targets(
         queue_arn: queue_arn.clone(),
         role_arn: role_arn.clone(),
         dead_letter_arn: tags.get(tags::SCHEDULE_DLQ).cloned(),
-        chains: BTreeMap::new(),
     }))
 }
 
@@ -418,27 +438,37 @@ pub async fn plan_keeping_paused(
     let now = Utc::now();
     let mut changes = Vec::new();
     let mut finished = Vec::new();
+    // Every scheduled job, then every scheduled chain (names differ: the catalog says so).
+    let mut scheduled = Vec::new();
     for job in catalog.scheduled() {
-        let Some(mut wanted) = ScheduleConfig::from_job(job, targets, now)? else {
-            continue;
-        };
-        if paused.contains(&job.name) {
+        if let (Some(wanted), Some(s)) =
+            (ScheduleConfig::from_job(job, targets, now)?, &job.schedule)
+        {
+            scheduled.push((job.name.clone(), wanted, s));
+        }
+    }
+    for chain in catalog.chains.values() {
+        if let (Some(wanted), Some(s)) = (
+            ScheduleConfig::from_chain(chain, targets, now),
+            &chain.schedule,
+        ) {
+            scheduled.push((chain.name.clone(), wanted, s));
+        }
+    }
+    for (name, mut wanted, schedule) in scheduled {
+        if paused.contains(&name) {
             wanted.enabled = false;
         }
-        let schedule = job
-            .schedule
-            .as_ref()
-            .expect("scheduled jobs have a schedule");
         if schedule.finished_by(now) {
             // History, not a change: creating it would fire nothing (or be refused), and
             // deleting one that is there would ask an operator to confirm for no gain.
-            current.remove(&job.name);
-            finished.push(job.name.clone());
+            current.remove(&name);
+            finished.push(name.clone());
             continue;
         }
-        match current.remove(&job.name) {
+        match current.remove(&name) {
             None => changes.push(Change::Create {
-                name: job.name.clone(),
+                name: name.clone(),
                 config: Box::new(wanted),
             }),
             Some(have) => {
@@ -452,7 +482,7 @@ pub async fn plan_keeping_paused(
                 let differences = have.differences(&wanted);
                 if !differences.is_empty() {
                     changes.push(Change::Update {
-                        name: job.name.clone(),
+                        name: name.clone(),
                         config: Box::new(wanted),
                         differences,
                     });

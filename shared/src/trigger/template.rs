@@ -4,8 +4,6 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
-use crate::catalog::Job;
-
 /// Becomes the firing's scheduled time (RFC 3339, to the second): `scheduled_for`.
 pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
 /// Becomes the scheduler's id for the firing: `execution_id`.
@@ -33,9 +31,9 @@ pub fn envelope_template(job: &str, payload: &Map<String, Value>) -> String {
 
 /// A schedule's description: who owns the job, and what it does (at most 512 characters,
 /// EventBridge Scheduler's limit).
-pub fn description(job: &Job) -> String {
-    let mut text = format!("owner: {}", job.spec.owner);
-    if let Some(d) = &job.spec.description {
+pub fn description(owner: &str, what: Option<&str>) -> String {
+    let mut text = format!("owner: {owner}");
+    if let Some(d) = what {
         text = format!("{text}. {d}");
     }
     text.chars().take(512).collect()
