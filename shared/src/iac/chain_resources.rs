@@ -46,7 +46,7 @@ fn alarms(r: &mut String, chain: &Chain) {
     let id = logical_id(&chain.name);
     let owner = &chain.spec.owner;
     let paused = format!(
-        "Chain {} paused: a step failed for good; the other branches of its stage finished, later stages did not start. `schedkit chains show <key>` shows the step and its error; fix it, then `schedkit chains rerun <key>`. Owner: {owner}.",
+        "Chain {} paused: a step failed for good; the other branches of its stage finished, later stages did not start. `schedkit executions show <chain key>` names the failed step and its error (each step's record is `<chain key>#<step>`). Owner: {owner}.",
         chain.name
     );
     JobAlarm {
