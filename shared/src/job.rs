@@ -61,6 +61,20 @@ pub struct JobContext {
     pub attempt: u32,
     lease_lost: watch::Receiver<bool>,
     effects: Effects,
+    chain: Option<ChainStep>,
+}
+
+/// The chain run a step belongs to, and what the steps of its earlier stages returned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChainStep {
+    /// The chain (`[chains.<name>]`).
+    pub chain: String,
+    /// The chain run's key; this step's key is `<chain key>#<step>`.
+    pub chain_key: String,
+    /// This step's name.
+    pub step: String,
+    /// Each DONE step of the earlier stages, by name: its result (the job's return value).
+    pub outputs: std::collections::BTreeMap<String, Value>,
 }
 
 impl JobContext {
@@ -83,7 +97,20 @@ impl JobContext {
             attempt,
             lease_lost,
             effects,
+            chain: None,
         }
+    }
+
+    /// The same run, as a step of a chain run.
+    pub fn with_chain(mut self, step: ChainStep) -> Self {
+        self.chain = Some(step);
+        self
+    }
+
+    /// The chain run this run is a step of, when it is one: later steps read what earlier
+    /// ones returned here.
+    pub fn chain(&self) -> Option<&ChainStep> {
+        self.chain.as_ref()
     }
 
     /// Where to hand DynamoDB writes (on the job's own tables) instead of making them: they

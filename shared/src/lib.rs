@@ -42,7 +42,7 @@ pub use batch::{MessageReport, Outcome, Processor, ProcessorConfig, batch_respon
 pub use clock::Clock;
 pub use effects::Effects;
 pub use envelope::Envelope;
-pub use job::{Job, JobContext, JobError, JobPolicy, JobResult, Overlap, Registry};
+pub use job::{ChainStep, Job, JobContext, JobError, JobPolicy, JobResult, Overlap, Registry};
 pub use retry::RetryPolicy;
 pub use store::{DynamoStore, ExecutionRecord, Status};
 pub use telemetry::Metrics;

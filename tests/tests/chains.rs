@@ -2,7 +2,7 @@
 //! stage parallel) created in LocalStack's Step Functions against a deployed stage's jobs
 //! queue, and the worker running its steps and answering their tasks. Every step runs
 //! once (a transient failure retried by the worker), each step record DONE under the chain
-//! key, and the chain ends DONE; a step that fails for good lets its sibling finish,
+//! key, the last step seeing what the earlier ones returned, and the chain ends DONE; a step that fails for good lets its sibling finish,
 //! pauses the chain, and the last stage never starts. Each run is triggered through the
 //! jobs queue twice, as a scheduler retry would: one execution.
 
@@ -73,6 +73,11 @@ fn registry(runs: Runs, fail_invoices: bool) -> Registry {
                     if ctx.attempt == 1 {
                         return Err(JobError::retryable("the ledger is locked, try again"));
                     }
+                }
+                // The last step reports what the earlier stages returned.
+                if name == "report" {
+                    let chain = ctx.chain().expect("a chain step knows its chain");
+                    return Ok(json!({ "did": name, "saw": chain.outputs }));
                 }
                 Ok(json!({ "did": name, "payload": ctx.payload }))
             }
@@ -207,6 +212,17 @@ async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_
     assert_eq!(
         result,
         json!({ "did": "close-books", "payload": { "ledger": true } })
+    );
+    // Later steps read earlier steps' outputs: the last stage saw all three.
+    let report = stack.record(&step("report")).await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(report.result.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        result["saw"],
+        json!({
+            "close-books": { "did": "close-books", "payload": {} },
+            "invoices": { "did": "issue-invoices", "payload": {} },
+            "ledger": { "did": "close-books", "payload": { "ledger": true } },
+        })
     );
 }
 

@@ -694,7 +694,7 @@ impl Processor {
             lost_tx,
         );
         let effects = Effects::default();
-        let job_ctx = JobContext::new(
+        let mut job_ctx = JobContext::new(
             job.to_string(),
             record.execution_key.clone(),
             envelope.scheduled_for,
@@ -703,6 +703,15 @@ impl Processor {
             lost_rx,
             effects.clone(),
         );
+        // A chain step sees what its earlier stages' steps returned.
+        let mut unread = None;
+        if let (Some(chains), Some(chain)) = (&self.inner.config.chains, &envelope.chain) {
+            match chains.step_of(&self.inner.store, chain).await {
+                Ok(Some(step)) => job_ctx = job_ctx.with_chain(step),
+                Ok(None) => {}
+                Err(e) => unread = Some(e),
+            }
+        }
         // A lease no longer confirmed cancels the attempt: the job's future is dropped, and
         // it is never completed as a success (another worker may be running it now). So does
         // the invocation's deadline, early enough to record the attempt.
@@ -717,6 +726,10 @@ impl Processor {
             Err(JobError::Retryable(format!(
                 "attempt {attempt} of at most {}: the earlier ones were claimed and never finished (the worker was stopped or ran out of time); not run again",
                 policy.retry.max_attempts
+            )))
+        } else if let Some(e) = unread {
+            Err(JobError::retryable(format!(
+                "reading the outputs of the chain's earlier steps: {e}"
             )))
         } else {
             tokio::select! {

@@ -28,11 +28,13 @@ pub struct Chains {
 impl Chains {
     /// The catalog's chains, each the state machine `<prefix><chain>` (the template names
     /// them `schedkit-<stage>-<chain>`; `SCHEDKIT_STATE_MACHINE_PREFIX` is the ARN up to
-    /// the chain's name).
+    /// the chain's name). An empty prefix knows no state machine: steps are answered, and
+    /// a trigger is dead-lettered saying what is missing.
     pub fn new(sdk: &SdkConfig, catalog: &Catalog, prefix: &str) -> Self {
         let machines = catalog
             .chains
             .keys()
+            .filter(|_| !prefix.is_empty())
             .map(|c| (c.clone(), format!("{prefix}{c}")))
             .collect();
         Chains::with_state_machines(sdk, catalog, machines)

@@ -120,6 +120,39 @@ impl Chains {
     }
 }
 
+impl Chains {
+    /// The chain step `chain` names, with the results of its earlier stages' DONE steps
+    /// (one read per such step); None for a message that is not a step of a known chain.
+    pub(crate) async fn step_of(
+        &self,
+        store: &DynamoStore,
+        chain: &crate::envelope::ChainContext,
+    ) -> Result<Option<crate::job::ChainStep>, crate::store::StoreError> {
+        let (Some(step), Some(def)) = (chain.step.as_deref(), self.chains.get(&chain.name)) else {
+            return Ok(None);
+        };
+        let earlier = def
+            .stages
+            .iter()
+            .take_while(|s| !s.steps.iter().any(|x| x.name == step))
+            .flat_map(|s| s.steps.iter());
+        let mut outputs = std::collections::BTreeMap::new();
+        for s in earlier {
+            if let Some(r) = store.get(&format!("{}#{}", chain.key, s.name)).await?
+                && r.status == Status::Done
+            {
+                outputs.insert(s.name.clone(), output_of(r.result.as_deref()));
+            }
+        }
+        Ok(Some(crate::job::ChainStep {
+            chain: chain.name.clone(),
+            chain_key: chain.key.clone(),
+            step: step.to_string(),
+            outputs,
+        }))
+    }
+}
+
 /// Ok when the answer was taken, or when Step Functions no longer waits for that token (it
 /// timed the task out and sent the step again: the other message answers).
 fn settled<E>(result: Result<(), aws_sdk_sfn::error::SdkError<E>>) -> Result<(), String>
