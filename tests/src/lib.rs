@@ -2,6 +2,7 @@
 //! there, and the queues and tables a worker needs, created per test so tests can run in
 //! parallel without seeing each other's messages.
 
+pub mod chains;
 pub mod chaos;
 pub mod counter;
 pub mod lambda;

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use aws_sdk_sfn::types::ExecutionStatus;
 use schedkit::catalog::Catalog;
+use schedkit_testkit::chains::generated_state_machine;
 use schedkit_testkit::{localstack, unique};
 use serde_json::{Value, json};
 
@@ -66,18 +67,9 @@ impl Chain {
             .queue_url
             .unwrap();
         let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
-        let text = schedkit::iac::render_definition(&catalog, catalog.chain("month-end").unwrap())
-            .replace("${Partition}", "aws")
-            .replace("${JobsQueueUrl}", &queue_url);
-        let machine = sfn
-            .create_state_machine()
-            .name(unique("month-end"))
-            .definition(text)
-            .role_arn("arn:aws:iam::000000000000:role/chain")
-            .send()
+        let machine = generated_state_machine(&sfn, &catalog, "month-end", &queue_url)
             .await
-            .unwrap()
-            .state_machine_arn;
+            .unwrap();
         Chain {
             sfn,
             sqs,

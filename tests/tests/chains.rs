@@ -17,6 +17,7 @@ use schedkit::{
     Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Processor,
     ProcessorConfig, Registry, RetryPolicy, Status,
 };
+use schedkit_testkit::chains::generated_state_machine;
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::{Value, json};
 
@@ -101,19 +102,9 @@ async fn run_chain(
     let sdk = localstack().await;
     let sfn = aws_sdk_sfn::Client::new(&sdk);
     let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
-    let definition =
-        schedkit::iac::render_definition(&catalog, catalog.chain("month-end").unwrap())
-            .replace("${Partition}", "aws")
-            .replace("${JobsQueueUrl}", &stack.queue_url);
-    let machine = sfn
-        .create_state_machine()
-        .name(unique("month-end"))
-        .definition(definition)
-        .role_arn("arn:aws:iam::000000000000:role/chain")
-        .send()
+    let machine = generated_state_machine(&sfn, &catalog, "month-end", &stack.queue_url)
         .await
-        .unwrap()
-        .state_machine_arn;
+        .unwrap();
     let chains = Chains::with_state_machines(
         &sdk,
         &catalog,

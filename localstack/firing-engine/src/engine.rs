@@ -30,6 +30,7 @@ use chrono::{DateTime, Utc};
 use schedkit::Clock;
 use schedkit::aws::{AwsError, AwsResultExt};
 use schedkit::schedule::Schedule;
+use schedkit::trigger::stored_schedule;
 use schedkit::trigger::template::{FireContext, substitute};
 use tokio::task::JoinSet;
 
@@ -204,29 +205,10 @@ impl Engine {
                         summary.name.unwrap_or_default(),
                         summary.group_name.unwrap_or_default(),
                     );
-                    let s = match inner
-                        .scheduler
-                        .get_schedule()
-                        .group_name(&group)
-                        .name(&name)
-                        .send()
-                        .await
-                    {
-                        Ok(s) => s,
-                        // Deleted between the list and the read (a one-time schedule that fired).
-                        Err(e)
-                            if e.as_service_error()
-                                .is_some_and(|e| e.is_resource_not_found_exception()) =>
-                        {
-                            continue;
-                        }
-                        Err(e) => {
-                            return Err(AwsError::of(
-                                format!("reading schedule {group}/{name}"),
-                                &e,
-                            )
-                            .into());
-                        }
+                    // None: deleted between the list and the read (a one-time
+                    // schedule that fired).
+                    let Some(s) = stored_schedule(&inner.scheduler, &group, &name).await? else {
+                        continue;
                     };
                     match load(s) {
                         Ok(loaded) => out.push(loaded),

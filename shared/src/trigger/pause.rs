@@ -9,7 +9,7 @@ use aws_sdk_scheduler::types::ScheduleState;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::TriggerError;
-use crate::aws::{AwsError, AwsResultExt};
+use crate::aws::AwsResultExt;
 use crate::schedule::Schedule;
 use crate::store::{PauseRecord, Pauses};
 
@@ -62,24 +62,11 @@ async fn set_state(
     state: ScheduleState,
     now: DateTime<Utc>,
 ) -> Result<(), TriggerError> {
-    let s = match scheduler
-        .get_schedule()
-        .group_name(group)
-        .name(job)
-        .send()
-        .await
-    {
-        Ok(s) => s,
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|e| e.is_resource_not_found_exception()) =>
-        {
-            return Err(TriggerError::NoSchedule {
-                job: job.to_string(),
-                group: group.to_string(),
-            });
-        }
-        Err(e) => return Err(AwsError::of(format!("reading schedule {group}/{job}"), &e).into()),
+    let Some(s) = super::stored_schedule(scheduler, group, job).await? else {
+        return Err(TriggerError::NoSchedule {
+            job: job.to_string(),
+            group: group.to_string(),
+        });
     };
     let schedule = Schedule::from_stored(&s).map_err(|e| TriggerError::Request(e.to_string()))?;
     let start = schedule

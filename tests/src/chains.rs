@@ -1,0 +1,28 @@
+//! A chain's generated state machine created on LocalStack by itself (no stack): the tests
+//! of the definition and of the worker's side of chains run it against a queue of theirs.
+
+use schedkit::catalog::Catalog;
+
+/// Creates `chain`'s generated definition as a new state machine (a unique name) that puts
+/// its steps on `queue_url`; its ARN.
+pub async fn generated_state_machine(
+    sfn: &aws_sdk_sfn::Client,
+    catalog: &Catalog,
+    chain: &str,
+    queue_url: &str,
+) -> anyhow::Result<String> {
+    let chain = catalog
+        .chain(chain)
+        .ok_or_else(|| anyhow::anyhow!("no chain `{chain}` in the catalog"))?;
+    let definition = schedkit::iac::render_definition(catalog, chain)
+        .replace("${Partition}", "aws")
+        .replace("${JobsQueueUrl}", queue_url);
+    let created = sfn
+        .create_state_machine()
+        .name(crate::unique(&chain.name))
+        .definition(definition)
+        .role_arn("arn:aws:iam::000000000000:role/chain")
+        .send()
+        .await?;
+    Ok(created.state_machine_arn)
+}
