@@ -60,6 +60,11 @@ pub struct ChainContext {
     /// How the run ended, `paused` or `done` (an outcome message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<String>,
+    /// The Step Functions execution that sent the outcome: a run's record ends only by
+    /// the outcome of its current execution (an outcome message of an earlier run, sent
+    /// again after a rerun, changes nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
     /// The results of the stage the run paused in, one per step: `{"step"}` for a done
     /// one, `{"step", "failed", "error", "cause"}` for a failed one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

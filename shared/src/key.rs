@@ -269,10 +269,35 @@ pub fn execution_name(key: &str) -> String {
     readable
 }
 
+/// The execution name of run `run` of the chain run `key`: the first run is named after
+/// the key alone (so a trigger delivered twice starts one execution), each rerun after the
+/// key and its number (Step Functions keeps a closed execution's name for 90 days).
+pub fn chain_execution_name(key: &str, run: u32) -> String {
+    if run <= 1 {
+        execution_name(key)
+    } else {
+        execution_name(&format!("{key}#run-{run}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn each_run_of_a_chain_has_its_own_execution_name_and_the_first_is_the_keys() {
+        let key = "month-end#2026-12-01T01:00:00Z";
+        assert_eq!(chain_execution_name(key, 1), execution_name(key));
+        let second = chain_execution_name(key, 2);
+        assert!(
+            second.starts_with("month-end_2026-12-01T01_00_00Z_run-2-"),
+            "{second}"
+        );
+        assert_ne!(second, chain_execution_name(key, 3));
+        let long = "x".repeat(300);
+        assert!(chain_execution_name(&long, 12).len() <= 80);
+    }
 
     fn envelope(payload: Value) -> Envelope {
         let mut e = Envelope::new("invoice", "2026-11-01T00:00:00Z".parse().unwrap());

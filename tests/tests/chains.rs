@@ -7,18 +7,20 @@
 //! jobs queue twice, as a scheduler retry would: one execution.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_sfn::types::ExecutionStatus;
 use schedkit::batch::Chains;
 use schedkit::catalog::Catalog;
+use schedkit::ops::chains::{ChainRuns, Rerun};
 use schedkit::{
     Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Processor,
     ProcessorConfig, Registry, RetryPolicy, Status,
 };
 use schedkit_testkit::chains::generated_state_machine;
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions, localstack, metric_total, unique};
 use serde_json::{Value, json};
 
 const CATALOG: &str = r#"
@@ -50,8 +52,8 @@ payload = { ledger = true }
 type Runs = Arc<Mutex<BTreeMap<String, u32>>>;
 
 /// The chain's jobs: each counts its runs and returns what it did; `issue-invoices` fails
-/// once (retryably) per run, and for good when `fail_invoices` says so.
-fn registry(runs: Runs, fail_invoices: bool) -> Registry {
+/// once (retryably) per round, and for good while `broken` says so.
+fn registry(runs: Runs, broken: Arc<AtomicBool>) -> Registry {
     let policy = JobPolicy {
         retry: RetryPolicy {
             max_attempts: 3,
@@ -63,12 +65,14 @@ fn registry(runs: Runs, fail_invoices: bool) -> Registry {
     };
     let job = |name: &'static str| {
         let runs = runs.clone();
+        let broken = broken.clone();
         move |ctx: JobContext| {
             let runs = runs.clone();
+            let broken = broken.load(Ordering::SeqCst);
             async move {
                 *runs.lock().unwrap().entry(ctx.key.clone()).or_default() += 1;
                 if name == "issue-invoices" {
-                    if fail_invoices {
+                    if broken {
                         return Err(JobError::permanent("the invoice template is missing"));
                     }
                     if ctx.attempt == 1 {
@@ -90,77 +94,113 @@ fn registry(runs: Runs, fail_invoices: bool) -> Registry {
         .register("report", policy, job("report"))
 }
 
-/// A run of the chain on `stack`: triggered through the jobs queue as a schedule would
-/// (twice), run by a worker until its record says it ended; the execution's status, how
-/// many executions the machine had, and the chain's record.
-async fn run_chain(
-    stack: &Stack,
-    runs: Runs,
-    fail_invoices: bool,
-    scheduled_for: &str,
-) -> (ExecutionStatus, usize, ExecutionRecord) {
-    let sdk = localstack().await;
-    let sfn = aws_sdk_sfn::Client::new(&sdk);
-    let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
-    let machine = generated_state_machine(&sfn, &catalog, "month-end", &stack.queue_url)
-        .await
-        .unwrap();
-    let chains = Chains::with_state_machines(
-        &sdk,
-        &catalog,
-        BTreeMap::from([("month-end".to_string(), machine.clone())]),
-    );
-    let worker = Processor::new(
-        stack.store(),
-        stack.sqs.clone(),
-        registry(runs, fail_invoices),
-        ProcessorConfig {
-            chains: Some(chains),
-            ..stack.config("w")
-        },
-        Metrics::capture().0,
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let options = schedkit::poller::PollOptions {
-        wait_seconds: 1,
-        max_messages: 10,
-        until_drained: false,
-    };
-    let sqs = stack.sqs.clone();
-    let polling = tokio::spawn(async move {
-        schedkit::poller::poll(&worker, &sqs, &options, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    // The trigger, delivered twice (a scheduler retry): one run, one execution.
+/// The chain's generated state machine on LocalStack against `stack`'s jobs queue, and a
+/// worker polling that queue until the harness is stopped.
+struct Harness {
+    sfn: aws_sdk_sfn::Client,
+    machine: String,
+    catalog: Catalog,
+    metrics: Arc<Mutex<Vec<String>>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    polling: tokio::task::JoinHandle<schedkit::poller::PollStats>,
+}
+
+impl Harness {
+    async fn start(stack: &Stack, runs: Runs, broken: Arc<AtomicBool>) -> Harness {
+        let sdk = localstack().await;
+        let sfn = aws_sdk_sfn::Client::new(&sdk);
+        let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+        let machine = generated_state_machine(&sfn, &catalog, "month-end", &stack.queue_url)
+            .await
+            .unwrap();
+        let chains = Chains::with_state_machines(&sdk, &catalog, Harness::machines_of(&machine));
+        let (metrics, lines) = Metrics::capture();
+        let worker = Processor::new(
+            stack.store(),
+            stack.sqs.clone(),
+            registry(runs, broken),
+            ProcessorConfig {
+                chains: Some(chains),
+                ..stack.config("w")
+            },
+            metrics,
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let options = schedkit::poller::PollOptions {
+            wait_seconds: 1,
+            max_messages: 10,
+            until_drained: false,
+        };
+        let sqs = stack.sqs.clone();
+        let polling = tokio::spawn(async move {
+            schedkit::poller::poll(&worker, &sqs, &options, async {
+                let _ = stopped.await;
+            })
+            .await
+        });
+        Harness {
+            sfn,
+            machine,
+            catalog,
+            metrics: lines,
+            stop,
+            polling,
+        }
+    }
+
+    fn machines_of(machine: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([("month-end".to_string(), machine.to_string())])
+    }
+
+    /// What an operator reruns the chain's runs with (the console's `chains rerun`).
+    async fn operator(&self, stack: &Stack) -> ChainRuns {
+        ChainRuns::with_state_machines(
+            &localstack().await,
+            &stack.table,
+            &self.catalog,
+            Harness::machines_of(&self.machine),
+        )
+    }
+
+    async fn executions(&self) -> Vec<aws_sdk_sfn::types::ExecutionListItem> {
+        self.sfn
+            .list_executions()
+            .state_machine_arn(&self.machine)
+            .send()
+            .await
+            .unwrap()
+            .executions
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.polling.await.unwrap();
+    }
+}
+
+/// Triggers a run of the chain through the jobs queue as a schedule would (twice: a
+/// scheduler retry); its key.
+async fn trigger(stack: &Stack, scheduled_for: &str) -> String {
     let trigger = Envelope::new("month-end", scheduled_for.parse().unwrap());
     stack.send_envelope(&trigger).await.unwrap();
     stack.send_envelope(&trigger).await.unwrap();
-    let key = format!("month-end#{scheduled_for}");
+    format!("month-end#{scheduled_for}")
+}
+
+/// The chain run's record once it is no longer RUNNING.
+async fn ended(stack: &Stack, key: &str) -> ExecutionRecord {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    let record = loop {
-        let record = stack.record(&key).await.unwrap();
+    loop {
+        let record = stack.record(key).await.unwrap();
         if let Some(r) = record.filter(|r| r.status != Status::Running) {
-            break r;
+            return r;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the chain did not end"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
-    };
-    let executions = sfn
-        .list_executions()
-        .state_machine_arn(&machine)
-        .send()
-        .await
-        .unwrap()
-        .executions;
-    let _ = stop.send(());
-    polling.await.unwrap();
-    let status = executions[0].status.clone();
-    (status, executions.len(), record)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -170,12 +210,15 @@ async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_
         .await
         .unwrap();
     let runs: Runs = Arc::default();
-    let key = "month-end#2026-12-01T02:00:00Z";
-    let (status, executions, chain) =
-        run_chain(&stack, runs.clone(), false, "2026-12-01T02:00:00Z").await;
-    assert_eq!(status, ExecutionStatus::Succeeded);
+    let harness = Harness::start(&stack, runs.clone(), Arc::default()).await;
+    let key = trigger(&stack, "2026-12-01T02:00:00Z").await;
+    let chain = ended(&stack, &key).await;
+    let executions = harness.executions().await;
+    harness.stop().await;
+    assert_eq!(executions[0].status, ExecutionStatus::Succeeded);
     assert_eq!(
-        executions, 1,
+        executions.len(),
+        1,
         "the trigger delivered twice started two executions"
     );
     assert_eq!(chain.status, Status::Done, "{chain:?}");
@@ -218,34 +261,82 @@ async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_step_failed_for_good_lets_its_sibling_finish_and_the_last_stage_never_starts() {
+async fn a_step_failed_for_good_pauses_the_chain_and_a_rerun_runs_only_it_and_the_later_stages() {
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("chains-pause"), StackOptions::default())
         .await
         .unwrap();
     let runs: Runs = Arc::default();
-    let key = "month-end#2026-12-02T02:00:00Z";
-    let (status, executions, chain) =
-        run_chain(&stack, runs.clone(), true, "2026-12-02T02:00:00Z").await;
+    let broken = Arc::new(AtomicBool::new(true));
+    let harness = Harness::start(&stack, runs.clone(), broken.clone()).await;
+    let key = trigger(&stack, "2026-12-02T02:00:00Z").await;
+    let chain = ended(&stack, &key).await;
     // A paused chain is not a Step Functions failure.
-    assert_eq!(status, ExecutionStatus::Succeeded);
-    assert_eq!(executions, 1);
+    let executions = harness.executions().await;
+    assert_eq!(executions[0].status, ExecutionStatus::Succeeded);
+    assert_eq!(executions.len(), 1);
     assert_eq!(chain.status, Status::Paused, "{chain:?}");
     assert_eq!(
         chain.last_error.as_deref(),
         Some("step `invoices` failed: schedkit.permanent-error: the invoice template is missing")
     );
-    let runs = runs.lock().unwrap().clone();
+    assert_eq!(metric_total(&harness.metrics, "ChainPaused"), 1.0);
     let step = |s: &str| format!("{key}#{s}");
-    assert_eq!(runs.get(&step("ledger")), Some(&1), "{runs:?}");
-    assert_eq!(runs.get(&step("invoices")), Some(&1), "{runs:?}");
-    assert_eq!(
-        runs.get(&step("report")),
-        None,
-        "the last stage started: {runs:?}"
-    );
+    let counted = |s: &str| runs.lock().unwrap().get(&step(s)).copied().unwrap_or(0);
+    assert_eq!(counted("close-books"), 1);
+    assert_eq!(counted("ledger"), 1, "the sibling branch ran to completion");
+    assert_eq!(counted("invoices"), 1);
+    assert_eq!(counted("report"), 0, "the last stage started");
     let invoices = stack.record(&step("invoices")).await.unwrap().unwrap();
     assert_eq!(invoices.status, Status::Failed);
     let ledger = stack.record(&step("ledger")).await.unwrap().unwrap();
     assert_eq!(ledger.status, Status::Done);
+
+    // The operator fixes the cause and reruns the run: a second execution, under the
+    // same chain key, runs the failed step (a fresh round: its retry again) and the last
+    // stage; the DONE steps answer from their records.
+    broken.store(false, Ordering::SeqCst);
+    let operator = harness.operator(&stack).await;
+    let rerun = operator
+        .rerun(&key, false, chrono::Utc::now())
+        .await
+        .unwrap();
+    let Rerun::Started { run, steps, .. } = &rerun else {
+        panic!("{rerun:?}");
+    };
+    assert_eq!(*run, 2);
+    assert_eq!(steps, &["invoices".to_string(), "report".to_string()]);
+    let chain = ended(&stack, &key).await;
+    assert_eq!(chain.status, Status::Done, "{chain:?}");
+    assert_eq!(chain.attempt, 2, "the record counts the runs");
+    assert_eq!(counted("close-books"), 1, "a DONE step ran again");
+    assert_eq!(counted("ledger"), 1, "a DONE step ran again");
+    assert_eq!(
+        counted("invoices"),
+        3,
+        "1 failed for good, then 2 in the rerun's round"
+    );
+    assert_eq!(counted("report"), 1);
+    let invoices = stack.record(&step("invoices")).await.unwrap().unwrap();
+    assert_eq!(invoices.status, Status::Done);
+    assert_eq!(
+        invoices.round_attempt(),
+        2,
+        "a fresh set of attempts: {invoices:?}"
+    );
+    let executions = harness.executions().await;
+    assert_eq!(executions.len(), 2);
+    assert!(
+        executions
+            .iter()
+            .all(|e| e.status == ExecutionStatus::Succeeded)
+    );
+    assert_eq!(metric_total(&harness.metrics, "ChainDone"), 1.0);
+    // A DONE run has nothing to rerun.
+    let again = operator.rerun(&key, false, chrono::Utc::now()).await;
+    assert!(
+        matches!(&again, Err(schedkit::ops::OpsError::Refused(e)) if e.contains("is DONE")),
+        "{again:?}"
+    );
+    harness.stop().await;
 }

@@ -19,7 +19,7 @@ pub enum ExecutionsCommand {
 pub struct ListArgs {
     #[arg(long)]
     pub job: Option<String>,
-    /// REGISTERED, RUNNING, RETRYING, DONE or FAILED.
+    /// REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED or PAUSED.
     #[arg(long, value_parser = parse_status)]
     pub status: Option<Status>,
     /// From this instant (RFC 3339): scheduled at (with --job), else last updated at.
@@ -37,7 +37,7 @@ pub struct ListArgs {
 
 fn parse_status(text: &str) -> Result<Status, String> {
     serde_json::from_value(serde_json::Value::String(text.to_ascii_uppercase())).map_err(|_| {
-        format!("`{text}` is not a status: REGISTERED, RUNNING, RETRYING, DONE or FAILED")
+        format!("`{text}` is not a status: REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED or PAUSED")
     })
 }
 

@@ -2,6 +2,7 @@
 
 mod aws_args;
 mod catalog_cmd;
+mod chains_cmd;
 mod dlq_cmd;
 mod engine_cmd;
 mod executions_cmd;
@@ -57,6 +58,9 @@ pub enum Command {
     /// Dead letters: list, show, redrive, purge.
     #[command(subcommand)]
     Dlq(dlq_cmd::DlqCommand),
+    /// Chain runs: list, show one stage by stage, rerun a paused one from its failed step.
+    #[command(subcommand)]
+    Chains(chains_cmd::ChainsCommand),
     /// Validate the job catalog and show each job's next run.
     #[command(subcommand)]
     Catalog(catalog_cmd::CatalogCommand),
@@ -105,6 +109,7 @@ pub fn usage_if_not_found(
         OpsError::NotFound { .. } => {
             format!("is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url")
         }
+        OpsError::Refused(_) => return UsageError(e.to_string()).into(),
         OpsError::BadPageToken => {
             return UsageError("--page is not a token printed by a previous page".into()).into();
         }
@@ -120,6 +125,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Jobs(a) => jobs_cmd::run(a, &cli).await,
         Command::Executions(c) => executions_cmd::run(c, &cli).await,
         Command::Dlq(c) => dlq_cmd::run(c, &cli).await,
+        Command::Chains(c) => chains_cmd::run(c, &cli).await,
         Command::Catalog(c) => catalog_cmd::run(c, &cli).await,
         Command::Schedules(c) => schedules_cmd::run(c, &cli).await,
         Command::Fire(a) => fire_cmd::run(a, &cli).await,

@@ -32,6 +32,12 @@ pub async fn run(cli: &Cli) -> anyhow::Result<()> {
             p.job, p.at, p.by, p.reason
         );
     }
+    for c in &report.paused_chains {
+        println!(
+            "paused chain   {} since {}: {} (fix it, then `schedkit chains rerun {}`)",
+            c.key, c.at, c.failed, c.key
+        );
+    }
     println!();
     if report.failing_jobs.is_empty() {
         println!("failing jobs   none");

@@ -150,6 +150,7 @@ fn outcome_message(chain: &Chain, outcome: &str) -> Value {
         "name": chain.name,
         "key.$": "$$.Execution.Input.chain_key",
         "outcome": outcome,
+        "execution.$": "$$.Execution.Name",
     });
     if outcome == PAUSED {
         event["stage.$"] = json!("$.stage");

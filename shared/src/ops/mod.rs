@@ -1,9 +1,11 @@
 //! What an operator does to a deployed stage, apart from printing it: find the stage's
 //! resources ([`stage`]), read execution records ([`executions`]) and dead letters, move
-//! or drop them ([`dlq`]), sum it up ([`status`]), and keep the audit trail ([`audit`]).
+//! or drop them ([`dlq`]), show and rerun chain runs ([`chains`]), sum it up ([`status`]),
+//! and keep the audit trail ([`audit`]).
 //! The console is one front end to these; a team's own tool can be another.
 
 pub mod audit;
+pub mod chains;
 pub mod dlq;
 pub mod executions;
 mod newest_first;
@@ -59,6 +61,10 @@ pub enum OpsError {
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),
+    /// The operation does not apply to the thing as it stands (a chain run that is DONE
+    /// cannot be rerun); the text says why and what would.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl From<aws_sdk_sqs::error::BuildError> for OpsError {

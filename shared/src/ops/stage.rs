@@ -37,6 +37,23 @@ pub struct Stage {
     pub table: String,
 }
 
+impl Stage {
+    /// The ARN of the stage's state machine of `chain`: `schedkit-<stage>-<chain>`, in the
+    /// region and account of its jobs queue (the template's names).
+    pub fn state_machine_arn(&self, chain: &str) -> String {
+        let queue = self.queue_arn.rsplit(':').next().unwrap_or_default();
+        let base = self
+            .queue_arn
+            .strip_suffix(queue)
+            .unwrap_or(&self.queue_arn);
+        format!(
+            "{}stateMachine:schedkit-{}-{chain}",
+            base.replacen(":sqs:", ":states:", 1),
+            self.stage
+        )
+    }
+}
+
 impl StageRef {
     /// The stage, `dev` when none is given (the template's default).
     pub fn stage(&self) -> String {

@@ -68,6 +68,9 @@ pub struct StatusReport {
     /// Paused jobs, with who paused them, when and why (absent from JSON when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<crate::store::PauseRecord>,
+    /// Chain runs PAUSED after a step failed for good, newest first: each waits for a
+    /// fix and `chains rerun`.
+    pub paused_chains: Vec<PausedChain>,
 }
 
 /// Messages on a queue: visible, in flight and delayed.
@@ -124,6 +127,19 @@ async fn oldest_age(sdk: &SdkConfig, queue_name: &str) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// A chain run that paused.
+#[derive(Debug, Clone, Serialize)]
+pub struct PausedChain {
+    /// The chain key.
+    pub key: String,
+    /// The chain.
+    pub chain: String,
+    /// When it paused.
+    pub at: String,
+    /// Which steps failed, and why.
+    pub failed: String,
+}
+
 /// The stage's status: one read of each queue, the failed records, each job's last run.
 pub async fn gather(
     sdk: &SdkConfig,
@@ -155,6 +171,22 @@ pub async fn gather(
         });
         entry.failed += 1;
     }
+    let paused_chains = records
+        .list(&Filter {
+            status: Some(Status::Paused),
+            limit: 50,
+            ..Default::default()
+        })
+        .await?
+        .0
+        .into_iter()
+        .map(|r| PausedChain {
+            at: r.finished_at.unwrap_or(r.updated_at),
+            failed: r.last_error.unwrap_or_default(),
+            key: r.execution_key,
+            chain: r.job,
+        })
+        .collect();
     let mut jobs = Vec::new();
     for job in catalog.jobs.keys() {
         let last = records.last_of(job).await?;
@@ -180,6 +212,7 @@ pub async fn gather(
         .collect();
     Ok(StatusReport {
         paused,
+        paused_chains,
         queue,
         oldest_message_age_seconds: oldest,
         dlq_depth: dlq.visible + dlq.in_flight + dlq.delayed,

@@ -5,14 +5,19 @@
 //!
 //! ```text
 //! (trigger) ──▶ RUNNING ──done──▶ DONE
-//!                  │
-//!                  └──paused──▶ PAUSED ──(rerun)──▶ RUNNING
+//!                ▲   │
+//!        (rerun) │   └──paused──▶ PAUSED
+//!                └────────────────┘
 //! ```
+//!
+//! Its `attempt` counts the runs (1, then one more per rerun) and its `owner` is the
+//! current run's Step Functions execution: only that execution's outcome ends the record,
+//! so an earlier run's outcome, delivered late, is fenced off like a stale worker.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-use super::dynamo::{is_condition_failure, s, unavailable};
+use super::dynamo::{is_condition_failure, n, s, unavailable};
 use super::record::timestamp;
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 
@@ -37,15 +42,48 @@ impl DynamoStore {
         &self,
         req: &ClaimRequest,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
-        self.put_first(&ExecutionRecord::first(req, Status::Running))
-            .await
+        let mut first = ExecutionRecord::first(req, Status::Running);
+        first.owner = Some(req.owner.clone()).filter(|o| !o.is_empty());
+        self.put_first(&first).await
     }
 
-    /// Ends the RUNNING chain run `key` as `end`; false when it was not RUNNING (ended
-    /// already: the outcome message came twice) or has no record.
+    /// Starts run `run.attempt + 1` of the chain run `run` (PAUSED, or RUNNING when its
+    /// execution ended without an outcome), owned by `execution`: RUNNING again. Returns
+    /// the record as it is now, or None when it changed since `run` was read (another
+    /// rerun, or its outcome, came first).
+    pub async fn rerun_chain(
+        &self,
+        run: &ExecutionRecord,
+        execution: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ExecutionRecord>, StoreError> {
+        let update = "SET #status = :running, #open_status = :running, #attempt = :next, #owner = :execution, #updated_at = :now REMOVE #finished_at";
+        let condition = "#status = :was AND #attempt = :attempt AND (attribute_not_exists(#owner) OR #owner = :owner)";
+        let result = self
+            .update(&run.execution_key, update, condition)
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":was", s(run.status.as_str()))
+            .expression_attribute_values(":attempt", n(i64::from(run.attempt)))
+            .expression_attribute_values(":next", n(i64::from(run.attempt) + 1))
+            .expression_attribute_values(":owner", s(run.owner.as_deref().unwrap_or_default()))
+            .expression_attribute_values(":execution", s(execution))
+            .expression_attribute_values(":now", s(&timestamp(now)))
+            .send();
+        match self.timed(result).await? {
+            Ok(_) => self.get(&run.execution_key).await,
+            Err(e) if is_condition_failure(&e) => Ok(None),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Ends the RUNNING chain run `key` as `end`, when `execution` (the one that sent the
+    /// outcome; None for an outcome that does not say) is its current run; false when it
+    /// was not RUNNING (ended already: the outcome message came twice), is another run's,
+    /// or has no record.
     pub async fn end_chain(
         &self,
         key: &str,
+        execution: Option<&str>,
         end: &ChainEnd,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
@@ -63,14 +101,23 @@ impl DynamoStore {
             format!("{set}, #open_status = :status")
         };
         let text = |v: Option<&str>| v.map_or(AttributeValue::Null(true), s);
-        let result = self
-            .update(key, &update, "#status = :running")
+        let condition = match execution {
+            Some(_) => {
+                "#status = :running AND (attribute_not_exists(#owner) OR #owner = :execution)"
+            }
+            None => "#status = :running",
+        };
+        let mut result = self
+            .update(key, &update, condition)
             .expression_attribute_values(":status", s(status.as_str()))
             .expression_attribute_values(":running", s(Status::Running.as_str()))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .expression_attribute_values(":error", text(error))
-            .expression_attribute_values(":result", text(result))
-            .send();
+            .expression_attribute_values(":result", text(result));
+        if let Some(execution) = execution {
+            result = result.expression_attribute_values(":execution", s(execution));
+        }
+        let result = result.send();
         match self.timed(result).await? {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failure(&e) => Ok(false),

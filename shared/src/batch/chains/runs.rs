@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::Chains;
 use crate::envelope::{Envelope, format_instant};
-use crate::key::{execution_key, execution_name, payload_hash};
+use crate::key::{chain_execution_name, execution_key, payload_hash};
 use crate::store::{ChainEnd, ClaimRequest, DynamoStore, Status, StoreError};
 
 /// What a chain run's message did.
@@ -73,6 +73,7 @@ impl Chains {
                 self.end(
                     store,
                     &chain.key,
+                    chain.execution.as_deref(),
                     chain.outcome.as_deref(),
                     chain.stage.as_deref(),
                     now,
@@ -116,7 +117,8 @@ impl Chains {
             payload_hash: payload_hash(envelope),
             input: body.to_string(),
             message_id: Some(message_id.to_string()),
-            owner: String::new(),
+            // The run's first execution owns it (a rerun's takes over).
+            owner: chain_execution_name(&key, 1),
             now,
             lease: Duration::ZERO,
             retention: retention(),
@@ -137,9 +139,13 @@ impl Chains {
                 return RunMessage::AlreadyStarted { key };
             }
         }
-        // Started again when the run is RUNNING: the worker that recorded it may have
-        // stopped before it started the execution; for the same name and input Step
-        // Functions returns the one running.
+        // Started again when the run is RUNNING in its first execution: the worker that
+        // recorded it may have stopped before it started the execution; for the same name
+        // and input Step Functions returns the one running. A rerun's execution is started
+        // by the rerun.
+        if existing.as_ref().is_some_and(|r| r.attempt > 1) {
+            return RunMessage::AlreadyStarted { key };
+        }
         let input = json!({
             "chain_key": key,
             "scheduled_for": format_instant(&envelope.scheduled_for),
@@ -149,7 +155,7 @@ impl Chains {
             .sfn
             .start_execution()
             .state_machine_arn(machine)
-            .name(execution_name(&key))
+            .name(&req.owner)
             .input(input.to_string())
             .send()
             .await;
@@ -190,6 +196,7 @@ impl Chains {
         &self,
         store: &DynamoStore,
         key: &str,
+        execution: Option<&str>,
         outcome: Option<&str>,
         stage: Option<&[Value]>,
         now: DateTime<Utc>,
@@ -210,7 +217,7 @@ impl Chains {
                 };
             }
         };
-        match store.end_chain(key, &end, now).await {
+        match store.end_chain(key, execution, &end, now).await {
             Ok(true) => RunMessage::Ended {
                 key: key.to_string(),
                 paused: end != ChainEnd::Done,

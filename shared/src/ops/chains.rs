@@ -1,0 +1,434 @@
+//! Chain runs for an operator: the recent runs of the catalog's chains, one run as its
+//! stages of steps, and the rerun of a paused run from its failed step.
+//!
+//! A rerun starts a new execution of the chain's state machine under the same chain key
+//! (its input is the first run's): the steps' records decide what runs. A DONE step
+//! answers its task from its record without running; the failed step's record is FAILED,
+//! and the rerun's message is another message, so the worker claims it for a new round
+//! with a fresh set of attempts; the later stages run as they would have. The chain's
+//! record counts the run and names its execution, so the earlier run's outcome, delivered
+//! late, cannot end the new one.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_sfn::types::ExecutionStatus;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::OpsError;
+use super::executions::Records;
+use crate::aws::{AwsError, AwsResultExt, SdkConfig};
+use crate::catalog::{Catalog, Chain};
+use crate::key::chain_execution_name;
+use crate::store::{DynamoStore, ExecutionRecord, Status};
+
+/// The chains of a stage: their records and their state machines.
+#[derive(Debug, Clone)]
+pub struct ChainRuns {
+    records: Records,
+    store: DynamoStore,
+    sfn: aws_sdk_sfn::Client,
+    chains: BTreeMap<String, Chain>,
+    machines: BTreeMap<String, String>,
+}
+
+/// One run of a chain, stage by stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainView {
+    /// The chain key.
+    pub key: String,
+    /// The chain's name.
+    pub chain: String,
+    /// The run's record status: RUNNING, DONE or PAUSED.
+    pub status: Status,
+    /// Which run: 1, then one more per rerun.
+    pub run: u32,
+    /// The current run's Step Functions execution.
+    pub execution: Option<String>,
+    /// What Step Functions says of that execution, asked only while the run is RUNNING:
+    /// `FAILED`, `TIMED_OUT` or `ABORTED` there means the run stopped without an outcome
+    /// (and can be rerun).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution_status: Option<String>,
+    /// When the run was due.
+    pub scheduled_for: String,
+    /// When the first run started.
+    pub started_at: Option<String>,
+    /// When the record last changed.
+    pub updated_at: String,
+    /// When the run ended (DONE or PAUSED).
+    pub finished_at: Option<String>,
+    /// For a paused run: which steps failed, and why.
+    pub last_error: Option<String>,
+    /// The stages in order, each with its steps.
+    pub stages: Vec<Vec<StepView>>,
+}
+
+/// One step of a chain run, from its record.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepView {
+    /// The step's name in the chain.
+    pub step: String,
+    /// The queue job it runs.
+    pub job: String,
+    /// Its execution key: `<chain key>#<step>`.
+    pub key: String,
+    /// Its record's status; None when it has not started.
+    pub status: Option<Status>,
+    /// Attempts over every round (a rerun starts a new round).
+    pub attempts: u32,
+    /// How long its latest finished attempt took.
+    pub duration_ms: Option<u64>,
+    /// Its latest failed attempt's error.
+    pub last_error: Option<String>,
+}
+
+/// What a rerun did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Rerun {
+    /// A new execution runs the steps that are not DONE (`steps`), as run `run`.
+    Started {
+        /// The new execution's name.
+        execution: String,
+        /// Which run it is (2 for the first rerun).
+        run: u32,
+        /// The steps whose records are not DONE.
+        steps: Vec<String>,
+    },
+    /// The failed execution was redriven (`--redrive`, AWS only).
+    Redriven {
+        /// The execution's name.
+        execution: String,
+    },
+    /// The run is running already: nothing was done.
+    AlreadyRunning {
+        /// The running execution's name.
+        execution: String,
+    },
+}
+
+impl ChainRuns {
+    /// The catalog's chains as deployed on `stage`: state machines `schedkit-<stage>-<chain>`
+    /// in the region and account of the stage's jobs queue.
+    pub fn new(sdk: &SdkConfig, stage: &super::stage::Stage, catalog: &Catalog) -> ChainRuns {
+        let machines = catalog
+            .chains
+            .keys()
+            .map(|c| (c.clone(), stage.state_machine_arn(c)))
+            .collect();
+        ChainRuns::with_state_machines(sdk, &stage.table, catalog, machines)
+    }
+
+    /// The catalog's chains with their records in `table` and their state machines' ARNs
+    /// given by chain.
+    pub fn with_state_machines(
+        sdk: &SdkConfig,
+        table: &str,
+        catalog: &Catalog,
+        machines: BTreeMap<String, String>,
+    ) -> ChainRuns {
+        ChainRuns {
+            records: Records::new(sdk, table),
+            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
+            sfn: aws_sdk_sfn::Client::new(sdk),
+            chains: catalog.chains.clone(),
+            machines,
+        }
+    }
+
+    /// Up to `limit` runs of the catalog's chains, newest (by scheduled time) first.
+    pub async fn list(&self, limit: i32) -> Result<Vec<ExecutionRecord>, OpsError> {
+        let mut runs = Vec::new();
+        for chain in self.chains.keys() {
+            runs.extend(self.records.recent_of(chain, limit).await?);
+        }
+        runs.sort_by(|a, b| {
+            (&b.scheduled_for, &b.execution_key).cmp(&(&a.scheduled_for, &a.execution_key))
+        });
+        runs.truncate(usize::try_from(limit).unwrap_or(0));
+        Ok(runs)
+    }
+
+    /// The run `key` with each step's record (one read per step); None when there is no
+    /// such record.
+    pub async fn show(&self, key: &str) -> Result<Option<ChainView>, OpsError> {
+        let Some(run) = self.records.get(key).await? else {
+            return Ok(None);
+        };
+        let chain = self.chain_of(&run)?;
+        let execution = run.owner.clone();
+        let execution_status = match (&execution, run.status) {
+            (Some(name), Status::Running) => self
+                .execution(&chain.name, name)
+                .await?
+                .map(|e| e.status.as_str().to_string()),
+            _ => None,
+        };
+        let mut stages = Vec::new();
+        for stage in &chain.stages {
+            let mut steps = Vec::new();
+            for step in &stage.steps {
+                let step_key = format!("{key}#{}", step.name);
+                let record = self.records.get(&step_key).await?;
+                steps.push(StepView {
+                    step: step.name.clone(),
+                    job: step.job.clone(),
+                    status: record.as_ref().map(|r| r.status),
+                    attempts: record.as_ref().map_or(0, |r| r.attempt),
+                    duration_ms: record.as_ref().and_then(|r| r.duration_ms),
+                    last_error: record.and_then(|r| r.last_error),
+                    key: step_key,
+                });
+            }
+            stages.push(steps);
+        }
+        Ok(Some(ChainView {
+            key: run.execution_key,
+            chain: chain.name.clone(),
+            status: run.status,
+            run: run.attempt,
+            execution,
+            execution_status,
+            scheduled_for: run.scheduled_for,
+            started_at: run.started_at,
+            updated_at: run.updated_at,
+            finished_at: run.finished_at,
+            last_error: run.last_error,
+            stages,
+        }))
+    }
+
+    /// Reruns the chain run `key` from its failed step: a new execution under the same
+    /// key, or with `redrive` Step Functions' RedriveExecution of a failed execution (AWS;
+    /// LocalStack does not emulate it). A DONE run, or one that is running, is left as it
+    /// is ([`OpsError::Refused`], [`Rerun::AlreadyRunning`]).
+    pub async fn rerun(
+        &self,
+        key: &str,
+        redrive: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Rerun, OpsError> {
+        let Some(run) = self.records.get(key).await? else {
+            return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
+        };
+        let chain = self.chain_of(&run)?.name.clone();
+        let current = run
+            .owner
+            .clone()
+            .unwrap_or_else(|| chain_execution_name(key, run.attempt));
+        match run.status {
+            Status::Paused if redrive => {
+                return Err(OpsError::Refused(format!(
+                    "`{key}` is PAUSED: its execution succeeded (a chain pauses by design), and RedriveExecution restarts only failed executions; rerun it without --redrive"
+                )));
+            }
+            Status::Paused => {}
+            Status::Running => match self.execution(&chain, &current).await? {
+                Some(e) if e.status == ExecutionStatus::Running => {
+                    return Ok(Rerun::AlreadyRunning { execution: current });
+                }
+                Some(e) if e.status == ExecutionStatus::Succeeded => {
+                    return Err(OpsError::Refused(format!(
+                        "`{key}` has ended (execution {current} SUCCEEDED) and the worker has not recorded its outcome yet; look again with `chains show`"
+                    )));
+                }
+                Some(_) if redrive => {
+                    self.sfn
+                        .redrive_execution()
+                        .execution_arn(self.execution_arn(&chain, &current)?)
+                        .send()
+                        .await
+                        .aws(format!("redriving execution {current}"))?;
+                    return Ok(Rerun::Redriven { execution: current });
+                }
+                // FAILED, TIMED_OUT or ABORTED: the run stopped without an outcome.
+                Some(_) => {}
+                // Recorded by a rerun that stopped before it started its execution.
+                None if run.attempt > 1 => {
+                    let steps = self.not_done(key, &chain).await?;
+                    self.start(key, &chain, &current).await?;
+                    return Ok(Rerun::Started {
+                        execution: current,
+                        run: run.attempt,
+                        steps,
+                    });
+                }
+                None => {
+                    return Err(OpsError::Refused(format!(
+                        "`{key}` is RUNNING and its first execution has not started yet; the trigger's worker starts it"
+                    )));
+                }
+            },
+            other => {
+                return Err(OpsError::Refused(format!(
+                    "`{key}` is {}: nothing to rerun (a chain run is rerun when PAUSED, or RUNNING with a failed execution)",
+                    other.as_str()
+                )));
+            }
+        }
+        let next = run.attempt + 1;
+        let execution = chain_execution_name(key, next);
+        let Some(_) = self
+            .store
+            .rerun_chain(&run, &execution, now)
+            .await
+            .map_err(|e| store_error("recording the rerun", e))?
+        else {
+            return Err(OpsError::Refused(format!(
+                "`{key}` changed while it was being rerun (another rerun, or its outcome, came first); look again with `chains show`"
+            )));
+        };
+        let steps = self.not_done(key, &chain).await?;
+        self.start(key, &chain, &execution).await?;
+        Ok(Rerun::Started {
+            execution,
+            run: next,
+            steps,
+        })
+    }
+
+    /// The chain of the catalog `run` is a run of.
+    fn chain_of(&self, run: &ExecutionRecord) -> Result<&Chain, OpsError> {
+        self.chains.get(&run.job).ok_or_else(|| {
+            OpsError::Refused(format!(
+                "`{}` is a run of `{}`, which is not a chain of the catalog (chains: {})",
+                run.execution_key,
+                run.job,
+                self.chains.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })
+    }
+
+    /// The steps of the run `key` whose records are not DONE: what a rerun runs.
+    async fn not_done(&self, key: &str, chain: &str) -> Result<Vec<String>, OpsError> {
+        let mut steps = Vec::new();
+        for step in self.chains[chain].stages.iter().flat_map(|s| &s.steps) {
+            let record = self.records.get(&format!("{key}#{}", step.name)).await?;
+            if record.is_none_or(|r| r.status != Status::Done) {
+                steps.push(step.name.clone());
+            }
+        }
+        Ok(steps)
+    }
+
+    /// Starts the execution `name` of the run `key` with its first run's input (Step
+    /// Functions keeps it 90 days); an execution of that name and input is started already.
+    async fn start(&self, key: &str, chain: &str, name: &str) -> Result<(), OpsError> {
+        let first = chain_execution_name(key, 1);
+        let Some(original) = self.execution(chain, &first).await? else {
+            return Err(OpsError::Refused(format!(
+                "the first execution of `{key}` ({first}) is gone, and with it the run's input"
+            )));
+        };
+        let machine = self.machine(chain)?;
+        let started = self
+            .sfn
+            .start_execution()
+            .state_machine_arn(machine)
+            .name(name)
+            .set_input(original.input)
+            .send()
+            .await;
+        match started {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_already_exists()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(OpsError::Aws(AwsError::of(
+                format!(
+                    "starting execution {name} of {machine} (the run is recorded RUNNING; `chains rerun {key}` again starts it)"
+                ),
+                &e,
+            ))),
+        }
+    }
+
+    /// The execution `name` of `chain`'s state machine; None when it does not exist.
+    async fn execution(
+        &self,
+        chain: &str,
+        name: &str,
+    ) -> Result<Option<aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput>, OpsError>
+    {
+        let described = self
+            .sfn
+            .describe_execution()
+            .execution_arn(self.execution_arn(chain, name)?)
+            .send()
+            .await;
+        match described {
+            Ok(out) => Ok(Some(out)),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(OpsError::Aws(AwsError::of(
+                format!("reading execution {name}"),
+                &e,
+            ))),
+        }
+    }
+
+    fn machine(&self, chain: &str) -> Result<&str, OpsError> {
+        self.machines.get(chain).map(String::as_str).ok_or_else(|| {
+            OpsError::Refused(format!("no state machine is known for chain `{chain}`"))
+        })
+    }
+
+    /// `arn:…:execution:<machine>:<name>` from the machine's `arn:…:stateMachine:<machine>`.
+    fn execution_arn(&self, chain: &str, name: &str) -> Result<String, OpsError> {
+        let machine = self.machine(chain)?;
+        Ok(format!(
+            "{}:{name}",
+            machine.replacen(":stateMachine:", ":execution:", 1)
+        ))
+    }
+}
+
+fn store_error(doing: &str, e: crate::store::StoreError) -> OpsError {
+    OpsError::Aws(AwsError {
+        doing: doing.into(),
+        answer: e.to_string(),
+        code: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_execution_arn_is_its_state_machine_arn_with_the_name() {
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let catalog = Catalog::parse(
+            "[jobs.a]\nowner = \"o\"\n[chains.c]\nowner = \"o\"\nstages = [\"a\"]\n",
+            "catalog.toml",
+        )
+        .unwrap();
+        let runs = ChainRuns::with_state_machines(
+            &sdk,
+            "t",
+            &catalog,
+            BTreeMap::from([(
+                "c".to_string(),
+                "arn:aws:states:eu-west-1:123456789012:stateMachine:schedkit-dev-c".to_string(),
+            )]),
+        );
+        assert_eq!(
+            runs.execution_arn("c", "c_2026-x").unwrap(),
+            "arn:aws:states:eu-west-1:123456789012:execution:schedkit-dev-c:c_2026-x"
+        );
+        assert!(matches!(
+            runs.execution_arn("d", "x"),
+            Err(OpsError::Refused(_))
+        ));
+    }
+}
