@@ -3,8 +3,9 @@
 
 use schedkit::catalog::Catalog;
 
-/// Creates `chain`'s generated definition as a new state machine (a unique name) that puts
-/// its steps on `queue_url`; its ARN.
+/// Creates `chain`'s generated definition as a new state machine that puts its steps on
+/// `queue_url`, named `<unique prefix>-<chain>` (so [`state_machine_prefix`] of its ARN is
+/// what a worker's `SCHEDKIT_STATE_MACHINE_PREFIX` would be); its ARN.
 pub async fn generated_state_machine(
     sfn: &aws_sdk_sfn::Client,
     catalog: &Catalog,
@@ -19,10 +20,15 @@ pub async fn generated_state_machine(
         .replace("${JobsQueueUrl}", queue_url);
     let created = sfn
         .create_state_machine()
-        .name(crate::unique(&chain.name))
+        .name(format!("{}-{}", crate::unique("sm"), chain.name))
         .definition(definition)
         .role_arn("arn:aws:iam::000000000000:role/chain")
         .send()
         .await?;
     Ok(created.state_machine_arn)
+}
+
+/// The ARN of a state machine of [`generated_state_machine`] without its chain's name.
+pub fn state_machine_prefix<'a>(arn: &'a str, chain: &str) -> &'a str {
+    arn.strip_suffix(chain).unwrap_or(arn)
 }

@@ -7,8 +7,12 @@ mod bad_input;
 /// The generated chain definitions on LocalStack's Step Functions, answered by hand:
 /// stages in order, a failed branch lets its sibling finish and pauses the chain.
 mod chain_definition;
+/// A chain step's lost worker: SIGKILLed (another worker finishes it after the lease) or
+/// silent (Step Functions sends the step again after its heartbeat timeout); applied once.
+mod chain_failures;
 /// Chains through the worker: steps run once and answered, the chain ends DONE; a step
-/// failed for good lets its sibling finish and pauses the chain before the last stage.
+/// failed for good lets its sibling finish and pauses the chain before the last stage; a
+/// rerun runs only the failed step and the later stages.
 mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.

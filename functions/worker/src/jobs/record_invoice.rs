@@ -4,6 +4,9 @@
 //! `applied > 1`. It is handed to the framework as an effect rather than made: committed in
 //! one transaction with the run's DONE record, it is applied once even when a worker dies
 //! between the job's end and the record's (the claim alone cannot promise that).
+//!
+//! `render_seconds` (payload, default 0) is how long rendering the invoice takes before
+//! the write: a run long enough to lose its worker half-way.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
 use schedkit::job::BoxFuture;
@@ -42,6 +45,18 @@ impl Job for RecordInvoice {
                 .get("tenant")
                 .map(|t| t.to_string())
                 .unwrap_or_default();
+            let render = ctx
+                .payload
+                .get("render_seconds")
+                .and_then(|v| v.as_f64())
+                .unwrap_or(0.0);
+            let until = tokio::time::Instant::now() + std::time::Duration::from_secs_f64(render);
+            while tokio::time::Instant::now() < until {
+                if ctx.lease_lost() {
+                    return Err(JobError::retryable("lease lost while rendering; stopping"));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
             let update = Update::builder()
                 .table_name(&table)
                 .key(EFFECT_KEY, AttributeValue::S(ctx.key.clone()))
