@@ -1,5 +1,9 @@
 //! The `schedkit` binary as a user runs it, as one test binary. Each module proves one area:
 
+/// Chain runs through the console on a deployed stage: `chains list/show` (table and
+/// JSON) on a paused run, `status` naming it, `chains rerun` (confirmation, audit) from the
+/// failed step to DONE, and a rerun of an aborted execution.
+mod chains;
 /// Previews, catalog checks, sync dry runs and `fire`: exact output, exit codes, one-line
 /// errors.
 mod cli;

@@ -13,13 +13,13 @@ use schedkit::{Envelope, Metrics};
 use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
 use serde_json::json;
 
-struct Console {
+pub(crate) struct Console {
     stage: String,
-    audit: std::path::PathBuf,
+    pub(crate) audit: std::path::PathBuf,
 }
 
 impl Console {
-    fn new(stage: &str) -> Console {
+    pub(crate) fn new(stage: &str) -> Console {
         Console {
             stage: stage.into(),
             audit: std::env::temp_dir().join(format!("{stage}-audit.jsonl")),
@@ -42,12 +42,12 @@ impl Console {
         c
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("schedkit runs")
     }
 
     /// Stdout of a successful run.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -59,7 +59,7 @@ impl Console {
 }
 
 /// Replaces what changes from run to run (times, ids, the stage, durations).
-fn stable(text: &str, stage: &str) -> String {
+pub(crate) fn stable(text: &str, stage: &str) -> String {
     let rules: [(&str, &str); 10] = [
         (stage, "<stage>"),
         (

@@ -3,6 +3,7 @@
 
 use chrono::Utc;
 use clap::{Args, Subcommand};
+use schedkit::Status;
 use schedkit::ops::audit;
 use schedkit::ops::chains::{ChainRuns, ChainView, Rerun, StepView};
 use serde_json::json;
@@ -163,6 +164,12 @@ fn tree(view: &ChainView) -> String {
             "execution {}  {status}\n",
             view.execution.as_deref().unwrap_or("-")
         ));
+        if status != "RUNNING" {
+            out.push_str(&format!(
+                "the execution stopped without an outcome: `schedkit chains rerun {}` runs what is not DONE\n",
+                view.key
+            ));
+        }
     }
     out.push_str(&format!(
         "scheduled for {}; started {}; {}\n",
@@ -210,7 +217,8 @@ fn tree(view: &ChainView) -> String {
     out
 }
 
-/// `DONE  2 attempts  1002 ms`, `FAILED  3 attempts  41 ms  <error>`, `not started`.
+/// `DONE  2 attempts  1002 ms`, `FAILED  3 attempts  41 ms  <error>`, `not started`
+/// (attempts over every round: a rerun's round adds to them).
 fn step_line(step: &StepView) -> String {
     let Some(status) = step.status else {
         return "not started".into();
@@ -224,7 +232,8 @@ fn step_line(step: &StepView) -> String {
     if let Some(ms) = step.duration_ms {
         line.push_str(&format!("  {ms} ms"));
     }
-    if let Some(error) = &step.last_error {
+    // A DONE step keeps its earlier round's error in its record; it is history here.
+    if let Some(error) = step.last_error.as_ref().filter(|_| status != Status::Done) {
         line.push_str(&format!("  {}", clip(error, 80)));
     }
     line

@@ -239,7 +239,9 @@ impl ChainRuns {
                         .execution_arn(self.execution_arn(&chain, &current)?)
                         .send()
                         .await
-                        .aws(format!("redriving execution {current}"))?;
+                        .aws(format!(
+                            "redriving execution {current} (without --redrive, a rerun starts a new execution instead)"
+                        ))?;
                     return Ok(Rerun::Redriven { execution: current });
                 }
                 // FAILED, TIMED_OUT or ABORTED: the run stopped without an outcome.

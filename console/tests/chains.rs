@@ -1,0 +1,218 @@
+//! `schedkit chains` against a deployed stage on LocalStack: the shipped month-end chain
+//! (report, then CRM sync and partner export side by side, then the summary) run by the
+//! worker's processor on the stage's own state machine. The export fails for good while
+//! the partner account is blocked, so the run pauses; `chains list` and `chains show`
+//! (table and JSON snapshots) and `status` say so; `chains rerun` asks for confirmation,
+//! refuses `--redrive` on a paused run, and once the account is fixed reruns the export
+//! and the summary only, to DONE; audited. A run whose execution was aborted is rerun too,
+//! and `--redrive` there is LocalStack's refusal, named.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use schedkit::batch::Chains;
+use schedkit::{ExecutionRecord, Metrics, Processor, ProcessorConfig, Status};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_worker::jobs::{ACCOUNT_ITEM, EFFECT_KEY};
+
+use super::operator::{Console, stable};
+
+/// The stage's state machines' ARN up to the chain's name, as the template gives the
+/// worker (`SCHEDKIT_STATE_MACHINE_PREFIX`).
+fn state_machine_prefix(stack: &Stack) -> String {
+    let queue = stack.arn_of(&stack.queue_url);
+    let name = queue.rsplit(':').next().unwrap_or_default();
+    format!(
+        "{}stateMachine:schedkit-{}-",
+        queue
+            .strip_suffix(name)
+            .unwrap()
+            .replacen(":sqs:", ":states:", 1),
+        stack.name
+    )
+}
+
+/// The chain run's record once `check` holds of it.
+async fn run_until(
+    stack: &Stack,
+    key: &str,
+    check: impl Fn(&ExecutionRecord) -> bool,
+) -> ExecutionRecord {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(r) = stack.record(key).await.unwrap().filter(|r| check(r)) {
+            return r;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{key}: {:?}",
+            stack.record(key).await.unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_done() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-console"), StackOptions::default())
+        .await
+        .unwrap();
+    let catalog = schedkit_worker::CATALOG.load().unwrap();
+    let worker = Processor::new(
+        stack.store(),
+        stack.sqs.clone(),
+        stack.example_registry(),
+        ProcessorConfig {
+            chains: Some(Chains::new(&sdk, &catalog, &state_machine_prefix(&stack))),
+            ..stack.config("worker-chains")
+        },
+        Metrics::capture().0,
+    );
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let sqs = stack.sqs.clone();
+    let polling = tokio::spawn(async move {
+        let options = schedkit::poller::PollOptions {
+            wait_seconds: 1,
+            max_messages: 10,
+            until_drained: false,
+        };
+        schedkit::poller::poll(&worker, &sqs, &options, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let console = Console::new(&stack.name);
+    let key = "month-end#2026-11";
+
+    // The month-end run, fired by hand; the partner account is blocked (no config item).
+    console.ok(&["fire", "month-end", "--key", key]);
+    let paused = run_until(&stack, key, |r| r.status != Status::Running).await;
+    assert_eq!(paused.status, Status::Paused, "{paused:?}");
+    let snap = |name: &str, args: &[&str]| {
+        let text = stable(&console.ok(args), &stack.name);
+        insta::assert_snapshot!(name, text);
+    };
+    snap("chains_list", &["chains", "list"]);
+    snap("chains_list_json", &["--output", "json", "chains", "list"]);
+    snap("chains_show_paused", &["chains", "show", key]);
+    snap(
+        "chains_show_paused_json",
+        &["--output", "json", "chains", "show", key],
+    );
+    let status = console.ok(&["status"]);
+    assert!(
+        status.contains(&format!("paused chain   {key} since "))
+            && status.contains("step `orders-export` failed: schedkit.attempts-exhausted")
+            && status.contains(&format!("`schedkit chains rerun {key}`")),
+        "{status}"
+    );
+
+    // Without --yes and no terminal: refused, nothing changed.
+    let unconfirmed = console.run(&["chains", "rerun", key]);
+    assert_eq!(unconfirmed.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unconfirmed.stderr).contains("refusing without --yes"),
+        "{unconfirmed:?}"
+    );
+    // A paused run's execution succeeded: nothing to redrive.
+    let redrive = console.run(&["chains", "rerun", key, "--redrive", "--yes"]);
+    assert_eq!(redrive.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&redrive.stderr).contains("rerun it without --redrive"),
+        "{redrive:?}"
+    );
+    assert_eq!(
+        stack.record(key).await.unwrap().unwrap().status,
+        Status::Paused
+    );
+
+    // The fix, then the rerun: the export (a fresh round) and the summary run; the report
+    // and the CRM sync answer from their records.
+    stack
+        .ddb
+        .put_item()
+        .table_name(&stack.effects_table)
+        .item(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
+        .item("status", AttributeValue::S("active".into()))
+        .send()
+        .await
+        .unwrap();
+    let rerun = console.ok(&["chains", "rerun", key, "--yes"]);
+    assert!(
+        rerun.starts_with(&format!("{key}: run 2 started (execution "))
+            && rerun.contains("to run: orders-export, summary;"),
+        "{rerun}"
+    );
+    let done = run_until(&stack, key, |r| r.status != Status::Running).await;
+    assert_eq!(done.status, Status::Done, "{done:?}");
+    snap("chains_show_done", &["chains", "show", key]);
+    let step = |s: &str| format!("{key}#{s}");
+    let report = stack.record(&step("usage-report")).await.unwrap().unwrap();
+    assert_eq!(report.attempt, 1, "the report ran again: {report:?}");
+    let export = stack.record(&step("orders-export")).await.unwrap().unwrap();
+    assert_eq!(
+        (export.status, export.attempt, export.round_attempt()),
+        (Status::Done, 4, 1)
+    );
+    let audit = std::fs::read_to_string(&console.audit).unwrap();
+    let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["what"], "chains rerun");
+    assert_eq!(line["details"]["key"], key);
+    assert_eq!(line["details"]["result"]["run"], 2);
+    let again = console.run(&["chains", "rerun", key, "--yes"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("is DONE: nothing to rerun"),
+        "{again:?}"
+    );
+
+    // A run whose execution was stopped stays RUNNING with no outcome: `show`
+    // says so, `--redrive` is LocalStack's refusal (named), a rerun takes it to DONE.
+    let aborted = "month-end#2026-10";
+    console.ok(&["fire", "month-end", "--key", aborted]);
+    let running = run_until(&stack, aborted, |r| r.owner.is_some()).await;
+    let sfn = aws_sdk_sfn::Client::new(&sdk);
+    let execution = format!(
+        "{}month-end:{}",
+        state_machine_prefix(&stack).replacen(":stateMachine:", ":execution:", 1),
+        running.owner.clone().unwrap()
+    );
+    sfn.stop_execution()
+        .execution_arn(&execution)
+        .send()
+        .await
+        .unwrap();
+    while sfn
+        .describe_execution()
+        .execution_arn(&execution)
+        .send()
+        .await
+        .unwrap()
+        .status
+        == aws_sdk_sfn::types::ExecutionStatus::Running
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let shown = console.ok(&["chains", "show", aborted]);
+    // (LocalStack reports a stopped execution FAILED; AWS, ABORTED.)
+    assert!(
+        (shown.contains("  ABORTED\n") || shown.contains("  FAILED\n"))
+            && shown.contains(&format!(
+                "`schedkit chains rerun {aborted}` runs what is not DONE"
+            )),
+        "{shown}"
+    );
+    let redrive = console.run(&["chains", "rerun", aborted, "--redrive", "--yes"]);
+    assert_eq!(redrive.status.code(), Some(1), "{redrive:?}");
+    assert!(
+        String::from_utf8_lossy(&redrive.stderr).contains("redriving execution"),
+        "{redrive:?}"
+    );
+    console.ok(&["chains", "rerun", aborted, "--yes"]);
+    let done = run_until(&stack, aborted, |r| r.status != Status::Running).await;
+    assert_eq!((done.status, done.attempt), (Status::Done, 2), "{done:?}");
+
+    let _ = stop.send(());
+    polling.await.unwrap();
+}
