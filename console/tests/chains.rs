@@ -17,21 +17,6 @@ use schedkit_worker::jobs::{ACCOUNT_ITEM, EFFECT_KEY};
 
 use super::operator::{Console, stable};
 
-/// The stage's state machines' ARN up to the chain's name, as the template gives the
-/// worker (`SCHEDKIT_STATE_MACHINE_PREFIX`).
-fn state_machine_prefix(stack: &Stack) -> String {
-    let queue = stack.arn_of(&stack.queue_url);
-    let name = queue.rsplit(':').next().unwrap_or_default();
-    format!(
-        "{}stateMachine:schedkit-{}-",
-        queue
-            .strip_suffix(name)
-            .unwrap()
-            .replacen(":sqs:", ":states:", 1),
-        stack.name
-    )
-}
-
 /// The chain run's record once `check` holds of it.
 async fn run_until(
     stack: &Stack,
@@ -64,7 +49,7 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
         stack.sqs.clone(),
         stack.example_registry(),
         ProcessorConfig {
-            chains: Some(Chains::new(&sdk, &catalog, &state_machine_prefix(&stack))),
+            chains: Some(Chains::new(&sdk, &catalog, &stack.state_machine_prefix())),
             ..stack.config("worker-chains")
         },
         Metrics::capture().0,
@@ -175,7 +160,9 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
     let sfn = aws_sdk_sfn::Client::new(&sdk);
     let execution = format!(
         "{}month-end:{}",
-        state_machine_prefix(&stack).replacen(":stateMachine:", ":execution:", 1),
+        stack
+            .state_machine_prefix()
+            .replacen(":stateMachine:", ":execution:", 1),
         running.owner.clone().unwrap()
     );
     sfn.stop_execution()

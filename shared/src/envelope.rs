@@ -54,6 +54,9 @@ pub struct ChainContext {
     /// The step this message runs (a step message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The chain run's payload (a step message): [`crate::job::ChainStep::input`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
     /// The Step Functions task token the step's outcome answers (a step message).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_token: Option<String>,

@@ -73,6 +73,9 @@ pub struct ChainStep {
     pub chain_key: String,
     /// This step's name.
     pub step: String,
+    /// The chain run's payload (its trigger's: the catalog's `payload` on scheduled runs,
+    /// `fire --payload`); every step sees it beside its own.
+    pub input: Value,
     /// Each DONE step of the earlier stages, by name: its result (the job's return value).
     pub outputs: std::collections::BTreeMap<String, Value>,
 }

@@ -341,9 +341,24 @@ impl Stack {
         schedkit_worker::jobs::EffectsTable::new(self.ddb.clone(), Some(self.effects_table.clone()))
     }
 
+    /// The stage's state machines' ARN up to the chain's name (`schedkit-<stage>-`), in the
+    /// region and account of its jobs queue, as the template gives the worker.
+    pub fn state_machine_prefix(&self) -> String {
+        let queue = self.arn_of(&self.queue_url);
+        let name = queue.rsplit(':').next().unwrap_or_default();
+        let base = queue.strip_suffix(name).unwrap_or(&queue);
+        format!(
+            "{}stateMachine:schedkit-{}-",
+            base.replacen(":sqs:", ":states:", 1),
+            self.name
+        )
+    }
+
     /// Environment for the worker binary (and LocalStack credentials).
     pub fn worker_env(&self) -> Vec<(String, String)> {
+        let prefix = self.state_machine_prefix();
         [
+            ("SCHEDKIT_STATE_MACHINE_PREFIX", prefix.as_str()),
             ("SCHEDKIT_QUEUE_URL", self.queue_url.as_str()),
             ("SCHEDKIT_DLQ_URL", self.dlq_url.as_str()),
             ("SCHEDKIT_TABLE", self.table.as_str()),

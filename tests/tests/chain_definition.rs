@@ -208,9 +208,13 @@ async fn a_generated_chain_runs_its_stages_in_order_and_ends_done() {
     assert_eq!(by_step["report"]["scheduled_for"], "2026-12-01T02:00:00Z");
     let outcome = seen.outcome.unwrap();
     assert_eq!(outcome["job"], "month-end");
+    // The outcome names the execution that sent it (the run's record ends only by its
+    // current execution's outcome).
+    let execution = outcome["chain"]["execution"].as_str().unwrap_or_default();
+    assert!(execution.starts_with("run-"), "{outcome}");
     assert_eq!(
         outcome["chain"],
-        json!({ "name": "month-end", "key": "month-end#2026-12-01T02:00:00Z", "outcome": "done" })
+        json!({ "name": "month-end", "key": "month-end#2026-12-01T02:00:00Z", "outcome": "done", "execution": execution })
     );
     assert_eq!(status, ExecutionStatus::Succeeded);
 }

@@ -82,7 +82,9 @@ fn registry(runs: Runs, broken: Arc<AtomicBool>) -> Registry {
                 // The last step reports what the earlier stages returned.
                 if name == "report" {
                     let chain = ctx.chain().expect("a chain step knows its chain");
-                    return Ok(json!({ "did": name, "saw": chain.outputs }));
+                    return Ok(
+                        json!({ "did": name, "saw": chain.outputs, "month": chain.input["month"] }),
+                    );
                 }
                 Ok(json!({ "did": name, "payload": ctx.payload }))
             }
@@ -181,7 +183,8 @@ impl Harness {
 /// Triggers a run of the chain through the jobs queue as a schedule would (twice: a
 /// scheduler retry); its key.
 async fn trigger(stack: &Stack, scheduled_for: &str) -> String {
-    let trigger = Envelope::new("month-end", scheduled_for.parse().unwrap());
+    let mut trigger = Envelope::new("month-end", scheduled_for.parse().unwrap());
+    trigger.payload = json!({ "month": "2026-11" }).as_object().cloned();
     stack.send_envelope(&trigger).await.unwrap();
     stack.send_envelope(&trigger).await.unwrap();
     format!("month-end#{scheduled_for}")
@@ -258,6 +261,8 @@ async fn the_worker_runs_every_step_once_and_answers_its_task_so_the_chain_ends_
             "ledger": { "did": "close-books", "payload": { "ledger": true } },
         })
     );
+    // Every step sees the chain run's payload (its trigger's).
+    assert_eq!(result["month"], "2026-11");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -339,4 +344,79 @@ async fn a_step_failed_for_good_pauses_the_chain_and_a_rerun_runs_only_it_and_th
         "{again:?}"
     );
     harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused() {
+    use schedkit::key::chain_execution_name;
+    use schedkit::store::{ChainEnd, ClaimRequest};
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-fence"), StackOptions::default())
+        .await
+        .unwrap();
+    let store = stack.store();
+    let key = "month-end#2026-12-03T02:00:00Z";
+    let (first, second) = (chain_execution_name(key, 1), chain_execution_name(key, 2));
+    let now = chrono::Utc::now();
+    let req = ClaimRequest {
+        key: key.into(),
+        job: "month-end".into(),
+        scheduled_for: "2026-12-03T02:00:00Z".into(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: Some("m".into()),
+        owner: first.clone(),
+        now,
+        lease: Duration::ZERO,
+        retention: Duration::from_secs(3600),
+    };
+    assert!(store.start_chain(&req).await.unwrap().is_none());
+    let paused = ChainEnd::Paused {
+        failed: "step `invoices` failed".into(),
+        stage: "[]".into(),
+    };
+    assert!(
+        store
+            .end_chain(key, Some(&first), &paused, now)
+            .await
+            .unwrap()
+    );
+    let run1 = stack.record(key).await.unwrap().unwrap();
+    assert_eq!((run1.status, run1.attempt), (Status::Paused, 1));
+    let run2 = store
+        .rerun_chain(&run1, &second, now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (run2.status, run2.attempt, run2.owner.as_deref()),
+        (Status::Running, 2, Some(second.as_str()))
+    );
+    // A second operator's rerun from the same (now stale) reading changes nothing.
+    assert!(
+        store
+            .rerun_chain(&run1, "run-3", now)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Run 1's outcome, delivered again, cannot end run 2; run 2's does.
+    assert!(
+        !store
+            .end_chain(key, Some(&first), &paused, now)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        stack.record(key).await.unwrap().unwrap().status,
+        Status::Running
+    );
+    assert!(
+        store
+            .end_chain(key, Some(&second), &ChainEnd::Done, now)
+            .await
+            .unwrap()
+    );
+    let done = stack.record(key).await.unwrap().unwrap();
+    assert_eq!((done.status, done.attempt), (Status::Done, 2));
 }

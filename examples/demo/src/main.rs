@@ -1,8 +1,13 @@
 //! The demo, starting from the job catalog: its schedules are synced into LocalStack's
 //! EventBridge Scheduler and a simulated day of them is fired by two local firing engines
 //! at once; a burst of one-off envelopes (invoices with duplicate deliveries, a key reused
-//! with another payload, poison messages) joins them; worker processes in polling mode
-//! drain the queue; the report reads back the executions table, the DLQ and the workers.
+//! with another payload, poison messages) joins them, and so does the month-end chain (a
+//! report, then a CRM sync and a partner export side by side, then a summary), fired with
+//! the console; worker processes in polling mode drain the queue; the report reads back
+//! the executions table, the DLQ and the workers. The partner account is blocked, so the
+//! export fails for good: its job lands in the DLQ and the chain pauses after its stage.
+//! The operator's part then fixes the account, reruns the chain from its failed step and
+//! redrives the dead letters, until every execution is DONE.
 //!
 //! `make demo` builds the binaries, starts LocalStack if needed and runs this.
 
@@ -101,6 +106,14 @@ async fn main() -> anyhow::Result<()> {
     stack
         .send_all(burst.iter().map(|(_, body)| body.as_str()))
         .await?;
+    println!("\nfiring the month-end chain by hand:");
+    console(
+        &args,
+        &stack,
+        &worker_bin,
+        &["fire", "month-end", "--key", CHAIN_RUN],
+    )
+    .await?;
 
     println!(
         "\nrunning {} worker processes in polling mode until the queue drains...",
@@ -108,11 +121,68 @@ async fn main() -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.log_dir)?;
     let started = Instant::now();
-    let workers = run_workers(&args, &stack, &worker_bin, "run").await?;
+    let workers = drain_until_chain_ends(&args, &stack, &worker_bin, "run").await?;
     let elapsed = started.elapsed();
 
-    report(&stack, &workers, elapsed, burst.len() + firings).await?;
+    report(&stack, &workers, elapsed, burst.len() + firings + 1).await?;
     operate(&args, &stack, &worker_bin).await
+}
+
+/// The month-end chain run the demo fires (`fire month-end --key ...`).
+const CHAIN_RUN: &str = "month-end#2026-11";
+
+/// Runs `schedkit --stage <stage> command`, printing the command and its output.
+async fn console(
+    args: &Args,
+    stack: &Stack,
+    worker_bin: &std::path::Path,
+    command: &[&str],
+) -> anyhow::Result<()> {
+    let console_bin = worker_bin.with_file_name("schedkit");
+    println!("\n$ schedkit --stage {} {}", args.name, command.join(" "));
+    let out = tokio::process::Command::new(&console_bin)
+        .arg("--stage")
+        .arg(&args.name)
+        .args(command)
+        .envs(stack.worker_env())
+        .env("SCHEDKIT_CATALOG", args.catalog())
+        .env("SCHEDKIT_AUDIT_LOG", args.log_dir.join("audit.jsonl"))
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .with_context(|| format!("starting {}", console_bin.display()))?;
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    anyhow::ensure!(
+        out.status.success(),
+        "schedkit {} failed: {}",
+        command.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+/// Worker rounds until the queue is drained and the chain run has ended: between two of
+/// its stages the queue can be empty for a moment while Step Functions sends the next
+/// step, so a drained queue alone does not mean the chain is done.
+async fn drain_until_chain_ends(
+    args: &Args,
+    stack: &Stack,
+    worker_bin: &std::path::Path,
+    label: &str,
+) -> anyhow::Result<Vec<WorkerSummary>> {
+    let mut workers = Vec::new();
+    for round in 1..=30 {
+        workers.extend(run_workers(args, stack, worker_bin, &format!("{label}-{round}")).await?);
+        let ended = stack
+            .record(CHAIN_RUN)
+            .await?
+            .is_some_and(|r| r.status != Status::Running);
+        if ended {
+            return Ok(workers);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    anyhow::bail!("the chain run {CHAIN_RUN} did not end")
 }
 
 /// Worker processes in polling mode until the queue is drained; their closing summaries.
@@ -148,38 +218,16 @@ async fn run_workers(
     Ok(workers)
 }
 
-/// The operator's part, with the `schedkit` console: what is wrong, the dead letters, a
-/// fix, a redrive, and every execution DONE.
+/// The operator's part, with the `schedkit` console: what is wrong (a failed job, a
+/// paused chain), a fix, the chain's rerun from its failed step, a redrive, and every
+/// execution DONE.
 async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> anyhow::Result<()> {
-    let console_bin = worker_bin.with_file_name("schedkit");
-    let console = |command: &'static [&'static str]| {
-        let console_bin = console_bin.clone();
-        async move {
-            println!("\n$ schedkit --stage {} {}", args.name, command.join(" "));
-            let out = tokio::process::Command::new(&console_bin)
-                .arg("--stage")
-                .arg(&args.name)
-                .args(command)
-                .envs(stack.worker_env())
-                .env("SCHEDKIT_CATALOG", args.catalog())
-                .env("SCHEDKIT_AUDIT_LOG", args.log_dir.join("audit.jsonl"))
-                .env("NO_COLOR", "1")
-                .output()
-                .await
-                .with_context(|| format!("starting {}", console_bin.display()))?;
-            print!("{}", String::from_utf8_lossy(&out.stdout));
-            anyhow::ensure!(
-                out.status.success(),
-                "schedkit {} failed: {}",
-                command.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Ok::<_, anyhow::Error>(())
-        }
-    };
-    println!("\n== operating: the alarm said a job failed");
+    let console = |command: &'static [&'static str]| console(args, stack, worker_bin, command);
+    println!("\n== operating: the alarms said a job failed and a chain paused");
     console(&["status"]).await?;
     console(&["dlq", "list"]).await?;
+    console(&["chains", "show", CHAIN_RUN]).await?;
+    let before = step_attempts(stack).await?;
 
     println!(
         "\n== the fix: the partner re-activates the account (config:partner-account = active)"
@@ -192,9 +240,24 @@ async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> an
         .item("status", AttributeValue::S("active".into()))
         .send()
         .await?;
+    console(&["chains", "rerun", CHAIN_RUN, "--yes"]).await?;
     console(&["dlq", "redrive", "--job", "partner-export", "--yes"]).await?;
     println!("(workers drain the queue again)");
-    run_workers(args, stack, worker_bin, "redrive").await?;
+    drain_until_chain_ends(args, stack, worker_bin, "redrive").await?;
+    console(&["chains", "show", CHAIN_RUN]).await?;
+    // Only the failed step and the stage after it ran again.
+    let after = step_attempts(stack).await?;
+    for step in ["usage-report", "crm-sync"] {
+        anyhow::ensure!(
+            after[step] == before[step],
+            "the rerun ran the DONE step {step} again ({} attempts, then {})",
+            before[step],
+            after[step]
+        );
+    }
+    println!(
+        "the rerun ran orders-export and summary; usage-report and crm-sync answered from their records"
+    );
     // Rejected messages can never succeed as they are: read, then dropped.
     console(&[
         "dlq",
@@ -217,11 +280,21 @@ async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> an
         .collect();
     anyhow::ensure!(open.is_empty(), "not every execution is DONE: {open:?}");
     println!(
-        "\nevery execution is DONE ({} records); audit trail in {}",
+        "\nevery execution is DONE ({} records, the chain run and its steps among them); audit trail in {}",
         records.len(),
         args.log_dir.join("audit.jsonl").display()
     );
     Ok(())
+}
+
+/// Attempts of each step of the chain run, from their records.
+async fn step_attempts(stack: &Stack) -> anyhow::Result<BTreeMap<&'static str, u32>> {
+    let mut out = BTreeMap::new();
+    for step in ["usage-report", "crm-sync", "orders-export", "summary"] {
+        let record = stack.record(&format!("{CHAIN_RUN}#{step}")).await?;
+        out.insert(step, record.map_or(0, |r| r.attempt));
+    }
+    Ok(out)
 }
 
 /// The first weekday (UTC) after `now`, at midnight: a day on which every catalog schedule
@@ -454,7 +527,7 @@ async fn report(
     let received: u64 = outcomes.values().sum();
     println!("\n== run");
     println!(
-        "  envelopes sent {sent} (burst and firings), deliveries processed {received}, in {:.1} s",
+        "  envelopes sent {sent} (burst, firings, the chain's trigger), deliveries processed {received}, in {:.1} s",
         elapsed.as_secs_f64()
     );
     println!(

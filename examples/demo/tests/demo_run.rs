@@ -1,7 +1,7 @@
 //! README command 1 runs whole: the demo binary against LocalStack, with worker processes.
 
 #[test]
-fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
+fn the_demo_fires_a_catalog_day_pauses_and_reruns_month_end_and_reports_every_outcome() {
     let name = schedkit_testkit::unique("demo-test");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_demo"))
         .args([
@@ -22,22 +22,30 @@ fn the_demo_fires_a_catalog_day_and_reports_every_outcome() {
         "+ create long-report: cron(0 3 * * ? *) (Europe/Berlin)",
         "with two engines at once: 6 firings delivered once each (6 seen as already fired by the other engine)",
         "record-invoice   DONE        12        12",
-        "partner-export   FAILED       1         3",
-        "flaky-sync       DONE         4         8",
-        "long-report      DONE         1         1",
+        "partner-export   FAILED       2         6",
+        "month-end        PAUSED       1         1",
+        "flaky-sync       DONE         5         9",
+        "long-report      DONE         2         2",
         "duplicates skipped: 15",
         "invoice side effects: 12 keys, 0 applied other than exactly once",
-        "== dead letters (6)",
+        "== dead letters (7)",
         "attempts-exhausted  partner-export",
         "key-conflict",
         "unknown-job",
         "jobs queue now: 0 visible, 0 in flight, 0 delayed",
         "$ schedkit --stage",
-        "failing jobs\nJOB             FAILED  LAST ERROR\npartner-export  1",
-        "redrove 1 dead letter(s); 5 did not match and stay",
+        "failing jobs\nJOB             FAILED  LAST ERROR\npartner-export  2",
+        "paused chain   month-end#2026-11 since ",
+        "└─ summary        long-report     not started",
+        "month-end#2026-11: run 2 started (execution ",
+        "to run: orders-export, summary;",
+        "redrove 2 dead letter(s); 5 did not match and stay",
+        "month-end#2026-11  DONE  run 2  chain month-end",
+        "└─ summary        long-report     DONE  1 attempt",
+        "the rerun ran orders-export and summary; usage-report and crm-sync answered from their records",
         "deleted 5 dead letter(s); 0 did not match and stay",
         "failing jobs   none",
-        "every execution is DONE (18 records)",
+        "every execution is DONE (23 records",
     ] {
         assert!(text.contains(expected), "missing `{expected}` in:\n{text}");
     }

@@ -75,7 +75,7 @@ fn the_demo_runs_from_a_fresh_checkout_against_a_localstack_another_launcher_sta
         String::from_utf8_lossy(&demo.stderr)
     );
     assert!(
-        text.contains("every execution is DONE (18 records)"),
+        text.contains("every execution is DONE (23 records"),
         "{text}"
     );
     // Nothing of LocalStack was installed into the checkout; the deploy used its own boto3.

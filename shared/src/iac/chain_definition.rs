@@ -75,6 +75,7 @@ fn step_message(chain: &Chain, step: &Step) -> Value {
             "name": chain.name,
             "key.$": "$$.Execution.Input.chain_key",
             "step": step.name,
+            "input.$": "$$.Execution.Input.payload",
             "task_token.$": "$$.Task.Token",
         },
     })
@@ -377,6 +378,7 @@ job = "close-books"
                     "name": "month-end",
                     "key.$": "$$.Execution.Input.chain_key",
                     "step": "invoices",
+                    "input.$": "$$.Execution.Input.payload",
                     "task_token.$": "$$.Task.Token",
                 },
             })

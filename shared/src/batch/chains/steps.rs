@@ -148,6 +148,7 @@ impl Chains {
             chain: chain.name.clone(),
             chain_key: chain.key.clone(),
             step: step.to_string(),
+            input: chain.input.clone().unwrap_or_else(|| json!({})),
             outputs,
         }))
     }
