@@ -5,7 +5,7 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos test lint build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -20,17 +20,32 @@ chaos: build localstack-start
 	target/debug/chaos --deliveries $(or $(N),10000)
 
 ## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
-#        LocalStack is started if needed and stopped again if this run started it.
+#        The pinned tools (LocalStack, DynamoDB Local, the lint, deploy and SAM CLI
+#        virtualenvs) install in the background while rustfmt, clippy and the build run
+#        (their log: target/install-tools.log). LocalStack is started if needed and
+#        stopped again if this run started it, with the Lambda init the build made.
 #        `sam build` builds the debug profile here (SAM_BUILD_MODE=debug: the same build in
 #        half the time, as the tests run debug builds); `make sam-build` builds release.
 test:
-	localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint build sam-build test-only
+	@mkdir -p target; \
+	setsid infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
+	if ! $(MAKE) --no-print-directory lint-rust build; then \
+	  kill -- -$$installing 2>/dev/null; exit 1; \
+	fi; \
+	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
+	cat target/install-tools.log; \
+	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/schedkit-lambda-init \
+	  localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint-infra sam-build test-only
 
 ## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
-lint:
+lint: lint-rust lint-infra
+
+lint-rust:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
+
+lint-infra:
 	infra/lint.sh
 
 ## build: binaries and tests in one go, and the Lambda zips the tests deploy.

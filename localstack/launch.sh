@@ -4,7 +4,9 @@
 #   localstack/launch.sh start    install if needed, start, wait until healthy (reuses a running one)
 #   localstack/launch.sh stop     stop the LocalStack this script started (its process group only)
 #   localstack/launch.sh status   say whether LocalStack answers on the port
-#   localstack/launch.sh install  only install (pinned LocalStack, DynamoDB Local, Java link)
+#   localstack/launch.sh install  only install (pinned LocalStack, DynamoDB Local, Java link,
+#                                 the executor; `install --no-init` leaves its Rust init to
+#                                 be built at start, as `make test`'s background install does)
 #   localstack/launch.sh with CMD...  start if needed, run CMD, stop again if this call started it
 #
 # A LocalStack that something else started (Docker, another checkout) is reused when it can
@@ -176,6 +178,7 @@ install_executor() {
         rm -rf "$src"
         echo "$wanted" >"$stamp"
     fi
+    [ "${1:-}" = --no-init ] && return
     if [ -n "${SCHEDKIT_LAMBDA_INIT:-}" ]; then
         [ -x "$SCHEDKIT_LAMBDA_INIT" ] || die "SCHEDKIT_LAMBDA_INIT=$SCHEDKIT_LAMBDA_INIT is not an executable"
         return
@@ -195,7 +198,7 @@ install() {
     mkdir -p "$home"
     install_venv
     install_dynamodb_local
-    if [ "$executor" = schedkit ]; then install_executor; fi
+    if [ "$executor" = schedkit ]; then install_executor "${1:-}"; fi
 }
 
 # --- run -------------------------------------------------------------------------------------
@@ -349,7 +352,7 @@ case "$cmd" in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    install) install ;;
+    install) install "$@" ;;
     with) [ $# -gt 0 ] || die "usage: launch.sh with COMMAND [ARGS...]"; with "$@" ;;
     *) die "usage: launch.sh start|stop|status|install|with COMMAND..." ;;
 esac
