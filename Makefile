@@ -21,14 +21,14 @@ chaos: build localstack-start
 
 ## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
 #        The pinned tools (LocalStack, DynamoDB Local, the lint, deploy and SAM CLI
-#        virtualenvs) install in the background while rustfmt, clippy and the build run
+#        virtualenvs) install in the background (at low priority) while rustfmt, clippy and the build run
 #        (their log: target/install-tools.log). LocalStack is started if needed and
 #        stopped again if this run started it, with the Lambda init the build made.
 #        `sam build` builds the debug profile here (SAM_BUILD_MODE=debug: the same build in
 #        half the time, as the tests run debug builds); `make sam-build` builds release.
 test:
 	@mkdir -p target; \
-	setsid infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
+	setsid nice -n 19 infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
 	if ! $(MAKE) --no-print-directory lint-rust build; then \
 	  kill -- -$$installing 2>/dev/null; exit 1; \
 	fi; \
