@@ -2,6 +2,7 @@
 
 #[test]
 fn the_demo_fires_a_catalog_day_pauses_and_reruns_month_end_and_reports_every_outcome() {
+    let _alone = super::one_demo_at_a_time();
     let name = schedkit_testkit::unique("demo-test");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_demo"))
         .args([

@@ -42,6 +42,7 @@ fn fresh_checkout(to: &Path) {
 
 #[test]
 fn the_demo_runs_from_a_fresh_checkout_against_a_localstack_another_launcher_started() {
+    let _alone = super::one_demo_at_a_time();
     let localstack = PrivateLocalStack::start();
     let checkout = std::env::temp_dir().join(unique("fresh-checkout"));
     fresh_checkout(&checkout);
