@@ -9,11 +9,9 @@
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::batch::Chains;
 use schedkit::{ExecutionRecord, Metrics, Processor, ProcessorConfig, Status};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
-use schedkit_worker::jobs::{ACCOUNT_ITEM, EFFECT_KEY};
 
 use super::operator::{Console, stable};
 
@@ -114,15 +112,7 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
 
     // The fix, then the rerun: the export (a fresh round) and the summary run; the report
     // and the CRM sync answer from their records.
-    stack
-        .ddb
-        .put_item()
-        .table_name(&stack.effects_table)
-        .item(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
-        .item("status", AttributeValue::S("active".into()))
-        .send()
-        .await
-        .unwrap();
+    stack.activate_partner_account().await.unwrap();
     let rerun = console.ok(&["--output", "json", "chains", "rerun", key, "--yes"]);
     let said: serde_json::Value = serde_json::from_str(&rerun).unwrap();
     assert_eq!(
@@ -166,6 +156,16 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
             .replacen(":stateMachine:", ":execution:", 1),
         running.owner.clone().unwrap()
     );
+    // The record names its execution before the worker starts it: wait until it runs.
+    while sfn
+        .describe_execution()
+        .execution_arn(&execution)
+        .send()
+        .await
+        .is_err()
+    {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     sfn.stop_execution()
         .execution_arn(&execution)
         .send()

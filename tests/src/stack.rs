@@ -336,6 +336,22 @@ impl Stack {
             .expect("every catalog job is implemented")
     }
 
+    /// The demo's fix for `partner-export`: the partner re-activates the account (the
+    /// effects-table item the job reads, `config:partner-account` = `active`).
+    pub async fn activate_partner_account(&self) -> anyhow::Result<()> {
+        self.ddb
+            .put_item()
+            .table_name(&self.effects_table)
+            .item(
+                EFFECT_KEY,
+                AttributeValue::S(schedkit_worker::jobs::ACCOUNT_ITEM.into()),
+            )
+            .item("status", AttributeValue::S("active".into()))
+            .send()
+            .await?;
+        Ok(())
+    }
+
     /// The example jobs' handle on this stack's effects table.
     pub fn effects(&self) -> schedkit_worker::jobs::EffectsTable {
         schedkit_worker::jobs::EffectsTable::new(self.ddb.clone(), Some(self.effects_table.clone()))

@@ -79,20 +79,26 @@ async fn executions(sfn: &aws_sdk_sfn::Client, machine: &str) -> Vec<ExecutionSt
         .collect()
 }
 
-/// The example worker binary in polling mode, with the test's catalog and state machines.
+/// The example worker binary in polling mode, with the test's catalog and state machines;
+/// its stdout (JSON logs) into `log` when given.
 fn worker_process(
     stack: &Stack,
     catalog: &std::path::Path,
     prefix: &str,
     id: &str,
+    log: Option<&std::path::Path>,
 ) -> tokio::process::Child {
+    let stdout = match log {
+        Some(path) => std::fs::File::create(path).unwrap().into(),
+        None => std::process::Stdio::null(),
+    };
     tokio::process::Command::new(schedkit_testkit::binary("worker"))
         .args(["--wait-seconds", "1"])
         .envs(stack.worker_env())
         .env("SCHEDKIT_CATALOG", catalog)
         .env("SCHEDKIT_STATE_MACHINE_PREFIX", prefix)
         .env("SCHEDKIT_WORKER_ID", id)
-        .stdout(std::process::Stdio::null())
+        .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -108,7 +114,7 @@ async fn a_worker_sigkilled_mid_step_leaves_it_to_another_that_finishes_it_and_a
     let file = std::env::temp_dir().join(format!("{}-catalog.toml", stack.name));
     std::fs::write(&file, CATALOG).unwrap();
 
-    let mut first = worker_process(&stack, &file, prefix, "doomed");
+    let mut first = worker_process(&stack, &file, prefix, "doomed", None);
     stack
         .send_envelope(&Envelope::new(
             "settle",
@@ -132,7 +138,7 @@ async fn a_worker_sigkilled_mid_step_leaves_it_to_another_that_finishes_it_and_a
         "the killed run applied its effect"
     );
 
-    let mut second = worker_process(&stack, &file, prefix, "rescuer");
+    let mut second = worker_process(&stack, &file, prefix, "rescuer", None);
     let chain = record_until(&stack, key, Duration::from_secs(60), |r| {
         r.status != Status::Running
     })
@@ -195,17 +201,7 @@ async fn a_step_whose_worker_stops_answering_is_sent_again_after_its_heartbeat_t
     std::fs::write(&file, &catalog_text).unwrap();
     let log = std::env::temp_dir().join(format!("{}-silent.log", stack.name));
 
-    let mut silent = tokio::process::Command::new(schedkit_testkit::binary("worker"))
-        .args(["--wait-seconds", "1"])
-        .envs(stack.worker_env())
-        .env("SCHEDKIT_CATALOG", &file)
-        .env("SCHEDKIT_STATE_MACHINE_PREFIX", prefix)
-        .env("SCHEDKIT_WORKER_ID", "silent")
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker binary starts (cargo build --bins)");
+    let mut silent = worker_process(&stack, &file, prefix, "silent", Some(&log));
     stack
         .send_envelope(&Envelope::new(
             "settle",
@@ -222,7 +218,7 @@ async fn a_step_whose_worker_stops_answering_is_sent_again_after_its_heartbeat_t
     // It stops answering: no lease heartbeat, no task heartbeat, its message held.
     signal(&silent, "STOP");
 
-    let mut rescuer = worker_process(&stack, &file, prefix, "rescuer");
+    let mut rescuer = worker_process(&stack, &file, prefix, "rescuer", None);
     let chain = record_until(&stack, key, Duration::from_secs(120), |r| {
         r.status != Status::Running
     })

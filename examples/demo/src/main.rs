@@ -17,7 +17,6 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Datelike, TimeZone, Utc, Weekday};
 use clap::Parser;
 use schedkit::batch::attr;
@@ -26,7 +25,6 @@ use schedkit::trigger::sync;
 use schedkit::{Envelope, Status};
 use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
 use schedkit_testkit::{Stack, StackOptions, localstack};
-use schedkit_worker::jobs::{ACCOUNT_ITEM, EFFECT_KEY};
 use serde_json::{Value, json};
 
 #[derive(Parser)]
@@ -232,14 +230,7 @@ async fn operate(args: &Args, stack: &Stack, worker_bin: &std::path::Path) -> an
     println!(
         "\n== the fix: the partner re-activates the account (config:partner-account = active)"
     );
-    stack
-        .ddb
-        .put_item()
-        .table_name(&stack.effects_table)
-        .item(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
-        .item("status", AttributeValue::S("active".into()))
-        .send()
-        .await?;
+    stack.activate_partner_account().await?;
     console(&["chains", "rerun", CHAIN_RUN, "--yes"]).await?;
     console(&["dlq", "redrive", "--job", "partner-export", "--yes"]).await?;
     println!("(workers drain the queue again)");
