@@ -5,7 +5,7 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -18,6 +18,17 @@ demo: build localstack-start
 ## chaos: the chaos run at N deliveries (default 10000): killed pollers, duplicates, an outage; prints the report.
 chaos: build localstack-start
 	target/debug/chaos --deliveries $(or $(N),10000)
+
+## bench: schedkit against Powertools for AWS Lambda (and its redrive against a one-by-one loop), release build;
+#         writes bench/results.md, bench/results.json and bench/results.png. N deliveries (default 2000),
+#         LETTERS dead letters (default 2000). Takes about 25 minutes on 2 cores, most of it the peer.
+bench:
+	functions/package.sh --release worker
+	$(CARGO) build --release --locked -p schedkit-bench --bin peer-bench -p schedkit-lambda-init --bin schedkit-lambda-init
+	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/schedkit-lambda-init \
+	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/peer-bench \
+	  --deliveries $(or $(N),2000) --letters $(or $(LETTERS),2000) --out bench
+	bench/chart.sh
 
 ## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
 #        The pinned tools (LocalStack, DynamoDB Local, the lint, deploy and SAM CLI

@@ -1,3 +1,14 @@
-//! What the benchmark binaries share: counting requests on the wire ([`wire`]).
+//! What the benchmark binaries share: counting requests on the wire ([`wire`]), and the
+//! parts of `peer-bench` (`make bench`): the sides, each measurement, the cost model and
+//! the report.
 
+pub mod cost;
+pub mod lambda_mode;
+pub mod profile;
+pub mod redrive;
+pub mod report;
+pub mod sides;
+pub mod sqs;
+pub mod stats;
+pub mod throughput;
 pub mod wire;

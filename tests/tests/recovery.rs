@@ -1,7 +1,7 @@
 //! Crash recovery within the lease: a worker that dies mid-batch leaves only its unfinished
-//! messages behind (each finished one was deleted as soon as its outcome was durable), and
+//! messages behind (each finished one was deleted soon after its outcome was durable), and
 //! those come back after about the lease, not the queue's visibility timeout (30 s here),
-//! in polling mode (visibility set at receive) and in Lambda mode (set at claim).
+//! in polling mode (visibility set at receive) and in Lambda mode (set as the batch arrives).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

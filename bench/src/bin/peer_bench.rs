@@ -1,351 +1,391 @@
-//! schedkit's worker side by side with Powertools for AWS Lambda (Python), its
-//! idempotency and batch utilities used as their docs show (`bench/peer/`), on the same
-//! LocalStack in the same run: the same envelopes (`record-invoice`, a share of them
-//! delivered twice), the same effect write, batches of 10, each side a process polling the
-//! jobs queue until it is drained, the two sides taking turns so that LocalStack's drift
-//! cancels. For each run: wall time, CPU time of the worker process per delivery, its peak
-//! RSS (both from `wait4`), and the DynamoDB and SQS requests it made per delivery, counted
-//! on the wire the same way for both (`schedkit_bench::wire`); then a check that every
-//! invoice's effect was applied exactly once.
+//! `make bench`: schedkit side by side with Powertools for AWS Lambda (Python; its batch
+//! and idempotency utilities as their docs show, `bench/peer/`) on the same LocalStack,
+//! alternating so that drift cancels, and its selective DLQ redrive against a one-by-one
+//! loop; then the cost per million jobs on AWS from what was measured. Writes
+//! `bench/results.md` and `bench/results.json` (`bench/chart.py` draws `results.png`).
 //!
 //! ```text
-//! cargo build --release --bin worker && cargo run -p schedkit-bench --bin peer-bench -- \
-//!     [--deliveries 2000] [--duplicate-share 0.2] [--rounds 2]
+//! functions/package.sh --release worker && cargo run --release -p schedkit-bench --bin peer-bench -- \
+//!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000]
 //! ```
-//! with LocalStack running (`localstack/launch.sh start`).
+//! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
-use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use anyhow::Context;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use clap::Parser;
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
-use schedkit::Envelope;
-use schedkit_bench::wire::{Counts, WireCounter};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
-use serde_json::json;
+use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
+use schedkit_bench::lambda_mode::{self, IO_WAIT_SECONDS};
+use schedkit_bench::redrive::{self, Redriver};
+use schedkit_bench::report::{Better, Results, Row, Section, machine};
+use schedkit_bench::sides::{self, Programs, Side};
+use schedkit_bench::stats::median;
+use schedkit_bench::throughput::{self, per_delivery};
+use schedkit_bench::wire::{TRANSACTION_ITEM, WireCounter};
+use schedkit_testkit::{Stack, localstack, unique};
 
 #[derive(Parser)]
 struct Args {
-    /// Messages sent per run, duplicates included.
+    /// Messages sent per throughput run, duplicates included.
     #[arg(long, default_value_t = 2000)]
     deliveries: usize,
     /// Share of the deliveries that repeat an earlier invoice (same key, same payload).
     #[arg(long, default_value_t = 0.2)]
     duplicate_share: f64,
-    /// Runs of each side, alternating.
-    #[arg(long, default_value_t = 2)]
+    /// Throughput runs of each side, alternating.
+    #[arg(long, default_value_t = 3)]
     rounds: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Side {
-    Schedkit,
-    Powertools,
-}
-
-impl Side {
-    fn label(self) -> &'static str {
-        match self {
-            Side::Schedkit => "schedkit (Rust, release)",
-            Side::Powertools => "Powertools for AWS Lambda (Python 3.13)",
-        }
-    }
-}
-
-/// One run of one side.
-#[derive(Debug, Clone)]
-struct Run {
-    wall: Duration,
-    cpu: Duration,
-    peak_rss_kb: i64,
-    counts: Counts,
-}
-
-/// The workload: `n` envelopes, `share` of them repeating an earlier invoice, shuffled.
-fn workload(n: usize, share: f64, seed: u64) -> (Vec<String>, usize) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let unique = n - (n as f64 * share).round() as usize;
-    let at = "2026-11-01T02:00:00Z".parse().expect("an instant");
-    let invoices: Vec<String> = (0..unique)
-        .map(|t| {
-            let mut e = Envelope::new("record-invoice", at);
-            e.payload = json!({"tenant": format!("t{t:05}"), "billing_month": "2026-10", "amount_cents": 1000 + t})
-                .as_object()
-                .cloned();
-            e.to_json()
-        })
-        .collect();
-    let mut bodies = invoices.clone();
-    while bodies.len() < n {
-        bodies.push(invoices[rng.random_range(0..unique)].clone());
-    }
-    bodies.shuffle(&mut rng);
-    (bodies, unique)
-}
-
-/// Runs `command` to its end; wall time, and the process's CPU time and peak RSS.
-fn measure(mut command: Command) -> anyhow::Result<(Duration, Duration, i64)> {
-    let started = Instant::now();
-    let child = command
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("starting a side")?;
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for; `status` and `usage` outlive the call.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    anyhow::ensure!(
-        waited == pid,
-        "wait4 failed: {}",
-        std::io::Error::last_os_error()
-    );
-    anyhow::ensure!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "the side exited with status {status}"
-    );
-    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    Ok((
-        started.elapsed(),
-        time(usage.ru_utime) + time(usage.ru_stime),
-        usage.ru_maxrss,
-    ))
-}
-
-async fn recreate_table(ddb: &aws_sdk_dynamodb::Client, table: &str) -> anyhow::Result<()> {
-    let _ = ddb.delete_table().table_name(table).send().await;
-    ddb.create_table()
-        .table_name(table)
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name("id")
-                .key_type(KeyType::Hash)
-                .build()?,
-        )
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name("id")
-                .attribute_type(ScalarAttributeType::S)
-                .build()?,
-        )
-        .billing_mode(BillingMode::PayPerRequest)
-        .send()
-        .await?;
-    Ok(())
-}
-
-/// Invoices whose effect was applied exactly once, of `unique`.
-async fn applied_once(stack: &Stack) -> anyhow::Result<usize> {
-    let items = stack.scan(&stack.effects_table).await?;
-    Ok(items
-        .iter()
-        .filter(|i| {
-            i.get("applied")
-                .and_then(|v| v.as_n().ok())
-                .map(String::as_str)
-                == Some("1")
-        })
-        .count())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-/// `median (min–max)`.
-fn cell(v: &[f64], digits: usize) -> String {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let m = median(v.to_vec());
-    if v.len() > 1 {
-        format!("{m:.digits$} ({min:.digits$}–{max:.digits$})")
-    } else {
-        format!("{m:.digits$}")
-    }
-}
-
-/// Requests per delivery of a run, by kind.
-fn per_delivery(run: &Run, deliveries: usize, kind: impl Fn(&str, &str) -> bool) -> f64 {
-    let n: u64 = run
-        .counts
-        .iter()
-        .filter(|((op, table), _)| kind(op, table))
-        .map(|(_, n)| n)
-        .sum();
-    n as f64 / deliveries as f64
+    /// Fresh Lambda environments per side (a cold start each).
+    #[arg(long, default_value_t = 5)]
+    cold_starts: usize,
+    /// Warm batches of each kind per environment.
+    #[arg(long, default_value_t = 4)]
+    batches: usize,
+    /// Dead letters a selective redrive moves.
+    #[arg(long, default_value_t = 2000)]
+    letters: usize,
+    /// Redrives of each side, alternating.
+    #[arg(long, default_value_t = 2)]
+    redrive_rounds: usize,
+    /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
+    /// `--profiler` and write its profile to this file.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// `callgrind` (instruction counts), `perf` (sampled CPU time) or `none`.
+    #[arg(long, default_value = "callgrind")]
+    profiler: String,
+    /// Where results.md and results.json go.
+    #[arg(long, default_value = "bench")]
+    out: PathBuf,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let root = schedkit_testkit::root();
-    let worker = root.join("target/release/worker");
-    anyhow::ensure!(
-        worker.exists(),
-        "{} is missing: cargo build --release --bin worker",
-        worker.display()
-    );
-    let python = String::from_utf8(
-        Command::new(root.join("bench/peer/install.sh"))
-            .output()
-            .context("installing the peer (bench/peer/install.sh)")?
-            .stdout,
-    )?
-    .trim()
-    .to_string();
+    let programs = Programs::locate()?;
+    if let Some(out) = &args.profile {
+        let sdk = localstack().await;
+        let stack = Stack::create(&sdk, &unique("profile"), sides::stack_options()?).await?;
+        let profiled = schedkit_bench::profile::run(
+            &programs,
+            &stack,
+            args.deliveries,
+            args.duplicate_share,
+            &args.profiler,
+            out,
+        )
+        .await;
+        schedkit_testkit::stack::undeploy(&stack.name).await?;
+        return profiled;
+    }
+    let artifact = sides::release_zip();
+    let peer_artifact = peer_artifact(&programs)?;
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("peer-bench"), StackOptions::default()).await?;
-    let idempotency = format!("{}-powertools-idempotency", stack.name);
+    let stack = Stack::create(&sdk, &unique("peer-bench"), sides::stack_options()?).await?;
     let wire =
         WireCounter::start(schedkit_testkit::endpoint().trim_start_matches("http://")).await?;
-    let (bodies, unique_invoices) = workload(args.deliveries, args.duplicate_share, 7);
     println!(
-        "{} deliveries ({} invoices, {} delivered twice or more), batches of 10, {} rounds, on {}",
-        args.deliveries,
-        unique_invoices,
-        args.deliveries - unique_invoices,
-        args.rounds,
+        "on {} through a counting forwarder",
         schedkit_testkit::endpoint()
     );
-    let mut runs: BTreeMap<Side, Vec<Run>> = BTreeMap::new();
-    for round in 0..args.rounds {
-        let order = if round % 2 == 0 {
-            [Side::Schedkit, Side::Powertools]
-        } else {
-            [Side::Powertools, Side::Schedkit]
-        };
-        for side in order {
-            stack.reset().await?;
-            recreate_table(&stack.ddb, &idempotency).await?;
-            stack.send_all(bodies.iter().map(String::as_str)).await?;
-            wire.take();
-            let mut command = match side {
-                Side::Schedkit => {
-                    let mut c = Command::new(&worker);
-                    c.args(["--until-drained", "--wait-seconds", "1"])
-                        .envs(stack.worker_env())
-                        .env("SCHEDKIT_WORKER_ID", "bench");
-                    c
-                }
-                Side::Powertools => {
-                    let mut c = Command::new(&python);
-                    c.arg(root.join("bench/peer/powertools_worker.py"))
-                        .envs(stack.worker_env())
-                        .env("AWS_DEFAULT_REGION", "us-east-1")
-                        .env("PEER_QUEUE_URL", &stack.queue_url)
-                        .env("PEER_IDEMPOTENCY_TABLE", &idempotency)
-                        .env("PEER_EFFECTS_TABLE", &stack.effects_table);
-                    c
-                }
-            };
-            command.env("AWS_ENDPOINT_URL", wire.endpoint());
-            let (wall, cpu, peak_rss_kb) =
-                tokio::task::spawn_blocking(move || measure(command)).await??;
-            let counts = wire.take();
-            let once = applied_once(&stack).await?;
-            anyhow::ensure!(
-                once == unique_invoices,
-                "{}: {once} of {unique_invoices} invoices applied exactly once",
-                side.label()
-            );
-            println!(
-                "  round {}: {:<42} {:>6.2} s wall, {:>6.3} ms CPU per delivery, peak RSS {} MB",
-                round + 1,
-                side.label(),
-                wall.as_secs_f64(),
-                cpu.as_secs_f64() * 1000.0 / args.deliveries as f64,
-                peak_rss_kb / 1024
-            );
-            runs.entry(side).or_default().push(Run {
-                wall,
-                cpu,
-                peak_rss_kb,
-                counts,
-            });
-        }
-    }
-    let n = args.deliveries;
+
+    let t = throughput::run(
+        &programs,
+        &stack,
+        &wire,
+        args.deliveries,
+        args.duplicate_share,
+        args.rounds,
+    )
+    .await?;
+    let lambda = lambda_mode::run(&programs, &stack, args.cold_starts, args.batches).await?;
+    let redrives = redrive::run(&sdk, &stack, &wire, args.letters, args.redrive_rounds).await?;
+
+    let n = t.deliveries;
+    let records = stack.table.clone();
     let effects = stack.effects_table.clone();
-    let effects_table = effects.clone();
-    type Metric<'a> = (&'a str, usize, Box<dyn Fn(&Run) -> f64 + 'a>);
-    let metrics: Vec<Metric> = vec![
-        ("wall time (s)", 2, Box::new(|r: &Run| r.wall.as_secs_f64())),
-        (
-            "CPU per delivery (ms)",
-            3,
-            Box::new(move |r: &Run| r.cpu.as_secs_f64() * 1000.0 / n as f64),
+    let units = |side: Side| {
+        t.of(side, |r| {
+            let (w, _) = cost::capacity_units(&r.counts, |table| {
+                r.item_bytes.get(table).copied().unwrap_or(0.0)
+            });
+            w / n as f64
+        })
+    };
+    let read_units = |side: Side| {
+        t.of(side, |r| {
+            let (_, rd) = cost::capacity_units(&r.counts, |table| {
+                r.item_bytes.get(table).copied().unwrap_or(0.0)
+            });
+            rd / n as f64
+        })
+    };
+    let dynamodb = |side: Side| {
+        t.of(side, |r| {
+            per_delivery(r, n, |op, _| op.starts_with("DynamoDB"))
+        })
+    };
+    let sqs_requests = |side: Side| {
+        t.of(side, |r| {
+            per_delivery(r, n, |op, _| {
+                op.starts_with("AmazonSQS") && !op.ends_with("GetQueueAttributes")
+            })
+        })
+    };
+    let both = |f: &dyn Fn(Side) -> Vec<f64>| (f(Side::Schedkit), f(Side::Powertools));
+    let row = |name: &str, digits, better, (ours, theirs): (Vec<f64>, Vec<f64>)| {
+        Row::new(name, digits, better).samples(ours, theirs)
+    };
+    let cpu = both(&|s| t.of(s, |r| r.cpu.as_secs_f64() * 1000.0 / n as f64));
+    let rss = both(&|s| t.of(s, |r| r.peak_rss_kb as f64 / 1024.0));
+    let throughput_section = Section {
+        title: format!(
+            "{n} deliveries, {:.0} % duplicates, batches of 10 (polling workers)",
+            args.duplicate_share * 100.0
         ),
+        ours: Side::Schedkit.label().into(),
+        theirs: Side::Powertools.label().into(),
+        rows: vec![
+            row("wall time (s)", 2, Better::Lower, both(&|s| t.of(s, |r| r.wall.as_secs_f64()))),
+            row("CPU per delivery (ms)", 3, Better::Lower, cpu.clone()).target(5.0),
+            row("peak RSS (MB)", 1, Better::Lower, rss.clone()).target(4.0),
+            row("DynamoDB requests per delivery", 2, Better::Lower, both(&dynamodb)).target(1.0),
+            row(
+                "  of which on the idempotency records",
+                2,
+                Better::Lower,
+                both(&|s| {
+                    t.of(s, |r| {
+                        per_delivery(r, n, |op, table| op.starts_with("DynamoDB") && table != effects)
+                    })
+                }),
+            ),
+            row(
+                "  of which effect writes alone (schedkit's ride in its transaction)",
+                2,
+                Better::Lower,
+                both(&|s| {
+                    t.of(s, |r| {
+                        per_delivery(r, n, |op, table| op.starts_with("DynamoDB") && table == effects)
+                    })
+                }),
+            ),
+            row("DynamoDB write units per delivery", 2, Better::Lower, both(&units)),
+            row("SQS requests per delivery", 2, Better::Lower, both(&sqs_requests)),
+        ],
+        notes: vec![
+            "Every invoice's effect applied exactly once on both sides, checked after each run.".into(),
+            format!(
+                "schedkit's DynamoDB requests: a claim per delivery (a duplicate's is refused) and one `TransactWriteItems` per run holding the effect and the DONE record (`{records}`); the peer's: a conditional put and an update of its idempotency record and the effect write, two writes that a crash between them can split (schedkit's reason for the transaction)."
+            ),
+            "Write units are DynamoDB's billing rule applied to the requests counted and the mean size of the items each table holds after the run: a unit per KB per write (a refused conditional write too), twice that per item of a transaction.".into(),
+            "The peer handles a batch's records one after another, as Powertools' default `BatchProcessor` does; schedkit handles them at once. schedkit deletes finished messages as their outcomes become durable, so a worker killed mid-batch leaves only its unfinished ones; hence its extra SQS requests. GetQueueAttributes (both harnesses' drained check) is not counted.".into(),
+        ],
+    };
+
+    let ms = |m: &std::collections::BTreeMap<Side, Vec<f64>>| {
         (
-            "peak RSS (MB)",
-            1,
-            Box::new(|r: &Run| r.peak_rss_kb as f64 / 1024.0),
-        ),
-        (
-            "DynamoDB requests per delivery, all",
-            2,
-            Box::new(move |r: &Run| per_delivery(r, n, |op, _| op.starts_with("DynamoDB"))),
-        ),
-        (
-            "  of which idempotency records (schedkit: claim, and the transaction with the effect)",
-            2,
-            Box::new(move |r: &Run| {
-                per_delivery(r, n, |op, table| {
-                    op.starts_with("DynamoDB") && table != effects
-                })
-            }),
-        ),
-        (
-            "  of which effect writes alone (schedkit's ride in its transaction)",
-            2,
-            Box::new(move |r: &Run| {
-                per_delivery(r, n, |op, table| {
-                    op.starts_with("DynamoDB") && table == effects_table
-                })
-            }),
-        ),
-        (
-            "SQS requests per delivery",
-            2,
-            Box::new(move |r: &Run| per_delivery(r, n, |op, _| op.starts_with("AmazonSQS"))),
-        ),
-    ];
-    println!(
-        "\n| {n} deliveries, {:.0} % duplicates | {} | {} | peer ÷ schedkit |",
-        args.duplicate_share * 100.0,
-        Side::Schedkit.label(),
-        Side::Powertools.label()
+            m.get(&Side::Schedkit).cloned().unwrap_or_default(),
+            m.get(&Side::Powertools).cloned().unwrap_or_default(),
+        )
+    };
+    let size_mb = |p: &std::path::Path| std::fs::metadata(p).map_or(0.0, |m| m.len() as f64 / 1e6);
+    let lambda_section = Section {
+        title: "As Lambda functions, through the Runtime API (the project's init)".into(),
+        ours: "schedkit (bootstrap: the release worker)".into(),
+        theirs: "Powertools (awslambdaric, Python 3.13)".into(),
+        rows: vec![
+            row("cold start: start to first event handled (ms)", 1, Better::Lower, ms(&lambda.cold_start_ms))
+                .target(10.0),
+            row("  of which init: start to the first poll for an event (ms)", 1, Better::Lower, ms(&lambda.init_ms)),
+            row(
+                "Max Memory Used after the batches, as Lambda reports it (MB)",
+                0,
+                Better::Lower,
+                ms(&lambda.max_memory_mb),
+            ),
+            row(
+                &format!(
+                    "batch latency: 10 I/O-bound jobs, each awaiting {:.0} ms (ms)",
+                    IO_WAIT_SECONDS * 1000.0
+                ),
+                1,
+                Better::Lower,
+                ms(&lambda.io_batch_ms),
+            )
+            .target(5.0),
+            row(
+                "duration per job in a batch of 10 invoices (ms)",
+                2,
+                Better::Lower,
+                ms(&lambda.duration_per_job_ms),
+            ),
+            row(
+                "deployable artifact, zipped (MB)",
+                2,
+                Better::Lower,
+                (vec![size_mb(&artifact)], vec![size_mb(&peer_artifact)]),
+            ),
+        ],
+        notes: vec![
+            "The cold start is the bootstrap process's start (the runtime's own, for the peer: Python, then awslambdaric) to its response to the first event (one invoice); AWS adds the download of the code and the sandbox's start to both.".into(),
+            "The events are what an SQS event source mapping delivers: messages received from the jobs queue, their receipts live. The I/O-bound jobs are `record-invoice` with `render_seconds` 0.05 on both sides (an awaited sleep in schedkit, `time.sleep` in the peer's record handler, as blocking I/O is in Python).".into(),
+            "The peer's artifact is its handler with Powertools and typing_extensions (boto3 and its dependencies come with Lambda's Python runtime, so they are left out, which favours the peer); schedkit's is the `bootstrap` zip `make package` ships, with everything in it.".into(),
+        ],
+    };
+
+    let redrive_section = Section {
+        title: format!("Selective DLQ redrive of {} letters", args.letters),
+        ours: Redriver::Schedkit.label().into(),
+        theirs: Redriver::OneByOne.label().into(),
+        rows: vec![
+            row(
+                "letters per second",
+                0,
+                Better::Higher,
+                pair(&redrives.letters_per_second),
+            )
+            .target(20.0),
+            row(
+                "SQS requests per letter",
+                2,
+                Better::Lower,
+                pair(&redrives.requests_per_letter),
+            ),
+        ],
+        notes: vec![format!(
+            "{} letters of `record-invoice` among {} of another job; the others stay. Both send each letter before deleting it and release what they held. schedkit: `SendMessageBatch` and `DeleteMessageBatch` of ten, eight batches at once; the loop: `SendMessage` and `DeleteMessage` per letter (receiving ten at a time).",
+            args.letters,
+            args.letters / 10
+        )],
+    };
+
+    // Cost: Lambda mode's duration per job, the throughput runs' memory and requests.
+    let usage = |side: Side| Usage {
+        duration_ms: median(&ms(&lambda.duration_per_job_ms).pick(side)),
+        memory_mb: cost::memory_setting(median(&t.of(side, |r| r.peak_rss_kb as f64 / 1024.0))),
+        invocations: 0.1,
+        write_units: median(&units(side)),
+        read_units: median(&read_units(side)),
+        sqs_requests: median(&sqs_requests(side)),
+    };
+    let (ours, theirs) = (
+        usage(Side::Schedkit).cost_per_million(&PRICES),
+        usage(Side::Powertools).cost_per_million(&PRICES),
     );
-    println!("| --- | ---: | ---: | ---: |");
-    for (name, digits, f) in &metrics {
-        let of = |s: Side| runs[&s].iter().map(f).collect::<Vec<_>>();
-        let (ours, theirs) = (of(Side::Schedkit), of(Side::Powertools));
-        let ratio = median(theirs.clone()) / median(ours.clone());
-        println!(
-            "| {name} | {} | {} | {ratio:.1}× |",
-            cell(&ours, *digits),
-            cell(&theirs, *digits)
-        );
-    }
-    println!("\nrequests by operation and table, last run of each side:");
-    for (side, list) in &runs {
+    let money = |name: &str, f: fn(&cost::Cost) -> f64| {
+        Row::new(name, 3, Better::Lower).samples(vec![f(&ours)], vec![f(&theirs)])
+    };
+    let cost_section = Section {
+        title: "Cost per million jobs on AWS (USD)".into(),
+        ours: "schedkit".into(),
+        theirs: "Powertools".into(),
+        rows: vec![
+            money("Lambda compute (duration × memory)", |c| c.lambda_compute),
+            money("Lambda requests (batches of 10)", |c| c.lambda_requests),
+            money("DynamoDB (write and read units)", |c| c.dynamodb),
+            money("SQS requests", |c| c.sqs),
+            money("total", |c| c.total()).target(3.0),
+        ],
+        notes: vec![
+            PRICES_AS_OF.to_string() + ".",
+            format!(
+                "Memory: the smallest setting above the peak RSS ({} and {} MB); duration: the batch of 10 invoices above, per job; write units and SQS requests per delivery from the throughput runs ({:.0} % duplicates).",
+                usage(Side::Schedkit).memory_mb,
+                usage(Side::Powertools).memory_mb,
+                args.duplicate_share * 100.0
+            ),
+        ],
+    };
+
+    let results = Results {
+        command: format!(
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {})",
+            args.deliveries, args.rounds, args.cold_starts, args.batches, args.letters
+        ),
+        date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
+        machine: machine(),
+        // A section whose runs were left out (`--rounds 0`, `--cold-starts 0`,
+        // `--redrive-rounds 0`; the cost needs the first two) is not reported.
+        sections: [
+            throughput_section,
+            lambda_section,
+            redrive_section,
+            cost_section,
+        ]
+        .into_iter()
+        .filter(|s| {
+            s.rows.iter().all(|r| {
+                !r.ours.is_empty() && r.ours.iter().chain(&r.theirs).all(|v| v.is_finite())
+            })
+        })
+        .collect(),
+    };
+    let markdown = results.markdown();
+    println!("\n{markdown}");
+    println!("requests by operation and table, last run of each side:");
+    for (side, runs) in &t.runs {
         println!("  {}:", side.label());
-        for ((op, table), count) in &list.last().expect("a run").counts {
-            println!("    {op:<40} {table:<50} {count}");
+        let last = runs.last().expect("a run");
+        for ((op, table), count) in &last.counts {
+            let bytes = last
+                .item_bytes
+                .get(table)
+                .map(|b| format!(" (items {b:.0} B)"))
+                .unwrap_or_default();
+            let op = if op == TRANSACTION_ITEM {
+                op.as_str()
+            } else {
+                op
+            };
+            println!("    {op:<40} {table:<50} {count}{bytes}");
         }
     }
+    std::fs::create_dir_all(&args.out)?;
+    std::fs::write(args.out.join("results.md"), markdown)?;
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_string_pretty(&results.json())?,
+    )?;
+    println!(
+        "wrote {0}/results.md and {0}/results.json",
+        args.out.display()
+    );
+    schedkit_testkit::stack::undeploy(&stack.name).await?;
     Ok(())
+}
+
+/// schedkit's samples and the loop's.
+fn pair(m: &std::collections::BTreeMap<Redriver, Vec<f64>>) -> (Vec<f64>, Vec<f64>) {
+    (
+        m.get(&Redriver::Schedkit).cloned().unwrap_or_default(),
+        m.get(&Redriver::OneByOne).cloned().unwrap_or_default(),
+    )
+}
+
+/// Picks one side of a (schedkit, peer) pair.
+trait Pick {
+    fn pick(&self, side: Side) -> Vec<f64>;
+}
+
+impl Pick for (Vec<f64>, Vec<f64>) {
+    fn pick(&self, side: Side) -> Vec<f64> {
+        match side {
+            Side::Schedkit => self.0.clone(),
+            Side::Powertools => self.1.clone(),
+        }
+    }
+}
+
+/// The peer's deployable zip (`bench/peer/package.py`).
+fn peer_artifact(programs: &Programs) -> anyhow::Result<PathBuf> {
+    let out = std::process::Command::new(&programs.python)
+        .arg(programs.peer_dir().join("package.py"))
+        .arg(programs.root.join("bench/.cache/powertools-peer.zip"))
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "bench/peer/package.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(PathBuf::from(String::from_utf8(out.stdout)?.trim()))
 }

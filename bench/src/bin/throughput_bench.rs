@@ -57,25 +57,11 @@ async fn plain_consumer(stack: &Stack, n: usize) -> anyhow::Result<Duration> {
         for h in handles {
             h.await?;
         }
-        if !batch.is_empty() {
-            let entries = batch
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    aws_sdk_sqs::types::DeleteMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(m.receipt_handle.clone().unwrap_or_default())
-                        .build()
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            stack
-                .sqs
-                .delete_message_batch()
-                .queue_url(&stack.queue_url)
-                .set_entries(Some(entries))
-                .send()
-                .await?;
-        }
+        let receipts: Vec<String> = batch
+            .iter()
+            .map(|m| m.receipt_handle.clone().unwrap_or_default())
+            .collect();
+        schedkit_bench::sqs::delete_received(stack, &receipts).await?;
         done += batch.len();
     }
     Ok(started.elapsed())

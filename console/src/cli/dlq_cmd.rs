@@ -21,7 +21,7 @@ pub enum DlqCommand {
     /// One dead letter whole, with its execution record (ID or its first characters).
     Show { id: String },
     /// Move dead letters back to the jobs queue: all through an SQS message move task, or a
-    /// selection one by one (each sent before it is deleted). A redriven run gets a fresh
+    /// selection in batches of ten (each sent before it is deleted). A redriven run gets a fresh
     /// set of attempts.
     Redrive(SelectArgs),
     /// Delete dead letters (a selection, or all).

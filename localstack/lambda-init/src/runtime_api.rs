@@ -122,6 +122,12 @@ async fn next(State(s): State<Shared>) -> Result<(HeaderMap, Bytes), StatusCode>
     s.polls.send_modify(|n| *n += 1);
     let event = s.events.lock().await.recv().await.ok_or(StatusCode::GONE)?;
     let mut headers = HeaderMap::new();
+    // As AWS's Runtime API says it: runtime clients decode the event by it (awslambdaric
+    // hands a handler raw bytes without it).
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     for (name, value) in [
         ("lambda-runtime-aws-request-id", event.request_id),
         ("lambda-runtime-deadline-ms", event.deadline_ms.to_string()),
@@ -170,4 +176,42 @@ async fn init_error(State(s): State<Shared>, headers: HeaderMap, body: Bytes) ->
     let error_type = error_type(&headers);
     let _ = s.answers.send(Answer::InitError { body, error_type });
     StatusCode::ACCEPTED
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// Runtime clients decode the event by its content type (awslambdaric hands a Python
+    /// handler raw bytes without one), so `/next` says what AWS's Runtime API says.
+    #[tokio::test]
+    async fn the_next_event_is_served_as_json_with_its_request_headers() {
+        let (api, _answers) = RuntimeApi::start().await.unwrap();
+        api.send(Event {
+            request_id: "r-1".into(),
+            payload: Bytes::from_static(br#"{"Records":[]}"#),
+            deadline_ms: 1,
+            function_arn: "arn:aws:lambda:us-east-1:000000000000:function:f".into(),
+            trace_id: "t".into(),
+        });
+        let mut stream = tokio::net::TcpStream::connect(api.address()).await.unwrap();
+        stream
+            .write_all(b"GET /2018-06-01/runtime/invocation/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        let lower = response.to_ascii_lowercase();
+        assert!(
+            lower.contains("content-type: application/json\r\n"),
+            "{response}"
+        );
+        assert!(
+            lower.contains("lambda-runtime-aws-request-id: r-1\r\n"),
+            "{response}"
+        );
+        assert!(response.ends_with(r#"{"Records":[]}"#), "{response}");
+    }
 }

@@ -6,6 +6,7 @@ mod failure_streak;
 mod lease;
 mod outcome;
 mod processor;
+mod visibility;
 
 pub use chains::Chains;
 pub use dead_letter::{DeadLetterReason, attr};

@@ -54,9 +54,9 @@ pub struct ProcessorConfig {
     pub clock_skew: Duration,
     /// The wall clock claims, heartbeats and outcomes are stamped with.
     pub clock: Clock,
-    /// Hide each claimed message for the job's lease right after the claim, so that a
+    /// Hide each message of a batch for its job's lease as the batch arrives, so that a
     /// worker that dies comes back after about the lease, not the queue's visibility
-    /// timeout. One SQS request per run: on for Lambda, whose event source receives with
+    /// timeout. One SQS request per batch: on for Lambda, whose event source receives with
     /// the queue's timeout; the poller sets it at receive instead, for free.
     pub visibility_on_claim: bool,
     /// Where the worker pauses a job's schedule after `pause_after_failures` consecutive
@@ -146,6 +146,15 @@ impl Processor {
         done: Option<&tokio::sync::mpsc::UnboundedSender<MessageReport>>,
         deadline: Option<Instant>,
     ) -> Vec<MessageReport> {
+        if self.inner.config.visibility_on_claim {
+            super::visibility::hide_for_leases(
+                &self.inner.sqs,
+                &self.inner.config.queue_url,
+                &self.inner.registry,
+                &messages,
+            )
+            .await;
+        }
         let permits = Arc::new(Semaphore::new(self.inner.config.concurrency.max(1)));
         let mut tasks = JoinSet::new();
         let mut index_of = HashMap::new();
@@ -168,7 +177,8 @@ impl Processor {
             let this = self.clone();
             let request_id = request_id.unwrap_or_default().to_string();
             let handle = tasks.spawn(async move {
-                let report = this.handle_by(message, &request_id, deadline).await;
+                // Boxed, so that the spawned future is small (see `DynamoStore::timed`).
+                let report = Box::pin(this.handle_by(message, &request_id, deadline)).await;
                 drop(permit);
                 report
             });
@@ -378,9 +388,6 @@ impl Processor {
         report.outcome = match claimed {
             Err(e) => self.store_failed(&ctx, &transition, e).await,
             Ok(ClaimOutcome::Claimed(record)) => {
-                if self.inner.config.visibility_on_claim {
-                    self.hide(ctx.receipt_handle, policy.lease).await;
-                }
                 let started = Started {
                     claimed_at,
                     deadline,

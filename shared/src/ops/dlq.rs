@@ -2,16 +2,17 @@
 //!
 //! Reading never consumes: messages are received, then made visible again at once.
 //! Redrive moves messages back to the jobs queue, either all at once through an SQS
-//! message move task, or a selection one by one, always sending before deleting: a crash
-//! between the two leaves a duplicate (which the execution store absorbs), never a gap.
+//! message move task, or a selection in batches of ten (several at once), always sending
+//! before deleting: a crash between the two leaves a duplicate (which the execution store
+//! absorbs), never a gap.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
-    ChangeMessageVisibilityBatchRequestEntry, Message, MessageAttributeValue,
-    MessageSystemAttributeName,
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry, Message,
+    MessageAttributeValue, MessageSystemAttributeName, SendMessageBatchRequestEntry,
 };
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -228,8 +229,16 @@ pub struct Handled {
     pub skipped: usize,
 }
 
-/// Sends the selected dead letters back to `queue_url`, one by one: send, then delete.
-/// `progress(done_so_far)` is called after each message.
+/// How many receive-handle-delete lanes a selective redrive or purge runs at once: SQS
+/// serves each batch call in milliseconds, so one lane spends most of its time waiting.
+const LANES: usize = 8;
+
+/// The most a `SendMessageBatch` may carry, all bodies together.
+const BATCH_BYTES: usize = 256 * 1024;
+
+/// Sends the selected dead letters back to `queue_url`, ten to a `SendMessageBatch`, then
+/// deletes the sent ones with one `DeleteMessageBatch`; several batches at once.
+/// `progress(done_so_far)` is called after each batch.
 pub async fn redrive_selected(
     sdk: &SdkConfig,
     dlq_url: &str,
@@ -242,25 +251,13 @@ pub async fn redrive_selected(
         sqs,
         dlq_url,
         selection,
-        |d| {
-            let sqs = sqs.clone();
-            let queue_url = queue_url.to_string();
-            async move {
-                sqs.send_message()
-                    .queue_url(&queue_url)
-                    .message_body(&d.body)
-                    .send()
-                    .await
-                    .aws(format!("sending {} back to {queue_url}", d.message_id))?;
-                Ok(())
-            }
-        },
+        |letters| send_back(sqs, queue_url, letters),
         &mut progress,
     )
     .await
 }
 
-/// Deletes the selected dead letters.
+/// Deletes the selected dead letters, ten to a `DeleteMessageBatch`.
 pub async fn purge_selected(
     sdk: &SdkConfig,
     dlq_url: &str,
@@ -268,61 +265,217 @@ pub async fn purge_selected(
     mut progress: impl FnMut(usize),
 ) -> Result<Handled, OpsError> {
     let sqs = &Client::new(sdk);
-    each_selected(sqs, dlq_url, selection, |_| async { Ok(()) }, &mut progress).await
+    each_selected(
+        sqs,
+        dlq_url,
+        selection,
+        |letters| async { (letters, None) },
+        &mut progress,
+    )
+    .await
 }
 
-/// Holds every message of the DLQ in turn; for each selected one runs `before_delete`,
-/// then deletes it; releases the others at the end.
+/// Sends `letters` to `queue_url` in batches within SQS's limits; the letters that were
+/// sent, and what went wrong with the others.
+async fn send_back(
+    sqs: &Client,
+    queue_url: &str,
+    letters: Vec<DeadLetter>,
+) -> (Vec<DeadLetter>, Option<OpsError>) {
+    let mut sent = Vec::with_capacity(letters.len());
+    let mut failures = Vec::new();
+    let sizes: Vec<usize> = letters.iter().map(|d| d.body.len()).collect();
+    let mut letters = letters.into_iter();
+    for count in batch_sizes(&sizes, 10, BATCH_BYTES) {
+        let batch: Vec<DeadLetter> = letters.by_ref().take(count).collect();
+        let entries = batch
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(&d.body)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>();
+        let entries = match entries {
+            Ok(e) => e,
+            Err(e) => return (sent, Some(e.into())),
+        };
+        match sqs
+            .send_message_batch()
+            .queue_url(queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .aws(format!("sending dead letters back to {queue_url}"))
+        {
+            Ok(out) => {
+                let failed: HashMap<String, String> = out
+                    .failed
+                    .into_iter()
+                    .map(|f| (f.id, f.message.unwrap_or(f.code)))
+                    .collect();
+                for (i, d) in batch.into_iter().enumerate() {
+                    match failed.get(&i.to_string()) {
+                        Some(why) => failures.push(format!("{}: {why}", d.message_id)),
+                        None => sent.push(d),
+                    }
+                }
+            }
+            Err(e) => return (sent, Some(e.into())),
+        }
+    }
+    let failure = (!failures.is_empty()).then(|| {
+        OpsError::Refused(format!(
+            "{} dead letter(s) could not be sent back to {queue_url} and stay in the dead-letter queue: {}",
+            failures.len(),
+            failures.join("; ")
+        ))
+    });
+    (sent, failure)
+}
+
+/// How many of `sizes` (in order) go into each batch: at most `most` entries and
+/// `limit` bytes per batch (an entry larger than the limit goes alone, for SQS to judge).
+fn batch_sizes(sizes: &[usize], most: usize, limit: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let (mut count, mut bytes) = (0, 0);
+    for &size in sizes {
+        if count > 0 && (count == most || bytes + size > limit) {
+            out.push(count);
+            (count, bytes) = (0, 0);
+        }
+        count += 1;
+        bytes += size;
+    }
+    if count > 0 {
+        out.push(count);
+    }
+    out
+}
+
+/// What the lanes of [`each_selected`] share.
+#[derive(Default)]
+struct Scan {
+    handled: Handled,
+    /// Receipts of letters held and not handled: released at the end.
+    held: Vec<String>,
+    seen: HashSet<String>,
+}
+
+/// Holds every message of the DLQ in turn ([`LANES`] receivers at once); hands each
+/// received batch's selected letters to `handle`, which returns the letters it handled
+/// (and what went wrong with the rest), deletes those, and at the end releases everything
+/// else it held. Handling always comes before deleting: a crash between the two leaves a
+/// duplicate, never a gap.
 async fn each_selected<F, Fut>(
     sqs: &Client,
     dlq_url: &str,
     selection: &Selection,
-    mut before_delete: F,
+    handle: F,
     progress: &mut impl FnMut(usize),
 ) -> Result<Handled, OpsError>
 where
-    F: FnMut(DeadLetter) -> Fut,
-    Fut: std::future::Future<Output = Result<(), OpsError>>,
+    F: Fn(Vec<DeadLetter>) -> Fut,
+    Fut: std::future::Future<Output = (Vec<DeadLetter>, Option<OpsError>)>,
 {
     let now = Utc::now();
-    let mut handled = Handled::default();
-    let mut held = Vec::new();
-    let mut seen = HashSet::new();
-    loop {
-        let batch = receive(sqs, dlq_url, hold()).await?;
-        let mut new = false;
-        for m in batch {
-            let d = DeadLetter::from(m);
-            if !seen.insert(d.message_id.clone()) {
-                // Held by us earlier and back already: keep its new receipt to release.
-                held.push(d.receipt_handle);
+    let scan = std::cell::RefCell::new(Scan::default());
+    let progress = std::cell::RefCell::new(progress);
+    let lane = || async {
+        loop {
+            let batch = receive(sqs, dlq_url, hold()).await?;
+            let mut selected = Vec::new();
+            let mut new = false;
+            {
+                let mut scan = scan.borrow_mut();
+                for m in batch {
+                    let d = DeadLetter::from(m);
+                    if !scan.seen.insert(d.message_id.clone()) {
+                        // Held by us earlier and back already: keep its new receipt to release.
+                        scan.held.push(d.receipt_handle);
+                        continue;
+                    }
+                    new = true;
+                    if selection.matches(&d, now) {
+                        scan.handled.matched += 1;
+                        selected.push(d);
+                    } else {
+                        scan.handled.skipped += 1;
+                        scan.held.push(d.receipt_handle);
+                    }
+                }
+            }
+            if !new {
+                return Ok::<(), OpsError>(());
+            }
+            if selected.is_empty() {
                 continue;
             }
-            new = true;
-            if !selection.matches(&d, now) {
-                handled.skipped += 1;
-                held.push(d.receipt_handle);
-                continue;
+            let (handled, failure) = handle(selected).await;
+            let deleted = delete(sqs, dlq_url, &handled).await;
+            let done = {
+                let mut scan = scan.borrow_mut();
+                scan.handled.done += deleted.as_ref().map_or(0, |n| *n);
+                scan.handled.done
+            };
+            (progress.borrow_mut())(done);
+            deleted?;
+            if let Some(e) = failure {
+                return Err(e);
             }
-            handled.matched += 1;
-            let receipt = d.receipt_handle.clone();
-            let id = d.message_id.clone();
-            before_delete(d).await?;
-            sqs.delete_message()
-                .queue_url(dlq_url)
-                .receipt_handle(receipt)
-                .send()
-                .await
-                .aws(format!("deleting {id} from the dead-letter queue"))?;
-            handled.done += 1;
-            progress(handled.done);
         }
-        if !new {
-            break;
+    };
+    futures::future::try_join_all((0..LANES).map(|_| lane())).await?;
+    let scan = scan.into_inner();
+    release(sqs, dlq_url, &scan.held).await?;
+    Ok(scan.handled)
+}
+
+/// Deletes handled letters from the DLQ, ten to a request; how many were deleted, or
+/// which were not (sent back already: a later redrive would send them again, and the
+/// execution store would answer that copy as a duplicate).
+async fn delete(sqs: &Client, dlq_url: &str, letters: &[DeadLetter]) -> Result<usize, OpsError> {
+    let mut deleted = 0;
+    let mut failures = Vec::new();
+    for chunk in letters.chunks(10) {
+        let entries = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(&d.receipt_handle)
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = sqs
+            .delete_message_batch()
+            .queue_url(dlq_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .aws("deleting handled letters from the dead-letter queue")?;
+        deleted += out.successful.len();
+        for f in out.failed {
+            let id = f.id.parse::<usize>().ok().and_then(|i| chunk.get(i));
+            failures.push(format!(
+                "{}: {}",
+                id.map_or("?", |d| d.message_id.as_str()),
+                f.message.unwrap_or(f.code)
+            ));
         }
     }
-    release(sqs, dlq_url, &held).await?;
-    Ok(handled)
+    if failures.is_empty() {
+        Ok(deleted)
+    } else {
+        Err(OpsError::Refused(format!(
+            "{} dead letter(s) were handled but not deleted from the dead-letter queue (a later redrive sends them again, answered as duplicates): {}",
+            failures.len(),
+            failures.join("; ")
+        )))
+    }
 }
 
 /// A message move task's progress.
@@ -408,6 +561,15 @@ mod tests {
             dead_lettered_at: Utc::now() - chrono::Duration::seconds(age_s),
             attributes: HashMap::new(),
         }
+    }
+
+    #[test]
+    fn batches_hold_ten_letters_and_stay_within_the_byte_limit() {
+        assert_eq!(batch_sizes(&[1; 25], 10, 100), vec![10, 10, 5]);
+        assert_eq!(batch_sizes(&[40, 40, 40, 10], 10, 100), vec![2, 2]);
+        // A letter over the limit goes alone: SQS says what is wrong with it.
+        assert_eq!(batch_sizes(&[10, 500, 10], 10, 100), vec![1, 1, 1]);
+        assert!(batch_sizes(&[], 10, 100).is_empty());
     }
 
     #[test]

@@ -50,12 +50,17 @@ impl Job for RecordInvoice {
                 .get("render_seconds")
                 .and_then(|v| v.as_f64())
                 .unwrap_or(0.0);
+            // In steps of at most 100 ms, so that a lost lease stops it soon.
             let until = tokio::time::Instant::now() + std::time::Duration::from_secs_f64(render);
-            while tokio::time::Instant::now() < until {
+            loop {
+                let left = until.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    break;
+                }
                 if ctx.lease_lost() {
                     return Err(JobError::retryable("lease lost while rendering; stopping"));
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(left.min(std::time::Duration::from_millis(100))).await;
             }
             let update = Update::builder()
                 .table_name(&table)
