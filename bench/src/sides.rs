@@ -31,26 +31,39 @@ impl Side {
     }
 }
 
-/// The programs: schedkit's release worker and the peer's virtualenv.
+/// The programs: schedkit's worker (the release build: what ships) and the peer's
+/// virtualenv.
 #[derive(Debug, Clone)]
 pub struct Programs {
     pub root: PathBuf,
-    /// `target/release/worker`.
+    /// `target/<profile>/worker`.
     pub worker: PathBuf,
+    /// `functions/package.sh`'s zip of it: what a stage deploys.
+    pub zip: PathBuf,
     /// The peer virtualenv's Python (Powertools and awslambdaric installed).
     pub python: PathBuf,
 }
 
 impl Programs {
-    /// Finds the release worker (refusing without it) and installs the peer if needed.
-    pub fn locate() -> anyhow::Result<Programs> {
+    /// Finds the worker of `profile` (`release`; CI's smoke run uses `debug`) and its zip,
+    /// refusing without them, and installs the peer if needed.
+    pub fn locate(profile: &str) -> anyhow::Result<Programs> {
         let root = schedkit_testkit::root();
-        let worker = schedkit_testkit::target_dir().join("release/worker");
-        anyhow::ensure!(
-            worker.exists(),
-            "{} is missing: cargo build --release --bin worker (make bench does)",
-            worker.display()
-        );
+        let target = schedkit_testkit::target_dir();
+        let worker = target.join(profile).join("worker");
+        let zip = target.join("lambda").join(profile).join("worker.zip");
+        let package = if profile == "release" {
+            "functions/package.sh --release worker"
+        } else {
+            "functions/package.sh worker"
+        };
+        for path in [&worker, &zip] {
+            anyhow::ensure!(
+                path.exists(),
+                "{} is missing: {package} (make bench does)",
+                path.display()
+            );
+        }
         let out = Command::new(root.join("bench/peer/install.sh"))
             .output()
             .context("installing the peer (bench/peer/install.sh)")?;
@@ -63,6 +76,7 @@ impl Programs {
         Ok(Programs {
             root,
             worker,
+            zip,
             python,
         })
     }
@@ -71,27 +85,16 @@ impl Programs {
     pub fn peer_dir(&self) -> PathBuf {
         self.root.join("bench/peer")
     }
-}
 
-/// A stage for the benchmark: the template deployed with the release worker's zip (the
-/// function does not consume the queue; each side's process does).
-pub fn stack_options() -> anyhow::Result<StackOptions> {
-    let zip = release_zip();
-    anyhow::ensure!(
-        zip.exists(),
-        "{} is missing: functions/package.sh --release worker (make bench does)",
-        zip.display()
-    );
-    Ok(StackOptions {
-        worker: Some(WorkerBuild {
-            template: schedkit_testkit::root().join("infra/template.yaml"),
-            zip,
-        }),
-        ..StackOptions::default()
-    })
-}
-
-/// `functions/package.sh --release worker`'s zip: what `make package` ships.
-pub fn release_zip() -> PathBuf {
-    schedkit_testkit::target_dir().join("lambda/release/worker.zip")
+    /// A stage for the benchmark: the template deployed with this worker's zip (the
+    /// function does not consume the queue; each side's process does).
+    pub fn stack_options(&self) -> StackOptions {
+        StackOptions {
+            worker: Some(WorkerBuild {
+                template: self.root.join("infra/template.yaml"),
+                zip: self.zip.clone(),
+            }),
+            ..StackOptions::default()
+        }
+    }
 }

@@ -59,6 +59,7 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
             wait_seconds: 1,
             max_messages: 10,
             until_drained: false,
+            keep_reports: false,
         };
         schedkit::poller::poll(&worker, &sqs, &options, async {
             let _ = stopped.await;

@@ -91,8 +91,14 @@ pub async fn deploy_worker(
 
 /// Deletes the stage's stack and waits until it is gone.
 pub async fn undeploy(stage: &str) -> anyhow::Result<()> {
+    undeploy_with(stage, &WorkerBuild::example().zip).await
+}
+
+/// [`undeploy`] for a stage deployed with another worker's zip (the deploy script wants
+/// one at hand even to delete; the benchmark's stages have the release zip, not the debug).
+pub async fn undeploy_with(stage: &str, zip: &std::path::Path) -> anyhow::Result<()> {
     let args = ["--stack".into(), stack_name(stage), "--delete".into()];
-    run_deploy_script(&args, &WorkerBuild::example().zip).await?;
+    run_deploy_script(&args, zip).await?;
     Ok(())
 }
 
@@ -602,6 +608,7 @@ impl Stack {
             wait_seconds: 1,
             max_messages: 10,
             until_drained: true,
+            keep_reports: true,
         };
         let runs = processors
             .iter()

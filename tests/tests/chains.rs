@@ -132,6 +132,7 @@ impl Harness {
             wait_seconds: 1,
             max_messages: 10,
             until_drained: false,
+            keep_reports: false,
         };
         let sqs = stack.sqs.clone();
         let polling = tokio::spawn(async move {

@@ -4,6 +4,9 @@
 /// The bad-input catalogue: one test per shape, each a clear rejection or a capped,
 /// stored outcome, decided on its first delivery.
 mod bad_input;
+/// `make bench` still runs: `peer-bench` at a tiny N against the debug worker, every
+/// section measured on both sides.
+mod bench_smoke;
 /// The generated chain definitions on LocalStack's Step Functions, answered by hand:
 /// stages in order, a failed branch lets its sibling finish and pauses the chain.
 mod chain_definition;

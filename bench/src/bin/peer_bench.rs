@@ -17,7 +17,7 @@ use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
 use schedkit_bench::lambda_mode::{self, IO_WAIT_SECONDS};
 use schedkit_bench::redrive::{self, Redriver};
 use schedkit_bench::report::{Better, Results, Row, Section, machine};
-use schedkit_bench::sides::{self, Programs, Side};
+use schedkit_bench::sides::{Programs, Side};
 use schedkit_bench::stats::median;
 use schedkit_bench::throughput::{self, per_delivery};
 use schedkit_bench::wire::{TRANSACTION_ITEM, WireCounter};
@@ -53,6 +53,10 @@ struct Args {
     /// `callgrind` (instruction counts), `perf` (sampled CPU time) or `none`.
     #[arg(long, default_value = "callgrind")]
     profiler: String,
+    /// Which build of the worker to measure: `release` (what ships; `make bench`) or
+    /// `debug` (CI's smoke run, which checks that the benchmark still runs end to end).
+    #[arg(long, default_value = "release")]
+    worker_profile: String,
     /// Where results.md and results.json go.
     #[arg(long, default_value = "bench")]
     out: PathBuf,
@@ -61,10 +65,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let programs = Programs::locate()?;
+    let programs = Programs::locate(&args.worker_profile)?;
     if let Some(out) = &args.profile {
         let sdk = localstack().await;
-        let stack = Stack::create(&sdk, &unique("profile"), sides::stack_options()?).await?;
+        let stack = Stack::create(&sdk, &unique("profile"), programs.stack_options()).await?;
         let profiled = schedkit_bench::profile::run(
             &programs,
             &stack,
@@ -74,13 +78,13 @@ async fn main() -> anyhow::Result<()> {
             out,
         )
         .await;
-        schedkit_testkit::stack::undeploy(&stack.name).await?;
+        schedkit_testkit::stack::undeploy_with(&stack.name, &programs.zip).await?;
         return profiled;
     }
-    let artifact = sides::release_zip();
+    let artifact = programs.zip.clone();
     let peer_artifact = peer_artifact(&programs)?;
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("peer-bench"), sides::stack_options()?).await?;
+    let stack = Stack::create(&sdk, &unique("peer-bench"), programs.stack_options()).await?;
     let wire =
         WireCounter::start(schedkit_testkit::endpoint().trim_start_matches("http://")).await?;
     println!(
@@ -299,8 +303,17 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {})",
-            args.deliveries, args.rounds, args.cold_starts, args.batches, args.letters
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {}{})",
+            args.deliveries,
+            args.rounds,
+            args.cold_starts,
+            args.batches,
+            args.letters,
+            if args.worker_profile == "release" {
+                String::new()
+            } else {
+                format!(" --worker-profile {}", args.worker_profile)
+            }
         ),
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
         machine: machine(),
@@ -350,7 +363,7 @@ async fn main() -> anyhow::Result<()> {
         "wrote {0}/results.md and {0}/results.json",
         args.out.display()
     );
-    schedkit_testkit::stack::undeploy(&stack.name).await?;
+    schedkit_testkit::stack::undeploy_with(&stack.name, &programs.zip).await?;
     Ok(())
 }
 

@@ -102,6 +102,7 @@ async fn main() -> anyhow::Result<()> {
             wait_seconds: 1,
             max_messages: 10,
             until_drained: true,
+            keep_reports: false,
         },
         std::future::pending(),
     )

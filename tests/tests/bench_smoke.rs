@@ -1,0 +1,77 @@
+//! `make bench` does not rot: `peer-bench` at a tiny N against the debug worker (`make
+//! bench` runs it at N = 2,000 against the release build), both sides of every section
+//! measured and reported. The figures of so small a run mean nothing; that it runs does.
+
+use std::process::Command;
+
+use schedkit_testkit::{binary, endpoint, target_dir, unique};
+use serde_json::Value;
+
+#[tokio::test]
+async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results() {
+    let out = target_dir().join(unique("bench-smoke"));
+    let run = tokio::task::spawn_blocking({
+        let out = out.clone();
+        move || {
+            Command::new(binary("peer-bench"))
+                .args([
+                    "--worker-profile",
+                    "debug",
+                    "--deliveries",
+                    "40",
+                    "--rounds",
+                    "1",
+                ])
+                .args(["--cold-starts", "1", "--batches", "1", "--letters", "40"])
+                .args(["--redrive-rounds", "1", "--out"])
+                .arg(&out)
+                .env("AWS_ENDPOINT_URL", endpoint())
+                .output()
+                .expect("peer-bench starts")
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        run.status.success(),
+        "peer-bench failed:\n{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let markdown = std::fs::read_to_string(out.join("results.md")).unwrap();
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let sections = json["sections"].as_array().unwrap();
+    let titles: Vec<&str> = sections
+        .iter()
+        .map(|s| s["title"].as_str().unwrap())
+        .collect();
+    for wanted in [
+        "40 deliveries, 20 % duplicates",
+        "As Lambda functions",
+        "Selective DLQ redrive of 40 letters",
+        "Cost per million jobs",
+    ] {
+        assert!(
+            titles.iter().any(|t| t.starts_with(wanted)),
+            "no section {wanted:?} in {titles:?}"
+        );
+        assert!(markdown.contains(&format!("## {wanted}")), "{markdown}");
+    }
+    for s in sections {
+        for r in s["rows"].as_array().unwrap() {
+            for side in ["ours", "theirs"] {
+                let samples = r[side].as_array().unwrap();
+                assert!(
+                    !samples.is_empty()
+                        && samples
+                            .iter()
+                            .all(|v| v.as_f64().is_some_and(f64::is_finite)),
+                    "{}: {side} has no finite samples: {r}",
+                    r["name"]
+                );
+            }
+        }
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
