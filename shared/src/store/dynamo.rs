@@ -157,7 +157,7 @@ impl DynamoStore {
     ///
     /// The call is boxed: an SDK request's future is tens of kilobytes, and inline it would
     /// make every future that awaits a store call as large, copied whole each time a task
-    /// holding one is spawned (a tenth of the worker's CPU per job, in the profile).
+    /// holding one is spawned (7 % of the worker's instructions per job, in the profile).
     pub(super) async fn timed<T>(&self, call: impl Future<Output = T>) -> Result<T, StoreError> {
         tokio::time::timeout(self.call_timeout, Box::pin(call))
             .await
