@@ -136,7 +136,11 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
     let line: serde_json::Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
     assert_eq!(line["what"], "chains rerun");
     assert_eq!(line["details"]["key"], key);
-    assert_eq!(line["details"]["result"]["run"], 2);
+    assert_eq!(
+        (&line["phase"], &line["finished"]),
+        (&"end".into(), &true.into())
+    );
+    assert_eq!(line["result"]["run"], 2);
     let again = console.run(&["chains", "rerun", key, "--yes"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(

@@ -1,5 +1,8 @@
 //! The `schedkit` binary as a user runs it, as one test binary. Each module proves one area:
 
+/// The audit trail of actions that fail half-way: a begin and an end line, the end saying
+/// what was done.
+mod audit;
 /// Chain runs through the console on a deployed stage: `chains list/show` (table and
 /// JSON) on a paused run, `status` naming it, `chains rerun` (confirmation, audit) from the
 /// failed step to DONE, and a rerun of an aborted execution.

@@ -350,7 +350,11 @@ async fn a_selective_redrive_moves_exactly_one_jobs_dead_letters() {
         "{line}"
     );
     assert!(line["when"].is_string());
-    assert_eq!(line["details"]["result"]["moved"], 35);
+    assert_eq!(
+        (&line["phase"], &line["finished"]),
+        (&"end".into(), &true.into())
+    );
+    assert_eq!(line["result"]["done"], 35);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -212,3 +212,252 @@ async fn after_three_failed_runs_in_a_row_the_worker_pauses_the_job_until_it_is_
         "{audit}"
     );
 }
+
+/// A lane of the shared stage with `job`'s schedule in its group, ENABLED.
+async fn scheduled_lane(sdk: &schedkit::aws::SdkConfig, job: &str) -> Stack {
+    let stack = Stack::lane("pause-race", StackOptions::default()).await;
+    stack.create_schedule(sdk, job).await.unwrap();
+    stack
+}
+
+/// A resume whose record cannot be written (its table is out of reach) changes nothing:
+/// the job stays paused, its schedule DISABLED. (The schedule was enabled first and the
+/// record kept: the next sync disabled it again, and `status` said paused meanwhile.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_that_cannot_write_its_record_leaves_the_job_paused() {
+    let sdk = localstack().await;
+    let job = unique("nightly");
+    let stack = scheduled_lane(&sdk, &job).await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let group = &stack.schedule_group;
+    let now = Utc::now();
+    schedkit::trigger::pause::pause(&scheduler, &pauses, group, &job, "ops", "migrating", now)
+        .await
+        .unwrap();
+    assert_eq!(
+        state_of(&scheduler, group, &job).await,
+        ScheduleState::Disabled
+    );
+    let unreachable = schedkit::store::Pauses::for_table(&sdk, unique("no-such-table"));
+    let resumed =
+        schedkit::trigger::pause::resume(&scheduler, &unreachable, group, &job, now).await;
+    assert!(resumed.is_err(), "{resumed:?}");
+    assert_eq!(
+        state_of(&scheduler, group, &job).await,
+        ScheduleState::Disabled,
+        "a resume that recorded nothing enabled the schedule"
+    );
+    assert!(pauses.get(&job).await.unwrap().is_some());
+}
+
+/// A second pause (the worker's, or another operator's) keeps the first one's who and why.
+/// (It overwrote them: the operator's reason was lost to "3 consecutive runs FAILED".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_never_overwrites_the_pause_already_there() {
+    let sdk = localstack().await;
+    let job = unique("nightly");
+    let stack = scheduled_lane(&sdk, &job).await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let group = &stack.schedule_group;
+    let now = Utc::now();
+    schedkit::trigger::pause::pause(
+        &scheduler,
+        &pauses,
+        group,
+        &job,
+        "arn:aws:iam::000000000000:user/ops",
+        "the partner is migrating until Monday",
+        now,
+    )
+    .await
+    .unwrap();
+    let _ = schedkit::trigger::pause::pause(
+        &scheduler,
+        &pauses,
+        group,
+        &job,
+        "worker",
+        "3 consecutive runs FAILED",
+        now,
+    )
+    .await
+    .unwrap();
+    let kept = pauses.get(&job).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.by.as_str(), kept.reason.as_str()),
+        (
+            "arn:aws:iam::000000000000:user/ops",
+            "the partner is migrating until Monday"
+        )
+    );
+    assert_eq!(
+        state_of(&scheduler, group, &job).await,
+        ScheduleState::Disabled
+    );
+}
+
+/// A pause whose schedule update is slow on the wire (held 3 s) while an operator resumes
+/// the job meanwhile: once both return, the schedule agrees with the record (ENABLED with
+/// no pause, or DISABLED with one). (The late DISABLED landed after the resume: the job
+/// stayed disabled with no pause on record, so nothing said why and sync did not fix it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_and_a_resume_at_once_leave_the_schedule_agreeing_with_the_record() {
+    let sdk = localstack().await;
+    let job = unique("nightly");
+    let stack = scheduled_lane(&sdk, &job).await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let group = stack.schedule_group.clone();
+    let proxy = schedkit_testkit::proxy::to_localstack().await;
+    proxy.hold_request("DISABLED", std::time::Duration::from_secs(3));
+    let slow = aws_sdk_scheduler::Client::new(&sdk.to_builder().endpoint_url(proxy.url()).build());
+    let now = Utc::now();
+    let pausing = {
+        let (pauses, group, job) = (pauses.clone(), group.clone(), job.clone());
+        tokio::spawn(async move {
+            let _ = schedkit::trigger::pause::pause(
+                &slow,
+                &pauses,
+                &group,
+                &job,
+                "worker",
+                "3 consecutive runs FAILED",
+                now,
+            )
+            .await;
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    schedkit::trigger::pause::resume(&scheduler, &pauses, &group, &job, now)
+        .await
+        .unwrap();
+    pausing.await.unwrap();
+    let paused = pauses.get(&job).await.unwrap().is_some();
+    let state = state_of(&scheduler, &group, &job).await;
+    assert_eq!(
+        state == ScheduleState::Disabled,
+        paused,
+        "the schedule is {state:?} and the record says paused = {paused}"
+    );
+}
+
+/// A stage deployed before pauses moved to the job's item kept a pause under `pause#<job>`:
+/// it still counts (status, jobs and sync keep the job paused), and a resume removes it.
+/// An execution record under such a key is never taken for a pause, nor removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let sdk = localstack().await;
+    let job = unique("nightly");
+    let stack = scheduled_lane(&sdk, &job).await;
+    let s = |v: &str| AttributeValue::S(v.to_string());
+    stack
+        .ddb
+        .put_item()
+        .table_name(&stack.table)
+        .item("execution_key", s(&format!("pause#{job}")))
+        .item("job", s(&job))
+        .item("by", s("arn:aws:iam::000000000000:user/ops"))
+        .item("at", s("2026-11-30T10:00:00Z"))
+        .item("reason", s("paused before the upgrade"))
+        .send()
+        .await
+        .unwrap();
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let kept = pauses.get(&job).await.unwrap().expect("the earlier pause");
+    assert_eq!(kept.reason, "paused before the upgrade");
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let ended = schedkit::trigger::pause::resume(
+        &scheduler,
+        &pauses,
+        &stack.schedule_group,
+        &job,
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        ended.decided.map(|p| p.reason).as_deref(),
+        Some("paused before the upgrade")
+    );
+    assert!(pauses.get(&job).await.unwrap().is_none());
+    // An execution record under a key of that shape is a record, not a pause.
+    let other = unique("report");
+    stack
+        .put_record(&schedkit::ExecutionRecord {
+            execution_key: format!("pause#{other}"),
+            job: "record-invoice".into(),
+            scheduled_for: "2026-12-01T00:00:00Z".into(),
+            status: schedkit::Status::Done,
+            attempt: 1,
+            attempt_base: 0,
+            owner: Some("w:1".into()),
+            lease_expires_at: None,
+            payload_hash: "h".into(),
+            input: None,
+            created_at: "2026-12-01T00:00:00.000Z".into(),
+            updated_at: "2026-12-01T00:00:00.000Z".into(),
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            last_error: None,
+            history: Vec::new(),
+            result: None,
+            message_id: None,
+            expires_at: Utc::now().timestamp() + 3600,
+        })
+        .await
+        .unwrap();
+    assert!(pauses.get(&other).await.unwrap().is_none());
+    let _ = pauses.resume(&other).await.unwrap();
+    assert!(
+        stack
+            .record(&format!("pause#{other}"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// A sync planned before a pause (it read no pause) and applied after it (its write of the
+/// schedule says ENABLED): the schedule ends DISABLED, as the record says. (The sync's
+/// write undid the pause, and nothing set it again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_planned_before_a_pause_leaves_the_schedule_as_the_pause_record_says() {
+    use schedkit::trigger::sync;
+    let sdk = localstack().await;
+    let stack = Stack::lane("sync-pause", StackOptions::default()).await;
+    let (group, job) = (unique("sync-pause"), unique("nightly"));
+    let text = format!(
+        "[settings]\nschedule_group = \"{group}\"\n[jobs.{job}]\nowner = \"ops\"\n[jobs.{job}.schedule]\nexpression = \"rate(1 hour)\"\n"
+    );
+    let catalog = schedkit::catalog::Catalog::parse(&text, "sync-pause.toml").unwrap();
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let targets = sync::SyncTargets {
+        queue_arn: stack.arn_of(&stack.queue_url),
+        role_arn: stack.scheduler_role_arn.clone(),
+        dead_letter_arn: None,
+    };
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let plan = sync::plan_keeping_paused(&scheduler, &catalog, &targets, &Default::default())
+        .await
+        .unwrap();
+    // The pause lands between the plan and its writes.
+    let pause = schedkit::store::PauseRecord {
+        job: job.clone(),
+        by: "ops".into(),
+        at: "2026-12-01T00:00:00Z".into(),
+        reason: "the partner is down".into(),
+    };
+    pauses.pause(&pause).await.unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
+    sync::keep_pauses(&scheduler, &pauses, &catalog, &plan, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        state_of(&scheduler, &group, &job).await,
+        ScheduleState::Disabled
+    );
+}

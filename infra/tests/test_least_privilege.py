@@ -88,7 +88,61 @@ def problems(template):
     return found
 
 
+# What the worker calls, by the stack resource it calls it on: each must be granted to its
+# role (LocalStack does not enforce IAM, so only this check finds a call the role lacks).
+WORKER_CALLS = {
+    # shared/src/store: claims and transitions, giving a claim back or SKIPPED, the
+    # streak's read, a job's pause read with its legacy record.
+    "ExecutionsTable": {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:BatchGetItem"},
+    # shared/src/effects.rs: a job's effects, committed with its DONE record.
+    "EffectsTable": {"dynamodb:UpdateItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem"},
+    # shared/src/poller.rs, batch/visibility.rs, batch/requeue.rs (a waiting message sent
+    # again), the lease keeper's visibility.
+    "JobsQueue": {"sqs:ReceiveMessage", "sqs:SendMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"},
+    # shared/src/batch/dead_letter.rs
+    "JobsDeadLetterQueue": {"sqs:SendMessage"},
+}
+
+
+def granted(template, role):
+    """(action, logical id) pairs the identity statements attached to `role` allow."""
+    out = set()
+    for name, resource in template.get("Resources", {}).items():
+        props = resource.get("Properties", {})
+        statements = []
+        if name == role:
+            for policy in props.get("Policies", []):
+                statements += as_list(policy["PolicyDocument"]["Statement"])
+        elif resource.get("Type") == "AWS::IAM::Policy" and {"Ref": role} in props.get("Roles", []):
+            statements += as_list(props["PolicyDocument"]["Statement"])
+        for st in statements:
+            if st.get("Effect") != "Allow":
+                continue
+            for target in as_list(st.get("Resource", [])):
+                if isinstance(target, dict) and "Fn::GetAtt" in target:
+                    arg = target["Fn::GetAtt"]
+                    lid = arg[0] if isinstance(arg, list) else arg.split(".")[0]
+                elif isinstance(target, dict) and "Ref" in target:
+                    lid = target["Ref"]
+                else:
+                    continue
+                for action in as_list(st.get("Action", [])):
+                    out.add((action, lid))
+    return out
+
+
 class LeastPrivilege(unittest.TestCase):
+    def test_the_worker_may_make_every_call_it_makes(self):
+        template, _ = decode_str(TEMPLATE.read_text())
+        allowed = granted(template, "WorkerRole")
+        missing = sorted(
+            f"{action} on {lid}"
+            for lid, actions in WORKER_CALLS.items()
+            for action in actions
+            if (action, lid) not in allowed
+        )
+        self.assertEqual(missing, [])
+
     def test_every_statement_names_stack_resources(self):
         template, matches = decode_str(TEMPLATE.read_text())
         self.assertFalse(matches, matches)

@@ -178,7 +178,8 @@ pub struct JobPolicy {
 
 /// A job's overlap policy: what happens to a run (another key of the same job) that arrives
 /// while an earlier one is RUNNING. EventBridge Scheduler has none; schedkit enforces it in
-/// the worker with conditional writes on a per-job slot (`overlap#<job>`).
+/// the worker with conditional writes on a per-job slot (`crate::store::slot_key`). A chain's
+/// steps never go through it: the catalog refuses it on a job that is a chain's step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {

@@ -78,6 +78,14 @@ pub enum KeyError {
     /// The key is over [`MAX_KEY_BYTES`]; holds its length in bytes.
     #[error("derived key is {0} bytes long; keys are limited to 1024 bytes")]
     TooLong(usize),
+    /// The key (explicit or derived) lies in the space of schedkit's own items
+    /// ([`crate::store::INTERNAL_PREFIX`]): a run under it could overwrite or be deleted
+    /// with one of them.
+    #[error(
+        "key `{0}` is reserved for schedkit's own items (no execution key may start with `{prefix}`)",
+        prefix = crate::store::INTERNAL_PREFIX
+    )]
+    Reserved(String),
 }
 
 impl FromStr for KeyTemplate {
@@ -143,6 +151,14 @@ impl fmt::Display for KeyTemplate {
 }
 
 impl KeyTemplate {
+    /// The text every key it renders starts with (up to its first field).
+    pub fn literal_prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Literal(s)) => s,
+            _ => "",
+        }
+    }
+
     /// Fills the template from the payload's top-level fields.
     pub fn render(&self, payload: Option<&Map<String, Value>>) -> Result<String, KeyError> {
         let mut out = String::new();
@@ -180,7 +196,8 @@ impl KeyTemplate {
 }
 
 /// The execution key of an envelope: its explicit `key`, else the job's template over the
-/// payload, else `<job>#<scheduled_for>`.
+/// payload, else `<job>#<scheduled_for>`. Whichever it is, it may not lie in schedkit's own
+/// key space ([`KeyError::Reserved`]).
 pub fn execution_key(
     envelope: &Envelope,
     template: Option<&KeyTemplate>,
@@ -200,12 +217,18 @@ pub fn execution_key(
     if key.len() > MAX_KEY_BYTES {
         return Err(KeyError::TooLong(key.len()));
     }
+    if crate::store::is_internal(&key) {
+        return Err(KeyError::Reserved(key));
+    }
     Ok(key)
 }
 
-/// SHA-256 (hex) of the job name and its canonical payload. Object keys are sorted at every
-/// level and no whitespace is written, so field order and formatting never change the hash.
-/// The schedule time is left out on purpose: an explicit key fired twice is the same run.
+/// SHA-256 (hex) of the job name and its canonical payload, and for a chain's step, of the
+/// chain and step it runs. Object keys are sorted at every level and no whitespace is
+/// written, so field order and formatting never change the hash. The schedule time is left
+/// out on purpose: an explicit key fired twice is the same run. The step is in: a plain
+/// message under a step's key (the same job and payload) is another run, a key conflict,
+/// and never takes over the step's record.
 pub fn payload_hash(envelope: &Envelope) -> String {
     let mut canonical = String::new();
     write_canonical(&envelope.payload_value(), &mut canonical);
@@ -213,6 +236,14 @@ pub fn payload_hash(envelope: &Envelope) -> String {
     h.update(envelope.job.as_bytes());
     h.update([0u8]);
     h.update(canonical.as_bytes());
+    if let Some(chain) = &envelope.chain
+        && let Some(step) = &chain.step
+    {
+        h.update([0u8]);
+        h.update(chain.name.as_bytes());
+        h.update([0u8]);
+        h.update(step.as_bytes());
+    }
     hex::encode(h.finalize())
 }
 
@@ -246,6 +277,12 @@ fn write_canonical(v: &Value, out: &mut String) {
         }
         scalar => out.push_str(&scalar.to_string()),
     }
+}
+
+/// The key of `step` of the chain run `chain_key`: its record's, and its message's (the
+/// generated definitions write it; a step message under any other key is refused).
+pub fn step_key(chain_key: &str, step: &str) -> String {
+    format!("{chain_key}#{step}")
 }
 
 /// A Step Functions execution name for an execution key: at most 80 characters of
@@ -327,6 +364,27 @@ mod tests {
     }
 
     #[test]
+    fn a_key_in_schedkits_own_space_is_refused_however_it_was_made() {
+        let internal = crate::store::job_key("long-report");
+        let t: KeyTemplate = "{tenant}".parse().unwrap();
+        let derived = envelope(json!({ "tenant": internal }));
+        assert_eq!(
+            execution_key(&derived, Some(&t)).unwrap_err(),
+            KeyError::Reserved(internal.clone())
+        );
+        let mut explicit = envelope(json!({}));
+        explicit.key = Some(crate::store::slot_key("x"));
+        let err = execution_key(&explicit, None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "key `.schedkit/overlap/x` is reserved for schedkit's own items (no execution key may start with `.schedkit/`)"
+        );
+        // A job named like the space still derives an ordinary key.
+        let job = Envelope::new(".schedkit", "2026-11-01T00:00:00Z".parse().unwrap());
+        assert!(execution_key(&job, None).is_ok());
+    }
+
+    #[test]
     fn template_errors_name_the_field_and_position() {
         let t: KeyTemplate = "x:{tenant}".parse().unwrap();
         assert_eq!(
@@ -363,6 +421,9 @@ mod tests {
         assert_eq!(payload_hash(&a), payload_hash(&b));
         assert_ne!(payload_hash(&a), payload_hash(&c));
         assert_eq!(payload_hash(&a).len(), 64);
+        // A chain's step is not the same run as a plain message of its job and payload.
+        let step = Envelope::parse(r#"{"job":"j","scheduled_for":"2026-01-01T00:00:00Z","payload":{"a":1,"b":{"y":2,"x":[1,2]}},"chain":{"name":"c","key":"k","step":"s"}}"#).unwrap();
+        assert_ne!(payload_hash(&a), payload_hash(&step));
     }
 
     #[test]

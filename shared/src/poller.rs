@@ -170,8 +170,30 @@ pub fn to_event_message(m: aws_sdk_sqs::types::Message) -> SqsMessage {
         .into_iter()
         .map(|(k, v)| (k.as_str().to_string(), v))
         .collect::<HashMap<_, _>>();
+    out.message_attributes = m
+        .message_attributes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| (k, event_attribute(v)))
+        .collect();
     out.event_source = Some("aws:sqs".into());
     out
+}
+
+/// The SDK's message attribute in the shape Lambda's event carries it (a redrive's mark
+/// and a waiting run's count are read from these).
+fn event_attribute(
+    v: aws_sdk_sqs::types::MessageAttributeValue,
+) -> aws_lambda_events::event::sqs::SqsMessageAttribute {
+    let mut a = aws_lambda_events::event::sqs::SqsMessageAttribute::default();
+    a.string_value = v.string_value;
+    a.binary_value = v.binary_value.map(|b| {
+        let mut data = aws_lambda_events::encodings::Base64Data::default();
+        *data = b.into_inner();
+        data
+    });
+    a.data_type = Some(v.data_type);
+    a
 }
 
 /// Deletes the acknowledged messages of a batch (what Lambda does after a partial batch
@@ -180,7 +202,8 @@ pub async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[Messa
     let entries: Vec<_> = reports
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.outcome.acknowledged())
+        // A copy sent again to come back later was deleted when it was sent.
+        .filter(|(_, r)| r.outcome.acknowledged() && !r.outcome.deleted())
         .filter_map(|(i, r)| {
             DeleteMessageBatchRequestEntry::builder()
                 .id(i.to_string())

@@ -1,6 +1,7 @@
 //! schedkit's stack on LocalStack, deployed from `infra/template.yaml` (one CloudFormation
-//! stack per test, so tests run in parallel without seeing each other's messages), and the
-//! helpers tests and the demo use on it.
+//! stack per test, so tests run in parallel without seeing each other's messages; or a lane
+//! of one stage shared by a test binary, its own queues on the stage's tables, for tests
+//! that read only their own keys), and the helpers tests and the demo use on it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -221,6 +222,180 @@ impl Stack {
                 .await?;
         }
         Ok(stack)
+    }
+
+    /// A lane of the stage this test binary shares: a jobs queue and a DLQ of its own
+    /// (created in milliseconds), on the tables, schedule group and roles of one stage
+    /// deployed once per process. For tests that read only their own keys: a deploy costs
+    /// LocalStack seconds of CPU, a lane two `CreateQueue` calls. `options` may set the
+    /// queue's visibility timeout and `maxReceiveCount`; the rest is the shared stage's.
+    pub async fn lane(prefix: &str, options: StackOptions) -> Stack {
+        static SHARED: tokio::sync::OnceCell<HashMap<String, String>> =
+            tokio::sync::OnceCell::const_new();
+        let sdk = crate::localstack().await;
+        // Only the outputs are shared: SDK clients are bound to the runtime that made
+        // their connections, and each test has its own.
+        let outputs = SHARED
+            .get_or_init(|| async {
+                let stage = crate::unique("shared");
+                deploy(&stage, &[("WorkerEventSource", "disabled")])
+                    .await
+                    .expect("the shared stage deploys")
+                    .outputs
+            })
+            .await;
+        let get = |key: &str| {
+            outputs
+                .get(key)
+                .cloned()
+                .unwrap_or_else(|| panic!("the shared stage has no output {key}"))
+        };
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let name = crate::unique(prefix);
+        let create = |queue: String, attributes: Vec<(QueueAttributeName, String)>| {
+            let sqs = sqs.clone();
+            async move {
+                sqs.create_queue()
+                    .queue_name(queue)
+                    .set_attributes(Some(attributes.into_iter().collect()))
+                    .send()
+                    .await
+                    .expect("a lane's queue")
+                    .queue_url
+                    .expect("a queue URL")
+            }
+        };
+        let dlq_url = create(format!("{name}-dlq"), Vec::new()).await;
+        let dlq_arn = format!(
+            "arn:aws:sqs:us-east-1:000000000000:{}",
+            dlq_url.rsplit('/').next().unwrap_or_default()
+        );
+        // The rest as the shared stage's own jobs queue has it (the template's values).
+        let shared = sqs
+            .get_queue_attributes()
+            .queue_url(get("JobsQueueUrl"))
+            .attribute_names(QueueAttributeName::RedrivePolicy)
+            .attribute_names(QueueAttributeName::VisibilityTimeout)
+            .send()
+            .await
+            .expect("the shared stage's jobs queue")
+            .attributes
+            .unwrap_or_default();
+        let template_count = shared
+            .get(&QueueAttributeName::RedrivePolicy)
+            .and_then(|p| serde_json::from_str::<serde_json::Value>(p).ok())
+            .and_then(|p| p["maxReceiveCount"].as_u64())
+            .expect("the template's maxReceiveCount");
+        let redrive = serde_json::json!({
+            "deadLetterTargetArn": dlq_arn,
+            "maxReceiveCount": options.max_receive_count.map_or(template_count, u64::from),
+        });
+        let visibility = match options.visibility_timeout {
+            Some(v) => v.to_string(),
+            None => shared
+                .get(&QueueAttributeName::VisibilityTimeout)
+                .cloned()
+                .expect("the template's visibility timeout"),
+        };
+        let queue_url = create(
+            format!("{name}-jobs"),
+            vec![
+                (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+                (QueueAttributeName::VisibilityTimeout, visibility),
+            ],
+        )
+        .await;
+        let mut outputs = outputs.clone();
+        outputs.insert("JobsQueueUrl".into(), queue_url.clone());
+        outputs.insert("DeadLetterQueueUrl".into(), dlq_url.clone());
+        Stack {
+            name,
+            queue_url,
+            dlq_url,
+            table: get("ExecutionsTableName"),
+            effects_table: get("EffectsTableName"),
+            schedule_dlq_url: get("ScheduleDeadLetterQueueUrl"),
+            firings_table: get("FiringsTableName"),
+            schedule_group: get("ScheduleGroupName"),
+            scheduler_role_arn: get("SchedulerRoleArn"),
+            worker_function: get("WorkerFunctionName"),
+            auto_pause: AutoPause::new(&sdk, &get("ExecutionsTableName"), get("ScheduleGroupName")),
+            outputs,
+            sqs,
+            ddb: aws_sdk_dynamodb::Client::new(&sdk),
+        }
+    }
+
+    /// A processor on this stack that also takes the messages of `catalog`'s chains (their
+    /// triggers, ends and steps; no state machine is known, so a trigger is refused).
+    pub fn chain_processor(
+        &self,
+        sdk: &SdkConfig,
+        registry: Registry,
+        catalog: &str,
+        metrics: Metrics,
+    ) -> Processor {
+        let catalog = schedkit::catalog::Catalog::parse(catalog, "catalog.toml")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let chains =
+            schedkit::batch::Chains::with_state_machines(sdk, &catalog, Default::default());
+        Processor::new(
+            self.store(),
+            self.sqs.clone(),
+            registry,
+            ProcessorConfig {
+                chains: Some(chains),
+                ..self.config("w")
+            },
+            metrics,
+        )
+    }
+
+    /// Sets `job`'s overlap slot to name `holder` for `hold` more (as a run that entered
+    /// it, or a release that failed, would leave it).
+    pub async fn hold_slot(&self, job: &str, holder: &str, hold: Duration) -> anyhow::Result<()> {
+        let until = chrono::Utc::now().timestamp_millis() + hold.as_millis() as i64;
+        self.ddb
+            .update_item()
+            .table_name(&self.table)
+            .key(
+                schedkit::store::KEY_ATTRIBUTE,
+                AttributeValue::S(schedkit::store::slot_key(job)),
+            )
+            .update_expression("SET #k = :holder, #u = :until")
+            .expression_attribute_names("#k", "slot_key")
+            .expression_attribute_names("#u", "slot_until")
+            .expression_attribute_values(":holder", AttributeValue::S(holder.to_string()))
+            .expression_attribute_values(":until", AttributeValue::N(until.to_string()))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// A schedule `name` in the stage's group, hourly, ENABLED, targeting the jobs queue
+    /// with `{}` (for tests of pause and resume: it never fires on LocalStack).
+    pub async fn create_schedule(&self, sdk: &SdkConfig, name: &str) -> anyhow::Result<()> {
+        use aws_sdk_scheduler::types::{FlexibleTimeWindow, FlexibleTimeWindowMode, Target};
+        aws_sdk_scheduler::Client::new(sdk)
+            .create_schedule()
+            .group_name(&self.schedule_group)
+            .name(name)
+            .schedule_expression("rate(1 hour)")
+            .flexible_time_window(
+                FlexibleTimeWindow::builder()
+                    .mode(FlexibleTimeWindowMode::Off)
+                    .build()?,
+            )
+            .target(
+                Target::builder()
+                    .arn(self.arn_of(&self.queue_url))
+                    .role_arn(&self.scheduler_role_arn)
+                    .input("{}")
+                    .build()?,
+            )
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Empties the stage: its queues and tables (the demo starts from a clean slate on
@@ -545,6 +720,17 @@ impl Stack {
 
     pub async fn record(&self, key: &str) -> anyhow::Result<Option<ExecutionRecord>> {
         Ok(self.store().get(key).await?)
+    }
+
+    /// Writes `record` as it is (a test's seed, bypassing the store's transitions).
+    pub async fn put_record(&self, record: &ExecutionRecord) -> anyhow::Result<()> {
+        self.ddb
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(serde_dynamo::to_item(record)?))
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Every execution record (a scan; test-sized tables only).

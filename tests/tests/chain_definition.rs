@@ -240,10 +240,112 @@ async fn a_failed_branch_lets_its_sibling_finish_and_pauses_the_chain_before_the
     assert_eq!(
         outcome["chain"]["stage"],
         json!([
-            { "step": "invoices", "failed": true, "error": "StepFailed", "cause": "invoices failed for good" },
+            { "step": "invoices", "failed": true, "failure": { "Error": "StepFailed", "Cause": "invoices failed for good" } },
             { "step": "ledger" },
         ])
     );
     // A paused chain is not a Step Functions failure.
     assert_eq!(status, ExecutionStatus::Succeeded);
+}
+
+/// The steps of the first stage never answer and their heartbeat runs out (a timeout
+/// carries no `Cause`): the chain still pauses, naming the silent step and its error. (The
+/// failed branch read `$.failure.Cause`, which a timeout does not have: the execution
+/// FAILED instead of pausing, and the chain's record stayed RUNNING.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_silent_past_its_heartbeat_pauses_the_chain_though_its_failure_has_no_cause() {
+    let sdk = localstack().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let sfn = aws_sdk_sfn::Client::new(&sdk);
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(unique("silent-steps"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+    let chain = catalog.chain("month-end").unwrap();
+    let mut definition: Value = serde_json::from_str(
+        &schedkit::iac::render_definition(&catalog, chain)
+            .replace("${Partition}", "aws")
+            .replace("${JobsQueueUrl}", &queue_url),
+    )
+    .unwrap();
+    // Every step times out after a second, and Step Functions does not send it again.
+    for stage in definition["States"].as_object_mut().unwrap().values_mut() {
+        let branches = stage.get_mut("Branches").and_then(Value::as_array_mut);
+        for branch in branches.into_iter().flatten() {
+            for state in branch["States"].as_object_mut().unwrap().values_mut() {
+                if state["Type"] == "Task" {
+                    state["HeartbeatSeconds"] = json!(1);
+                    state.as_object_mut().unwrap().remove("Retry");
+                }
+            }
+        }
+    }
+    let machine = sfn
+        .create_state_machine()
+        .name(unique("silent"))
+        .definition(definition.to_string())
+        .role_arn("arn:aws:iam::000000000000:role/chain")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let execution = sfn
+        .start_execution()
+        .state_machine_arn(&machine)
+        .name(unique("run"))
+        .input(
+            json!({"chain_key": "k", "scheduled_for": "2026-12-01T02:00:00Z", "payload": {}})
+                .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .execution_arn;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let d = sfn
+            .describe_execution()
+            .execution_arn(&execution)
+            .send()
+            .await
+            .unwrap();
+        if d.status != ExecutionStatus::Running {
+            break d.status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still running");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(
+        status,
+        ExecutionStatus::Succeeded,
+        "the chain failed instead of pausing"
+    );
+    let mut outcome = None;
+    for m in sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default()
+    {
+        let body: Value = serde_json::from_str(m.body.as_deref().unwrap()).unwrap();
+        if body["chain"]["outcome"].is_string() {
+            outcome = Some(body);
+        }
+    }
+    let outcome = outcome.expect("the paused message");
+    assert_eq!(outcome["chain"]["outcome"], "paused");
+    let failed = &outcome["chain"]["stage"][0];
+    assert_eq!(failed["step"], "close-books");
+    assert_eq!(failed["failed"], true);
+    assert!(failed.to_string().contains("States.Timeout"), "{failed}");
 }

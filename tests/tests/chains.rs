@@ -54,7 +54,13 @@ type Runs = Arc<Mutex<BTreeMap<String, u32>>>;
 /// The chain's jobs: each counts its runs and returns what it did; `issue-invoices` fails
 /// once (retryably) per round, and for good while `broken` says so.
 fn registry(runs: Runs, broken: Arc<AtomicBool>) -> Registry {
+    registry_with(runs, broken, schedkit::Overlap::Allow)
+}
+
+/// [`registry`] with every job under the overlap policy `overlap`.
+fn registry_with(runs: Runs, broken: Arc<AtomicBool>, overlap: schedkit::Overlap) -> Registry {
     let policy = JobPolicy {
+        overlap,
         retry: RetryPolicy {
             max_attempts: 3,
             first_delay: Duration::from_secs(1),
@@ -109,6 +115,11 @@ struct Harness {
 
 impl Harness {
     async fn start(stack: &Stack, runs: Runs, broken: Arc<AtomicBool>) -> Harness {
+        Harness::start_with(stack, registry(runs, broken)).await
+    }
+
+    /// The harness with jobs of one's own.
+    async fn start_with(stack: &Stack, registry: Registry) -> Harness {
         let sdk = localstack().await;
         let sfn = aws_sdk_sfn::Client::new(&sdk);
         let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
@@ -120,7 +131,7 @@ impl Harness {
         let worker = Processor::new(
             stack.store(),
             stack.sqs.clone(),
-            registry(runs, broken),
+            registry,
             ProcessorConfig {
                 chains: Some(chains),
                 ..stack.config("w")
@@ -351,10 +362,7 @@ async fn a_step_failed_for_good_pauses_the_chain_and_a_rerun_runs_only_it_and_th
 async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused() {
     use schedkit::key::chain_execution_name;
     use schedkit::store::{ChainEnd, ClaimRequest};
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("chains-fence"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("chains-fence", StackOptions::default()).await;
     let store = stack.store();
     let key = "month-end#2026-12-03T02:00:00Z";
     let (first, second) = (chain_execution_name(key, 1), chain_execution_name(key, 2));
@@ -370,6 +378,7 @@ async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused
         now,
         lease: Duration::ZERO,
         retention: Duration::from_secs(3600),
+        redrive: None,
     };
     assert!(store.start_chain(&req).await.unwrap().is_none());
     let paused = ChainEnd::Paused {
@@ -378,9 +387,10 @@ async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused
     };
     assert!(
         store
-            .end_chain(key, Some(&first), &paused, now)
+            .end_chain(key, "month-end", &first, &paused, now)
             .await
             .unwrap()
+            .is_ok()
     );
     let run1 = stack.record(key).await.unwrap().unwrap();
     assert_eq!((run1.status, run1.attempt), (Status::Paused, 1));
@@ -403,10 +413,11 @@ async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused
     );
     // Run 1's outcome, delivered again, cannot end run 2; run 2's does.
     assert!(
-        !store
-            .end_chain(key, Some(&first), &paused, now)
+        store
+            .end_chain(key, "month-end", &first, &paused, now)
             .await
             .unwrap()
+            .is_err()
     );
     assert_eq!(
         stack.record(key).await.unwrap().unwrap().status,
@@ -414,10 +425,207 @@ async fn an_earlier_runs_outcome_cannot_end_a_rerun_and_a_stale_rerun_is_refused
     );
     assert!(
         store
-            .end_chain(key, Some(&second), &ChainEnd::Done, now)
+            .end_chain(key, "month-end", &second, &ChainEnd::Done, now)
             .await
             .unwrap()
+            .is_ok()
     );
     let done = stack.record(key).await.unwrap().unwrap();
     assert_eq!((done.status, done.attempt), (Status::Done, 2));
+}
+
+/// `close-books` skips overlapping runs (its own policy, in this worker's registry), and a
+/// run of it elsewhere holds its slot: the chain's `close-books` step runs all the same (a
+/// chain orders its own steps), and the chain ends DONE. (The step was recorded SKIPPED,
+/// terminal: the chain paused, and every rerun paused again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_runs_while_its_jobs_overlap_slot_is_held() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("chains-slot", StackOptions::default()).await;
+    let runs: Runs = Arc::default();
+    let registry = registry_with(runs.clone(), Arc::default(), schedkit::Overlap::Skip);
+    // A run of close-books elsewhere, RUNNING, holds the job's slot for two minutes.
+    let elsewhere = unique("close-books#elsewhere");
+    let store = stack.store();
+    let claimed = store
+        .claim(&schedkit::store::ClaimRequest {
+            key: elsewhere.clone(),
+            job: "close-books".into(),
+            scheduled_for: "2026-12-01T00:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: Some("m".into()),
+            owner: "elsewhere:1".into(),
+            now: chrono::Utc::now(),
+            lease: Duration::from_secs(120),
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        claimed,
+        schedkit::store::ClaimOutcome::Claimed { .. }
+    ));
+    stack
+        .hold_slot("close-books", &elsewhere, Duration::from_secs(120))
+        .await
+        .unwrap();
+    let harness = Harness::start_with(&stack, registry).await;
+    let key = trigger(&stack, "2026-12-04T02:00:00Z").await;
+    let chain = ended(&stack, &key).await;
+    harness.stop().await;
+    let _ = sdk;
+    assert_eq!(chain.status, Status::Done, "{chain:?}");
+    let step = stack
+        .record(&format!("{key}#close-books"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(step.status, Status::Done, "{step:?}");
+}
+
+/// A run paused on a step that an earlier version recorded SKIPPED (its job's overlap
+/// policy): `chains rerun` runs that step, and the chain ends DONE. (SKIPPED is terminal:
+/// the rerun's step was answered "not DONE" from the record and the chain paused again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rerun_runs_a_step_its_jobs_overlap_policy_once_skipped() {
+    let stack = Stack::lane("chains-skipped", StackOptions::default()).await;
+    let runs: Runs = Arc::default();
+    let harness = Harness::start(&stack, runs.clone(), Arc::default()).await;
+    let scheduled_for = "2026-12-05T02:00:00Z";
+    let key = format!("month-end#{scheduled_for}");
+    let step_key = format!("{key}#close-books");
+    // The step's message as the state machine sends it (its hash names the step).
+    let step = Envelope::parse(
+        &json!({
+            "job": "close-books",
+            "scheduled_for": scheduled_for,
+            "key": step_key,
+            "chain": { "name": "month-end", "key": key, "step": "close-books" },
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let now = "2026-12-05T02:00:00.000Z".to_string();
+    stack
+        .put_record(&ExecutionRecord {
+            execution_key: step_key.clone(),
+            job: "close-books".into(),
+            scheduled_for: scheduled_for.into(),
+            status: Status::Skipped,
+            attempt: 0,
+            attempt_base: 0,
+            owner: None,
+            lease_expires_at: None,
+            payload_hash: schedkit::key::payload_hash(&step),
+            input: None,
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            started_at: None,
+            finished_at: Some(now),
+            duration_ms: None,
+            last_error: Some(
+                "skipped: `close-books#x` of the same job was running (overlap policy)".into(),
+            ),
+            history: Vec::new(),
+            result: None,
+            message_id: None,
+            expires_at: chrono::Utc::now().timestamp() + 3600,
+        })
+        .await
+        .unwrap();
+    trigger(&stack, scheduled_for).await;
+    let chain = ended(&stack, &key).await;
+    assert_eq!(chain.status, Status::Paused, "{chain:?}");
+    let rerun = harness
+        .operator(&stack)
+        .await
+        .rerun(&key, false, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert!(matches!(rerun, Rerun::Started { .. }), "{rerun:?}");
+    let chain = ended(&stack, &key).await;
+    harness.stop().await;
+    assert_eq!(chain.status, Status::Done, "{chain:?}");
+    let step = stack.record(&step_key).await.unwrap().unwrap();
+    assert_eq!(step.status, Status::Done, "{step:?}");
+    assert_eq!(runs.lock().unwrap().get(&step_key), Some(&1));
+}
+
+/// The run's execution SUCCEEDED but its record still says RUNNING (the end message never
+/// arrived, or was refused): `chains rerun` reconciles it and reruns what is not DONE.
+/// (Refused forever: "the worker has not recorded its outcome yet".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_rerun_reconciles_a_run_whose_execution_ended_while_its_record_says_running() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("chains-reconcile", StackOptions::default()).await;
+    let sfn = aws_sdk_sfn::Client::new(&sdk);
+    let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+    // A state machine that ends at once, standing in for the chain's.
+    let machine = sfn
+        .create_state_machine()
+        .name(format!("{}-month-end", unique("sm")))
+        .definition(r#"{"StartAt":"p","States":{"p":{"Type":"Pass","End":true}}}"#)
+        .role_arn("arn:aws:iam::000000000000:role/chain")
+        .send()
+        .await
+        .unwrap()
+        .state_machine_arn;
+    let key = unique("month-end#2026-12-06T02:00:00Z");
+    let first = schedkit::key::chain_execution_name(&key, 1);
+    let input = json!({"chain_key": key, "scheduled_for": "2026-12-06T02:00:00Z", "payload": {}});
+    sfn.start_execution()
+        .state_machine_arn(&machine)
+        .name(&first)
+        .input(input.to_string())
+        .send()
+        .await
+        .unwrap();
+    let store = stack.store();
+    let started = store
+        .start_chain(&schedkit::store::ClaimRequest {
+            key: key.clone(),
+            job: "month-end".into(),
+            scheduled_for: "2026-12-06T02:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: input.to_string(),
+            message_id: Some("m".into()),
+            owner: first.clone(),
+            now: chrono::Utc::now(),
+            lease: Duration::ZERO,
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        })
+        .await
+        .unwrap();
+    assert!(started.is_none());
+    let operator = ChainRuns::with_state_machines(
+        &sdk,
+        &stack.table,
+        &catalog,
+        BTreeMap::from([("month-end".to_string(), machine.clone())]),
+    );
+    // Until the first execution has ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = sfn
+            .describe_execution()
+            .execution_arn(machine.replacen(":stateMachine:", ":execution:", 1) + ":" + &first)
+            .send()
+            .await
+            .unwrap()
+            .status;
+        if status == ExecutionStatus::Succeeded {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{status:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rerun = operator.rerun(&key, false, chrono::Utc::now()).await;
+    let Ok(Rerun::Started { run, steps, .. }) = &rerun else {
+        panic!("{rerun:?}");
+    };
+    assert_eq!(*run, 2);
+    assert_eq!(steps.len(), 4, "no step is DONE: {steps:?}");
 }

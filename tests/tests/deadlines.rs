@@ -109,13 +109,22 @@ async fn a_message_is_not_started_within_the_margin_of_the_deadline_and_comes_ba
     let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
     let deadline = Instant::now() + Duration::from_millis(500);
     let reports = lambda.process_each(batch, None, None, Some(deadline)).await;
-    assert_eq!(reports[0].outcome, Outcome::Deferred);
-    assert!(!reports[0].outcome.acknowledged());
+    // Sent again to come back at once (the copy in hand deleted): a deferral never counts
+    // toward the queue's maxReceiveCount.
+    assert_eq!(reports[0].outcome, Outcome::Deferred { resent: true });
+    assert!(reports[0].outcome.acknowledged());
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     assert!(stack.records().await.unwrap().is_empty(), "nothing claimed");
-    // Visible again at once, not after the queue's 30 s.
+    // Back at once, not after the queue's 30 s; a first receive of its copy.
     let again = stack.receive(1, Duration::from_secs(2)).await.unwrap();
     assert_eq!(again.len(), 1);
+    assert_eq!(
+        again[0]
+            .attributes
+            .get("ApproximateReceiveCount")
+            .map(String::as_str),
+        Some("1")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,9 +147,13 @@ async fn a_claim_whose_attempts_were_all_spent_without_an_outcome_dead_letters_w
             now: t0 + chrono::Duration::seconds(20 * i as i64),
             lease: Duration::from_secs(10),
             retention: Duration::from_secs(3600),
+            redrive: None,
         };
         let claimed = stack.store().claim(&claim).await.unwrap();
-        assert!(matches!(claimed, ClaimOutcome::Claimed(_)), "{claimed:?}");
+        assert!(
+            matches!(claimed, ClaimOutcome::Claimed { .. }),
+            "{claimed:?}"
+        );
     }
     stack.send_envelope(&envelope()).await.unwrap();
     let stats = stack.run_until_drained(std::slice::from_ref(&lambda)).await;

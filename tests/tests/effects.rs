@@ -51,12 +51,13 @@ fn claim(key: &str, owner: &str, now: DateTime<Utc>) -> ClaimRequest {
         now,
         lease: Duration::from_secs(1),
         retention: Duration::from_secs(3600),
+        redrive: None,
     }
 }
 
 fn claimed(outcome: ClaimOutcome) -> ExecutionRecord {
     match outcome {
-        ClaimOutcome::Claimed(record) => record,
+        ClaimOutcome::Claimed { record, .. } => record,
         other => panic!("not claimed: {other:?}"),
     }
 }

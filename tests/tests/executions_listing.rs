@@ -27,7 +27,9 @@ async fn executions_are_listed_newest_first_across_pages_and_done_ones_stay_off_
     for i in 0..40u32 {
         let at = base + chrono::Duration::seconds(i64::from((i * 17) % 40));
         let key = format!("listing-{i}");
-        let ClaimOutcome::Claimed(claimed) = store
+        let ClaimOutcome::Claimed {
+            record: claimed, ..
+        } = store
             .claim(&ClaimRequest {
                 key: key.clone(),
                 job: "listing".into(),
@@ -39,6 +41,7 @@ async fn executions_are_listed_newest_first_across_pages_and_done_ones_stay_off_
                 now: at,
                 lease: Duration::from_secs(3600 * 24 * 365),
                 retention: Duration::from_secs(3600),
+                redrive: None,
             })
             .await
             .unwrap()

@@ -327,3 +327,188 @@ async fn the_engine_stops_at_once_on_shutdown_even_mid_delivery() {
         .unwrap();
     assert!(asked.elapsed() < Duration::from_secs(2));
 }
+
+/// The next whole hour from now.
+fn next_hour() -> DateTime<Utc> {
+    use chrono::{DurationRound, TimeDelta};
+    (Utc::now() + TimeDelta::hours(1))
+        .duration_trunc(TimeDelta::hours(1))
+        .unwrap()
+}
+
+/// The groups' scope under which engines watching `group` share their watermark.
+fn scope_of(group: &str) -> String {
+    let mut groups = [group.to_string(), once_group(group)];
+    groups.sort();
+    groups.join(",")
+}
+
+/// An SDK configuration that reaches LocalStack through `proxy`, each call given up after a
+/// second with no retry: what a held request through the proxy does to an engine.
+fn impatient_through(
+    sdk: &aws_config::SdkConfig,
+    proxy: &proxy::TcpProxy,
+) -> aws_config::SdkConfig {
+    sdk.to_builder()
+        .endpoint_url(proxy.url())
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(1))
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .operation_timeout(Duration::from_secs(1))
+                .build(),
+        )
+        .build()
+}
+
+/// Two engines started with the same name (two containers whose engines are both pid 1):
+/// every firing is delivered once. (A claim was its owner's to take again, so each engine
+/// won every claim and delivered every firing.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_engines_started_with_the_same_name_deliver_each_firing_once() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("same-name", StackOptions::default()).await;
+    let jobs = r#"
+[jobs.every-10m]
+owner = "ops"
+[jobs.every-10m.schedule]
+expression = "rate(10 minutes)"
+start = 2020-01-01T00:05:00Z
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let table = &stack.firings_table;
+    let a = engine_at(&sdk, table, &group, "schedkit-engine/1", Clock::system());
+    let b = engine_at(&sdk, table, &group, "schedkit-engine/1", Clock::system());
+    // Three hours of tomorrow (sync starts a schedule on its next firing from now).
+    let from = next_hour() + chrono::Duration::days(1);
+    let to = from + chrono::Duration::hours(3);
+    let (ra, rb) = tokio::join!(a.fast_forward(from, to), b.fast_forward(from, to));
+    ra.unwrap();
+    rb.unwrap();
+    let got = delivered(&stack).await;
+    assert_eq!(got.len(), 18, "{got:?}");
+    assert!(got.values().all(|&n| n == 1), "delivered twice: {got:?}");
+}
+
+/// The first look at the schedules fails (the request is held past the client's limit)
+/// when an engine comes back ten minutes after the watermark the engines recorded: the
+/// firings of those ten minutes are still delivered, once the schedules can be read. (The
+/// failed look found no schedule, and the watermark moved to now: the catch-up was thrown
+/// away.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_first_look_at_the_schedules_keeps_the_catch_up() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("first-look", StackOptions::default()).await;
+    let jobs = r#"
+[jobs.every-minute]
+owner = "ops"
+[jobs.every-minute.schedule]
+expression = "rate(1 minute)"
+start = 2020-01-01T00:00:00Z
+max_event_age_seconds = 3600
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let claims = Claims::new(aws_sdk_dynamodb::Client::new(&sdk), &stack.firings_table);
+    let stopped = Utc::now();
+    claims
+        .advance_watermark(&scope_of(&group), stopped)
+        .await
+        .unwrap();
+    let proxy = proxy::to_localstack().await;
+    proxy.hold_request("GET /schedules", Duration::from_secs(3));
+    // The engine comes back ten minutes later (its clock is ten minutes ahead).
+    let clock = Clock::offset_by_ms(10 * 60 * 1000);
+    let engine = engine_at(
+        &impatient_through(&sdk, &proxy),
+        &stack.firings_table,
+        &group,
+        "patient",
+        clock,
+    );
+    engine
+        .run(TICK, tokio::time::sleep(Duration::from_secs(6)))
+        .await
+        .unwrap();
+    let got = delivered(&stack).await;
+    let back = clock.now();
+    let missed = got
+        .keys()
+        .filter(|t| **t > stopped && **t < back - chrono::Duration::minutes(1))
+        .count();
+    assert!(
+        missed >= 7,
+        "the missed firings were not delivered: {got:?}"
+    );
+    assert!(got.values().all(|&n| n == 1), "delivered twice: {got:?}");
+}
+
+/// Marking a delivered firing finished fails once (the write is held past the client's
+/// limit): the engine tries the mark again and never delivers the firing a second time.
+/// (The firing was taken up again on the next tick, claimed again by its own engine and
+/// delivered twice.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_mark_of_a_delivered_firing_is_retried_and_the_firing_never_delivered_again() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("failed-finish", StackOptions::default()).await;
+    let group = unique("failed-finish");
+    let (due, arn) = due_soon(&sdk, &stack, &group, "marked", 2_000).await;
+    let proxy = proxy::to_localstack().await;
+    proxy.hold_request("SET #s = :outcome", Duration::from_secs(3));
+    let engine = engine_at(
+        &impatient_through(&sdk, &proxy),
+        &stack.firings_table,
+        &group,
+        "marker",
+        Clock::system(),
+    );
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let key = Claims::key(&arn, due);
+    let finished = until_delivered(&ddb, &stack.firings_table, &key, async {});
+    engine
+        .run(TICK, async {
+            finished.await;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        })
+        .await
+        .unwrap();
+    let got = delivered(&stack).await;
+    assert_eq!(got.get(&due), Some(&1), "{got:?}");
+}
+
+/// A delivery whose request hangs (held 25 s on the wire) is given up well before the
+/// firing's claim could lapse to another engine, and tried again. (It had no limit: an
+/// engine could still be delivering after its claim lapsed and another engine took it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_that_hangs_is_given_up_before_its_claim_could_lapse() {
+    let sdk = localstack().await;
+    let stack = Stack::lane("hung-delivery", StackOptions::default()).await;
+    let jobs = r#"
+[jobs.hourly]
+owner = "ops"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2020-01-01T00:00:00Z
+"#;
+    let group = schedules(&sdk, &stack, jobs, &stack.arn_of(&stack.queue_url)).await;
+    let proxy = proxy::to_localstack().await;
+    proxy.hold_request("AmazonSQS.SendMessage", Duration::from_secs(25));
+    let engine = engine_at(
+        &sdk.to_builder().endpoint_url(proxy.url()).build(),
+        &stack.firings_table,
+        &group,
+        "hung",
+        Clock::system(),
+    );
+    let from = next_hour() + chrono::Duration::days(1) + chrono::Duration::minutes(30);
+    let firings = engine
+        .fast_forward(from, from + chrono::Duration::hours(1))
+        .await
+        .unwrap();
+    assert_eq!(firings.len(), 1, "{firings:?}");
+    assert!(
+        matches!(
+            firings[0].delivery,
+            schedkit_firing_engine::Delivery::Delivered { attempts: 2 }
+        ),
+        "the hung attempt was not given up: {firings:?}"
+    );
+}

@@ -58,6 +58,11 @@ mod outage;
 /// Overlap policies: `skip` runs one of overlapping firings, `buffer_one` one more after
 /// it; the rest SKIPPED, in records and metrics.
 mod overlap;
+/// Every write reaches only the record it owns: keys never name schedkit's own items, a
+/// decided message never holds an overlap slot, waits never count toward the DLQ, a chain
+/// record stays within DynamoDB's limits, and a FAILED run runs again only from its dead
+/// letter.
+mod ownership;
 /// Crash recovery within the lease: finished messages acknowledged at once, a dead
 /// worker's unfinished ones back after about the lease, in both modes.
 mod recovery;

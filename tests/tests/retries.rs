@@ -240,9 +240,29 @@ async fn a_failed_delivery_seen_again_is_dead_lettered_again_and_only_a_redrive_
             == Some("export-2026-11-02")
     }));
 
-    // A redrive is another message: it starts a new round and runs the job.
+    // The body alone sent again (not a redrive: it carries no letter's reason) is a
+    // duplicate of the FAILED run.
     stack
         .send(letters[0].body.as_deref().unwrap())
+        .await
+        .unwrap();
+    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
+    assert_eq!(
+        stats.outcomes.get("duplicate"),
+        Some(&1),
+        "{:?}",
+        stats.outcomes
+    );
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    // A redrive is the letter moved back with its attributes: it starts a new round and
+    // runs the job.
+    stack
+        .sqs
+        .send_message()
+        .queue_url(&stack.queue_url)
+        .message_body(letters[0].body.clone().unwrap())
+        .set_message_attributes(letters[0].message_attributes.clone())
+        .send()
         .await
         .unwrap();
     let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;

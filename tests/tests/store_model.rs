@@ -1,6 +1,7 @@
 //! Model-based test of the execution store: random sequences of claim, heartbeat, finish
 //! (DONE, RETRYING, FAILED), commit with an effect, lease expiry (time passing) and redrive
-//! (a claim by another message), from three owners whose clocks disagree by up to 300 ms,
+//! (a claim by another message carrying a dead letter's mark; the first message again is no
+//! redrive), from three owners whose clocks disagree by up to 300 ms,
 //! applied to the real store on LocalStack and to a reference model of a few lines; after
 //! every step the outcome, the record and the effect count must agree.
 //!
@@ -22,6 +23,8 @@ use schedkit_testkit::Stack;
 use serde_json::json;
 
 const LEASE_MS: i64 = 1000;
+/// The message that is a redrive (a dead letter moved back, carrying its reason).
+const REDRIVE: &str = "m2";
 /// Each owner's clock, ahead (+) or behind (-) the model's time.
 const SKEW_MS: [i64; 3] = [0, 150, -150];
 
@@ -61,7 +64,8 @@ fn random_step(rng: &mut StdRng) -> Step {
     match rng.random_range(0..10) {
         0..=2 => Step::Claim {
             by,
-            // Mostly the first delivery; sometimes another message (a redrive).
+            // Mostly the first delivery; sometimes another message, a redrive (`m2` is the
+            // dead letter moved back: it carries the letter's mark).
             message: if rng.random_bool(0.8) { "m1" } else { "m2" },
         },
         3 => Step::Heartbeat { by },
@@ -91,7 +95,8 @@ fn expect(
                 None => true,
                 Some(m) => match m.status {
                     Status::Registered | Status::Retrying => true,
-                    Status::Failed => m.message != message,
+                    // Only a redrive reopens a FAILED run, and never the message that failed.
+                    Status::Failed => message == REDRIVE && m.message != message,
                     Status::Running => m.lease_until.is_some_and(|l| l < now),
                     Status::Done | Status::Skipped | Status::Paused => false,
                 },
@@ -110,9 +115,12 @@ fn expect(
                 });
                 return Answer::Claimed;
             }
-            match model.as_ref().map(|m| m.status) {
-                Some(Status::Done) => Answer::Duplicate,
-                Some(Status::Failed) => Answer::AlreadyFailed,
+            match model.as_ref() {
+                Some(m) if m.status == Status::Done => Answer::Duplicate,
+                Some(m) if m.status == Status::Failed && m.message == message => {
+                    Answer::AlreadyFailed
+                }
+                Some(m) if m.status == Status::Failed => Answer::Duplicate,
                 _ => Answer::InProgress,
             }
         }
@@ -229,9 +237,11 @@ async fn check(
                     now,
                     lease: Duration::from_millis(LEASE_MS as u64),
                     retention: Duration::from_secs(3600),
+                    redrive: (message == REDRIVE)
+                        .then_some(schedkit::store::Redrive { failed_at: None }),
                 };
                 match store.claim(&req).await.unwrap() {
-                    ClaimOutcome::Claimed(r) => {
+                    ClaimOutcome::Claimed { record: r, .. } => {
                         claims[by] = (token.clone(), Some(r));
                         Answer::Claimed
                     }

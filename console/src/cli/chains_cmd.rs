@@ -113,10 +113,15 @@ pub async fn run(command: &ChainsCommand, cli: &Cli) -> anyhow::Result<()> {
                 ),
                 a.yes,
             )?;
-            let done = runs
-                .rerun(&a.key, a.redrive, Utc::now())
-                .await
-                .map_err(failed)?;
+            let audited = audit::begin(
+                &sdk,
+                "chains rerun",
+                json!({"stage": target.stage, "key": a.key, "redrive": a.redrive}),
+            )
+            .await?;
+            let result = runs.rerun(&a.key, a.redrive, Utc::now()).await;
+            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            let done = result.map_err(failed)?;
             let text = match &done {
                 Rerun::Started {
                     execution,
@@ -134,16 +139,12 @@ pub async fn run(command: &ChainsCommand, cli: &Cli) -> anyhow::Result<()> {
                     "{}: running already (execution {execution}); nothing changed",
                     a.key
                 ),
+                Rerun::Reconciled { execution } => format!(
+                    "{}: execution {execution} had ended with every step DONE and its end was never recorded; the run is recorded DONE now, nothing to rerun",
+                    a.key
+                ),
             };
             let details = serde_json::to_value(&done)?;
-            if !matches!(done, Rerun::AlreadyRunning { .. }) {
-                audit::record(
-                    &sdk,
-                    "chains rerun",
-                    json!({"stage": target.stage, "key": a.key, "redrive": a.redrive, "result": details}),
-                )
-                .await?;
-            }
             cli.output.outcome(&text, &details);
             Ok(())
         }

@@ -257,15 +257,25 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 &format!("redrive {} to {}", a.describe(), target.queue_url),
                 a.yes,
             )?;
-            let details;
+            let audited = audit::begin(
+                &sdk,
+                "dlq redrive",
+                json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
+            )
+            .await?;
             if selection.is_everything() {
                 let mut progress = Progress::new("moving dead letters", None);
+                let mut moved = 0;
                 let done = dlq::redrive_all(&sdk, &target.dlq_arn, &target.queue_arn, |p| {
+                    moved = p.moved;
                     progress.set(p.moved as u64, p.to_move.map(|t| t as u64));
                 })
-                .await?;
+                .await;
                 progress.finish();
-                details = json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status});
+                let so_far = format!("about {moved} letter(s) moved by the message move task");
+                audited.end(&done, Some(&so_far));
+                let done = done?;
+                let details = json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status});
                 cli.output.outcome(
                     &format!(
                         "moved {} dead letter(s) back with a message move task ({})",
@@ -282,9 +292,11 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                     &selection,
                     |n| progress.set(n as u64, None),
                 )
-                .await?;
+                .await;
                 progress.finish();
-                details = json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"});
+                audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+                let done = done?;
+                let details = json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"});
                 cli.output.outcome(
                     &format!(
                         "redrove {} dead letter(s); {} did not match and stay",
@@ -293,12 +305,6 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                     &details,
                 );
             }
-            audit::record(
-                &sdk,
-                "dlq redrive",
-                json!({"stage": target.stage, "dlq": target.dlq_url, "result": details}),
-            )
-            .await?;
             Ok(())
         }
         DlqCommand::Purge(a) => {
@@ -308,12 +314,20 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 &format!("delete {} from {} for good", a.describe(), target.dlq_url),
                 a.yes,
             )?;
+            let audited = audit::begin(
+                &sdk,
+                "dlq purge",
+                json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
+            )
+            .await?;
             let mut progress = Progress::new("deleting", None);
             let done = dlq::purge_selected(&sdk, &target.dlq_url, &selection, |n| {
                 progress.set(n as u64, None)
             })
-            .await?;
+            .await;
             progress.finish();
+            audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+            let done = done?;
             cli.output.outcome(
                 &format!(
                     "deleted {} dead letter(s); {} did not match and stay",
@@ -321,7 +335,6 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                 ),
                 &json!({"selection": a.describe(), "deleted": done.done, "skipped": done.skipped}),
             );
-            audit::record(&sdk, "dlq purge", json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe(), "deleted": done.done})).await?;
             Ok(())
         }
     }

@@ -65,24 +65,26 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
                 a.shared
                     .then(|| format!("schedkit-{}-firings", cli.target.stage()))
             }),
-            owner: format!("schedkit-engine/{}", std::process::id()),
+            owner: "schedkit-engine".into(),
             seed: a.seed,
             ..EngineOptions::default()
         },
     );
     let (Some(from), Some(to)) = (&a.from, &a.to) else {
-        audit::record(
+        let audited = audit::begin(
             &sdk,
             "engine real time",
             serde_json::json!({"groups": watched}),
         )
         .await?;
         eprintln!("firing schedules in real time; Ctrl-C stops");
-        return engine
+        let ran = engine
             .run(Duration::from_secs(a.tick.max(1)), async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await;
+        audited.end(&ran.as_ref().map(|()| "stopped"), None);
+        return ran;
     };
     let (from, to) = (
         parse_instant(from).map_err(UsageError)?,
@@ -91,13 +93,20 @@ pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
     if from >= to {
         return Err(UsageError("--from must be before --to".into()).into());
     }
-    let firings = engine.fast_forward(from, to).await?;
-    audit::record(
+    let audited = audit::begin(
         &sdk,
         "engine fast-forward",
-        serde_json::json!({"from": from.to_rfc3339(), "to": to.to_rfc3339(), "firings": firings.len()}),
+        serde_json::json!({"from": from.to_rfc3339(), "to": to.to_rfc3339(), "groups": watched}),
     )
     .await?;
+    let firings = engine.fast_forward(from, to).await;
+    audited.end(
+        &firings
+            .as_ref()
+            .map(|f| serde_json::json!({"firings": f.len()})),
+        None,
+    );
+    let firings = firings?;
     let rows: Vec<Row> = firings
         .into_iter()
         .map(|f| Row {

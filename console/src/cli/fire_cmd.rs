@@ -114,14 +114,16 @@ pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
             .clone()
             .or_else(|| wiring.and_then(|w| w.dead_letter_arn)),
     };
-    let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await?;
     let when = at.to_rfc3339_opts(SecondsFormat::Secs, true);
-    audit::record(
+    let audited = audit::begin(
         &sdk,
         "fire",
-        serde_json::json!({"job": name, "scheduled_for": when, "key": envelope.key, "queue": queue_url, "enqueued": format!("{enqueued:?}")}),
+        serde_json::json!({"job": name, "scheduled_for": when, "key": envelope.key, "queue": queue_url}),
     )
     .await?;
+    let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await;
+    audited.end(&enqueued.as_ref().map(|e| format!("{e:?}")), None);
+    let enqueued = enqueued?;
     let job = &name;
     match (cli.output, &enqueued) {
         (

@@ -6,7 +6,7 @@ use chrono::{SecondsFormat, Utc};
 use clap::{Args, Subcommand};
 use schedkit::Status;
 use schedkit::ops::audit;
-use schedkit::store::{PauseRecord, Pauses};
+use schedkit::store::{PauseRecord, Paused, Pauses};
 use schedkit::trigger::{pause, sync};
 use serde::Serialize;
 
@@ -62,16 +62,50 @@ async fn pause_or_resume(action: &JobsAction, cli: &Cli) -> anyhow::Result<()> {
     let now = Utc::now();
     match action {
         JobsAction::Pause { job, reason } => {
-            let by = audit::who(&sdk).await;
-            let p = pause::pause(&scheduler, &pauses, &group, job, &by, reason, now).await?;
-            audit::record(
+            let audited = audit::begin(
                 &sdk,
                 "jobs pause",
                 serde_json::json!({"job": job, "group": group, "reason": reason}),
             )
             .await?;
+            let by = audited.who().to_string();
+            let result = pause::pause(&scheduler, &pauses, &group, job, &by, reason, now).await;
+            audited.end(
+                &audited_view(&result, summary),
+                decided_only(
+                    &result,
+                    "the pause recorded (the schedule not yet disabled)",
+                ),
+            );
+            let decided = result?;
+            let paused = decided.decided;
+            if let Err(e) = decided.schedule {
+                return Err(anyhow::anyhow!(
+                    "{job}: the pause is recorded, but schedule {group}/{job} could not be disabled: {e} (the next `jobs pause`, `jobs resume` or `schedules sync` sets it)"
+                ));
+            }
+            let (p, already) = match paused {
+                Paused::Already(existing) => (existing, true),
+                Paused::Now | Paused::StreakEnded => (
+                    PauseRecord {
+                        job: job.clone(),
+                        by,
+                        at: now.to_rfc3339_opts(SecondsFormat::Secs, true),
+                        reason: reason.clone(),
+                    },
+                    false,
+                ),
+            };
             match cli.output {
-                Output::Json => println!("{}", serde_json::to_string(&p)?),
+                Output::Json => {
+                    let mut out = serde_json::to_value(&p)?;
+                    out["already"] = already.into();
+                    println!("{out}");
+                }
+                Output::Table if already => println!(
+                    "{job}: already paused (schedule {group}/{job} DISABLED) by {} at {}: {} (kept; `jobs resume {job}` first to pause it with another reason)",
+                    p.by, p.at, p.reason
+                ),
                 Output::Table => println!(
                     "{job}: paused (schedule {group}/{job} DISABLED) by {} at {}: {}",
                     p.by, p.at, p.reason
@@ -79,13 +113,24 @@ async fn pause_or_resume(action: &JobsAction, cli: &Cli) -> anyhow::Result<()> {
             }
         }
         JobsAction::Resume { job } => {
-            let ended = pause::resume(&scheduler, &pauses, &group, job, now).await?;
-            audit::record(
+            let audited = audit::begin(
                 &sdk,
                 "jobs resume",
-                serde_json::json!({"job": job, "group": group, "was": ended}),
+                serde_json::json!({"job": job, "group": group}),
             )
             .await?;
+            let result = pause::resume(&scheduler, &pauses, &group, job, now).await;
+            audited.end(
+                &audited_view(&result, |was| serde_json::json!({ "was": was })),
+                decided_only(&result, "the pause removed (the schedule not yet enabled)"),
+            );
+            let decided = result?;
+            let ended = decided.decided;
+            if let Err(e) = decided.schedule {
+                return Err(anyhow::anyhow!(
+                    "{job}: the pause is removed, but schedule {group}/{job} could not be enabled: {e} (the next `jobs resume` or `schedules sync` sets it)"
+                ));
+            }
             match cli.output {
                 Output::Json => println!(
                     "{}",
@@ -104,6 +149,42 @@ async fn pause_or_resume(action: &JobsAction, cli: &Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A pause's or resume's result as the audit trail keeps it: finished when the schedule
+/// agrees with the record.
+fn audited_view<T>(
+    result: &Result<pause::Decided<T>, schedkit::trigger::TriggerError>,
+    summary: impl Fn(&T) -> serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    match result {
+        Ok(d) => match &d.schedule {
+            Ok(()) => Ok(summary(&d.decided)),
+            Err(e) => Err(e.to_string()),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// What a pause or resume that did not finish had done: its record, when it was written.
+fn decided_only<T>(
+    result: &Result<pause::Decided<T>, schedkit::trigger::TriggerError>,
+    done: &'static str,
+) -> Option<&'static str> {
+    result
+        .as_ref()
+        .ok()
+        .filter(|d| d.schedule.is_err())
+        .map(|_| done)
+}
+
+/// A pause's outcome as the audit trail keeps it.
+fn summary(paused: &Paused) -> serde_json::Value {
+    match paused {
+        Paused::Now => serde_json::json!({"paused": true}),
+        Paused::Already(p) => serde_json::json!({"paused": false, "already": p}),
+        Paused::StreakEnded => serde_json::json!({"paused": false}),
+    }
 }
 
 #[derive(Serialize)]

@@ -180,19 +180,23 @@ async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
     }
     let sdk = cli.aws.sdk_config().await;
     let queue_url = cli.target.queue_url(&sdk).await?;
+    let audited = audit::begin(
+        &sdk,
+        "schedules backfill",
+        serde_json::json!({"job": job.name, "from": text(&from), "to": text(&to), "runs": times.len(), "queue": queue_url}),
+    )
+    .await?;
     let mut progress = super::style::Progress::new("backfilling", Some(times.len() as u64));
+    let mut enqueued = 0;
     let sent = backfill::enqueue(&sdk, &queue_url, job, &times, |n| {
+        enqueued = n;
         progress.set(n as u64, Some(times.len() as u64))
     })
     .await;
     progress.finish();
+    let done = format!("{enqueued} of {} run(s) enqueued", times.len());
+    audited.end(&sent, Some(&done));
     let sent = sent?;
-    audit::record(
-        &sdk,
-        "schedules backfill",
-        serde_json::json!({"job": job.name, "from": text(&from), "to": text(&to), "runs": sent, "queue": queue_url}),
-    )
-    .await?;
     match cli.output {
         Output::Json => println!(
             "{}",
@@ -257,13 +261,13 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
     let targets = targets(a, &client, &catalog.settings.schedule_group).await?;
     // Paused jobs (`jobs pause`) stay disabled: their pause is on the stage's table. A
     // group of no stage has no table, and no pauses.
-    let paused: std::collections::BTreeSet<String> =
-        schedkit::store::Pauses::for_table(&sdk, cli.target.stage_ref().table())
-            .of(catalog.scheduled().map(|j| j.name.as_str()))
-            .await
-            .context("reading the stage's paused jobs")?
-            .into_keys()
-            .collect();
+    let pauses = schedkit::store::Pauses::for_table(&sdk, cli.target.stage_ref().table());
+    let paused: std::collections::BTreeSet<String> = pauses
+        .of(catalog.scheduled().map(|j| j.name.as_str()))
+        .await
+        .context("reading the stage's paused jobs")?
+        .into_keys()
+        .collect();
     let plan = sync::plan_keeping_paused(&client, &catalog, &targets, &paused)
         .await
         .context("planning the sync")?;
@@ -289,20 +293,29 @@ async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
             a.yes,
         )?;
     }
-    let writes = if a.dry_run {
+    let writes = if a.dry_run || plan.changes.is_empty() {
         0
     } else {
-        sync::apply(&client, &plan).await?
-    };
-    if writes > 0 {
         let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
-        audit::record(
+        let audited = audit::begin(
             &sdk,
             "schedules sync",
-            serde_json::json!({"group": plan.group, "writes": writes, "changes": changes}),
+            serde_json::json!({"group": plan.group, "changes": changes}),
         )
         .await?;
-    }
+        let mut applied = sync::apply(&client, &plan).await;
+        // A pause or resume since the plan read the pauses: its record decides.
+        if let Ok(writes) = applied {
+            applied = sync::keep_pauses(&client, &pauses, &catalog, &plan, Utc::now())
+                .await
+                .map(|kept| writes + kept);
+        }
+        audited.end(
+            &applied,
+            Some("some of the changes, in order (`schedules sync --dry-run` shows what is left)"),
+        );
+        applied?
+    };
     match cli.output {
         Output::Table => {
             println!("{plan}");

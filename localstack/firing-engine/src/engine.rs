@@ -46,7 +46,9 @@ pub struct EngineOptions {
     /// A claims table shared with other engines (none: this engine fires alone, and after
     /// a restart it starts from now, having nowhere to keep its watermark).
     pub claims_table: Option<String>,
-    /// Names this engine in claims.
+    /// Names this engine in claims, before the host, the process id and a random part
+    /// that the engine adds: two engines are never one owner, not even two containers
+    /// whose engines are both pid 1 and given the same name.
     pub owner: String,
     /// The engine's "now" (tests shift it to simulate an engine that was down).
     pub clock: Clock,
@@ -112,9 +114,19 @@ pub struct Firing {
     pub delivery: Delivery,
 }
 
+/// The longest a delivery may take: an attempt with no answer by then has failed (and is
+/// tried again, as the scheduler's retry policy says). Far below [`CLAIM_LEASE`], so an
+/// engine never still delivers a firing whose claim another engine may have taken over.
+const DELIVERY_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How long a claim holds between two attempts: the longest retry wait and a delivery.
 /// An engine that dies mid-firing is taken over within this.
 const CLAIM_LEASE: Duration = Duration::from_secs(124);
+
+/// How often a delivered firing's claim is marked finished within its attempt before the
+/// mark is left to the next ticks (real time) or the run fails (fast-forward): never by
+/// delivering it again.
+const MARK_TRIES: u32 = 3;
 
 /// At most this many deliveries in flight in real time.
 const MAX_IN_FLIGHT: usize = 64;
@@ -130,6 +142,9 @@ struct Inner {
     targets: Targets,
     claims: Option<Claims>,
     options: EngineOptions,
+    /// The owner of this engine's claims: the options' name, the host, the process, and a
+    /// random part.
+    owner: String,
     seed: u64,
 }
 
@@ -152,6 +167,9 @@ struct Pending {
 enum Step {
     /// Nothing more to do for it (its claim key, and what became of it).
     Finished(String, Box<Firing>),
+    /// Delivered (or dead-lettered), and its claim not yet marked so: the mark (this
+    /// outcome) is tried again, the firing never delivered again.
+    Unmarked(String, Box<Firing>, &'static str),
     /// Failed passingly: try again at its `due`.
     Again(Pending),
     /// Another engine holds it under a live lease: look again later.
@@ -167,15 +185,29 @@ impl Engine {
         let seed = options
             .seed
             .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0);
+        let owner = format!(
+            "{}/{}/{}/{}",
+            options.owner,
+            host(),
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
         Engine {
             inner: Arc::new(Inner {
                 scheduler: aws_sdk_scheduler::Client::new(sdk),
                 targets: Targets::new(sdk),
                 claims,
                 options,
+                owner,
                 seed,
             }),
         }
+    }
+
+    /// The owner this engine's claims name: its options' name, host, process and a random
+    /// part.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
     }
 
     /// Every schedule in the engine's groups, as the Scheduler API describes it.
@@ -245,6 +277,12 @@ impl Engine {
         while let Some(((due, arn, _), p)) = queue.pop_first() {
             match self.inner.step(p, due).await? {
                 Step::Finished(_, f) => firings.push(*f),
+                // Delivered: failing the run now (rather than delivering it again) leaves the
+                // claim to lapse; its firing is not lost.
+                Step::Unmarked(key, f, _) => anyhow::bail!(
+                    "firing {key} was {:?}, and its claim could not be marked so; another engine may deliver it again once the claim lapses",
+                    f.delivery
+                ),
                 Step::Again(p) => {
                     queue.insert((p.due, arn, seq), p);
                     seq += 1;
@@ -268,7 +306,7 @@ impl Engine {
         shutdown: impl Future<Output = ()>,
     ) -> anyhow::Result<()> {
         tokio::pin!(shutdown);
-        let mut state = RealTime::start(&self.inner).await;
+        let mut state = RealTime::new(&self.inner);
         let mut ticks = tokio::time::interval(tick);
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut running: JoinSet<(String, anyhow::Result<Step>)> = JoinSet::new();
@@ -282,8 +320,8 @@ impl Engine {
                 Some(joined) = running.join_next(), if !running.is_empty() => {
                     match joined {
                         Ok((_, Ok(step))) => state.settle(step),
-                        // The claims table or the scheduler failed us: the next look tries
-                        // the firing again (the watermark waits for it).
+                        // The claims table or the scheduler failed us before the delivery:
+                        // the next look tries the firing again (the watermark waits for it).
                         Ok((key, Err(e))) => {
                             tracing::warn!(firing = key, error = %format!("{e:#}"), "a firing will be tried again");
                             state.on_the_way.remove(&key);
@@ -296,11 +334,23 @@ impl Engine {
                 _ = ticks.tick() => {}
             }
             let now = self.inner.options.clock.now();
-            match self.schedules().await {
-                Ok(s) => state.schedules = s.into_iter().map(Arc::new).collect(),
-                // Keep firing what was read last; the window stays open meanwhile.
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "could not read the schedules"),
+            // Where to catch up from: the engines' watermark, read once it can be.
+            if !state.start(&self.inner, now).await {
+                continue;
             }
+            state.mark(&self.inner).await;
+            let seen = match self.schedules().await {
+                Ok(s) => {
+                    state.schedules = s.into_iter().map(Arc::new).collect();
+                    true
+                }
+                // Keep firing what was read last; the watermark stays where it is, as a
+                // schedule this look did not see may have firings due.
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "could not read the schedules");
+                    false
+                }
+            };
             for p in state.due(
                 &self.inner,
                 now,
@@ -313,32 +363,42 @@ impl Engine {
                     (key, inner.step(p, now).await)
                 });
             }
-            state.advance(&self.inner, now).await;
+            if seen {
+                state.advance(&self.inner, now).await;
+            }
         }
     }
 }
 
 /// What the real-time loop keeps between ticks.
 struct RealTime {
-    /// Every firing scheduled before it is finished (by this engine or another).
-    watermark: DateTime<Utc>,
+    /// Every firing scheduled before it is finished (by this engine or another). None
+    /// until it is known: read from the claims table (where the engines record it) once
+    /// the table answers, or this engine's start when none is recorded (or there is no
+    /// table).
+    watermark: Option<DateTime<Utc>>,
+    /// When this engine started: where it fires from when no engine recorded a watermark.
+    started: DateTime<Utc>,
     /// What the engines share the watermark under: the groups watched.
     scope: String,
     schedules: Vec<Arc<LoadedSchedule>>,
     /// Firings finished at or after the watermark, by key (the watermark can lag behind
     /// an earlier firing still on its way), with their scheduled time.
     done: HashMap<String, DateTime<Utc>>,
-    /// Firings on their way in this engine (attempt in flight, or waiting to retry).
+    /// Firings on their way in this engine (attempt in flight, waiting to retry, or
+    /// delivered and their claim not yet marked).
     on_the_way: HashMap<String, DateTime<Utc>>,
     /// Firings waiting for their next attempt.
     waiting: Vec<Pending>,
+    /// Delivered (or dead-lettered) firings whose claims are still to be marked, with the
+    /// outcome to mark.
+    unmarked: Vec<(String, Box<Firing>, &'static str)>,
     /// The earliest firing seen unfinished in the last look (held elsewhere, not due).
     low: Option<DateTime<Utc>>,
 }
 
 impl RealTime {
-    async fn start(inner: &Inner) -> RealTime {
-        let now = inner.options.clock.now();
+    fn new(inner: &Inner) -> RealTime {
         let mut groups = inner.options.groups.clone();
         groups.sort();
         let scope = if groups.is_empty() {
@@ -346,28 +406,66 @@ impl RealTime {
         } else {
             groups.join(",")
         };
-        let recorded = match &inner.claims {
-            Some(claims) => match claims.watermark(&scope).await {
-                Ok(w) => w,
-                Err(e) => {
-                    tracing::warn!(error = %format!("{e:#}"), "no watermark: starting from now");
-                    None
-                }
-            },
-            None => None,
-        };
-        let watermark = recorded.map_or(now, |w| w.min(now));
-        if watermark < now {
-            tracing::info!(from = %watermark, "catching up on firings missed while no engine ran");
-        }
         RealTime {
-            watermark,
+            watermark: None,
+            started: inner.options.clock.now(),
             scope,
             schedules: Vec::new(),
             done: HashMap::new(),
             on_the_way: HashMap::new(),
             waiting: Vec::new(),
+            unmarked: Vec::new(),
             low: None,
+        }
+    }
+
+    /// Whether the watermark is known, reading it if not: the engines' recorded one (no
+    /// later than now), this engine's start when none was recorded or there is no claims
+    /// table. A failed read leaves it unknown, to be read again at the next tick: starting
+    /// from now would throw the catch-up away.
+    async fn start(&mut self, inner: &Inner, now: DateTime<Utc>) -> bool {
+        if self.watermark.is_some() {
+            return true;
+        }
+        let recorded = match &inner.claims {
+            Some(claims) => match claims.watermark(&self.scope).await {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "the watermark cannot be read yet: firing nothing until it can");
+                    return false;
+                }
+            },
+            None => None,
+        };
+        let watermark = recorded.map_or(self.started, |w| w.min(now));
+        if watermark < now {
+            tracing::info!(from = %watermark, "catching up on firings missed while no engine ran");
+        }
+        self.watermark = Some(watermark);
+        true
+    }
+
+    /// Marks the claims of delivered firings that could not be marked yet.
+    async fn mark(&mut self, inner: &Inner) {
+        let Some(claims) = &inner.claims else {
+            return;
+        };
+        for (key, firing, outcome) in std::mem::take(&mut self.unmarked) {
+            match claims.finish(&key, &inner.owner, outcome).await {
+                Ok(marked) => {
+                    if !marked {
+                        tracing::warn!(
+                            firing = key,
+                            "the claim was taken over before it could be marked"
+                        );
+                    }
+                    self.settle(Step::Finished(key, firing));
+                }
+                Err(e) => {
+                    tracing::warn!(firing = key, error = %format!("{e:#}"), "the claim of a delivered firing is still not marked");
+                    self.unmarked.push((key, firing, outcome));
+                }
+            }
         }
     }
 
@@ -393,13 +491,14 @@ impl RealTime {
             let window = chrono::Duration::minutes(i64::from(s.flexible_window_minutes));
             let max_age = chrono::Duration::from_std(s.max_event_age).unwrap_or_default();
             let nano = chrono::Duration::nanoseconds(1);
-            for t in s.schedule.between(self.watermark - window, now + nano) {
+            let watermark = self.watermark.unwrap_or(now);
+            for t in s.schedule.between(watermark - window, now + nano) {
                 let key = Claims::key(&s.arn, t);
                 if self.done.contains_key(&key) || self.on_the_way.contains_key(&key) {
                     continue;
                 }
                 let p = inner.pending(s, t);
-                if p.due < self.watermark {
+                if p.due < watermark {
                     continue; // finished before the watermark moved past it
                 }
                 if p.released + max_age < now {
@@ -439,6 +538,10 @@ impl RealTime {
                 self.on_the_way.remove(&key);
                 self.done.insert(key, f.scheduled_time);
             }
+            Step::Unmarked(key, f, outcome) => {
+                self.on_the_way.insert(key.clone(), f.scheduled_time);
+                self.unmarked.push((key, f, outcome));
+            }
             Step::Again(p) => {
                 self.on_the_way.insert(p.key.clone(), p.scheduled);
                 self.waiting.push(p);
@@ -457,10 +560,10 @@ impl RealTime {
         for t in self.on_the_way.values().copied().chain(self.low) {
             next = next.min(t);
         }
-        if next <= self.watermark {
+        if self.watermark.is_some_and(|w| next <= w) {
             return;
         }
-        self.watermark = next;
+        self.watermark = Some(next);
         // Keep what a flexible window (up to a day) could still bring back into view.
         let horizon = next - chrono::Duration::days(1);
         self.done.retain(|_, t| *t >= horizon);
@@ -491,7 +594,7 @@ impl Inner {
     /// claim renewed), then delivered; a failure is retried later or dead-lettered.
     /// `now` is simulated time when fast-forwarding: it decides the retry and the age.
     async fn step(&self, mut p: Pending, now: DateTime<Utc>) -> anyhow::Result<Step> {
-        let owner = &self.options.owner;
+        let owner = &self.owner;
         if let Some(claims) = &self.claims {
             let wall = self.options.clock.now();
             if p.attempts == 0 {
@@ -521,7 +624,24 @@ impl Inner {
                 attempt: p.attempts,
             },
         );
-        let delivery = match self.targets.deliver(&s.target_arn, &input).await {
+        let delivered = match tokio::time::timeout(
+            DELIVERY_TIMEOUT,
+            self.targets.deliver(&s.target_arn, &input),
+        )
+        .await
+        {
+            Ok(result) => result,
+            Err(_) => Err(DeliveryError {
+                code: None,
+                message: format!(
+                    "{}: no answer within {} s",
+                    s.target_arn,
+                    DELIVERY_TIMEOUT.as_secs()
+                ),
+                permanent: false,
+            }),
+        };
+        let delivery = match delivered {
             Ok(()) => Delivery::Delivered {
                 attempts: p.attempts,
             },
@@ -549,17 +669,31 @@ impl Inner {
                 }
             },
         };
+        let mut unmarked = None;
         if let Some(claims) = &self.claims {
             let outcome = if matches!(delivery, Delivery::Delivered { .. }) {
                 "delivered"
             } else {
                 "dead-lettered"
             };
-            if !claims.finish(&p.key, owner, outcome).await? {
-                tracing::warn!(
+            let mut marked = claims.finish(&p.key, owner, outcome).await;
+            for try_again in 1..MARK_TRIES {
+                if marked.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200 << try_again)).await;
+                marked = claims.finish(&p.key, owner, outcome).await;
+            }
+            match marked {
+                Ok(true) => {}
+                Ok(false) => tracing::warn!(
                     firing = p.key,
                     "the claim was taken over while this engine was still delivering"
-                );
+                ),
+                Err(e) => {
+                    tracing::warn!(firing = p.key, error = %format!("{e:#}"), "delivered; its claim not yet marked");
+                    unmarked = Some(outcome);
+                }
             }
         }
         // DELETE after completion: once the schedule has no invocation left (at once for a
@@ -567,7 +701,14 @@ impl Inner {
         if s.delete_after_completion && s.schedule.next_after(p.scheduled).is_none() {
             self.delete(&s).await?;
         }
-        Ok(p.finished(delivery, Some(now)))
+        Ok(match unmarked {
+            Some(outcome) => Step::Unmarked(
+                p.key.clone(),
+                Box::new(p.firing(delivery, Some(now))),
+                outcome,
+            ),
+            None => p.finished(delivery, Some(now)),
+        })
     }
 
     async fn dead_letter(
@@ -680,4 +821,14 @@ fn load(
             .and_then(|w| w.maximum_window_in_minutes)
             .unwrap_or(0) as u32,
     })
+}
+
+/// This machine's name (`/proc/sys/kernel/hostname`, else `HOSTNAME`), for claim owners.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".into())
 }

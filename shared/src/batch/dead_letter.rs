@@ -11,6 +11,24 @@ use chrono::{DateTime, Utc};
 use crate::aws::AwsResultExt;
 use crate::store::{prefix, timestamp};
 
+/// Whether `message` is a dead letter moved back to the jobs queue (a redrive), and of which
+/// failed round: it carries the reason the worker wrote on the letter (`dlq redrive` and
+/// SQS's message move task both keep a letter's attributes) and when its run failed.
+pub(crate) fn redrive_of(
+    message: &aws_lambda_events::event::sqs::SqsMessage,
+) -> Option<crate::store::Redrive> {
+    let text = |name: &str| {
+        message
+            .message_attributes
+            .get(name)
+            .and_then(|a| a.string_value.clone())
+    };
+    text(attr::REASON)?;
+    Some(crate::store::Redrive {
+        failed_at: text(attr::FAILED_AT),
+    })
+}
+
 /// Message attribute names on dead letters (SQS allows ten per message; we use eight).
 pub mod attr {
     /// Why it was dead-lettered: a [`DeadLetterReason`](super::DeadLetterReason) as text.
@@ -47,6 +65,10 @@ pub enum DeadLetterReason {
     /// The execution store refused the run's record for good (a validation error, access
     /// denied, a record that no longer decodes): retrying cannot help until someone fixes it.
     StoreRefused,
+    /// The message names a record it does not own: a chain's end for a run that is not
+    /// that chain's, or not from the execution that owns it; a step's message whose job or
+    /// key is not its step's. The record is left as it was.
+    RecordMismatch,
 }
 
 impl DeadLetterReason {
@@ -59,6 +81,7 @@ impl DeadLetterReason {
             DeadLetterReason::AttemptsExhausted => "attempts-exhausted",
             DeadLetterReason::PermanentError => "permanent-error",
             DeadLetterReason::StoreRefused => "store-refused",
+            DeadLetterReason::RecordMismatch => "record-mismatch",
         }
     }
 }
@@ -162,8 +185,9 @@ fn attributes(letter: &DeadLetter<'_>) -> Vec<Attribute> {
 /// The attributes that fit beside a body of `body_len` bytes under SQS's limit. A body
 /// near the limit must still reach the DLQ whole (it is what a redrive sends back), so the
 /// attributes give way: the error is shortened first, then the key, the job, the source
-/// queue, the time and the source message id are left out; the reason and the attempts go
-/// last (the execution record keeps the whole story).
+/// queue, the source message id, the attempts are left out; the time and the reason go
+/// last (a redrive needs them: the reason marks it, the time names the failed round; the
+/// execution record keeps the whole story).
 fn fit(body_len: usize, mut attrs: Vec<Attribute>) -> Vec<Attribute> {
     let size =
         |a: &[Attribute]| -> usize { a.iter().map(|(n, t, v)| n.len() + t.len() + v.len()).sum() };
@@ -183,10 +207,10 @@ fn fit(body_len: usize, mut attrs: Vec<Attribute>) -> Vec<Attribute> {
         attr::KEY,
         attr::JOB,
         attr::SOURCE_QUEUE,
-        attr::FAILED_AT,
         attr::SOURCE_MESSAGE_ID,
         attr::ERROR,
         attr::ATTEMPTS,
+        attr::FAILED_AT,
         attr::REASON,
     ] {
         if over(&attrs) == 0 {

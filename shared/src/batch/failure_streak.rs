@@ -1,7 +1,9 @@
 //! `pause_after_failures = N`: after N consecutive FAILED runs of a job the worker pauses
 //! its schedule, as an operator would with `schedkit jobs pause`, and says so (the pause
 //! record names `worker` and the failures, an `AutoPaused` metric feeds the job's paused
-//! alarm, a `PAUSED` line is logged).
+//! alarm, a `PAUSED` line is logged). The pause is recorded only where there is none (an
+//! operator's reason stays) and only while the streak still holds (an operator's resume in
+//! between forgot it, and wins).
 //!
 //! The streak is kept in the executions table ([`DynamoStore::count_failure`]): a DONE run
 //! ends it, `schedkit jobs resume` forgets it. Nothing here changes a run's outcome: the
@@ -14,7 +16,7 @@ use std::num::NonZeroU32;
 use chrono::{DateTime, Utc};
 
 use crate::aws::SdkConfig;
-use crate::store::{DynamoStore, Pauses};
+use crate::store::{DynamoStore, PauseRecord, Paused, Pauses};
 use crate::telemetry::{Metric, Metrics, Transition};
 use crate::trigger::{self, TriggerError};
 
@@ -65,7 +67,7 @@ impl FailureStreaks {
     ) {
         let streak = match self
             .store
-            .count_failure(t.job, t.key, error, limit.get(), now)
+            .count_failure(t.job, t.key, error, limit.get())
             .await
         {
             Ok(n) => n,
@@ -87,37 +89,48 @@ impl FailureStreaks {
             );
             return;
         };
-        match auto.pauses.get(t.job).await {
-            // Paused already (by an operator, or by an earlier failure): keep who and why.
-            Ok(Some(_)) => return,
-            Ok(None) => {}
-            Err(e) => {
-                log(t, "PAUSE_NOT_MADE", &e.to_string());
-                return;
-            }
-        }
         let reason = format!(
             "{streak} consecutive runs FAILED (pause_after_failures = {limit}); the last, `{}`: {error}",
             t.key
         );
-        let made = trigger::pause::pause(
+        let pause = PauseRecord {
+            job: t.job.to_string(),
+            by: PAUSED_BY_WORKER.to_string(),
+            at: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            reason: reason.clone(),
+        };
+        let made = trigger::pause::pause_after_streak(
             &auto.scheduler,
             &auto.pauses,
             &auto.group,
-            t.job,
-            PAUSED_BY_WORKER,
-            &reason,
+            &pause,
+            limit.get(),
             now,
         )
         .await;
-        match made {
-            Ok(_) => {}
-            // Recorded paused: the next sync creates the schedule DISABLED.
-            Err(TriggerError::NoSchedule { .. }) => {}
+        let decided = match made {
+            Ok(d) => d,
+            // Nothing recorded: the next failure (the streak is still long enough), or the
+            // redelivery of this one, tries again.
             Err(e) => {
                 log(t, "PAUSE_NOT_MADE", &e.to_string());
                 return;
             }
+        };
+        match decided.schedule {
+            Ok(()) => {}
+            // Recorded paused: the next sync creates the schedule DISABLED.
+            Err(TriggerError::NoSchedule { .. }) => {}
+            Err(e) => log(
+                t,
+                "SCHEDULE_NOT_DISABLED",
+                &format!("{e} (the pause is recorded: the next sync disables it)"),
+            ),
+        }
+        // Paused already (by an operator, or by an earlier failure: who and why kept), or
+        // resumed since this streak was counted: no pause of this failure's.
+        if decided.decided != Paused::Now {
+            return;
         }
         self.metrics.count(t.job, Metric::AutoPaused);
         log(t, "PAUSED", &reason);

@@ -15,8 +15,12 @@ pub enum Outcome {
     Duplicate,
     /// Another worker holds a live lease; the message comes back after it.
     InProgress {
-        /// How long the message is hidden: short probes, never past just after the lease.
+        /// When it looks again: short probes, never past just after the lease.
         retry_in: Duration,
+        /// Sent again with `retry_in` as its delay, and this copy acknowledged (so waiting
+        /// never counts toward the queue's `maxReceiveCount`); false when the send failed
+        /// and this copy was hidden for `retry_in` instead.
+        resent: bool,
     },
     /// A retryable failure with attempts left; the message is hidden for `delay`.
     Retrying {
@@ -47,12 +51,19 @@ pub enum Outcome {
     /// Not run yet: waiting (the one `buffer_one` allows) for the job's running run; the
     /// message comes back after `retry_in`. Not an attempt.
     Waiting {
-        /// How long the message is hidden before it looks again.
+        /// When it looks again.
         retry_in: Duration,
+        /// Sent again with `retry_in` as its delay and this copy acknowledged, as for
+        /// [`Outcome::InProgress`].
+        resent: bool,
     },
     /// Not started: too close to the invocation's deadline to finish. Nothing was claimed
-    /// (no attempt spent); the message is visible again at once for the next invocation.
-    Deferred,
+    /// (no attempt spent); the message is back at once for the next invocation.
+    Deferred {
+        /// Sent again (and this copy deleted), as for [`Outcome::InProgress`]; false when
+        /// the send failed and this copy was made visible again instead.
+        resent: bool,
+    },
 }
 
 impl Outcome {
@@ -65,6 +76,19 @@ impl Outcome {
                 | Outcome::Duplicate
                 | Outcome::Skipped
                 | Outcome::DeadLettered { .. }
+                | Outcome::InProgress { resent: true, .. }
+                | Outcome::Waiting { resent: true, .. }
+                | Outcome::Deferred { resent: true }
+        )
+    }
+
+    /// Whether this copy was deleted already: a copy sent again to come back later.
+    pub fn deleted(&self) -> bool {
+        matches!(
+            self,
+            Outcome::InProgress { resent: true, .. }
+                | Outcome::Waiting { resent: true, .. }
+                | Outcome::Deferred { resent: true }
         )
     }
 
@@ -78,7 +102,7 @@ impl Outcome {
             Outcome::DeadLettered { .. } => "dead-lettered",
             Outcome::LeaseLost => "lease-lost",
             Outcome::Unavailable { .. } => "unavailable",
-            Outcome::Deferred => "deferred",
+            Outcome::Deferred { .. } => "deferred",
             Outcome::Skipped => "skipped",
             Outcome::Waiting { .. } => "waiting",
         }
@@ -140,6 +164,14 @@ mod tests {
                 "busy",
                 Outcome::InProgress {
                     retry_in: Duration::from_secs(3),
+                    resent: false,
+                },
+            ),
+            report(
+                "sent-again",
+                Outcome::Waiting {
+                    retry_in: Duration::from_secs(3),
+                    resent: true,
                 },
             ),
             report(

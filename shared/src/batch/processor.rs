@@ -1,13 +1,18 @@
 //! The SQS batch adapter: one envelope from message to recorded outcome.
 //!
-//! Follow a message through [`Processor::handle`]: parse the envelope (poison → DLQ), find
-//! the job (unknown → DLQ), derive the key, claim it (duplicate → ack; in progress → back
-//! after the lease; conflict → DLQ), run the job with heartbeats, and record the outcome
-//! (DONE → ack; retryable → RETRYING and hidden for the backoff; exhausted or permanent →
-//! FAILED, counted toward the job's `pause_after_failures`, then DLQ, then ack). A message
-//! is acknowledged only once its outcome is durable.
+//! Follow a message through [`Processor::handle`]: parse the envelope (poison → DLQ), route
+//! it (a chain's own trigger or end → `chains::runs`; a step message that does not match
+//! its step → DLQ as `record-mismatch`), find the job (unknown → DLQ), derive the key, claim
+//! it (duplicate → ack; in progress → sent again to come back after the lease; conflict →
+//! DLQ), admit it (`admit`: its job's overlap slot, entered only now that the claim says it
+//! will run), run the job with heartbeats, and record the outcome (DONE → ack; retryable →
+//! RETRYING and hidden for the backoff; exhausted or permanent → FAILED, counted toward the
+//! job's `pause_after_failures`, then DLQ, then ack). A message is acknowledged only once its
+//! outcome is durable, or once a copy that comes back later was sent (`requeue`).
 
 use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,20 +27,18 @@ use super::dead_letter::{self, DeadLetter, DeadLetterReason};
 use super::failure_streak::{AutoPause, FailureStreaks};
 use super::lease::{Heartbeat, LeaseKeeper};
 use super::outcome::{MessageReport, Outcome};
+use super::requeue;
 use crate::clock::Clock;
 use crate::effects::Effects;
 use crate::envelope::{Envelope, format_instant};
-use crate::job::{JobContext, JobError, JobResult, Overlap, RegisteredJob, Registry};
+use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
 use crate::key::{execution_key, payload_hash};
 use crate::retry::MAX_VISIBILITY;
 use crate::store::{
-    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, Gate, Status,
+    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, Status,
     TransitionError,
 };
 use crate::telemetry::{Metric, Metrics, Transition};
-
-/// How soon a run that exists already (a retry, a redrive) looks again for its job's slot.
-const SLOT_RECHECK: Duration = Duration::from_secs(5);
 
 /// Where the processor's messages come from and go to.
 #[derive(Debug, Clone)]
@@ -71,16 +74,16 @@ pub struct ProcessorConfig {
 /// Processes SQS batches. Cheap to clone; build it once and share it.
 #[derive(Clone)]
 pub struct Processor {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
 }
 
-struct Inner {
-    store: DynamoStore,
-    sqs: SqsClient,
-    registry: Registry,
-    config: ProcessorConfig,
-    metrics: Metrics,
-    streaks: FailureStreaks,
+pub(super) struct Inner {
+    pub(super) store: DynamoStore,
+    pub(super) sqs: SqsClient,
+    pub(super) registry: Registry,
+    pub(super) config: ProcessorConfig,
+    pub(super) metrics: Metrics,
+    pub(super) streaks: FailureStreaks,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -266,6 +269,7 @@ impl Processor {
             message_id: &message_id,
             receipt_handle: message.receipt_handle.as_deref(),
             request_id,
+            message: &message,
         };
 
         let envelope = match parsed {
@@ -278,13 +282,31 @@ impl Processor {
             }
         };
         report.job = Some(envelope.job.clone());
-        if let Some(chains) =
-            (self.inner.config.chains.as_ref()).filter(|c| c.is_chain(&envelope.job))
-        {
-            let (key, outcome) = self.chain_run(chains, &ctx, envelope).await;
-            report.key = key;
-            report.outcome = outcome;
-            return report;
+        // A chain's step, checked against the catalog's chains (a worker without chains
+        // runs a step's message as any other).
+        let mut step = false;
+        if let Some(chains) = self.inner.config.chains.as_ref() {
+            if chains.is_chain(&envelope.job) {
+                let (key, outcome) = self.chain_run(chains, &ctx, envelope).await;
+                report.key = key;
+                report.outcome = outcome;
+                return report;
+            }
+            // A step's message runs (and answers) only the step it names, under its key.
+            if let Err(error) = chains.check_step(envelope) {
+                report.key = envelope.key.clone();
+                report.outcome = self
+                    .reject(
+                        &ctx,
+                        DeadLetterReason::RecordMismatch,
+                        &error,
+                        Some(&envelope.job),
+                        envelope.key.as_deref(),
+                    )
+                    .await;
+                return report;
+            }
+            step = envelope.chain.is_some();
         }
         let Some(registered) = self.inner.registry.get(&envelope.job) else {
             let known: Vec<_> = self.inner.registry.names().collect();
@@ -336,6 +358,7 @@ impl Processor {
             now: self.inner.config.clock.now(),
             lease: policy.lease,
             retention: policy.record_retention,
+            redrive: dead_letter::redrive_of(&message),
         };
         let transition = Transition {
             job: &envelope.job,
@@ -346,75 +369,58 @@ impl Processor {
             ..Default::default()
         };
         if deadline.is_some_and(|d| claimed_at + DEADLINE_MARGIN >= d) {
-            // Visible again at once: the next invocation takes it, no attempt spent.
-            self.hide(ctx.receipt_handle, Duration::ZERO).await;
+            // Back at once for the next invocation, no attempt spent (and no receive).
+            let resent = self.come_back(&ctx, Duration::ZERO).await;
             self.log(&transition, "DEFERRED", 0, 0, "");
-            report.outcome = Outcome::Deferred;
+            report.outcome = Outcome::Deferred { resent };
             return report;
         }
-        // The job's overlap slot first (skip / buffer_one): one run of the job at a time.
-        let slotted = policy.overlap != Overlap::Allow;
-        if slotted {
-            let hold = policy.timeout.unwrap_or(policy.lease) + policy.lease;
-            let gate = self
-                .inner
-                .store
-                .enter_slot(&envelope.job, &key, policy.overlap, request.now, hold)
-                .await;
-            match gate {
-                Ok(Gate::Open) => {}
-                Ok(Gate::Wait { retry_in }) => {
-                    report.outcome = self.wait_for_slot(&ctx, &transition, retry_in).await;
-                    return report;
-                }
-                Ok(Gate::Skip { running }) => {
-                    report.outcome = self.skip(&ctx, &request, &running, &transition).await;
-                    return report;
-                }
-                Err(e) => {
-                    report.outcome = self.store_failed(&ctx, &transition, e).await;
-                    return report;
-                }
-            }
-        }
+        // The claim decides first; only a run that will run goes on to its job's overlap
+        // slot (`admit`): a decided message never touches it.
         let claimed = self.inner.store.claim(&request).await;
-        let runs = matches!(claimed, Ok(ClaimOutcome::Claimed(_)));
-        let decided = matches!(
-            claimed,
-            Ok(ClaimOutcome::Duplicate(_)
-                | ClaimOutcome::AlreadyFailed(_)
-                | ClaimOutcome::Conflict(_))
-        );
         report.outcome = match claimed {
             Err(e) => self.store_failed(&ctx, &transition, e).await,
-            Ok(ClaimOutcome::Claimed(record)) => {
+            Ok(ClaimOutcome::Claimed { record, before }) => {
                 let started = Started {
                     claimed_at,
                     deadline,
                 };
-                self.run(&ctx, envelope, registered, record, started, &transition)
-                    .await
+                let claim = Claim {
+                    record,
+                    before: before.map(|b| *b),
+                    request: &request,
+                };
+                self.admit_and_run(
+                    &ctx,
+                    envelope,
+                    registered,
+                    claim,
+                    step,
+                    started,
+                    &transition,
+                )
+                .await
             }
             Ok(ClaimOutcome::Duplicate(record)) => {
                 self.inner.metrics.count(&envelope.job, Metric::Duplicate);
-                self.log(&transition, "DUPLICATE", record.round_attempt(), 0, "");
+                let note = if record.status == Status::Failed {
+                    "the run FAILED and this message is not a redrive of its dead letter: not run again"
+                } else {
+                    ""
+                };
+                self.log(&transition, "DUPLICATE", record.round_attempt(), 0, note);
                 Outcome::Duplicate
             }
             Ok(ClaimOutcome::InProgress(record)) => {
                 let left_ms = record.lease_expires_at.unwrap_or(0)
                     - self.inner.config.clock.now().timestamp_millis();
-                let receives = message
-                    .attributes
-                    .get("ApproximateReceiveCount")
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(1);
-                let retry_in = in_progress_delay(left_ms, receives);
-                self.hide(ctx.receipt_handle, retry_in).await;
+                let retry_in = in_progress_delay(left_ms, requeue::looks(&message));
+                let resent = self.come_back(&ctx, retry_in).await;
                 self.inner
                     .metrics
                     .count(&envelope.job, Metric::InProgressConflict);
                 self.log(&transition, "IN_PROGRESS", record.round_attempt(), 0, "");
-                Outcome::InProgress { retry_in }
+                Outcome::InProgress { retry_in, resent }
             }
             Ok(ClaimOutcome::AlreadyFailed(record)) => {
                 // Its run is decided: send the dead letter again (a duplicate at worst,
@@ -426,6 +432,13 @@ impl Processor {
                     DeadLetterReason::PermanentError
                 };
                 let error = record.last_error.clone().unwrap_or_default();
+                // When the round failed, as the first letter said: a redrive of either
+                // letter reopens that round only.
+                let failed_at = record
+                    .finished_at
+                    .as_deref()
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map_or_else(|| self.inner.config.clock.now(), |t| t.with_timezone(&Utc));
                 let letter = DeadLetter {
                     body: ctx.body,
                     reason,
@@ -433,7 +446,7 @@ impl Processor {
                     job: Some(&envelope.job),
                     key: Some(&key),
                     attempts,
-                    failed_at: self.inner.config.clock.now(),
+                    failed_at,
                     source_queue: &self.inner.config.queue_url,
                     source_message_id: ctx.message_id,
                 };
@@ -465,25 +478,12 @@ impl Processor {
                 .await
             }
         };
-        // The slot is given back once this key runs no more: its outcome is written, or
-        // the claim found the run decided. Not after a lost lease or an unknown outcome:
-        // the run may still be going on elsewhere, and the slot lapses by itself.
-        let ended = matches!(
-            report.outcome,
-            Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
-        );
-        if slotted
-            && (decided || (runs && ended))
-            && let Err(e) = self.inner.store.leave_slot(&envelope.job, &key).await
-        {
-            self.log(&transition, "SLOT_KEPT", 0, 0, &e.to_string());
-        }
         report
     }
 
     /// A store call failed: refused for good (dead-lettered with the reason) or
     /// unavailable for now (the message comes back).
-    async fn store_failed(
+    pub(super) async fn store_failed(
         &self,
         ctx: &MessageCtx<'_>,
         t: &Transition<'_>,
@@ -538,10 +538,31 @@ impl Processor {
                 t(&key, "CHAIN_STARTED", "");
                 (Some(key), Outcome::Succeeded)
             }
-            RunMessage::AlreadyStarted { key } | RunMessage::AlreadyEnded { key } => {
+            RunMessage::AlreadyStarted { key } | RunMessage::AlreadyEnded { key, stale: false } => {
                 metrics.count(job, Metric::Duplicate);
                 t(&key, "DUPLICATE", "");
                 (Some(key), Outcome::Duplicate)
+            }
+            RunMessage::AlreadyEnded { key, stale: true } => {
+                metrics.count(job, Metric::Duplicate);
+                t(
+                    &key,
+                    "STALE_END",
+                    "an earlier execution's end, after a rerun: the run is left to its current one",
+                );
+                (Some(key), Outcome::Duplicate)
+            }
+            RunMessage::Mismatch { key, error } => {
+                let outcome = self
+                    .reject(
+                        ctx,
+                        DeadLetterReason::RecordMismatch,
+                        &error,
+                        Some(job),
+                        Some(&key),
+                    )
+                    .await;
+                (Some(key), outcome)
             }
             RunMessage::Ended { key, paused } => {
                 let (metric, status) = if paused {
@@ -584,63 +605,8 @@ impl Processor {
         }
     }
 
-    /// The run waits for its job's slot (`buffer_one`): back on the queue after
-    /// `retry_in`, no attempt spent.
-    async fn wait_for_slot(
-        &self,
-        ctx: &MessageCtx<'_>,
-        t: &Transition<'_>,
-        retry_in: Duration,
-    ) -> Outcome {
-        self.hide(ctx.receipt_handle, retry_in).await;
-        self.inner.metrics.count(t.job, Metric::OverlapWaited);
-        self.log(t, "WAITING", 0, 0, "");
-        Outcome::Waiting { retry_in }
-    }
-
-    /// Another run holds the job's slot: this one is recorded SKIPPED and acknowledged,
-    /// unless its key is a run already under way (a retry, a redrive), which waits instead.
-    async fn skip(
-        &self,
-        ctx: &MessageCtx<'_>,
-        request: &ClaimRequest,
-        running: &str,
-        t: &Transition<'_>,
-    ) -> Outcome {
-        match self.inner.store.record_skipped(request, running).await {
-            Ok(None) => {
-                self.inner.metrics.count(t.job, Metric::Skipped);
-                self.log(t, "SKIPPED", 0, 0, &format!("`{running}` was running"));
-                Outcome::Skipped
-            }
-            Ok(Some(existing)) if existing.payload_hash != request.payload_hash => {
-                let error = format!(
-                    "key `{}` was first used with a different payload (payload hash {} on record, {} in this message)",
-                    request.key,
-                    short(&existing.payload_hash),
-                    short(&request.payload_hash)
-                );
-                self.reject(
-                    ctx,
-                    DeadLetterReason::KeyConflict,
-                    &error,
-                    Some(t.job),
-                    Some(t.key),
-                )
-                .await
-            }
-            Ok(Some(existing)) if matches!(existing.status, Status::Done | Status::Skipped) => {
-                self.inner.metrics.count(t.job, Metric::Duplicate);
-                self.log(t, "DUPLICATE", existing.round_attempt(), 0, "");
-                Outcome::Duplicate
-            }
-            Ok(Some(_)) => self.wait_for_slot(ctx, t, SLOT_RECHECK).await,
-            Err(e) => self.store_failed(ctx, t, e).await,
-        }
-    }
-
     /// Runs a claimed attempt and records its outcome.
-    async fn run(
+    pub(super) async fn run(
         &self,
         ctx: &MessageCtx<'_>,
         envelope: &Envelope,
@@ -888,7 +854,7 @@ impl Processor {
     }
 
     /// Dead-letters a message that can never succeed (nothing was claimed).
-    async fn reject(
+    pub(super) async fn reject(
         &self,
         ctx: &MessageCtx<'_>,
         reason: DeadLetterReason,
@@ -928,7 +894,7 @@ impl Processor {
         outcome
     }
 
-    async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Outcome {
+    pub(super) async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Outcome {
         match dead_letter::send(&self.inner.sqs, &self.inner.config.dlq_url, letter).await {
             Ok(()) => Outcome::DeadLettered {
                 reason: letter.reason,
@@ -948,7 +914,7 @@ impl Processor {
 
     /// Hides the message for `delay` so it comes back then (best effort: if this fails it
     /// comes back after its current visibility timeout instead).
-    async fn hide(&self, receipt_handle: Option<&str>, delay: Duration) {
+    pub(super) async fn hide(&self, receipt_handle: Option<&str>, delay: Duration) {
         let Some(receipt) = receipt_handle else {
             return;
         };
@@ -967,7 +933,14 @@ impl Processor {
         }
     }
 
-    fn log(&self, t: &Transition<'_>, status: &str, attempt: u32, duration_ms: u64, error: &str) {
+    pub(super) fn log(
+        &self,
+        t: &Transition<'_>,
+        status: &str,
+        attempt: u32,
+        duration_ms: u64,
+        error: &str,
+    ) {
         Transition {
             status,
             attempt,
@@ -980,11 +953,21 @@ impl Processor {
 }
 
 /// The parts of a message every step needs.
-struct MessageCtx<'a> {
-    body: &'a str,
-    message_id: &'a str,
-    receipt_handle: Option<&'a str>,
-    request_id: &'a str,
+pub(super) struct MessageCtx<'a> {
+    pub(super) body: &'a str,
+    pub(super) message_id: &'a str,
+    pub(super) receipt_handle: Option<&'a str>,
+    pub(super) request_id: &'a str,
+    /// The message itself: its attributes (a redrive's mark, its waits), its receive count.
+    pub(super) message: &'a SqsMessage,
+}
+
+/// A claim the processor holds: the record as claimed, as it was before (what giving the
+/// claim back restores), and the request that made it.
+pub(super) struct Claim<'a> {
+    pub(super) record: ExecutionRecord,
+    pub(super) before: Option<ExecutionRecord>,
+    pub(super) request: &'a ClaimRequest,
 }
 
 /// Runs the job in its own task, so a panic becomes a retryable failure instead of taking
@@ -1027,7 +1010,7 @@ async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
 
 /// When an attempt began and by when its invocation must end.
-struct Started {
+pub(super) struct Started {
     claimed_at: Instant,
     deadline: Option<Instant>,
 }
@@ -1052,7 +1035,7 @@ fn in_progress_delay(lease_left_ms: i64, receive_count: u32) -> Duration {
     after_lease.min(probe)
 }
 
-fn short(hash: &str) -> &str {
+pub(super) fn short(hash: &str) -> &str {
     &hash[..hash.len().min(12)]
 }
 

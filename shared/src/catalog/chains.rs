@@ -155,14 +155,25 @@ pub(super) fn check_chains(
                 } else {
                     field.clone()
                 };
-                if !jobs.contains_key(&job) {
-                    fail(
+                match jobs.get(&job) {
+                    None => fail(
                         &job_field,
                         format!(
                             "step `{step}` runs job `{job}`, which is not in the catalog (jobs: {})",
                             jobs.keys().cloned().collect::<Vec<_>>().join(", ")
                         ),
-                    );
+                    ),
+                    Some(j) if j.overlap != crate::job::Overlap::Allow => fail(
+                        &job_field,
+                        format!(
+                            "step `{step}` runs job `{job}`, whose overlap is `{}`: a chain runs each step when its stage comes and never skips or holds one back (a skipped step could never run); give the chain a job of its own, or let `{job}` overlap",
+                            serde_json::to_value(j.overlap)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default()
+                        ),
+                    ),
+                    Some(_) => {}
                 }
                 steps.push(Step {
                     name: step.clone(),

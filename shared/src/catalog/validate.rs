@@ -205,6 +205,20 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                 fail(job, "key_template", e.to_string());
                 None
             }
+            Some(Ok(t))
+                if t.literal_prefix()
+                    .starts_with(crate::store::INTERNAL_PREFIX) =>
+            {
+                fail(
+                    job,
+                    "key_template",
+                    format!(
+                        "`{t}` starts with `{}`, which is reserved for schedkit's own items: every run would be rejected as poison",
+                        crate::store::INTERNAL_PREFIX
+                    ),
+                );
+                None
+            }
             Some(Ok(t)) => Some(t),
             None => None,
         };

@@ -4,7 +4,8 @@
 //! Every stage is a `Parallel` state with one branch per step (a one-step stage has one
 //! branch), so a failed step never throws away its siblings' work: each branch catches its
 //! step's failure and ends with a small result (`{"step": S}`, or `{"step": S, "failed":
-//! true, "error", "cause"}`). A `Choice` after the stage goes on to the next stage only when
+//! true, "failure": {"Error", "Cause"}}`: the caught error whole, as a timeout has no
+//! `Cause` and a path to it would fail the execution instead of pausing the chain). A `Choice` after the stage goes on to the next stage only when
 //! no branch failed; otherwise the chain ends through `paused`, which tells the worker (a
 //! message on the jobs queue) so it records the chain PAUSED with the failed steps. After
 //! the last stage `done` does the same for DONE. Both end the execution SUCCEEDED: a paused
@@ -123,8 +124,7 @@ fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
             "Parameters": {
                 "step": step.name,
                 "failed": true,
-                "error.$": "$.failure.Error",
-                "cause.$": "$.failure.Cause",
+                "failure.$": "$.failure",
             },
             "End": true,
         }),
@@ -396,9 +396,10 @@ job = "close-books"
             json!({ "step": "invoices" })
         );
         assert_eq!(branch["invoices-failed"]["Parameters"]["failed"], true);
+        // The caught error whole: a heartbeat timeout has no `Cause` to point at.
         assert_eq!(
-            branch["invoices-failed"]["Parameters"]["error.$"],
-            "$.failure.Error"
+            branch["invoices-failed"]["Parameters"]["failure.$"],
+            "$.failure"
         );
     }
 

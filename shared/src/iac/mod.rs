@@ -82,19 +82,22 @@ fn q(text: &str) -> String {
     serde_json::to_string(text).expect("a string serialises")
 }
 
-/// The redrive safety net must outlast every attempt of every job, in-progress bounces
-/// included (the worker re-checks a live lease after 2, 4, 8... seconds).
+/// Receives a message may take beyond its attempts before SQS's redrive policy moves it:
+/// deliveries to a worker that died before it decided, and deliveries deferred at a Lambda
+/// invocation's deadline.
+const RECEIVES_BEYOND_ATTEMPTS: u32 = 10;
+
+/// The redrive safety net must outlast every attempt of every job. Waiting does not count:
+/// a delivery that waits (in progress elsewhere, or for its job's overlap slot) is sent
+/// again with its wait as the new copy's delay, and the copy in hand acknowledged, so its
+/// receive count never grows while it waits (`schedkit::batch`'s requeue).
 fn max_receive_count(catalog: &Catalog) -> u32 {
     catalog
         .jobs
         .values()
-        .map(|j| {
-            let lease = j.policy.lease.as_secs().max(2) / 2;
-            let bounces = 64 - lease.leading_zeros() + 1;
-            j.policy.retry.max_attempts * (1 + bounces)
-        })
+        .map(|j| j.policy.retry.max_attempts + RECEIVES_BEYOND_ATTEMPTS)
         .max()
-        .unwrap_or(10)
+        .unwrap_or(RECEIVES_BEYOND_ATTEMPTS)
         .clamp(10, 1000)
 }
 

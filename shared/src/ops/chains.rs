@@ -3,11 +3,13 @@
 //!
 //! A rerun starts a new execution of the chain's state machine under the same chain key
 //! (its input is the first run's): the steps' records decide what runs. A DONE step
-//! answers its task from its record without running; the failed step's record is FAILED,
-//! and the rerun's message is another message, so the worker claims it for a new round
-//! with a fresh set of attempts; the later stages run as they would have. The chain's
+//! answers its task from its record without running; the failed step's record (FAILED, or
+//! SKIPPED by an earlier version's overlap policy) is reopened first, REGISTERED with a
+//! fresh set of attempts, so the rerun's message claims it (any other message for a
+//! decided step is its duplicate); the later stages run as they would have. The chain's
 //! record counts the run and names its execution, so the earlier run's outcome, delivered
-//! late, cannot end the new one.
+//! late, cannot end the new one. A run whose execution ended while its record still says
+//! RUNNING (its end never recorded) is reconciled: DONE when every step is, else rerun.
 
 use std::collections::BTreeMap;
 
@@ -19,8 +21,8 @@ use super::OpsError;
 use super::executions::Records;
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::{Catalog, Chain};
-use crate::key::chain_execution_name;
-use crate::store::{DynamoStore, ExecutionRecord, Status};
+use crate::key::{chain_execution_name, step_key};
+use crate::store::{ChainEnd, DynamoStore, ExecutionRecord, Status};
 
 /// The chains of a stage: their records and their state machines.
 #[derive(Debug, Clone)]
@@ -106,6 +108,12 @@ pub enum Rerun {
         /// The running execution's name.
         execution: String,
     },
+    /// The run's execution had ended with every step DONE while its record still said
+    /// RUNNING (its end was never recorded): the record is DONE now; nothing to rerun.
+    Reconciled {
+        /// The execution that ended.
+        execution: String,
+    },
 }
 
 impl ChainRuns {
@@ -169,7 +177,7 @@ impl ChainRuns {
         for stage in &chain.stages {
             let mut steps = Vec::new();
             for step in &stage.steps {
-                let step_key = format!("{key}#{}", step.name);
+                let step_key = step_key(key, &step.name);
                 let record = self.records.get(&step_key).await?;
                 steps.push(StepView {
                     step: step.name.clone(),
@@ -228,12 +236,28 @@ impl ChainRuns {
                 Some(e) if e.status == ExecutionStatus::Running => {
                     return Ok(Rerun::AlreadyRunning { execution: current });
                 }
+                // The execution ended and its end was never recorded (lost, or refused).
                 Some(e) if e.status == ExecutionStatus::Succeeded => {
-                    return Err(OpsError::Refused(format!(
-                        "`{key}` has ended (execution {current} SUCCEEDED) and the worker has not recorded its outcome yet; look again with `chains show`"
-                    )));
+                    let steps = self.steps_of(key, &chain).await?;
+                    if steps
+                        .iter()
+                        .all(|(_, r)| r.as_ref().is_some_and(|r| r.status == Status::Done))
+                    {
+                        let ended = self
+                            .store
+                            .end_chain(key, &chain, &current, &ChainEnd::Done, now)
+                            .await
+                            .map_err(|e| store_error("recording the run DONE", e))?;
+                        if ended.is_err() {
+                            return Err(changed(key));
+                        }
+                        return Ok(Rerun::Reconciled { execution: current });
+                    }
                 }
                 Some(_) if redrive => {
+                    // The redriven execution sends its failed steps again: reopened first,
+                    // or their records (FAILED) answer them as failed at once.
+                    let steps = self.reopen(key, &chain, now).await?;
                     self.sfn
                         .redrive_execution()
                         .execution_arn(self.execution_arn(&chain, &current)?)
@@ -241,15 +265,20 @@ impl ChainRuns {
                         .await
                         .aws(format!(
                             "redriving execution {current} (without --redrive, a rerun starts a new execution instead)"
-                        ))?;
+                        ))
+                        .map_err(|e| {
+                            OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
+                        })?;
                     return Ok(Rerun::Redriven { execution: current });
                 }
                 // FAILED, TIMED_OUT or ABORTED: the run stopped without an outcome.
                 Some(_) => {}
                 // Recorded by a rerun that stopped before it started its execution.
                 None if run.attempt > 1 => {
-                    let steps = self.not_done(key, &chain).await?;
-                    self.start(key, &chain, &current).await?;
+                    let steps = self.reopen(key, &chain, now).await?;
+                    self.start(key, &chain, &current)
+                        .await
+                        .map_err(|e| e.after(format!("steps reopened: {}", steps.join(", "))))?;
                     return Ok(Rerun::Started {
                         execution: current,
                         run: run.attempt,
@@ -277,12 +306,16 @@ impl ChainRuns {
             .await
             .map_err(|e| store_error("recording the rerun", e))?
         else {
-            return Err(OpsError::Refused(format!(
-                "`{key}` changed while it was being rerun (another rerun, or its outcome, came first); look again with `chains show`"
-            )));
+            return Err(changed(key));
         };
-        let steps = self.not_done(key, &chain).await?;
-        self.start(key, &chain, &execution).await?;
+        let done = format!("run {next} of `{key}` recorded RUNNING (execution {execution})");
+        let steps = self
+            .reopen(key, &chain, now)
+            .await
+            .map_err(|e| e.after(&done))?;
+        self.start(key, &chain, &execution)
+            .await
+            .map_err(|e| e.after(format!("{done}; steps reopened: {}", steps.join(", "))))?;
         Ok(Rerun::Started {
             execution,
             run: next,
@@ -302,14 +335,55 @@ impl ChainRuns {
         })
     }
 
-    /// The steps of the run `key` whose records are not DONE: what a rerun runs.
-    async fn not_done(&self, key: &str, chain: &str) -> Result<Vec<String>, OpsError> {
-        let mut steps = Vec::new();
+    /// Every step of the run `key` in stage order, with its record (None: not started).
+    async fn steps_of(
+        &self,
+        key: &str,
+        chain: &str,
+    ) -> Result<Vec<(String, Option<ExecutionRecord>)>, OpsError> {
+        let mut out = Vec::new();
         for step in self.chains[chain].stages.iter().flat_map(|s| &s.steps) {
-            let record = self.records.get(&format!("{key}#{}", step.name)).await?;
-            if record.is_none_or(|r| r.status != Status::Done) {
-                steps.push(step.name.clone());
+            let record = self.records.get(&step_key(key, &step.name)).await?;
+            out.push((step.name.clone(), record));
+        }
+        Ok(out)
+    }
+
+    /// The steps of the run `key` whose records are not DONE (what a rerun runs), the
+    /// decided ones (FAILED, SKIPPED) reopened for a new round.
+    async fn reopen(
+        &self,
+        key: &str,
+        chain: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, OpsError> {
+        let mut steps = Vec::new();
+        let mut reopened = Vec::new();
+        for (step, record) in self.steps_of(key, chain).await? {
+            match record {
+                Some(r) if r.status == Status::Done => continue,
+                Some(r) if matches!(r.status, Status::Failed | Status::Skipped) => {
+                    let stopped = |e: OpsError| {
+                        if reopened.is_empty() {
+                            e
+                        } else {
+                            e.after(format!("steps reopened: {}", reopened.join(", ")))
+                        }
+                    };
+                    let done =
+                        self.store.reopen_step(&r, now).await.map_err(|e| {
+                            stopped(store_error(&format!("reopening step {step}"), e))
+                        })?;
+                    if !done {
+                        return Err(stopped(OpsError::Refused(format!(
+                            "step `{step}` of `{key}` changed while it was being reopened; `chains rerun {key}` again"
+                        ))));
+                    }
+                    reopened.push(step.clone());
+                }
+                _ => {}
             }
+            steps.push(step);
         }
         Ok(steps)
     }
@@ -391,6 +465,13 @@ impl ChainRuns {
             machine.replacen(":stateMachine:", ":execution:", 1)
         ))
     }
+}
+
+/// The run changed between its reading and a conditional write.
+fn changed(key: &str) -> OpsError {
+    OpsError::Refused(format!(
+        "`{key}` changed while it was being rerun (another rerun, or its outcome, came first); look again with `chains show`"
+    ))
 }
 
 fn store_error(doing: &str, e: crate::store::StoreError) -> OpsError {

@@ -7,7 +7,7 @@
 //! absorbs), never a gap.
 
 use std::collections::{HashMap, HashSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
@@ -198,21 +198,29 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<DeadLetter>, Ops
     let sqs = &Client::new(sdk);
     let mut out = Vec::new();
     let mut seen = HashSet::new();
+    let mut last_new = Instant::now();
+    let mut again = Vec::new();
     loop {
         let batch = receive(sqs, dlq_url, hold()).await?;
+        let received = batch.len();
         let before = out.len();
         for m in batch {
             let d = DeadLetter::from(m);
             if seen.insert(d.message_id.clone()) {
                 out.push(d);
+            } else {
+                again.push(d.receipt_handle);
             }
         }
-        // Nothing new: either empty, or held messages coming back (we have them all).
-        if out.len() == before {
+        if out.len() > before {
+            last_new = Instant::now();
+        }
+        if scan_over(received, last_new.elapsed(), hold()) {
             break;
         }
     }
-    let receipts: Vec<_> = out.iter().map(|d| d.receipt_handle.clone()).collect();
+    let mut receipts: Vec<_> = out.iter().map(|d| d.receipt_handle.clone()).collect();
+    receipts.extend(again);
     release(sqs, dlq_url, &receipts).await?;
     out.sort_by_key(|d| d.dead_lettered_at);
     Ok(out)
@@ -284,7 +292,22 @@ async fn send_back(
 ) -> (Vec<DeadLetter>, Option<OpsError>) {
     let mut sent = Vec::with_capacity(letters.len());
     let mut failures = Vec::new();
-    let sizes: Vec<usize> = letters.iter().map(|d| d.body.len()).collect();
+    let sizes: Vec<usize> = letters
+        .iter()
+        .map(|d| {
+            let attributes: usize = d
+                .attributes
+                .iter()
+                .map(|(k, v)| {
+                    k.len()
+                        + v.data_type().len()
+                        + v.string_value().map_or(0, str::len)
+                        + v.binary_value().map_or(0, |b| b.as_ref().len())
+                })
+                .sum();
+            d.body.len() + attributes
+        })
+        .collect();
     let mut letters = letters.into_iter();
     for count in batch_sizes(&sizes, 10, BATCH_BYTES) {
         let batch: Vec<DeadLetter> = letters.by_ref().take(count).collect();
@@ -292,9 +315,12 @@ async fn send_back(
             .iter()
             .enumerate()
             .map(|(i, d)| {
+                // With the letter's attributes: its reason marks the message as a redrive,
+                // the one kind of message that runs a FAILED run again.
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
                     .message_body(&d.body)
+                    .set_message_attributes(Some(d.attributes.clone()))
                     .build()
             })
             .collect::<Result<Vec<_>, _>>();
@@ -356,12 +382,22 @@ fn batch_sizes(sizes: &[usize], most: usize, limit: usize) -> Vec<usize> {
 }
 
 /// What the lanes of [`each_selected`] share.
-#[derive(Default)]
 struct Scan {
     handled: Handled,
     /// Receipts of letters held and not handled: released at the end.
     held: Vec<String>,
     seen: HashSet<String>,
+    /// When a lane last received a letter it had not seen.
+    last_new: Instant,
+}
+
+/// Whether a scan of the DLQ is over after a receive of `received` letters, the last new
+/// one `since_new` ago. Only an empty (long-polled) receive says no visible letter is left:
+/// a batch of letters seen before (held earlier, back after their hold ran out while the
+/// scan went on) says nothing of the letters not yet received. A scan that meets nothing
+/// new for a whole hold ends too: by then every letter it holds came back once.
+fn scan_over(received: usize, since_new: Duration, hold: Duration) -> bool {
+    received == 0 || since_new > hold
 }
 
 /// Holds every message of the DLQ in turn ([`LANES`] receivers at once); hands each
@@ -381,11 +417,17 @@ where
     Fut: std::future::Future<Output = (Vec<DeadLetter>, Option<OpsError>)>,
 {
     let now = Utc::now();
-    let scan = std::cell::RefCell::new(Scan::default());
+    let scan = std::cell::RefCell::new(Scan {
+        handled: Handled::default(),
+        held: Vec::new(),
+        seen: HashSet::new(),
+        last_new: Instant::now(),
+    });
     let progress = std::cell::RefCell::new(progress);
     let lane = || async {
         loop {
             let batch = receive(sqs, dlq_url, hold()).await?;
+            let received = batch.len();
             let mut selected = Vec::new();
             let mut new = false;
             {
@@ -407,7 +449,14 @@ where
                     }
                 }
             }
-            if !new {
+            let since_new = {
+                let mut scan = scan.borrow_mut();
+                if new {
+                    scan.last_new = Instant::now();
+                }
+                scan.last_new.elapsed()
+            };
+            if scan_over(received, since_new, hold()) {
                 return Ok::<(), OpsError>(());
             }
             if selected.is_empty() {
@@ -427,9 +476,17 @@ where
             }
         }
     };
-    futures::future::try_join_all((0..LANES).map(|_| lane())).await?;
+    let ran = futures::future::try_join_all((0..LANES).map(|_| lane())).await;
     let scan = scan.into_inner();
-    release(sqs, dlq_url, &scan.held).await?;
+    let released = release(sqs, dlq_url, &scan.held).await;
+    let done = |e: OpsError| {
+        e.after(format!(
+            "{} of {} selected letter(s) handled and removed from the dead-letter queue",
+            scan.handled.done, scan.handled.matched
+        ))
+    };
+    ran.map_err(done)?;
+    released.map_err(done)?;
     Ok(scan.handled)
 }
 
@@ -545,6 +602,23 @@ pub async fn redrive_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scan_ends_on_an_empty_receive_not_on_letters_seen_before() {
+        let hold = Duration::from_secs(60);
+        assert!(
+            scan_over(0, Duration::ZERO, hold),
+            "nothing visible is left"
+        );
+        assert!(
+            !scan_over(10, Duration::from_secs(30), hold),
+            "letters back after their hold say nothing of those not yet received"
+        );
+        assert!(
+            scan_over(10, Duration::from_secs(61), hold),
+            "a whole hold of nothing new: every held letter came back once"
+        );
+    }
 
     fn letter(job: &str, reason: &str, age_s: i64) -> DeadLetter {
         DeadLetter {

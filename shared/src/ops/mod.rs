@@ -65,6 +65,33 @@ pub enum OpsError {
     /// cannot be rerun); the text says why and what would.
     #[error("{0}")]
     Refused(String),
+    /// The operation failed after it had changed something: what it had done, and why it
+    /// stopped (the audit trail's end line keeps both).
+    #[error("{error} (done before it stopped: {done})")]
+    PartlyDone {
+        /// What had been changed, in words and counts.
+        done: String,
+        /// Why it stopped.
+        error: Box<OpsError>,
+    },
+}
+
+impl OpsError {
+    /// What the failed operation had done before it stopped, if anything.
+    pub fn done(&self) -> Option<&str> {
+        match self {
+            OpsError::PartlyDone { done, .. } => Some(done),
+            _ => None,
+        }
+    }
+
+    /// This error, after `done` had been changed.
+    pub fn after(self, done: impl Into<String>) -> OpsError {
+        OpsError::PartlyDone {
+            done: done.into(),
+            error: Box::new(self),
+        }
+    }
 }
 
 impl From<aws_sdk_sqs::error::BuildError> for OpsError {

@@ -17,9 +17,10 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-use super::dynamo::{is_condition_failure, n, s, unavailable};
+use super::dynamo::{decode, is_condition_failure, n, refused_item, s, unavailable};
 use super::record::timestamp;
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
+use crate::key::chain_execution_name;
 
 /// How a chain run ended, as its record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,17 +77,18 @@ impl DynamoStore {
         }
     }
 
-    /// Ends the RUNNING chain run `key` as `end`, when `execution` (the one that sent the
-    /// outcome; None for an outcome that does not say) is its current run; false when it
-    /// was not RUNNING (ended already: the outcome message came twice), is another run's,
-    /// or has no record.
+    /// Ends the RUNNING run `key` of `chain` as `end`, when `execution` (the one that sent
+    /// the outcome) owns it (one conditional `UpdateItem`). A refusal gives back the record
+    /// as it was (None: no record): a run of another job or chain, owned by another
+    /// execution, or ended already.
     pub async fn end_chain(
         &self,
         key: &str,
-        execution: Option<&str>,
+        chain: &str,
+        execution: &str,
         end: &ChainEnd,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
         let (status, error, result) = match end {
             ChainEnd::Done => (Status::Done, None, None),
             ChainEnd::Paused { failed, stage } => {
@@ -101,27 +103,80 @@ impl DynamoStore {
             format!("{set}, #open_status = :status")
         };
         let text = |v: Option<&str>| v.map_or(AttributeValue::Null(true), s);
-        let condition = match execution {
-            Some(_) => {
-                "#status = :running AND (attribute_not_exists(#owner) OR #owner = :execution)"
-            }
-            None => "#status = :running",
+        // A run recorded before runs named their executions has no owner: its first
+        // execution owns it.
+        let condition = if execution == chain_execution_name(key, 1) {
+            END_CONDITION_FIRST_RUN
+        } else {
+            END_CONDITION
         };
-        let mut result = self
+        let result = self
             .update(key, &update, condition)
             .expression_attribute_values(":status", s(status.as_str()))
             .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":chain", s(chain))
+            .expression_attribute_values(":execution", s(execution))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .expression_attribute_values(":error", text(error))
-            .expression_attribute_values(":result", text(result));
-        if let Some(execution) = execution {
-            result = result.expression_attribute_values(":execution", s(execution));
+            .expression_attribute_values(":result", text(result))
+            .send();
+        match self.timed(result).await? {
+            Ok(_) => Ok(Ok(())),
+            Err(e) if is_condition_failure(&e) => match refused_item(&e) {
+                Some(item) => Ok(Err(Some(decode(key, item)?))),
+                None => Ok(Err(None)),
+            },
+            Err(e) => Err(unavailable(e)),
         }
-        let result = result.send();
+    }
+
+    /// Reopens the step record `step` of a chain run that a rerun runs again: a step that
+    /// FAILED, or that an earlier version recorded SKIPPED, becomes REGISTERED with a fresh
+    /// round of attempts, so the rerun's message for it claims it (only a redrive or a rerun
+    /// reopens a decided step). One conditional `UpdateItem`, on the record as read; false
+    /// when it changed meanwhile.
+    pub async fn reopen_step(
+        &self,
+        step: &ExecutionRecord,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let result = self
+            .update(
+                &step.execution_key,
+                "SET #status = :registered, #open_status = :registered, #attempt_base = #attempt, #updated_at = :now REMOVE #finished_at, #owner, #lease_expires_at",
+                "#status = :was AND #updated_at = :updated",
+            )
+            .expression_attribute_values(":registered", s(Status::Registered.as_str()))
+            .expression_attribute_values(":was", s(step.status.as_str()))
+            .expression_attribute_values(":updated", s(&step.updated_at))
+            .expression_attribute_values(":now", s(&timestamp(now)))
+            .send();
         match self.timed(result).await? {
             Ok(_) => Ok(true),
             Err(e) if is_condition_failure(&e) => Ok(false),
             Err(e) => Err(unavailable(e)),
         }
+    }
+}
+
+/// Condition of a chain's end: the record is a RUNNING run of that chain, owned by the
+/// execution that sent the end.
+pub const END_CONDITION: &str = "#job = :chain AND #status = :running AND #owner = :execution";
+/// [`END_CONDITION`] for a run's first execution, which also owns a run recorded before
+/// executions were named (no owner).
+pub const END_CONDITION_FIRST_RUN: &str = "#job = :chain AND #status = :running AND (#owner = :execution OR attribute_not_exists(#owner))";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chains_end_is_fenced_on_its_chain_and_execution() {
+        // What keeps a forged or stale end off a record: change it knowingly.
+        assert_eq!(
+            END_CONDITION,
+            "#job = :chain AND #status = :running AND #owner = :execution"
+        );
+        assert!(END_CONDITION_FIRST_RUN.starts_with("#job = :chain AND #status = :running"));
     }
 }

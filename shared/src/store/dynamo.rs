@@ -73,11 +73,20 @@ pub enum TransitionError {
     Store(#[from] StoreError),
 }
 
-/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or FAILED and
-/// brought by another message than the one that failed (a redrive: the failed delivery
-/// itself, seen again after a crash between dead-lettering and deleting it, must not
-/// start a new round), or RUNNING with an expired lease; and always the same payload.
-pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or RUNNING with an
+/// expired lease; and always the same payload. A FAILED run is claimed only by a redrive
+/// ([`REDRIVE_CLAIM_CONDITION`]).
+pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// Claim condition of a redrive (a dead letter moved back): as [`CLAIM_CONDITION`], or
+/// FAILED no later than its letter says (a second letter of a round that already ran again
+/// and failed reopens nothing) and brought by another message than the one that failed
+/// (the failed delivery itself, seen again after a crash between dead-lettering and
+/// deleting it, must not start a new round).
+pub const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+
+/// What a letter that does not say when its run failed stands for in `:failed_at`: any
+/// round (RFC 3339 timestamps compare as text).
+const ANY_ROUND: &str = "9999-12-31T23:59:59.999Z";
 /// Owner condition of every later write of an attempt: the fencing check.
 pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
 /// Condition of a commit with effects: still ours, and the lease still live by the
@@ -181,13 +190,17 @@ impl DynamoStore {
 
     /// Claims the run named by `req.key` (one `UpdateItem`).
     pub async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
-        let result = self
-            .update(&req.key, CLAIM_UPDATE, CLAIM_CONDITION)
+        let condition = if req.redrive.is_some() {
+            REDRIVE_CLAIM_CONDITION
+        } else {
+            CLAIM_CONDITION
+        };
+        let mut result = self
+            .update(&req.key, CLAIM_UPDATE, condition)
             .expression_attribute_values(":running", s(Status::Running.as_str()))
             .expression_attribute_values(":shard", s(&list_shard(&req.key)))
             .expression_attribute_values(":registered", s(Status::Registered.as_str()))
             .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
-            .expression_attribute_values(":failed", s(Status::Failed.as_str()))
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":owner", s(&req.owner))
@@ -203,16 +216,24 @@ impl DynamoStore {
                 ":ttl",
                 n(req.now.timestamp() + req.retention.as_secs() as i64),
             )
-            .expression_attribute_values(":empty", AttributeValue::L(Vec::new()))
-            .send();
-        let result = self.timed(result).await?;
+            .expression_attribute_values(":empty", AttributeValue::L(Vec::new()));
+        if let Some(redrive) = &req.redrive {
+            let failed_at = redrive.failed_at.as_deref().unwrap_or(ANY_ROUND);
+            result = result
+                .expression_attribute_values(":failed", s(Status::Failed.as_str()))
+                .expression_attribute_values(":failed_at", s(failed_at));
+        }
+        let result = self.timed(result.send()).await?;
         match result {
             Ok(out) => {
                 let before = match out.attributes {
                     Some(item) if !item.is_empty() => Some(decode(&req.key, item)?),
                     _ => None,
                 };
-                Ok(ClaimOutcome::Claimed(claimed_record(before, req)))
+                Ok(ClaimOutcome::Claimed {
+                    record: claimed_record(before.clone(), req),
+                    before: before.map(Box::new),
+                })
             }
             Err(err) => match refused_item(&err) {
                 Some(item) => Ok(classify_refusal(decode(&req.key, item)?, req)),
@@ -531,7 +552,10 @@ pub(super) fn is_condition_failure(err: &SdkError<UpdateItemError>) -> bool {
     )
 }
 
-fn decode(key: &str, item: HashMap<String, AttributeValue>) -> Result<ExecutionRecord, StoreError> {
+pub(super) fn decode(
+    key: &str,
+    item: HashMap<String, AttributeValue>,
+) -> Result<ExecutionRecord, StoreError> {
     serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
         key: key.into(),
         reason: e.to_string(),
@@ -574,13 +598,59 @@ pub(super) fn n(v: i64) -> AttributeValue {
 impl DynamoStore {
     /// Writes `record` as the first record of its key (one conditional `PutItem`, placed
     /// in the listing's shard, and on the open-by-status index unless it is DONE or
-    /// SKIPPED). When the
-    /// key has a record already nothing is written and that record is returned.
+    /// SKIPPED). When the key has a record already nothing is written and that record is
+    /// returned.
     pub(super) async fn put_first(
         &self,
         record: &ExecutionRecord,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
-        let mut item: std::collections::HashMap<String, AttributeValue> =
+        match self
+            .put_record(record, "attribute_not_exists(#execution_key)", None)
+            .await?
+        {
+            Ok(()) => Ok(None),
+            Err(existing) => Ok(existing),
+        }
+    }
+
+    /// Replaces the record of the attempt `claimed` with `replacement`, if the attempt still
+    /// holds it (fenced like every owner's write: one conditional `PutItem`). What the
+    /// record is instead when it does not.
+    pub(super) async fn put_owned(
+        &self,
+        claimed: &ExecutionRecord,
+        replacement: &ExecutionRecord,
+    ) -> Result<(), TransitionError> {
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        match self
+            .put_record(replacement, OWNER_CONDITION, Some(owner))
+            .await?
+        {
+            Ok(()) => Ok(()),
+            // Applied by an earlier try whose answer was lost.
+            Err(Some(current))
+                if current.status == replacement.status
+                    && current.owner == replacement.owner
+                    && current.updated_at == replacement.updated_at =>
+            {
+                Ok(())
+            }
+            Err(current) => Err(TransitionError::LeaseLost {
+                current: current.map(Box::new),
+            }),
+        }
+    }
+
+    /// One conditional `PutItem` of `record` (with its listing shard, and its open status
+    /// unless DONE or SKIPPED); `owner` fills `:owner` (and `:running`) for conditions that
+    /// name them. A refusal gives back the record that was there (None: no item).
+    async fn put_record(
+        &self,
+        record: &ExecutionRecord,
+        condition: &str,
+        owner: Option<&str>,
+    ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
+        let mut item: HashMap<String, AttributeValue> =
             serde_dynamo::to_item(record).expect("a record serialises");
         item.insert(
             "list_shard".into(),
@@ -589,25 +659,29 @@ impl DynamoStore {
         if !matches!(record.status, Status::Done | Status::Skipped) {
             item.insert("open_status".into(), s(record.status.as_str()));
         }
-        let result = self
+        let mut request = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#k)")
-            .expression_attribute_names("#k", KEY_ATTRIBUTE)
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send();
-        match self.timed(result).await? {
-            Ok(_) => Ok(None),
+            .condition_expression(condition)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for name in placeholder_names(condition) {
+            request = request.expression_attribute_names(format!("#{name}"), name);
+        }
+        if let Some(owner) = owner {
+            request = request
+                .expression_attribute_values(":owner", s(owner))
+                .expression_attribute_values(":running", s(Status::Running.as_str()));
+        }
+        match self.timed(request.send()).await? {
+            Ok(_) => Ok(Ok(())),
             Err(e) => match e.as_service_error() {
                 Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(c)) => {
-                    serde_dynamo::from_item(c.item().cloned().unwrap_or_default())
-                        .map(Some)
-                        .map_err(|err| StoreError::Malformed {
-                            key: record.execution_key.clone(),
-                            reason: err.to_string(),
-                        })
+                    match c.item().filter(|i| !i.is_empty()) {
+                        Some(item) => Ok(Err(Some(decode(&record.execution_key, item.clone())?))),
+                        None => Ok(Err(None)),
+                    }
                 }
                 _ => Err(unavailable(e)),
             },
@@ -621,7 +695,7 @@ mod tests {
 
     #[test]
     fn every_attribute_in_the_expressions_has_a_placeholder() {
-        let names: Vec<_> = placeholder_names(CLAIM_CONDITION).collect();
+        let names: Vec<_> = placeholder_names(REDRIVE_CLAIM_CONDITION).collect();
         assert_eq!(
             names,
             [
@@ -630,6 +704,7 @@ mod tests {
                 "status",
                 "status",
                 "message_id",
+                "finished_at",
                 "status",
                 "lease_expires_at"
             ]
@@ -643,7 +718,13 @@ mod tests {
         // The whole exactly-once promise rests on this string: change it knowingly.
         assert_eq!(
             CLAIM_CONDITION,
-            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id) OR (#status = :running AND #lease_expires_at < :now_ms)))"
+            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))"
+        );
+        // Only a redrive reopens a FAILED run: never with the message that failed it, nor
+        // a letter of a round that ran again since.
+        assert_eq!(
+            REDRIVE_CLAIM_CONDITION,
+            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))"
         );
         assert_eq!(OWNER_CONDITION, "#status = :running AND #owner = :owner");
     }

@@ -1,25 +1,22 @@
 //! A job's run of consecutive FAILED runs, for jobs whose catalog says
 //! `pause_after_failures = N`.
 //!
-//! One item per such job, `failures#<job>`, holds the keys of the runs that failed since its
-//! last success (a string set: counting the same run twice, as a redelivered FAILED message
-//! would, adds nothing) and the last error. A FAILED run adds its key (one `UpdateItem`);
-//! a DONE run reads the item (one strongly consistent `GetItem`, a fifth of a write's price)
-//! and empties it only when it holds any (one `UpdateItem` more). The set stops growing at the job's N: by then the
-//! job is paused, and the item stays far below DynamoDB's item size limit.
+//! Kept in the job's own item ([`super::job_key`], beside its pause): the keys of the runs
+//! that failed since its last success (a string set: counting the same run twice, as a
+//! redelivered FAILED message would, adds nothing) and the last error. A FAILED run adds
+//! its key (one `UpdateItem`); a DONE run reads the set (one strongly consistent `GetItem`,
+//! a fifth of a write's price) and empties it only when it holds any (one `UpdateItem`
+//! more). The set stops growing at the job's N: by then the job is paused, and the item
+//! stays far below DynamoDB's item size limit. A resume empties it in the same write that
+//! ends the pause ([`super::Pauses::resume`]).
 //!
-//! Like the overlap slot, the item has no job, status or shard attribute: no index sees it.
+//! The item has no job, status or shard attribute: no index sees it. It has no TTL either:
+//! it may hold a pause, which lasts until someone resumes the job.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::{DynamoStore, KEY_ATTRIBUTE, StoreError};
-
-/// The streak item's key for `job`.
-pub fn failures_key(job: &str) -> String {
-    format!("failures#{job}")
-}
+use super::{DynamoStore, KEY_ATTRIBUTE, StoreError, job_key};
 
 /// The most error text kept with a streak.
 const ERROR_CHARS: usize = 300;
@@ -40,22 +37,18 @@ impl DynamoStore {
         key: &str,
         error: &str,
         cap: u32,
-        now: DateTime<Utc>,
     ) -> Result<u32, StoreError> {
         let error: String = error.chars().take(ERROR_CHARS).collect();
         let result = self
             .update(
-                &failures_key(job),
-                "ADD #failed_keys :keys SET #last_error = :error, #expires_at = :ttl",
+                &job_key(job),
+                "ADD #failed_keys :keys SET #last_error = :error",
                 "attribute_not_exists(#failed_keys) OR size(#failed_keys) < :cap OR contains(#failed_keys, :key)",
             )
             .expression_attribute_values(":keys", AttributeValue::Ss(vec![key.to_string()]))
             .expression_attribute_values(":key", s(key))
             .expression_attribute_values(":error", s(&error))
             .expression_attribute_values(":cap", n(i64::from(cap)))
-            // A job removed from the catalog (or never failing again) leaves an item that
-            // expires.
-            .expression_attribute_values(":ttl", n(now.timestamp() + 30 * 86_400))
             .send();
         let (old, added) = match self.timed(result).await? {
             Ok(out) => (keys_of(&out.attributes.unwrap_or_default()), true),
@@ -69,9 +62,10 @@ impl DynamoStore {
     }
 
     /// Ends `job`'s streak after a DONE run: one read, and a write only when there was a
-    /// streak to end (an `UpdateItem`, not a delete: the worker needs no `DeleteItem`).
+    /// streak to end (an `UpdateItem` that removes the failures read: the job's pause, if
+    /// any, stays, and so does a failure counted meanwhile).
     pub async fn clear_failures(&self, job: &str) -> Result<(), StoreError> {
-        let key = failures_key(job);
+        let key = job_key(job);
         let read = self
             .client
             .get_item()
@@ -82,15 +76,18 @@ impl DynamoStore {
             .expression_attribute_names("#keys", "failed_keys")
             .send();
         let item = self.timed(read).await?.map_err(unavailable)?.item;
-        if item.is_none_or(|i| keys_of(&i).is_empty()) {
+        let seen = item.map(|i| keys_of(&i)).unwrap_or_default();
+        if seen.is_empty() {
             return Ok(());
         }
+        // Only the failures read: one counted since (another run's, concurrently) stays.
         let clear = self
             .update(
                 &key,
-                "REMOVE #failed_keys, #last_error",
+                "DELETE #failed_keys :seen",
                 "attribute_exists(#failed_keys)",
             )
+            .expression_attribute_values(":seen", AttributeValue::Ss(seen))
             .send();
         match self.timed(clear).await? {
             Ok(_) => Ok(()),

@@ -3,22 +3,24 @@
 mod chain_runs;
 mod dynamo;
 mod failures;
+mod internal;
 mod overlap;
 mod pauses;
 mod record;
 
-pub use chain_runs::ChainEnd;
+pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
 pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
-pub use failures::failures_key;
-pub use overlap::{Gate, slot_key};
-pub use pauses::{PauseRecord, Pauses};
+pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
+pub use overlap::Gate;
+pub use pauses::{PauseRecord, Paused, Pauses};
 pub use record::{
-    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status,
+    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Redrive,
+    Status,
 };
-pub(crate) use record::{prefix, timestamp};
+pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first
 /// listing of every record reads one page from each and merges them.

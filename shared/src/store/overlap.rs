@@ -1,13 +1,23 @@
 //! The overlap slot of a job: one run of the job at a time, for jobs whose catalog says
 //! `overlap = "skip"` or `"buffer_one"`.
 //!
-//! Each such job has one item in the executions table, `overlap#<job>`, that names the run
-//! holding the slot (`slot_key`, until `slot_until`) and, for `buffer_one`, the run waiting
-//! for it (`waiter_key`, until `waiter_until`). A run enters the slot with one conditional
-//! write before its claim and leaves it with another after its outcome: two requests more
-//! per run. A run that finds the slot taken is recorded SKIPPED (one more write), or, as the
-//! one waiter `buffer_one` allows, put back to look again. A worker that dies holding the
-//! slot holds it no longer than its job's timeout and lease: the slot lapses then.
+//! Each such job has one item in the executions table ([`super::slot_key`]) that names the
+//! run holding the slot (`slot_key`, with `slot_owner`, the claim that entered it, and
+//! `slot_until`, a guess at when it will be done) and, for `buffer_one`, the run waiting for
+//! it (`waiter_key`, until `waiter_until`, renewed at each of its looks). Only a run that will run enters it:
+//! the worker claims the run first, and a claim that finds the run decided (a duplicate, a
+//! failed run's redelivery, a key conflict) never touches the slot. A claimed run enters the
+//! slot with one conditional write and leaves it with another after its outcome: two
+//! requests more per run.
+//!
+//! Whether the slot is held is decided by its holder's record, never by the clock: a run
+//! holds the slot while its record is RUNNING under a live lease (a long run's heartbeats
+//! keep it), and no longer once it is decided or its lease has run out (a release that
+//! failed, a worker that died). The next run reads the holder's record and takes the slot
+//! over, conditioned on the very entry it saw (holder and claim), so a holder that entered
+//! again meanwhile keeps it. A run that finds the slot held gives its claim back
+//! ([`DynamoStore::give_back`]) and is recorded SKIPPED (a new firing) or waits (a retry or
+//! redrive of an existing run, or the one waiter `buffer_one` allows).
 //!
 //! The item carries no job, status or shard attributes, so no index (and no listing) ever
 //! sees it.
@@ -19,22 +29,19 @@ use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
 use super::record::timestamp;
-use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
+use super::{
+    ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError, TransitionError, slot_key,
+};
 use crate::job::Overlap;
-
-/// The slot item's key for `job`.
-pub fn slot_key(job: &str) -> String {
-    format!("overlap#{job}")
-}
 
 /// What entering a job's slot found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Gate {
-    /// The slot is this run's: claim and run it, then leave.
+    /// The slot is this run's: run it, then leave.
     Open,
     /// Another run holds the slot and this one is its waiter: look again after `retry_in`.
     Wait {
-        /// How long to hide the message.
+        /// How long until the next look.
         retry_in: Duration,
     },
     /// Another run holds the slot (or waits for it, under `buffer_one`): skip this one.
@@ -62,57 +69,121 @@ fn number_of(item: &std::collections::HashMap<String, AttributeValue>, name: &st
         .unwrap_or(0)
 }
 
+/// One run's entry into its job's slot.
+struct Entry<'a> {
+    job: &'a str,
+    key: &'a str,
+    /// The claim's owner token: the entry's own mark, so a take-over conditioned on the
+    /// entry it saw never takes the slot from a later entry of the same run.
+    owner: &'a str,
+    policy: Overlap,
+    now: DateTime<Utc>,
+    hold: Duration,
+}
+
+/// The slot entry a take-over saw.
+struct Seen<'a> {
+    holder: Option<&'a str>,
+    holder_owner: Option<&'a str>,
+    waiter: Option<&'a str>,
+}
+
+/// Whether the run `record` (None: no record) still runs at `now`: RUNNING under a live
+/// lease. Anything else no longer holds a slot, whatever the slot item says.
+fn still_running(record: Option<&ExecutionRecord>, now: DateTime<Utc>) -> bool {
+    record.is_some_and(|r| r.lease_live(now))
+}
+
 impl DynamoStore {
-    /// Enters `job`'s slot for the run `key` (one `UpdateItem`; a waiter's turn costs one
-    /// more). `hold` bounds how long the slot is held if the worker dies: the job's timeout
-    /// and lease.
+    /// Enters `job`'s slot for the run `key` claimed by `owner` (one `UpdateItem`; a slot
+    /// that names another run costs a read of that run's record, and a write more to take
+    /// it over when that run no longer runs or to wait for it). `hold` is a guess at how
+    /// long the run may take (its job's timeout and lease): when a waiter looks again.
     pub async fn enter_slot(
         &self,
         job: &str,
         key: &str,
+        owner: &str,
         policy: Overlap,
         now: DateTime<Utc>,
         hold: Duration,
     ) -> Result<Gate, StoreError> {
-        let until = now.timestamp_millis() + hold.as_millis() as i64;
-        let free = "(attribute_not_exists(#slot_key) OR #slot_key = :me OR #slot_until < :now)";
-        let (condition, update) = match policy {
-            Overlap::BufferOne => (
-                format!(
-                    "{free} AND (attribute_not_exists(#waiter_key) OR #waiter_key = :me OR #waiter_until < :now)"
-                ),
-                "SET #slot_key = :me, #slot_until = :until, #expires_at = :ttl REMOVE #waiter_key, #waiter_until",
-            ),
-            _ => (
-                free.to_string(),
-                "SET #slot_key = :me, #slot_until = :until, #expires_at = :ttl",
-            ),
+        let entry = Entry {
+            job,
+            key,
+            owner,
+            policy,
+            now,
+            hold,
         };
-        let result = self
-            .update(&slot_key(job), update, &condition)
-            .expression_attribute_values(":me", s(key))
-            .expression_attribute_values(":now", n(now.timestamp_millis()))
-            .expression_attribute_values(":until", n(until))
-            // The slot outlives any run it could hold; a job removed from the catalog
-            // leaves an item that expires.
-            .expression_attribute_values(":ttl", n(now.timestamp() + 30 * 86_400))
-            .send();
-        let refused = match self.timed(result).await? {
-            Ok(_) => return Ok(Gate::Open),
-            Err(e) if is_condition_failure(&e) => refused_item(&e).unwrap_or_default(),
-            Err(e) => return Err(unavailable(e)),
+        let free = "(attribute_not_exists(#slot_key) OR #slot_key = :me)";
+        let waiter_free =
+            "(attribute_not_exists(#waiter_key) OR #waiter_key = :me OR #waiter_until < :now)";
+        let refused = match self.take_slot(&entry, free, waiter_free, None).await? {
+            Ok(()) => return Ok(Gate::Open),
+            Err(refused) => refused,
         };
-        let running = text_of(&refused, "slot_key").unwrap_or_default();
-        let slot_until = number_of(&refused, "slot_until");
+        let holder = text_of(&refused, "slot_key");
+        let holder_owner = text_of(&refused, "slot_owner");
+        let waiter = text_of(&refused, "waiter_key")
+            .filter(|w| w != key)
+            .filter(|_| number_of(&refused, "waiter_until") >= now.timestamp_millis());
+        // A holder or waiter that no longer runs (decided, or its lease ran out) frees its
+        // place: taken over, conditioned on the very entry seen.
+        let holder_gone = match &holder {
+            Some(h) => !still_running(self.get(h).await?.as_ref(), now),
+            None => true,
+        };
+        let waiter_gone = match (&waiter, policy) {
+            (Some(w), Overlap::BufferOne) => {
+                // A waiter is given back to REGISTERED or RETRYING between its looks:
+                // only a decided one has gone.
+                let r = self.get(w).await?;
+                r.is_none_or(|r| {
+                    matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
+                })
+            }
+            _ => true,
+        };
+        let mut running = holder.clone();
+        if holder_gone && waiter_gone {
+            let slot_was = match (&holder, &holder_owner) {
+                (Some(_), Some(_)) => "#slot_key = :holder AND #slot_owner = :holder_owner",
+                (Some(_), None) => "#slot_key = :holder AND attribute_not_exists(#slot_owner)",
+                (None, _) => "attribute_not_exists(#slot_key)",
+            };
+            let waiter_was = match &waiter {
+                Some(_) => "(#waiter_key = :waiter OR #waiter_key = :me OR #waiter_until < :now)",
+                None => waiter_free,
+            };
+            let seen = Seen {
+                holder: holder.as_deref(),
+                holder_owner: holder_owner.as_deref(),
+                waiter: waiter.as_deref(),
+            };
+            match self
+                .take_slot(&entry, slot_was, waiter_was, Some(seen))
+                .await?
+            {
+                Ok(()) => return Ok(Gate::Open),
+                // Someone else entered first: theirs now.
+                Err(now_refused) => running = text_of(&now_refused, "slot_key"),
+            }
+        }
+        // Named in the SKIPPED record: the holder, or the waiter queued ahead of this run.
+        let running = running.or(waiter).unwrap_or_default();
         if policy != Overlap::BufferOne {
             return Ok(Gate::Skip { running });
         }
-        // buffer_one: wait, unless another run already does.
+        let slot_until = number_of(&refused, "slot_until");
+        // buffer_one: wait, unless another run already does; a waiter's look renews its
+        // place.
+        let until = now.timestamp_millis() + hold.as_millis() as i64;
         let result = self
             .update(
                 &slot_key(job),
                 "SET #waiter_key = :me, #waiter_until = :until",
-                "attribute_not_exists(#waiter_key) OR #waiter_key = :me OR #waiter_until < :now",
+                waiter_free,
             )
             .expression_attribute_values(":me", s(key))
             .expression_attribute_values(":now", n(now.timestamp_millis()))
@@ -125,6 +196,63 @@ impl DynamoStore {
                 retry_in: look_again_in(slot_until, now),
             }),
             Err(e) if is_condition_failure(&e) => Ok(Gate::Skip { running }),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// The slot write: the entry's run holds `job`'s slot if `slot_cond` (and, under
+    /// `buffer_one`, `waiter_cond`) hold; `seen` fills the conditions' `:holder`,
+    /// `:holder_owner` and `:waiter`. The item as it was when refused.
+    async fn take_slot(
+        &self,
+        entry: &Entry<'_>,
+        slot_cond: &str,
+        waiter_cond: &str,
+        seen: Option<Seen<'_>>,
+    ) -> Result<Result<(), std::collections::HashMap<String, AttributeValue>>, StoreError> {
+        let until = entry.now.timestamp_millis() + entry.hold.as_millis() as i64;
+        let set =
+            "SET #slot_key = :me, #slot_owner = :owner, #slot_until = :until, #expires_at = :ttl";
+        let (condition, update) = match entry.policy {
+            Overlap::BufferOne => (
+                format!("{slot_cond} AND {waiter_cond}"),
+                format!("{set} REMOVE #waiter_key, #waiter_until"),
+            ),
+            _ => (slot_cond.to_string(), set.to_string()),
+        };
+        let mut values = vec![
+            (":me", s(entry.key)),
+            (":owner", s(entry.owner)),
+            (":until", n(until)),
+            // The slot outlives any run it could hold; a job removed from the catalog
+            // leaves an item that expires.
+            (":ttl", n(entry.now.timestamp() + 30 * 86_400)),
+        ];
+        if condition.contains(":now") {
+            values.push((":now", n(entry.now.timestamp_millis())));
+        }
+        if let Some(seen) = seen {
+            for (name, v) in [
+                (":holder", seen.holder),
+                (":holder_owner", seen.holder_owner),
+                (":waiter", seen.waiter),
+            ] {
+                // `:holder` is a prefix of `:holder_owner`: match the whole placeholder.
+                let named = condition
+                    .match_indices(name)
+                    .any(|(i, _)| !condition[i + name.len()..].starts_with('_'));
+                if let Some(v) = v.filter(|_| named) {
+                    values.push((name, s(v)));
+                }
+            }
+        }
+        let mut request = self.update(&slot_key(entry.job), &update, &condition);
+        for (name, v) in values {
+            request = request.expression_attribute_values(name, v);
+        }
+        match self.timed(request.send()).await? {
+            Ok(_) => Ok(Ok(())),
+            Err(e) if is_condition_failure(&e) => Ok(Err(refused_item(&e).unwrap_or_default())),
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -147,15 +275,35 @@ impl DynamoStore {
         }
     }
 
-    /// Records the run of `req` as SKIPPED because `running` held its job's slot (one
-    /// `PutItem`). When the key has a record already, nothing is written and that record is
-    /// returned: the run exists, and is not a new firing to skip.
-    pub async fn record_skipped(
+    /// Gives the claim `claimed` back without running it: the record as it was before the
+    /// claim (`before`), or, for a run that had none, REGISTERED with no attempt spent. One
+    /// `PutItem` fenced on the claim's owner.
+    pub async fn give_back(
         &self,
+        claimed: &ExecutionRecord,
+        before: Option<&ExecutionRecord>,
+        req: &ClaimRequest,
+    ) -> Result<(), TransitionError> {
+        let restored = match before {
+            Some(b) => b.clone(),
+            None => ExecutionRecord {
+                attempt: 0,
+                started_at: None,
+                ..ExecutionRecord::first(req, Status::Registered)
+            },
+        };
+        self.put_owned(claimed, &restored).await
+    }
+
+    /// Records the claimed run `claimed` SKIPPED, unrun, because `running` held its job's
+    /// slot: one `PutItem` fenced on the claim's owner.
+    pub async fn skip_claimed(
+        &self,
+        claimed: &ExecutionRecord,
         req: &ClaimRequest,
         running: &str,
-    ) -> Result<Option<ExecutionRecord>, StoreError> {
-        let record = ExecutionRecord {
+    ) -> Result<(), TransitionError> {
+        let skipped = ExecutionRecord {
             attempt: 0,
             started_at: None,
             finished_at: Some(timestamp(req.now)),
@@ -164,7 +312,7 @@ impl DynamoStore {
             )),
             ..ExecutionRecord::first(req, Status::Skipped)
         };
-        self.put_first(&record).await
+        self.put_owned(claimed, &skipped).await
     }
 }
 
@@ -180,5 +328,33 @@ mod tests {
         assert_eq!(look_again_in(at(1_000), now), Duration::from_secs(1));
         assert_eq!(look_again_in(at(3_600_000), now), Duration::from_secs(30));
         assert_eq!(look_again_in(at(-5_000), now), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn only_a_run_under_a_live_lease_still_holds_a_slot() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let req = ClaimRequest {
+            key: "k".into(),
+            job: "j".into(),
+            scheduled_for: "2026-12-01T12:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: "w:1".into(),
+            now,
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        };
+        let running = super::super::record::claimed_record(None, &req);
+        assert!(still_running(Some(&running), now));
+        let later = now + chrono::Duration::minutes(2);
+        assert!(!still_running(Some(&running), later), "its lease ran out");
+        let done = ExecutionRecord {
+            status: Status::Done,
+            ..running
+        };
+        assert!(!still_running(Some(&done), now));
+        assert!(!still_running(None, now));
     }
 }

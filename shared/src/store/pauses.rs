@@ -1,16 +1,28 @@
-//! Why a job is paused: who paused it, when and why, kept beside its records (item
-//! `pause#<job>` in the executions table, invisible to every index). The pause itself is
-//! the schedule's DISABLED state in EventBridge Scheduler (`schedkit::trigger::pause`);
-//! this record is what `status` and `jobs` show, and what keeps sync from enabling a
-//! paused schedule again.
+//! Why a job is paused: who paused it, when and why, kept in the job's own item
+//! ([`super::job_key`], beside its streak of failed runs, invisible to every index). The
+//! pause itself is the schedule's DISABLED state in EventBridge Scheduler
+//! (`schedkit::trigger::pause`), which follows this record: the record is the decision, one
+//! conditional write, and the schedule is then made to agree with it (by the pause or
+//! resume that wrote it, and by every sync).
+//!
+//! - A pause is written only where there is none: an operator's reason is never
+//!   overwritten, by a worker or by another operator.
+//! - An automatic pause is written only while the streak it was counted on is still there:
+//!   a resume in between (which forgets the streak) wins.
+//! - A resume removes the pause and the streak in one write.
+//!
+//! Stages deployed before this item existed kept pauses under `pause#<job>`: such a legacy
+//! record still counts as a pause (read with the new one, in the same request; a newer
+//! pause in the job's item is shown instead) and is removed by a resume, but only while it
+//! is not an execution record: keys like `pause#<job>` are ordinary execution keys now.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 use serde::{Deserialize, Serialize};
 
-use super::{KEY_ATTRIBUTE, StoreError};
+use super::{KEY_ATTRIBUTE, StoreError, job_key};
 
 /// A job's pause.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +37,18 @@ pub struct PauseRecord {
     pub reason: String,
 }
 
+/// What a pause write found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Paused {
+    /// The job is paused now, by this write.
+    Now,
+    /// The job was paused already: that pause (who, when, why) is kept as it was.
+    Already(PauseRecord),
+    /// An automatic pause whose streak was forgotten meanwhile (a resume came first):
+    /// nothing was written.
+    StreakEnded,
+}
+
 /// The pause records of a stage's executions table.
 #[derive(Debug, Clone)]
 pub struct Pauses {
@@ -32,24 +56,46 @@ pub struct Pauses {
     table: String,
 }
 
-fn key(job: &str) -> AttributeValue {
-    AttributeValue::S(format!("pause#{job}"))
+/// The attributes a pause sets on the job's item.
+const PAUSE_FIELDS: [&str; 3] = ["by", "at", "reason"];
+
+/// Where stages before the job item kept a pause.
+fn legacy_key(job: &str) -> String {
+    format!("pause#{job}")
 }
 
-/// A stored pause (its key left out) as a record.
-fn decode(
+fn key(text: String) -> HashMap<String, AttributeValue> {
+    HashMap::from([(KEY_ATTRIBUTE.to_string(), AttributeValue::S(text))])
+}
+
+/// The pause a job's item (or a legacy pause item) holds, if any. A legacy key that holds
+/// an execution record (it has a status) is not a pause.
+fn pause_of(
     job: &str,
-    mut item: std::collections::HashMap<String, AttributeValue>,
-) -> Result<PauseRecord, StoreError> {
-    item.remove(KEY_ATTRIBUTE);
-    serde_dynamo::from_item(item).map_err(|e| StoreError::Malformed {
-        key: format!("pause#{job}"),
-        reason: e.to_string(),
-    })
+    item: &HashMap<String, AttributeValue>,
+) -> Result<Option<PauseRecord>, StoreError> {
+    if !item.contains_key("by") || item.contains_key("status") {
+        return Ok(None);
+    }
+    let mut fields: HashMap<String, AttributeValue> = PAUSE_FIELDS
+        .iter()
+        .filter_map(|f| item.get(*f).map(|v| (f.to_string(), v.clone())))
+        .collect();
+    fields.insert("job".into(), AttributeValue::S(job.to_string()));
+    serde_dynamo::from_item(fields)
+        .map(Some)
+        .map_err(|e| StoreError::Malformed {
+            key: job_key(job),
+            reason: e.to_string(),
+        })
 }
 
 fn failed(what: String, e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("{what}: {e}"))
+}
+
+fn is_condition_failure<E: aws_sdk_dynamodb::error::ProvideErrorMetadata>(e: &E) -> bool {
+    e.code() == Some("ConditionalCheckFailedException")
 }
 
 impl Pauses {
@@ -66,101 +112,235 @@ impl Pauses {
         }
     }
 
-    /// The pause of `job`, if it is paused. A table that does not exist (a schedule group
-    /// of no deployed stage) holds no pause.
+    /// The pause of `job`, if it is paused (one strongly consistent read). A table that
+    /// does not exist (a schedule group of no deployed stage) holds no pause.
     pub async fn get(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
-        let out = match self
-            .ddb
-            .get_item()
-            .table_name(&self.table)
-            .key(KEY_ATTRIBUTE, key(job))
-            .consistent_read(true)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
-            {
-                return Ok(None);
-            }
-            Err(e) => {
-                return Err(failed(
-                    format!("reading the pause of {job}"),
-                    crate::aws::describe(&e),
-                ));
-            }
-        };
-        out.item.map(|item| decode(job, item)).transpose()
+        Ok(self.of([job]).await?.remove(job))
     }
 
-    /// The pauses of `jobs`, by job (paused ones only).
+    /// The pauses of `jobs`, by job (paused ones only): one strongly consistent
+    /// `BatchGetItem` per 50 jobs.
     pub async fn of<'a>(
         &self,
         jobs: impl IntoIterator<Item = &'a str>,
     ) -> Result<BTreeMap<String, PauseRecord>, StoreError> {
+        let jobs: Vec<&str> = jobs.into_iter().collect();
         let mut out = BTreeMap::new();
-        for job in jobs {
-            if let Some(p) = self.get(job).await? {
+        for chunk in jobs.chunks(50) {
+            let mut wanted: HashMap<String, (&str, bool)> = HashMap::new();
+            for job in chunk {
+                wanted.insert(job_key(job), (job, false));
+                wanted.insert(legacy_key(job), (job, true));
+            }
+            let mut keys: Vec<HashMap<String, AttributeValue>> =
+                wanted.keys().map(|k| key(k.clone())).collect();
+            let mut found: Vec<(&str, bool, PauseRecord)> = Vec::new();
+            while !keys.is_empty() {
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut keys)))
+                    .consistent_read(true)
+                    .build()
+                    .expect("keys are set");
+                let answer = match self
+                    .ddb
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                {
+                    Ok(out) => out,
+                    Err(e)
+                        if e.as_service_error()
+                            .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                    {
+                        return Ok(BTreeMap::new());
+                    }
+                    Err(e) => {
+                        return Err(failed(
+                            "reading the jobs' pauses".into(),
+                            crate::aws::describe(&e),
+                        ));
+                    }
+                };
+                for item in answer
+                    .responses
+                    .unwrap_or_default()
+                    .remove(&self.table)
+                    .unwrap_or_default()
+                {
+                    let Some(k) = item.get(KEY_ATTRIBUTE).and_then(|v| v.as_s().ok()) else {
+                        continue;
+                    };
+                    let Some(&(job, legacy)) = wanted.get(k) else {
+                        continue;
+                    };
+                    if let Some(p) = pause_of(job, &item)? {
+                        found.push((job, legacy, p));
+                    }
+                }
+                // What DynamoDB did not get to (throttling, size) is asked again.
+                if let Some(left) = answer
+                    .unprocessed_keys
+                    .and_then(|mut u| u.remove(&self.table))
+                {
+                    keys = left.keys;
+                }
+            }
+            // The job's own item wins over a legacy one.
+            found.sort_by_key(|(_, legacy, _)| !*legacy);
+            for (job, _, p) in found {
                 out.insert(job.to_string(), p);
             }
         }
         Ok(out)
     }
 
-    /// Records a pause (replacing an earlier one of the job).
-    pub async fn put(&self, pause: &PauseRecord) -> Result<(), StoreError> {
-        let mut item: std::collections::HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(pause).expect("a pause serialises");
-        item.insert(KEY_ATTRIBUTE.into(), key(&pause.job));
-        self.ddb
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .send()
+    /// Pauses `pause.job` unless it is paused already: an existing pause (who, when, why)
+    /// is never overwritten ([`Paused::Already`]). One conditional `UpdateItem`.
+    pub async fn pause(&self, pause: &PauseRecord) -> Result<Paused, StoreError> {
+        self.write_pause(pause, "attribute_not_exists(#by)", None)
             .await
-            .map_err(|e| {
-                failed(
-                    format!("recording the pause of {}", pause.job),
-                    crate::aws::describe(&e),
-                )
-            })?;
-        Ok(())
     }
 
-    /// Forgets the pause of `job` and its run of failures (a resumed job gets its full
-    /// `pause_after_failures` again); returns the pause, if there was one.
-    pub async fn remove(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
-        self.ddb
-            .delete_item()
+    /// The worker's automatic pause after `streak` consecutive FAILED runs: written only
+    /// where there is no pause, and only while the job's streak still holds at least
+    /// `streak` runs (a resume forgets it: [`Paused::StreakEnded`]).
+    pub async fn pause_after_streak(
+        &self,
+        pause: &PauseRecord,
+        streak: u32,
+    ) -> Result<Paused, StoreError> {
+        self.write_pause(
+            pause,
+            "attribute_not_exists(#by) AND size(#failed_keys) >= :streak",
+            Some(streak),
+        )
+        .await
+    }
+
+    async fn write_pause(
+        &self,
+        pause: &PauseRecord,
+        condition: &str,
+        streak: Option<u32>,
+    ) -> Result<Paused, StoreError> {
+        let mut request = self
+            .ddb
+            .update_item()
             .table_name(&self.table)
-            .key(KEY_ATTRIBUTE, AttributeValue::S(super::failures_key(job)))
+            .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(&pause.job)))
+            .update_expression("SET #by = :by, #at = :at, #reason = :reason")
+            .condition_expression(condition)
+            .expression_attribute_names("#by", "by")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_names("#reason", "reason")
+            .expression_attribute_values(":by", AttributeValue::S(pause.by.clone()))
+            .expression_attribute_values(":at", AttributeValue::S(pause.at.clone()))
+            .expression_attribute_values(":reason", AttributeValue::S(pause.reason.clone()))
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            );
+        if let Some(n) = streak {
+            request = request
+                .expression_attribute_names("#failed_keys", "failed_keys")
+                .expression_attribute_values(":streak", AttributeValue::N(n.to_string()));
+        }
+        match request.send().await {
+            Ok(_) => Ok(Paused::Now),
+            Err(e) => match e.as_service_error() {
+                Some(
+                    aws_sdk_dynamodb::operation::update_item::UpdateItemError::ConditionalCheckFailedException(c),
+                ) => {
+                    let item = c.item().cloned().unwrap_or_default();
+                    match pause_of(&pause.job, &item)? {
+                        Some(existing) => Ok(Paused::Already(existing)),
+                        None => Ok(Paused::StreakEnded),
+                    }
+                }
+                _ => Err(failed(
+                    format!("recording the pause of {}", pause.job),
+                    crate::aws::describe(&e),
+                )),
+            },
+        }
+    }
+
+    /// Ends the pause of `job` and forgets its run of failures (a resumed job gets its full
+    /// `pause_after_failures` again), in one write; returns the pause it ended, if there
+    /// was one. A legacy pause record is removed too (never an execution record).
+    pub async fn resume(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
+        let out = self
+            .ddb
+            .update_item()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(job)))
+            .update_expression("REMOVE #by, #at, #reason, #failed_keys, #last_error")
+            .expression_attribute_names("#by", "by")
+            .expression_attribute_names("#at", "at")
+            .expression_attribute_names("#reason", "reason")
+            .expression_attribute_names("#failed_keys", "failed_keys")
+            .expression_attribute_names("#last_error", "last_error")
+            .return_values(ReturnValue::AllOld)
             .send()
             .await
-            .map_err(|e| {
-                failed(
-                    format!("forgetting the failures of {job}"),
-                    crate::aws::describe(&e),
-                )
-            })?;
-        let out = self
+            .map_err(|e| failed(format!("resuming {job}"), crate::aws::describe(&e)))?;
+        let ended = pause_of(job, &out.attributes.unwrap_or_default())?;
+        let legacy = match self
             .ddb
             .delete_item()
             .table_name(&self.table)
-            .key(KEY_ATTRIBUTE, key(job))
-            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllOld)
+            .key(KEY_ATTRIBUTE, AttributeValue::S(legacy_key(job)))
+            .condition_expression("attribute_exists(#by) AND attribute_not_exists(#status)")
+            .expression_attribute_names("#by", "by")
+            .expression_attribute_names("#status", "status")
+            .return_values(ReturnValue::AllOld)
             .send()
             .await
-            .map_err(|e| {
-                failed(
-                    format!("removing the pause of {job}"),
+        {
+            Ok(out) => pause_of(job, &out.attributes.unwrap_or_default())?,
+            Err(e) if e.as_service_error().is_some_and(is_condition_failure) => None,
+            Err(e) => {
+                return Err(failed(
+                    format!("removing the earlier pause record of {job}"),
                     crate::aws::describe(&e),
-                )
-            })?;
-        out.attributes
-            .filter(|a| !a.is_empty())
-            .map(|item| decode(job, item))
-            .transpose()
+                ));
+            }
+        };
+        Ok(ended.or(legacy))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &str) -> AttributeValue {
+        AttributeValue::S(v.into())
+    }
+
+    #[test]
+    fn a_pause_is_read_from_its_fields_and_an_execution_record_is_never_one() {
+        let paused = HashMap::from([
+            ("by".to_string(), s("arn:aws:iam::1:user/ops")),
+            ("at".to_string(), s("2026-12-01T00:00:00Z")),
+            ("reason".to_string(), s("partner down")),
+            (
+                "failed_keys".to_string(),
+                AttributeValue::Ss(vec!["k".into()]),
+            ),
+        ]);
+        let p = pause_of("long-report", &paused).unwrap().unwrap();
+        assert_eq!(
+            (p.job.as_str(), p.by.as_str(), p.reason.as_str()),
+            ("long-report", "arn:aws:iam::1:user/ops", "partner down")
+        );
+        let streak_only = HashMap::from([(
+            "failed_keys".to_string(),
+            AttributeValue::Ss(vec!["k".into()]),
+        )]);
+        assert_eq!(pause_of("long-report", &streak_only).unwrap(), None);
+        let mut record = paused.clone();
+        record.insert("status".into(), s("DONE"));
+        assert_eq!(pause_of("long-report", &record).unwrap(), None);
     }
 }

@@ -221,14 +221,37 @@ pub struct ClaimRequest {
     pub lease: Duration,
     /// How long the record is kept after this claim (the DynamoDB TTL).
     pub retention: Duration,
+    /// Set when the message is a dead letter moved back (it carries the letter's reason):
+    /// only a redrive runs a FAILED run again, and only the round its letter was written
+    /// for. Any other message for a FAILED run (a scheduler's duplicate firing, a second
+    /// backfill, a chain step sent again) is its duplicate.
+    pub redrive: Option<Redrive>,
+}
+
+/// What a redriven message says of the round it failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redrive {
+    /// When its run FAILED, as its letter says (`schedkit.failed-at`, the record's
+    /// `finished_at` of that round); None for a letter that does not say. A second letter
+    /// of the same round, redriven after the first one's round FAILED again, reopens
+    /// nothing: the run failed after it.
+    pub failed_at: Option<String>,
 }
 
 /// What a claim found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClaimOutcome {
-    /// The run is ours: the record as it now stands.
-    Claimed(ExecutionRecord),
-    /// Already DONE: acknowledge the delivery.
+    /// The run is ours.
+    Claimed {
+        /// The record as it now stands.
+        record: ExecutionRecord,
+        /// The record as it stood before the claim (None for a new key): what giving the
+        /// claim back restores, when the run may not start after all (its job's overlap
+        /// slot is taken).
+        before: Option<Box<ExecutionRecord>>,
+    },
+    /// Already decided: DONE or SKIPPED, or FAILED and this message is not a redrive of it.
+    /// Acknowledge the delivery.
     Duplicate(ExecutionRecord),
     /// Someone else holds a live lease: come back after it.
     InProgress(ExecutionRecord),
@@ -277,7 +300,12 @@ pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> 
     } else if matches!(current.status, Status::Done | Status::Skipped) {
         ClaimOutcome::Duplicate(current)
     } else if current.status == Status::Failed {
-        ClaimOutcome::AlreadyFailed(current)
+        if current.message_id.is_some() && current.message_id == req.message_id {
+            ClaimOutcome::AlreadyFailed(current)
+        } else {
+            // Another message, not a redrive (a redrive's claim would have passed).
+            ClaimOutcome::Duplicate(current)
+        }
     } else {
         // RUNNING with a live lease; or a claimable state that changed under us between
         // our condition and now (another worker won a race): either way, not ours now.
@@ -466,6 +494,7 @@ mod tests {
             now: at.parse().unwrap(),
             lease: Duration::from_secs(60),
             retention: Duration::from_secs(3600),
+            redrive: None,
         }
     }
 
@@ -530,6 +559,13 @@ mod tests {
         assert!(matches!(
             classify_refusal(failed.clone(), &request("b", "2026-01-02T00:00:00Z")),
             ClaimOutcome::AlreadyFailed(_)
+        ));
+        // Another message that is not a redrive (its claim was refused): a duplicate.
+        let mut fired_again = request("b", "2026-01-02T00:00:00Z");
+        fired_again.message_id = Some("another".into());
+        assert!(matches!(
+            classify_refusal(failed.clone(), &fired_again),
+            ClaimOutcome::Duplicate(_)
         ));
         let redriven = claimed_record(Some(failed), &request("b", "2026-01-02T00:00:00Z"));
         assert_eq!((redriven.attempt, redriven.round_attempt()), (4, 1));

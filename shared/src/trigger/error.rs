@@ -28,3 +28,9 @@ impl From<aws_sdk_scheduler::error::BuildError> for TriggerError {
         TriggerError::Request(e.to_string())
     }
 }
+
+impl From<crate::store::StoreError> for TriggerError {
+    fn from(e: crate::store::StoreError) -> Self {
+        TriggerError::Request(e.to_string())
+    }
+}

@@ -1,7 +1,16 @@
 //! Pause and resume a job: its schedule's State through the Scheduler API (DISABLED: it
-//! fires nothing; ENABLED again on resume), with who, when and why recorded beside the
-//! job's records ([`crate::store::Pauses`]) so `status` and `jobs` show it and sync keeps
-//! the schedule disabled until it is resumed.
+//! fires nothing; ENABLED again on resume), with who, when and why recorded in the job's
+//! item ([`crate::store::Pauses`]) so `status` and `jobs` show it and sync keeps the
+//! schedule disabled until it is resumed.
+//!
+//! The record decides; the schedule follows. Each action is one conditional write of the
+//! record (a pause never overwrites a pause, a resume removes it with the job's streak of
+//! failures), then [`converge`]: the schedule's State is set to what the record says, and
+//! the record read again; should it have changed meanwhile (an operator's resume and the
+//! worker's automatic pause at once), the schedule is set again. Whatever interleaves,
+//! the last one to touch the schedule leaves it as the record says; and whatever stops half
+//! way (a crash, a refused call), the next pause, resume or `schedules sync` finishes it,
+//! since each of them reads the record.
 
 use aws_sdk_scheduler::Client;
 use aws_sdk_scheduler::primitives::DateTime as SmithyTime;
@@ -11,9 +20,25 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::TriggerError;
 use crate::aws::AwsResultExt;
 use crate::schedule::Schedule;
-use crate::store::{PauseRecord, Pauses};
+use crate::store::{PauseRecord, Paused, Pauses};
 
-/// Disables `job`'s schedule in `group` and records the pause.
+/// How often [`converge`] sets the schedule again when the record keeps changing under it
+/// before it gives up (and says so: the next action or sync finishes it).
+const CONVERGE_ROUNDS: usize = 5;
+
+/// What a pause or resume decided (its record, written), and whether the schedule agrees
+/// with it yet: an error there means the record is written and the schedule could not be
+/// set (no schedule, a refused call); the next pause, resume or `schedules sync` sets it.
+#[derive(Debug)]
+pub struct Decided<T> {
+    /// What the record says now.
+    pub decided: T,
+    /// The schedule set to agree with the record, or why it could not be.
+    pub schedule: Result<(), TriggerError>,
+}
+
+/// Records the pause of `job` (unless it is paused already: that pause is kept, who, when
+/// and why) and disables its schedule in `group`. An error: nothing was written.
 pub async fn pause(
     scheduler: &Client,
     pauses: &Pauses,
@@ -22,39 +47,100 @@ pub async fn pause(
     by: &str,
     reason: &str,
     now: DateTime<Utc>,
-) -> Result<PauseRecord, TriggerError> {
+) -> Result<Decided<Paused>, TriggerError> {
     let record = PauseRecord {
         job: job.to_string(),
         by: by.to_string(),
         at: now.to_rfc3339_opts(SecondsFormat::Secs, true),
         reason: reason.to_string(),
     };
-    // The record first: a sync that runs in between keeps the schedule disabled.
-    pauses.put(&record).await.map_err(store)?;
-    set_state(scheduler, group, job, ScheduleState::Disabled, now).await?;
-    Ok(record)
+    let decided = pauses.pause(&record).await?;
+    let schedule = converge(scheduler, pauses, group, job, now).await.map(drop);
+    Ok(Decided { decided, schedule })
 }
 
-/// Enables `job`'s schedule in `group` again and forgets its pause; returns the pause it
-/// ended (None when the job was not paused by schedkit, which enables it all the same).
+/// The worker's automatic pause of `job` after `streak` consecutive FAILED runs: as
+/// [`pause`], but recorded only while the streak still holds (a resume in between forgot
+/// it, and wins: [`Paused::StreakEnded`], the schedule left alone).
+pub async fn pause_after_streak(
+    scheduler: &Client,
+    pauses: &Pauses,
+    group: &str,
+    pause: &PauseRecord,
+    streak: u32,
+    now: DateTime<Utc>,
+) -> Result<Decided<Paused>, TriggerError> {
+    let decided = pauses.pause_after_streak(pause, streak).await?;
+    let schedule = match decided {
+        Paused::StreakEnded => Ok(()),
+        _ => converge(scheduler, pauses, group, &pause.job, now)
+            .await
+            .map(drop),
+    };
+    Ok(Decided { decided, schedule })
+}
+
+/// Ends `job`'s pause (and forgets its streak of failures) and enables its schedule in
+/// `group` again; decides the pause it ended (None when the job was not paused by
+/// schedkit, which enables it all the same). An error: nothing was written.
 pub async fn resume(
     scheduler: &Client,
     pauses: &Pauses,
     group: &str,
     job: &str,
     now: DateTime<Utc>,
-) -> Result<Option<PauseRecord>, TriggerError> {
-    set_state(scheduler, group, job, ScheduleState::Enabled, now).await?;
-    pauses.remove(job).await.map_err(store)
+) -> Result<Decided<Option<PauseRecord>>, TriggerError> {
+    let decided = pauses.resume(job).await?;
+    let schedule = converge(scheduler, pauses, group, job, now).await.map(drop);
+    Ok(Decided { decided, schedule })
 }
 
-fn store(e: crate::store::StoreError) -> TriggerError {
-    TriggerError::Request(e.to_string())
+/// Sets `job`'s schedule to what its pause record says (DISABLED while paused, ENABLED
+/// otherwise), until a read of the record after the change says the same; returns the
+/// state it left. A missing schedule is [`TriggerError::NoSchedule`] (the next sync creates
+/// it as the record says).
+pub async fn converge(
+    scheduler: &Client,
+    pauses: &Pauses,
+    group: &str,
+    job: &str,
+    now: DateTime<Utc>,
+) -> Result<ScheduleState, TriggerError> {
+    converge_to(scheduler, pauses, group, job, ScheduleState::Enabled, now).await
+}
+
+/// [`converge`] for a schedule whose state when not paused is `unpaused` (a sync keeps a
+/// job the catalog says `enabled = false` DISABLED).
+pub async fn converge_to(
+    scheduler: &Client,
+    pauses: &Pauses,
+    group: &str,
+    job: &str,
+    unpaused: ScheduleState,
+    now: DateTime<Utc>,
+) -> Result<ScheduleState, TriggerError> {
+    let mut paused = pauses.get(job).await?.is_some();
+    for _ in 0..CONVERGE_ROUNDS {
+        let state = if paused {
+            ScheduleState::Disabled
+        } else {
+            unpaused.clone()
+        };
+        set_state(scheduler, group, job, state.clone(), now).await?;
+        let again = pauses.get(job).await?.is_some();
+        if again == paused {
+            return Ok(state);
+        }
+        paused = again;
+    }
+    Err(TriggerError::Request(format!(
+        "the pause of {job} changed {CONVERGE_ROUNDS} times while its schedule was being set"
+    )))
 }
 
 /// UpdateSchedule replaces every field: send the schedule as it is but for its State (and
 /// its StartDate, sent as the next run on its phase when it has passed, as AWS refuses a
-/// start more than five minutes ago).
+/// start more than five minutes ago). Nothing is sent when the State is already `state`.
 async fn set_state(
     scheduler: &Client,
     group: &str,
@@ -68,6 +154,10 @@ async fn set_state(
             group: group.to_string(),
         });
     };
+    let current = s.state.clone().unwrap_or(ScheduleState::Enabled);
+    if current == state {
+        return Ok(());
+    }
     let schedule = Schedule::from_stored(&s).map_err(|e| TriggerError::Request(e.to_string()))?;
     let start = schedule
         .start_to_send(now)

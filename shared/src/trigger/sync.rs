@@ -532,6 +532,48 @@ macro_rules! schedule_request {
     };
 }
 
+/// After [`apply`]: sets the State of every schedule the plan wrote to what the job's pause
+/// record says now (and the catalog, when it is not paused). A pause or resume that landed
+/// between the plan (which read the pauses) and its writes is not undone by them; the pause
+/// or resume itself converges too, so whichever comes last leaves the schedule agreeing with
+/// the record. Returns how many schedules it set.
+pub async fn keep_pauses(
+    client: &Client,
+    pauses: &crate::store::Pauses,
+    catalog: &Catalog,
+    plan: &Plan,
+    now: DateTime<Utc>,
+) -> Result<usize, TriggerError> {
+    let mut set = 0;
+    for change in &plan.changes {
+        let (Change::Create { name, config } | Change::Update { name, config, .. }) = change else {
+            continue;
+        };
+        let enabled = catalog_enabled(catalog, name).unwrap_or(config.enabled);
+        let unpaused = if enabled {
+            ScheduleState::Enabled
+        } else {
+            ScheduleState::Disabled
+        };
+        let state =
+            super::pause::converge_to(client, pauses, &plan.group, name, unpaused, now).await?;
+        if (state == ScheduleState::Enabled) != config.enabled {
+            set += 1;
+        }
+    }
+    Ok(set)
+}
+
+/// The catalog's `enabled` of the job or chain `name`'s schedule.
+fn catalog_enabled(catalog: &Catalog, name: &str) -> Option<bool> {
+    let job = catalog.job(name).and_then(|j| j.spec.schedule.as_ref());
+    let chain = catalog
+        .chains
+        .get(name)
+        .and_then(|c| c.spec.schedule.as_ref());
+    job.or(chain).map(|s| s.enabled)
+}
+
 /// Performs the plan's writes, in order; returns how many writes it made.
 pub async fn apply(client: &Client, plan: &Plan) -> Result<usize, TriggerError> {
     let mut writes = 0;

@@ -21,12 +21,74 @@ use serde_json::{Value, json};
 use super::Chains;
 use crate::batch::outcome::Outcome;
 use crate::envelope::Envelope;
+use crate::key::step_key;
 use crate::store::{DynamoStore, Status};
 
-/// The most of an error Step Functions takes as a failure's cause.
-const MAX_CAUSE_CHARS: usize = 32_768;
+/// The most of an error sent as a failure's cause (Step Functions takes 32,768
+/// characters): Step Functions relays every failed step's cause of a stage in one paused
+/// message, which SQS limits to 256 KB; the step's record keeps the error as long.
+const MAX_CAUSE_CHARS: usize = crate::store::SNAPSHOT_CAP;
 
 impl Chains {
+    /// Whether `envelope` (a message whose job is not a chain) may run as what it says. A
+    /// message with a chain context must be a step message of a chain this worker knows,
+    /// for a step of that chain, of the step's job, under the step's key `<chain key>#<step>`:
+    /// its outcome answers that step's task, and it runs over that step's record, nothing
+    /// else. Without a chain context, any job's message is fine. The error says what did not
+    /// match.
+    pub(crate) fn check_step(&self, envelope: &Envelope) -> Result<(), String> {
+        let Some(chain) = &envelope.chain else {
+            return Ok(());
+        };
+        if chain.outcome.is_some() {
+            return Err(format!(
+                "a chain's end for `{}` is addressed to job `{}`, not to its chain `{}`",
+                chain.key, envelope.job, chain.name
+            ));
+        }
+        let Some(def) = self.chains.get(&chain.name) else {
+            return Err(format!(
+                "a step message of chain `{}`, which this worker does not know (chains: {})",
+                chain.name,
+                self.chains.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        let Some(step) = chain.step.as_deref() else {
+            return Err(format!(
+                "a message of chain `{}` run `{}` that names no step",
+                chain.name, chain.key
+            ));
+        };
+        let Some(declared) = def.step(step) else {
+            return Err(format!(
+                "chain `{}` has no step `{step}` (steps: {})",
+                chain.name,
+                def.steps()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        if declared.job != envelope.job {
+            return Err(format!(
+                "step `{step}` of chain `{}` runs job `{}`, not `{}`",
+                chain.name, declared.job, envelope.job
+            ));
+        }
+        let key = step_key(&chain.key, step);
+        if envelope.key.as_deref() != Some(key.as_str()) {
+            return Err(format!(
+                "step `{step}` of run `{}` runs under the key `{key}`, not {}",
+                chain.key,
+                envelope
+                    .key
+                    .as_deref()
+                    .map_or("a derived one".to_string(), |k| format!("`{k}`"))
+            ));
+        }
+        Ok(())
+    }
+
     /// The heartbeat of the step `envelope` runs, when it is one.
     pub(crate) fn heartbeat_of(&self, envelope: &Envelope) -> Option<TaskHeartbeat> {
         let token = envelope.chain.as_ref()?.task_token.clone()?;
@@ -58,6 +120,11 @@ impl Chains {
                     Ok(Some(r)) if r.status == Status::Done => {
                         self.succeed(token, output_of(r.result.as_deref())).await
                     }
+                    // Sent again after it failed for good: answered with its failure.
+                    Ok(Some(r)) if r.status == Status::Failed => {
+                        let error = r.last_error.as_deref().unwrap_or("the step FAILED");
+                        self.fail(token, "schedkit.failed", error).await
+                    }
                     Ok(Some(r)) => {
                         let error =
                             format!("the step's record is {} (not DONE)", r.status.as_str());
@@ -72,10 +139,6 @@ impl Chains {
             }
             Outcome::DeadLettered { reason, error } => {
                 self.fail(token, &format!("schedkit.{reason}"), error).await
-            }
-            Outcome::Skipped => {
-                let error = "skipped: another run of the step's job was running (overlap policy)";
-                self.fail(token, "schedkit.skipped", error).await
             }
             _ => return None,
         };
@@ -138,7 +201,7 @@ impl Chains {
             .flat_map(|s| s.steps.iter());
         let mut outputs = std::collections::BTreeMap::new();
         for s in earlier {
-            if let Some(r) = store.get(&format!("{}#{}", chain.key, s.name)).await?
+            if let Some(r) = store.get(&step_key(&chain.key, &s.name)).await?
                 && r.status == Status::Done
             {
                 outputs.insert(s.name.clone(), output_of(r.result.as_deref()));

@@ -1,0 +1,104 @@
+//! The audit trail of actions that fail half-way: each action is written when it begins and
+//! when it ends, the end saying what was done before the failure.
+
+use schedkit::{ExecutionRecord, Status};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use serde_json::Value;
+
+use super::cli::{schedkit, stderr};
+
+/// The audit lines of `what` whose details mention `mark`, in order.
+fn audited(what: &str, mark: &str) -> Vec<Value> {
+    let path = std::env::temp_dir().join("schedkit-cli-test-audit.jsonl");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["what"] == what && v["details"].to_string().contains(mark))
+        .collect()
+}
+
+/// The audit trail holds a begin and an end line for the action, the end saying it did not
+/// finish and containing `done` (what it did before that).
+fn assert_audited_half_way(lines: &[Value], done: &str) {
+    assert_eq!(lines.len(), 2, "a begin and an end line: {lines:#?}");
+    assert_eq!(lines[0]["phase"], "begin", "{lines:#?}");
+    assert_eq!(lines[1]["phase"], "end", "{lines:#?}");
+    assert_eq!(lines[1]["finished"], false, "{lines:#?}");
+    assert_eq!(lines[0]["id"], lines[1]["id"], "{lines:#?}");
+    let end = lines[1].to_string();
+    assert!(
+        end.contains(done),
+        "the end line does not say `{done}`: {end}"
+    );
+}
+
+/// `jobs pause` on a stage whose schedules were never synced: the pause is recorded, the
+/// schedule cannot be disabled (there is none). The trail says so. (Nothing was audited: the
+/// line was written only after a success.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_whose_schedule_is_missing_is_audited_with_what_it_recorded() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("audit-pause"), StackOptions::default())
+        .await
+        .unwrap();
+    let out = schedkit(&[
+        "--stage",
+        &stack.name,
+        "jobs",
+        "pause",
+        "long-report",
+        "--reason",
+        "audit half-way",
+    ]);
+    assert!(
+        !out.status.success(),
+        "the pause succeeded without a schedule"
+    );
+    assert!(stderr(&out).contains("no schedule"), "{}", stderr(&out));
+    let lines = audited("jobs pause", &stack.schedule_group);
+    assert_audited_half_way(&lines, "recorded");
+}
+
+/// `chains rerun` of a paused run whose first execution is gone: the rerun records run 2
+/// RUNNING, then cannot start its execution. The trail says it recorded the run. (Nothing
+/// was audited.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rerun_that_could_not_start_its_execution_is_audited_with_what_it_recorded() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("audit-rerun"), StackOptions::default())
+        .await
+        .unwrap();
+    let key = unique("month-end#2026-11-30T06:00:00Z");
+    let now = "2026-12-01T06:00:00.000Z".to_string();
+    let paused = ExecutionRecord {
+        execution_key: key.clone(),
+        job: "month-end".into(),
+        scheduled_for: "2026-11-30T06:00:00Z".into(),
+        status: Status::Paused,
+        attempt: 1,
+        attempt_base: 0,
+        owner: Some(schedkit::key::chain_execution_name(&key, 1)),
+        lease_expires_at: None,
+        payload_hash: "h".into(),
+        input: Some("{}".into()),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        started_at: Some(now.clone()),
+        finished_at: Some(now),
+        duration_ms: None,
+        last_error: Some("step `orders-export` failed: schedkit.permanent-error: blocked".into()),
+        history: Vec::new(),
+        result: None,
+        message_id: None,
+        expires_at: chrono::Utc::now().timestamp() + 3600,
+    };
+    stack.put_record(&paused).await.unwrap();
+    let out = schedkit(&["--stage", &stack.name, "chains", "rerun", &key, "--yes"]);
+    assert!(
+        !out.status.success(),
+        "the rerun succeeded without its first execution"
+    );
+    let lines = audited("chains rerun", &key);
+    assert_audited_half_way(&lines, "run 2");
+}

@@ -1,0 +1,201 @@
+//! Admission: whether a claimed run may start now. A run of a job whose catalog says
+//! `overlap = "skip"` or `"buffer_one"` enters the job's slot first (after its claim, so a
+//! message the claim decided never holds it); if the slot is held by a running run, the
+//! claim is given back and the run is recorded SKIPPED (a new firing) or waits (a retry or
+//! redrive of an existing run, or the one waiter `buffer_one` allows). A chain's step never
+//! goes through its job's overlap policy: the chain orders its own steps, and a skipped step
+//! could never run.
+
+use std::time::Duration;
+
+use super::outcome::Outcome;
+use super::processor::{Claim, MessageCtx, Processor, Started};
+use crate::envelope::Envelope;
+use crate::job::{Overlap, RegisteredJob};
+use crate::store::{ExecutionRecord, Gate, Status, TransitionError};
+use crate::telemetry::{Metric, Transition};
+
+/// How soon a run that exists already (a retry, a redrive) looks again for its job's slot.
+const SLOT_RECHECK: Duration = Duration::from_secs(5);
+
+impl Processor {
+    /// Runs the claimed run `claim` once its job's overlap policy admits it. `step`: the
+    /// message is a chain's step (checked against the catalog's chains).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn admit_and_run(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        registered: &RegisteredJob,
+        claim: Claim<'_>,
+        step: bool,
+        started: Started,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let policy = &registered.policy;
+        if policy.overlap == Overlap::Allow || step {
+            return self
+                .run(ctx, envelope, registered, claim.record, started, t)
+                .await;
+        }
+        let hold = policy.timeout.unwrap_or(policy.lease) + policy.lease;
+        let store = &self.inner.store;
+        let gate = store
+            .enter_slot(
+                &envelope.job,
+                &claim.record.execution_key,
+                &claim.request.owner,
+                policy.overlap,
+                claim.request.now,
+                hold,
+            )
+            .await;
+        let running = match gate {
+            Ok(Gate::Open) => {
+                let key = claim.record.execution_key.clone();
+                let outcome = self
+                    .run(ctx, envelope, registered, claim.record, started, t)
+                    .await;
+                // The slot is given back once this run's outcome is written. Not after a lost
+                // lease or an unknown outcome: the run may still be going on elsewhere, and
+                // the slot lapses by itself (or is taken over once the run is decided).
+                let ended = matches!(
+                    outcome,
+                    Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
+                );
+                if ended && let Err(e) = store.leave_slot(&envelope.job, &key).await {
+                    self.log(t, "SLOT_KEPT", 0, 0, &e.to_string());
+                }
+                return outcome;
+            }
+            Ok(Gate::Wait { retry_in }) => return self.wait(ctx, claim, retry_in, t).await,
+            Ok(Gate::Skip { running }) => running,
+            Err(e) => {
+                let given = store
+                    .give_back(&claim.record, claim.before.as_ref(), claim.request)
+                    .await;
+                if let Err(kept) = given {
+                    // The claim lapses after its lease; the message comes back to decide.
+                    self.log(t, "CLAIM_KEPT", 0, 0, &kept.to_string());
+                }
+                return self.store_failed(ctx, t, e).await;
+            }
+        };
+        if !is_new(claim.before.as_ref()) {
+            return self.wait(ctx, claim, SLOT_RECHECK, t).await;
+        }
+        match store
+            .skip_claimed(&claim.record, claim.request, &running)
+            .await
+        {
+            Ok(()) => {
+                self.inner.metrics.count(t.job, Metric::Skipped);
+                self.log(t, "SKIPPED", 0, 0, &format!("`{running}` was running"));
+                Outcome::Skipped
+            }
+            Err(e) => self.claim_not_given_back(ctx, t, e).await,
+        }
+    }
+
+    /// The run waits for its job's slot: its claim given back (no attempt spent), and the
+    /// message back after `retry_in`.
+    async fn wait(
+        &self,
+        ctx: &MessageCtx<'_>,
+        claim: Claim<'_>,
+        retry_in: Duration,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let given = self
+            .inner
+            .store
+            .give_back(&claim.record, claim.before.as_ref(), claim.request)
+            .await;
+        if let Err(e) = given {
+            return self.claim_not_given_back(ctx, t, e).await;
+        }
+        let resent = self.come_back(ctx, retry_in).await;
+        self.inner.metrics.count(t.job, Metric::OverlapWaited);
+        self.log(t, "WAITING", 0, 0, "");
+        Outcome::Waiting { retry_in, resent }
+    }
+
+    /// A claim that could not be given back (or recorded SKIPPED): it lapses after its
+    /// lease, and the message comes back to decide again.
+    async fn claim_not_given_back(
+        &self,
+        ctx: &MessageCtx<'_>,
+        t: &Transition<'_>,
+        e: TransitionError,
+    ) -> Outcome {
+        match e {
+            TransitionError::Store(e) => self.store_failed(ctx, t, e).await,
+            TransitionError::LeaseLost { .. } => {
+                self.log(
+                    t,
+                    "LEASE_LOST",
+                    0,
+                    0,
+                    "the claim was taken over before it was given back",
+                );
+                Outcome::LeaseLost
+            }
+        }
+    }
+}
+
+/// Whether a claimed run is a new firing (skipped when its job's slot is taken) rather than
+/// a run that has run before (a retry, a redrive: it waits). A run that never ran is new,
+/// even if a claim of it was made and lost (a worker that died between its claim and its
+/// admission) or it waited before (given back REGISTERED).
+fn is_new(before: Option<&ExecutionRecord>) -> bool {
+    before.is_none_or(|b| {
+        b.history.is_empty() && matches!(b.status, Status::Registered | Status::Running)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{AttemptEntry, AttemptOutcome};
+
+    fn record(status: Status, ran: bool) -> ExecutionRecord {
+        let json = serde_json::json!({
+            "execution_key": "k", "job": "j", "scheduled_for": "2026-12-01T00:00:00Z",
+            "status": status, "payload_hash": "h", "created_at": "", "updated_at": "",
+            "expires_at": 0,
+        });
+        let mut r: ExecutionRecord = serde_json::from_value(json).unwrap();
+        if ran {
+            r.history.push(AttemptEntry {
+                attempt: 1,
+                owner: "w:1".into(),
+                started_at: String::new(),
+                finished_at: String::new(),
+                outcome: AttemptOutcome::Retrying,
+                error: None,
+                duration_ms: None,
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn a_run_is_new_until_it_has_run() {
+        assert!(is_new(None));
+        assert!(
+            is_new(Some(&record(Status::Registered, false))),
+            "it waited before"
+        );
+        assert!(
+            is_new(Some(&record(Status::Running, false))),
+            "its claim was lost before its admission"
+        );
+        assert!(!is_new(Some(&record(Status::Retrying, true))), "a retry");
+        assert!(!is_new(Some(&record(Status::Failed, true))), "a redrive");
+        assert!(
+            !is_new(Some(&record(Status::Running, true))),
+            "taken over after a worker died running it"
+        );
+    }
+}

@@ -1,0 +1,177 @@
+//! Coming back later without counting as a receive. A delivery that must wait (another
+//! worker holds the run's lease, its job's overlap slot is taken, or a Lambda invocation is
+//! too near its deadline to start it) is sent again with its wait as the new copy's delay
+//! and the copy in hand deleted at once (send, then delete: a crash between leaves a
+//! duplicate, never a loss), instead of being hidden:
+//! SQS counts every receive of a message toward the queue's `maxReceiveCount`, and a run that
+//! waits long enough would otherwise reach the DLQ with no reason while its record says it
+//! is still to run. The new copy carries the message's attributes (a redrive's mark stays)
+//! and how many times it has waited (`schedkit.waits`), which spaces the looks out.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
+use aws_sdk_sqs::primitives::Blob;
+use aws_sdk_sqs::types::MessageAttributeValue;
+
+use super::processor::{MessageCtx, Processor};
+
+/// Message attribute: how many times the run's message waited and was sent again.
+pub const WAITS: &str = "schedkit.waits";
+
+/// SQS's longest delay on a message.
+const MAX_DELAY: Duration = Duration::from_secs(900);
+
+/// SQS's most message attributes on a message.
+const MAX_ATTRIBUTES: usize = 10;
+
+/// How many times the run has looked so far: this copy's receives and the waits of the
+/// copies before it.
+pub(super) fn looks(message: &SqsMessage) -> u32 {
+    let receives: u32 = message
+        .attributes
+        .get("ApproximateReceiveCount")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    receives.saturating_add(waits(message))
+}
+
+fn waits(message: &SqsMessage) -> u32 {
+    message
+        .message_attributes
+        .get(WAITS)
+        .and_then(|a| a.string_value.as_deref())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A Lambda event's message attribute as the SDK sends it.
+fn to_sdk(a: &SqsMessageAttribute) -> Option<MessageAttributeValue> {
+    let mut value = MessageAttributeValue::builder()
+        .data_type(a.data_type.clone().unwrap_or_else(|| "String".into()));
+    if let Some(s) = &a.string_value {
+        value = value.string_value(s);
+    }
+    if let Some(b) = &a.binary_value {
+        value = value.binary_value(Blob::new(b.0.clone()));
+    }
+    value.build().ok()
+}
+
+/// The attributes of the copy sent again: the message's own, and its waits counted (when
+/// SQS's ten attributes leave room).
+fn attributes_again(message: &SqsMessage) -> HashMap<String, MessageAttributeValue> {
+    let mut out: HashMap<String, MessageAttributeValue> = message
+        .message_attributes
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), to_sdk(v)?)))
+        .collect();
+    if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
+        let counted = MessageAttributeValue::builder()
+            .data_type("Number")
+            .string_value(waits(message).saturating_add(1).to_string())
+            .build()
+            .expect("a data type is set");
+        out.insert(WAITS.into(), counted);
+    }
+    out
+}
+
+impl Processor {
+    /// Sends the message again to come back after `delay` (at most SQS's 15 minutes; a
+    /// longer wait looks again then), then deletes the copy in hand; true when sent. The
+    /// delete is not left to the end of a Lambda batch: a batch that outlives the copy's
+    /// visibility would let it be received, and sent again, a second time. When the send
+    /// fails, the copy in hand is hidden for `delay` instead.
+    pub(super) async fn come_back(&self, ctx: &MessageCtx<'_>, delay: Duration) -> bool {
+        let seconds = delay.min(MAX_DELAY).as_secs_f64().ceil() as i32;
+        let sent = self
+            .inner
+            .sqs
+            .send_message()
+            .queue_url(&self.inner.config.queue_url)
+            .message_body(ctx.body)
+            .delay_seconds(seconds)
+            .set_message_attributes(Some(attributes_again(ctx.message)))
+            .send()
+            .await;
+        match sent {
+            Ok(_) => {
+                if let Some(receipt) = ctx.receipt_handle {
+                    let deleted = self
+                        .inner
+                        .sqs
+                        .delete_message()
+                        .queue_url(&self.inner.config.queue_url)
+                        .receipt_handle(receipt)
+                        .send()
+                        .await;
+                    if let Err(e) = deleted {
+                        // Acknowledged anyway: the copy sent again is the run's now, and this
+                        // one, should it come back, is decided like any duplicate.
+                        tracing::warn!(error = %crate::aws::describe(&e), "the copy sent again is on its way; the one in hand was not deleted");
+                    }
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::aws::describe(&e), "could not send the waiting message again; hiding it instead");
+                self.hide(ctx.receipt_handle, delay).await;
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(attributes: &[(&str, &str)]) -> SqsMessage {
+        let mut m = SqsMessage::default();
+        for (k, v) in attributes {
+            let mut a = SqsMessageAttribute::default();
+            a.string_value = Some(v.to_string());
+            a.data_type = Some("String".into());
+            m.message_attributes.insert(k.to_string(), a);
+        }
+        m
+    }
+
+    #[test]
+    fn a_copy_sent_again_keeps_the_messages_attributes_and_counts_its_waits() {
+        let m = message(&[
+            (super::super::attr::REASON, "permanent-error"),
+            (WAITS, "2"),
+        ]);
+        let again = attributes_again(&m);
+        assert_eq!(
+            again[super::super::attr::REASON].string_value(),
+            Some("permanent-error"),
+            "a redrive's mark stays"
+        );
+        assert_eq!(again[WAITS].string_value(), Some("3"));
+        assert_eq!(again[WAITS].data_type(), "Number");
+        let fresh = message(&[]);
+        assert_eq!(attributes_again(&fresh)[WAITS].string_value(), Some("1"));
+    }
+
+    #[test]
+    fn looks_count_this_copys_receives_and_the_earlier_copies_waits() {
+        let mut m = message(&[(WAITS, "4")]);
+        m.attributes
+            .insert("ApproximateReceiveCount".into(), "2".into());
+        assert_eq!(looks(&m), 6);
+        assert_eq!(looks(&message(&[])), 1);
+    }
+
+    #[test]
+    fn ten_attributes_of_its_own_leave_no_room_to_count_waits() {
+        let own: Vec<(String, String)> = (0..10).map(|i| (format!("a{i}"), "v".into())).collect();
+        let refs: Vec<(&str, &str)> = own.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let again = attributes_again(&message(&refs));
+        assert_eq!(again.len(), 10);
+        assert!(!again.contains_key(WAITS));
+    }
+}
