@@ -288,6 +288,15 @@ async fn keys_on(stack: &Stack, url: &str) -> Vec<String> {
             return keys;
         }
         for m in &batch {
+            // Every message on the jobs queue here is a letter moved back: it keeps its
+            // reason, which marks it as a redrive (the one kind of message that runs a
+            // FAILED run again), whether a move task or a selective redrive moved it.
+            if url == stack.queue_url {
+                assert!(
+                    m.message_attributes.contains_key(attr::REASON),
+                    "a redriven letter lost its reason: {m:?}"
+                );
+            }
             keys.push(
                 Envelope::parse(m.body.as_deref().unwrap())
                     .unwrap()

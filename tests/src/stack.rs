@@ -627,6 +627,7 @@ impl Stack {
                 .max_number_of_messages((max - out.len()).min(10) as i32)
                 .wait_time_seconds(1)
                 .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
                 .send()
                 .await?;
             out.extend(

@@ -110,9 +110,9 @@ async fn resuming_a_job_never_deletes_an_execution_record_whatever_its_key() {
     }
 }
 
-/// A job whose runs sleep `seconds` (payload), failing once first when `fail_once` says
-/// so; one run at a time under `overlap`.
-fn slow(overlap: Overlap) -> Registry {
+/// A job `job` whose runs sleep `seconds` (payload), failing once first when `fail_once`
+/// says so; one run at a time under `overlap`.
+fn slow(job: &str, overlap: Overlap) -> Registry {
     let policy = JobPolicy {
         overlap,
         timeout: Some(Duration::from_secs(40)),
@@ -124,7 +124,7 @@ fn slow(overlap: Overlap) -> Registry {
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    Registry::new().register("slow", policy, |ctx: JobContext| async move {
+    Registry::new().register(job, policy, |ctx: JobContext| async move {
         if ctx.payload.get("fail_once").is_some() && ctx.attempt == 1 {
             return Err(JobError::retryable("not yet"));
         }
@@ -134,8 +134,8 @@ fn slow(overlap: Overlap) -> Registry {
     })
 }
 
-fn slow_run(key: &str, payload: serde_json::Value) -> Envelope {
-    let mut e = Envelope::new("slow", "2026-12-01T09:00:00Z".parse().unwrap());
+fn slow_run(job: &str, key: &str, payload: serde_json::Value) -> Envelope {
+    let mut e = Envelope::new(job, "2026-12-01T09:00:00Z".parse().unwrap());
     e.key = Some(key.to_string());
     e.payload = payload.as_object().cloned();
     e
@@ -158,21 +158,28 @@ fn counted_store(stack: &Stack, counter: &RequestCounter) -> DynamoStore {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_duplicate_of_a_done_run_of_a_skip_job_costs_one_request_and_never_enters_the_slot() {
     let stack = Stack::lane("dup-slot", lane_options()).await;
+    // A job of its own: its overlap slot is on the table the lanes share.
+    let job = unique("slow");
     let counter = RequestCounter::all();
     let worker = Processor::new(
         counted_store(&stack, &counter),
         stack.sqs.clone(),
-        slow(Overlap::Skip),
+        slow(&job, Overlap::Skip),
         stack.config("w"),
         Metrics::capture().0,
     );
     let key = unique("done-run");
-    let run = slow_run(&key, json!({}));
+    let run = slow_run(&job, &key, json!({}));
     stack.send_envelope(&run).await.unwrap();
     stack.run_until_drained(std::slice::from_ref(&worker)).await;
     assert_eq!(
         stack.record(&key).await.unwrap().unwrap().status,
         Status::Done
+    );
+    assert_eq!(
+        counter.get(),
+        4,
+        "a success of a `skip` job: its claim, the slot entered, its outcome, the slot left"
     );
     counter.reset();
     stack.send_envelope(&run).await.unwrap();
@@ -196,20 +203,22 @@ async fn a_duplicate_of_a_done_run_of_a_skip_job_costs_one_request_and_never_ent
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_left_held_by_a_finished_run_is_free_for_the_next_firing() {
     let stack = Stack::lane("stale-slot", lane_options()).await;
-    let worker = stack.processor(slow(Overlap::Skip), "w", Metrics::capture().0);
+    // A job of its own: its overlap slot is on the table the lanes share.
+    let job = unique("slow");
+    let worker = stack.processor(slow(&job, Overlap::Skip), "w", Metrics::capture().0);
     let (first, next) = (unique("first"), unique("next"));
     stack
-        .send_envelope(&slow_run(&first, json!({})))
+        .send_envelope(&slow_run(&job, &first, json!({})))
         .await
         .unwrap();
     stack.run_until_drained(std::slice::from_ref(&worker)).await;
     // As if the release had failed: the slot names the finished run for another hour.
     stack
-        .hold_slot("slow", &first, Duration::from_secs(3600))
+        .hold_slot(&job, &first, Duration::from_secs(3600))
         .await
         .unwrap();
     stack
-        .send_envelope(&slow_run(&next, json!({})))
+        .send_envelope(&slow_run(&job, &next, json!({})))
         .await
         .unwrap();
     stack.run_until_drained(&[worker]).await;
@@ -232,14 +241,16 @@ async fn a_retry_waiting_for_its_jobs_slot_never_reaches_the_dlq_without_a_reaso
         },
     )
     .await;
-    let worker = stack.processor(slow(Overlap::Skip), "w", Metrics::capture().0);
+    // A job of its own: its overlap slot is on the table the lanes share.
+    let job = unique("slow");
+    let worker = stack.processor(slow(&job, Overlap::Skip), "w", Metrics::capture().0);
     let (long, retry) = (unique("long"), unique("retry"));
     // The retry's first attempt failed: its record is RETRYING.
-    let retry_run = slow_run(&retry, json!({}));
+    let retry_run = slow_run(&job, &retry, json!({}));
     let store = stack.store();
     let first = ClaimRequest {
         payload_hash: schedkit::key::payload_hash(&retry_run),
-        ..claim_request(&retry, "slow", "w:first")
+        ..claim_request(&retry, &job, "w:first")
     };
     let ClaimOutcome::Claimed {
         record: claimed, ..
@@ -278,7 +289,7 @@ async fn a_retry_waiting_for_its_jobs_slot_never_reaches_the_dlq_without_a_reaso
         })
         .collect();
     stack
-        .send_envelope(&slow_run(&long, json!({"seconds": 25})))
+        .send_envelope(&slow_run(&job, &long, json!({"seconds": 25})))
         .await
         .unwrap();
     // (A loaded machine is slow, not wrong: a minute to start.)
@@ -570,12 +581,14 @@ async fn a_failed_step_sent_again_is_answered_from_its_record_not_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_long_run_keeps_its_jobs_slot_while_its_lease_is_renewed() {
     let stack = Stack::lane("long-slot", lane_options()).await;
+    // A job of its own: its overlap slot is on the table the lanes share.
+    let job = unique("slow");
     let policy = JobPolicy {
         overlap: Overlap::Skip,
         timeout: None,
         ..JobPolicy::default().with_lease(Duration::from_secs(2))
     };
-    let registry = Registry::new().register("slow", policy, |ctx: JobContext| async move {
+    let registry = Registry::new().register(&job, policy, |ctx: JobContext| async move {
         let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
         tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
         Ok(json!(null))
@@ -583,14 +596,14 @@ async fn a_long_run_keeps_its_jobs_slot_while_its_lease_is_renewed() {
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let (first, second) = (unique("first"), unique("second"));
     stack
-        .send_envelope(&slow_run(&first, json!({"seconds": 9})))
+        .send_envelope(&slow_run(&job, &first, json!({"seconds": 9})))
         .await
         .unwrap();
     let later = async {
         // Past the slot's guess (two leases: 4 s), the first run still going.
         tokio::time::sleep(Duration::from_secs(6)).await;
         stack
-            .send_envelope(&slow_run(&second, json!({})))
+            .send_envelope(&slow_run(&job, &second, json!({})))
             .await
             .unwrap();
     };
