@@ -10,13 +10,26 @@ use std::time::Duration;
 
 use super::outcome::Outcome;
 use super::processor::{Claim, MessageCtx, Processor, Started};
+use super::requeue;
 use crate::envelope::Envelope;
 use crate::job::{Overlap, RegisteredJob};
 use crate::store::{ExecutionRecord, Gate, Status, TransitionError};
 use crate::telemetry::{Metric, Transition};
 
-/// How soon a run that exists already (a retry, a redrive) looks again for its job's slot.
+/// How soon a run that exists already (a retry, a redrive) first looks again for its job's
+/// slot.
 const SLOT_RECHECK: Duration = Duration::from_secs(5);
+
+/// The longest a waiting run goes between two looks at its job's slot.
+const LONGEST_LOOK: Duration = Duration::from_secs(30);
+
+/// When a run that waited `looks` times looks again, at the earliest `first`: twice as late
+/// each time it found the slot still held (a long run's heartbeats can keep it far past its
+/// guessed length), up to [`LONGEST_LOOK`]. Each look costs a handful of requests.
+fn next_look(first: Duration, looks: u32) -> Duration {
+    let spaced = Duration::from_secs(1u64 << looks.min(5));
+    first.max(spaced).min(LONGEST_LOOK.max(first))
+}
 
 impl Processor {
     /// Runs the claimed run `claim` once its job's overlap policy admits it. `step`: the
@@ -68,7 +81,10 @@ impl Processor {
                 }
                 return outcome;
             }
-            Ok(Gate::Wait { retry_in }) => return self.wait(ctx, claim, retry_in, t).await,
+            Ok(Gate::Wait { retry_in }) => {
+                let retry_in = next_look(retry_in, requeue::looks(ctx.message));
+                return self.wait(ctx, claim, retry_in, t).await;
+            }
             Ok(Gate::Skip { running }) => running,
             Err(e) => {
                 let given = store
@@ -82,7 +98,8 @@ impl Processor {
             }
         };
         if !is_new(claim.before.as_ref()) {
-            return self.wait(ctx, claim, SLOT_RECHECK, t).await;
+            let retry_in = next_look(SLOT_RECHECK, requeue::looks(ctx.message));
+            return self.wait(ctx, claim, retry_in, t).await;
         }
         match store
             .skip_claimed(&claim.record, claim.request, &running)
@@ -178,6 +195,14 @@ mod tests {
             });
         }
         r
+    }
+
+    #[test]
+    fn a_waiting_run_looks_again_later_each_time_up_to_half_a_minute() {
+        let at = |first: u64, looks| next_look(Duration::from_secs(first), looks).as_secs();
+        assert_eq!([at(1, 1), at(1, 2), at(1, 3), at(1, 9)], [2, 4, 8, 30]);
+        assert_eq!(at(5, 1), 5, "never sooner than the slot's own guess");
+        assert_eq!(at(45, 9), 45);
     }
 
     #[test]

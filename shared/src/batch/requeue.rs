@@ -28,7 +28,7 @@ const MAX_ATTRIBUTES: usize = 10;
 
 /// How many times the run has looked so far: this copy's receives and the waits of the
 /// copies before it.
-pub(super) fn looks(message: &SqsMessage) -> u32 {
+pub(crate) fn looks(message: &SqsMessage) -> u32 {
     let receives: u32 = message
         .attributes
         .get("ApproximateReceiveCount")
