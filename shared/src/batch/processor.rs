@@ -414,8 +414,17 @@ impl Processor {
             Ok(ClaimOutcome::InProgress(record)) => {
                 let left_ms = record.lease_expires_at.unwrap_or(0)
                     - self.inner.config.clock.now().timestamp_millis();
-                let retry_in = in_progress_delay(left_ms, requeue::looks(&message));
-                let resent = self.come_back(&ctx, retry_in).await;
+                let looks = requeue::looks(&message);
+                let retry_in = in_progress_delay(left_ms, looks);
+                // Hidden for its first looks (one request; most runs end within them),
+                // sent again after (two): a long run's duplicates never climb toward the
+                // queue's maxReceiveCount.
+                let resent = if looks < requeue::HIDDEN_LOOKS {
+                    self.hide(ctx.receipt_handle, retry_in).await;
+                    false
+                } else {
+                    self.come_back(&ctx, retry_in).await
+                };
                 self.inner
                     .metrics
                     .count(&envelope.job, Metric::InProgressConflict);

@@ -1,8 +1,8 @@
-//! Coming back later without counting as a receive. A delivery that must wait (another
-//! worker holds the run's lease, its job's overlap slot is taken, or a Lambda invocation is
-//! too near its deadline to start it) is sent again with its wait as the new copy's delay
-//! and the copy in hand deleted at once (send, then delete: a crash between leaves a
-//! duplicate, never a loss), instead of being hidden:
+//! Coming back later without counting as a receive. A delivery that must wait (its job's
+//! overlap slot is taken, a Lambda invocation is too near its deadline to start it, or
+//! another worker holds the run's lease, after its first few looks) is sent again with its
+//! wait as the new copy's delay and the copy in hand deleted at once (send, then delete: a
+//! crash between leaves a duplicate, never a loss), instead of being hidden:
 //! SQS counts every receive of a message toward the queue's `maxReceiveCount`, and a run that
 //! waits long enough would otherwise reach the DLQ with no reason while its record says it
 //! is still to run. The new copy carries the message's attributes (a redrive's mark stays)
@@ -19,6 +19,11 @@ use super::processor::{MessageCtx, Processor};
 
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
+
+/// Looks for which a delivery in progress elsewhere is hidden instead of sent again: a
+/// hide is one request and most runs end within a few seconds; these few receives are
+/// within the margin the template's `maxReceiveCount` keeps beyond a job's attempts.
+pub(super) const HIDDEN_LOOKS: u32 = 3;
 
 /// SQS's longest delay on a message.
 const MAX_DELAY: Duration = Duration::from_secs(900);

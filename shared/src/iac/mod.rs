@@ -83,14 +83,14 @@ fn q(text: &str) -> String {
 }
 
 /// Receives a message may take beyond its attempts before SQS's redrive policy moves it:
-/// deliveries to a worker that died before it decided, and deliveries deferred at a Lambda
-/// invocation's deadline.
+/// the first few looks of a delivery whose run is in progress elsewhere (hidden, not sent
+/// again), and deliveries to a worker that died before it decided.
 const RECEIVES_BEYOND_ATTEMPTS: u32 = 10;
 
-/// The redrive safety net must outlast every attempt of every job. Waiting does not count:
-/// a delivery that waits (in progress elsewhere, or for its job's overlap slot) is sent
-/// again with its wait as the new copy's delay, and the copy in hand acknowledged, so its
-/// receive count never grows while it waits (`schedkit::batch`'s requeue).
+/// The redrive safety net must outlast every attempt of every job. Waiting beyond a few
+/// looks does not count: a delivery that waits longer (in progress elsewhere, or for its
+/// job's overlap slot) is sent again with its wait as the new copy's delay, and the copy in
+/// hand deleted, so its receive count stops growing (`schedkit::batch`'s requeue).
 fn max_receive_count(catalog: &Catalog) -> u32 {
     catalog
         .jobs
