@@ -3,21 +3,20 @@
 //! Follow a message through [`Processor::handle`]: parse the envelope (poison → DLQ), route
 //! it (a chain's own trigger or end → `chains::runs`; a step message that does not match
 //! its step → DLQ as `record-mismatch`), find the job (unknown → DLQ), derive the key, claim
-//! it (duplicate → ack; in progress → sent again to come back after the lease; conflict →
-//! DLQ), admit it (`admit`: its job's overlap slot, entered only now that the claim says it
+//! it (duplicate → ack; in progress → back after the lease, hidden at first, then sent
+//! again; conflict → DLQ), admit it (`admit`: its job's overlap slot, entered only now that the claim says it
 //! will run), run the job with heartbeats, and record the outcome (DONE → ack; retryable →
 //! RETRYING and hidden for the backoff; exhausted or permanent → FAILED, counted toward the
 //! job's `pause_after_failures`, then DLQ, then ack). A message is acknowledged only once its
 //! outcome is durable, or once a copy that comes back later was sent (`requeue`).
 
 use std::collections::HashMap;
-
-use chrono::{DateTime, Utc};
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client as SqsClient;
+use chrono::{DateTime, Utc};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
