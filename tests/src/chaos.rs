@@ -334,7 +334,15 @@ pub async fn run(stack: &Stack, plan: &Plan) -> anyhow::Result<Report> {
         other_keys,
         mut report,
     } = workload(plan, &mut rng);
-    stack.send_all(bodies.iter().map(String::as_str)).await?;
+    // A tenth of the messages wait for the outage, so the workers have work that needs
+    // DynamoDB while it is unreachable however fast they drained the rest.
+    let held_back = if plan.outage.is_some() {
+        bodies.len() / 10
+    } else {
+        0
+    };
+    let (now, at_outage) = bodies.split_at(bodies.len() - held_back);
+    stack.send_all(now.iter().map(String::as_str)).await?;
 
     let proxy = TcpProxy::start(crate::endpoint().trim_start_matches("http://")).await?;
     let unavailable = Arc::new(AtomicU64::new(0));
@@ -345,6 +353,7 @@ pub async fn run(stack: &Stack, plan: &Plan) -> anyhow::Result<Report> {
 
     let chaos_started = Instant::now();
     let mut outage_over = plan.outage.is_none();
+    let mut outage_began: Option<Instant> = None;
     let last_kill = loop {
         let (lo, hi) = plan.kill_every;
         tokio::time::sleep(rng.random_range(lo..=hi)).await;
@@ -355,13 +364,20 @@ pub async fn run(stack: &Stack, plan: &Plan) -> anyhow::Result<Report> {
         pollers[i] = spawn_poller(stack, &proxy.url(), unavailable.clone(), i, lives[i]);
         report.kills += 1;
         let killed_at = Instant::now();
+        // The outage begins at the first kill `at` into the run and ends at the first kill
+        // `len` after it began.
         if let Some((at, len)) = plan.outage {
-            let into = chaos_started.elapsed();
-            if into >= at && into < at + len {
-                proxy.cut();
-            } else if into >= at + len && !outage_over {
-                proxy.heal();
-                outage_over = true;
+            match outage_began {
+                None if chaos_started.elapsed() >= at => {
+                    outage_began = Some(Instant::now());
+                    proxy.cut();
+                    stack.send_all(at_outage.iter().map(String::as_str)).await?;
+                }
+                Some(began) if !outage_over && began.elapsed() >= len => {
+                    proxy.heal();
+                    outage_over = true;
+                }
+                _ => {}
             }
         }
         let (visible, _, _) = stack.counts(&stack.queue_url).await?;
