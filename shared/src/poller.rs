@@ -1,4 +1,5 @@
-//! The worker outside Lambda: long-poll the queue and feed the same batch adapter.
+//! The worker outside Lambda: long-poll the queue and feed the same batch adapter, message
+//! by message, up to its concurrency at once, receiving again as soon as one finishes.
 //!
 //! Semantics match the Lambda event source mapping with partial batch responses: every
 //! acknowledged message is deleted, every other one is left to come back (after the
@@ -6,13 +7,16 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::time::Duration;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{
     DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
 };
+
+use tokio::task::JoinSet;
 
 use crate::aws::describe;
 use crate::batch::{MessageReport, Processor};
@@ -57,7 +61,12 @@ pub struct PollStats {
 }
 
 /// Polls until `shutdown` resolves (or, with `until_drained`, until the queue is empty).
-/// The batch in hand when shutdown comes is finished first.
+///
+/// Up to the processor's `concurrency` messages are in hand at once, each handled on its
+/// own: a receive for as many as there is room for goes out as soon as room frees (see
+/// [`Room`]), so a long job never holds back the messages the worker could run beside it.
+/// Each message is deleted soon after its outcome is durable (see [`acknowledge`]). The
+/// messages in hand when shutdown comes are finished first.
 pub async fn poll(
     processor: &Processor,
     sqs: &Client,
@@ -65,96 +74,273 @@ pub async fn poll(
     shutdown: impl Future<Output = ()>,
 ) -> PollStats {
     let queue_url = processor.config().queue_url.clone();
-    // A received message stays hidden for the longest lease: a poller killed mid-batch has
-    // its messages back after about that long (heartbeats extend it while a job runs).
+    let (done, finished) = tokio::sync::mpsc::unbounded_channel();
+    let receiving = async move {
+        let mut stats = PollStats::default();
+        let mut in_hand: JoinSet<MessageReport> = JoinSet::new();
+        let mut receive: Option<Pin<Box<Receive<'_>>>> = None;
+        let mut room = Room::new(processor.config().concurrency, options.max_messages);
+        let mut look_again: Option<Instant> = None;
+        tokio::pin!(shutdown);
+        loop {
+            if receive.is_none() {
+                look_again = None;
+                match room.next(in_hand.len(), Instant::now()) {
+                    Next::Receive(most) => {
+                        receive = Some(receive_request(processor, sqs, options, most));
+                    }
+                    Next::LookAgainAt(at) => look_again = Some(at),
+                    Next::Wait => {}
+                }
+            }
+            let event = tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(joined) = in_hand.join_next(), if !in_hand.is_empty() => Event::Finished(joined),
+                received = async {
+                    match receive.as_mut() {
+                        Some(r) => r.await,
+                        None => std::future::pending().await,
+                    }
+                } => Event::Received(Box::new(received)),
+                () = async {
+                    match look_again {
+                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        None => std::future::pending().await,
+                    }
+                } => Event::LookAgain,
+            };
+            let received = match event {
+                Event::Finished(joined) => {
+                    tally(&mut stats, joined, options.keep_reports);
+                    continue;
+                }
+                Event::LookAgain => continue,
+                Event::Received(received) => {
+                    receive = None;
+                    *received
+                }
+            };
+            let messages = match received {
+                Ok(out) => out.messages.unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(error = %describe(&e), "receive failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            room.received(messages.len());
+            if messages.is_empty()
+                && options.until_drained
+                && in_hand.is_empty()
+                && drained(sqs, &queue_url).await
+            {
+                break;
+            }
+            stats.received += messages.len() as u64;
+            for message in messages.into_iter().map(to_event_message) {
+                let (processor, done) = (processor.clone(), done.clone());
+                in_hand.spawn(async move {
+                    // Boxed, so that the spawned future is small (see `DynamoStore::timed`).
+                    let report = Box::pin(processor.handle(message, "")).await;
+                    let _ = done.send(report.clone());
+                    report
+                });
+            }
+        }
+        // The messages in hand are finished first: outcomes written, acknowledged.
+        while let Some(joined) = in_hand.join_next().await {
+            tally(&mut stats, joined, options.keep_reports);
+        }
+        drop(done);
+        stats
+    };
+    let ack_url = processor.config().queue_url.clone();
+    let (mut stats, deleted) = tokio::join!(receiving, acknowledge(sqs, &ack_url, finished));
+    stats.deleted = deleted;
+    stats
+}
+
+/// A receive for at most `most` messages. A received message stays hidden for the longest
+/// lease: a poller killed mid-run has its messages back after about that long (heartbeats
+/// extend it while a job runs).
+fn receive_request<'a>(
+    processor: &'a Processor,
+    sqs: &'a Client,
+    options: &'a PollOptions,
+    most: usize,
+) -> Pin<Box<Receive<'a>>> {
     let hidden_for = processor.registry().longest_lease().map(|lease| {
         lease
             .as_secs_f64()
             .ceil()
             .clamp(1.0, MAX_VISIBILITY.as_secs() as f64) as i32
     });
-    let mut stats = PollStats::default();
-    tokio::pin!(shutdown);
-    loop {
-        let receive = sqs
-            .receive_message()
-            .queue_url(&queue_url)
-            .max_number_of_messages(options.max_messages)
+    Box::pin(
+        sqs.receive_message()
+            .queue_url(&processor.config().queue_url)
+            .max_number_of_messages(i32::try_from(most).unwrap_or(10))
             .wait_time_seconds(options.wait_seconds)
             .set_visibility_timeout(hidden_for)
             .message_system_attribute_names(MessageSystemAttributeName::All)
             .message_attribute_names("All")
-            .send();
-        let received = tokio::select! {
-            _ = &mut shutdown => break,
-            r = receive => r,
-        };
-        let messages = match received {
-            Ok(out) => out.messages.unwrap_or_default(),
-            Err(e) => {
-                tracing::warn!(error = %describe(&e), "receive failed; retrying in 1 s");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        if messages.is_empty() {
-            if options.until_drained && drained(sqs, &queue_url).await {
-                break;
-            }
-            continue;
+            .send(),
+    )
+}
+
+/// How long a poller with a little room, whose queue has more, waits for more room before
+/// receiving: jobs that finish together are refilled by one receive, not one each.
+const RECEIVE_GATHER: Duration = Duration::from_millis(20);
+
+/// When the poller receives, and how many: the policy alone, without a queue.
+///
+/// A receive goes out once half a receive's worth of room is free, or the poller is idle.
+/// When the last receive filled all the room it asked for (the queue has more), a smaller
+/// room is filled too, after [`RECEIVE_GATHER`]: without it a long job in hand would leave
+/// part of the room idle (with ten places and one held, receives of five then four, then
+/// five only once those five end), and the short jobs would run at half their rate.
+#[derive(Debug, Clone)]
+pub(crate) struct Room {
+    capacity: usize,
+    per_receive: usize,
+    enough: usize,
+    asked: usize,
+    queue_had_more: bool,
+    gather_until: Option<Instant>,
+}
+
+/// What the poller does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Receive at most this many.
+    Receive(usize),
+    /// Look again then (or when a message finishes).
+    LookAgainAt(Instant),
+    /// Wait for a message to finish.
+    Wait,
+}
+
+impl Room {
+    pub(crate) fn new(concurrency: usize, max_messages: i32) -> Room {
+        let capacity = concurrency.max(1);
+        let per_receive = usize::try_from(max_messages).unwrap_or(1).clamp(1, 10);
+        Room {
+            capacity,
+            per_receive,
+            enough: per_receive.min(capacity).div_ceil(2),
+            asked: 0,
+            queue_had_more: false,
+            gather_until: None,
         }
-        stats.received += messages.len() as u64;
-        let batch: Vec<SqsMessage> = messages.into_iter().map(to_event_message).collect();
-        let (reports, deleted) = process_and_ack(processor, sqs, &queue_url, batch).await;
-        stats.deleted += deleted;
-        for r in reports {
-            *stats.outcomes.entry(r.outcome.label()).or_default() += 1;
-            if options.keep_reports {
-                stats.reports.push(r);
+    }
+
+    /// With `in_hand` messages at `now`, and no receive in flight.
+    pub(crate) fn next(&mut self, in_hand: usize, now: Instant) -> Next {
+        let room = self.capacity.saturating_sub(in_hand);
+        let receive = |this: &mut Room| {
+            this.asked = room.min(this.per_receive);
+            this.gather_until = None;
+            Next::Receive(this.asked)
+        };
+        if room >= self.enough || in_hand == 0 {
+            return receive(self);
+        }
+        if room == 0 || !self.queue_had_more {
+            self.gather_until = None;
+            return Next::Wait;
+        }
+        match self.gather_until {
+            Some(at) if now >= at => receive(self),
+            Some(at) => Next::LookAgainAt(at),
+            None => {
+                let at = now + RECEIVE_GATHER;
+                self.gather_until = Some(at);
+                Next::LookAgainAt(at)
             }
         }
     }
-    stats
+
+    /// The last receive brought `got` messages.
+    pub(crate) fn received(&mut self, got: usize) {
+        self.queue_had_more = got > 0 && got >= self.asked;
+    }
 }
 
-/// How long a finished message waits for others of its batch to finish, so that one
-/// `DeleteMessageBatch` takes most of a batch instead of a request per few messages.
+/// A receive request in flight.
+type Receive<'a> = dyn Future<
+        Output = Result<
+            aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput,
+            aws_sdk_sqs::error::SdkError<
+                aws_sdk_sqs::operation::receive_message::ReceiveMessageError,
+            >,
+        >,
+    > + Send
+    + 'a;
+
+/// What the poller waits for.
+enum Event {
+    /// A message in hand has its report.
+    Finished(Result<MessageReport, tokio::task::JoinError>),
+    /// Time to look at the room again.
+    LookAgain,
+    /// A receive answered (boxed: an SDK answer is large beside a report).
+    Received(
+        Box<
+            Result<
+                aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput,
+                aws_sdk_sqs::error::SdkError<
+                    aws_sdk_sqs::operation::receive_message::ReceiveMessageError,
+                >,
+            >,
+        >,
+    ),
+}
+
+/// Counts one finished message in `stats`.
+fn tally(stats: &mut PollStats, joined: Result<MessageReport, tokio::task::JoinError>, keep: bool) {
+    match joined {
+        Ok(report) => {
+            *stats.outcomes.entry(report.outcome.label()).or_default() += 1;
+            if keep {
+                stats.reports.push(report);
+            }
+        }
+        // A bug in the adapter itself: the message is left to come back.
+        Err(e) => {
+            tracing::error!(error = %e, "message task failed");
+            *stats.outcomes.entry("unavailable").or_default() += 1;
+        }
+    }
+}
+
+/// How long a finished message waits for others to finish, so that one
+/// `DeleteMessageBatch` takes most of them instead of a request per few messages.
 const DELETE_GATHER: Duration = Duration::from_millis(20);
 
-/// Processes a batch and deletes each acknowledged message soon after its outcome is
-/// durable (with those that finish within [`DELETE_GATHER`] of it, in one request): a
-/// poller that dies mid-batch leaves only its unfinished messages to come back, and those
-/// of the last few milliseconds, which the store answers as duplicates.
-async fn process_and_ack(
-    processor: &Processor,
+/// Deletes each acknowledged message soon after its outcome is durable (with those that
+/// finish within [`DELETE_GATHER`] of it, ten to a request), until the channel closes; how
+/// many were deleted. A poller that dies leaves only its unfinished messages to come back,
+/// and those of its last few milliseconds, which the store answers as duplicates.
+async fn acknowledge(
     sqs: &Client,
     queue_url: &str,
-    batch: Vec<SqsMessage>,
-) -> (Vec<MessageReport>, u64) {
-    let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
-    let process = async move {
-        let reports = processor.process_each(batch, None, Some(&done), None).await;
-        drop(done);
-        reports
-    };
-    let ack = async {
-        let (mut deleted, mut ready) = (0, Vec::new());
-        while finished.recv_many(&mut ready, 10).await > 0 {
-            let until = tokio::time::Instant::now() + DELETE_GATHER;
-            while ready.len() < 10 {
-                let room = 10 - ready.len();
-                let more = finished.recv_many(&mut ready, room);
-                match tokio::time::timeout_at(until, more).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
+    mut finished: tokio::sync::mpsc::UnboundedReceiver<MessageReport>,
+) -> u64 {
+    let (mut deleted, mut ready) = (0, Vec::new());
+    while finished.recv_many(&mut ready, 10).await > 0 {
+        let until = tokio::time::Instant::now() + DELETE_GATHER;
+        while ready.len() < 10 {
+            let room = 10 - ready.len();
+            let more = finished.recv_many(&mut ready, room);
+            match tokio::time::timeout_at(until, more).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
             }
-            deleted += delete_acknowledged(sqs, queue_url, &ready).await;
-            ready.clear();
         }
-        deleted
-    };
-    tokio::join!(process, ack)
+        deleted += delete_acknowledged(sqs, queue_url, &ready).await;
+        ready.clear();
+    }
+    deleted
 }
 
 /// The SDK's message in the shape Lambda's event source mapping delivers.
@@ -254,4 +440,79 @@ pub async fn drained(sqs: &Client, queue_url: &str) -> bool {
     };
     let attrs = out.attributes.unwrap_or_default();
     counts.iter().all(|c| attrs.get(c).is_none_or(|v| v == "0"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_poller_receives_a_whole_receives_worth() {
+        let mut room = Room::new(32, 10);
+        assert_eq!(room.next(0, Instant::now()), Next::Receive(10));
+        let mut small = Room::new(3, 10);
+        assert_eq!(small.next(0, Instant::now()), Next::Receive(3));
+    }
+
+    #[test]
+    fn half_a_receives_worth_of_room_is_received_at_once() {
+        let mut room = Room::new(10, 10);
+        let now = Instant::now();
+        assert_eq!(room.next(0, now), Next::Receive(10));
+        room.received(10);
+        assert_eq!(room.next(10, now), Next::Wait);
+        assert_eq!(room.next(5, now), Next::Receive(5));
+    }
+
+    #[test]
+    fn a_little_room_waits_when_the_queue_ran_short() {
+        let mut room = Room::new(10, 10);
+        let now = Instant::now();
+        assert_eq!(room.next(0, now), Next::Receive(10));
+        room.received(3);
+        assert_eq!(room.next(8, now + Duration::from_secs(1)), Next::Wait);
+        room.received(0);
+        assert_eq!(room.next(6, now), Next::Wait);
+    }
+
+    /// Ten places, one held by a long job, short jobs that end together: the room they free
+    /// is refilled whole, not five at a time.
+    #[test]
+    fn beside_a_long_job_a_little_room_is_refilled_after_a_moment_when_the_queue_has_more() {
+        let mut room = Room::new(10, 10);
+        let t0 = Instant::now();
+        // The long job and nine short ones in hand.
+        assert_eq!(room.next(1, t0), Next::Receive(9));
+        room.received(9);
+        // Five of the nine ended: a receive of five at once.
+        assert_eq!(room.next(5, t0), Next::Receive(5));
+        room.received(5);
+        // The other four ended meanwhile: four places, less than half, but the queue has
+        // more: filled after a moment, or at once if that moment has passed.
+        let at = match room.next(6, t0) {
+            Next::LookAgainAt(at) => at,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(at, t0 + RECEIVE_GATHER);
+        assert_eq!(
+            room.next(6, t0 + Duration::from_millis(5)),
+            Next::LookAgainAt(at)
+        );
+        assert_eq!(room.next(6, at), Next::Receive(4));
+        room.received(4);
+        assert_eq!(room.next(10, at), Next::Wait);
+    }
+
+    #[test]
+    fn a_receive_that_came_back_empty_means_the_queue_has_no_more() {
+        let mut room = Room::new(10, 10);
+        let now = Instant::now();
+        assert_eq!(room.next(0, now), Next::Receive(10));
+        room.received(10);
+        let later = now + RECEIVE_GATHER;
+        assert_eq!(room.next(9, now), Next::LookAgainAt(later));
+        assert_eq!(room.next(9, later), Next::Receive(1));
+        room.received(0);
+        assert_eq!(room.next(9, later + Duration::from_secs(1)), Next::Wait);
+    }
 }

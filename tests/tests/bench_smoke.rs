@@ -23,7 +23,8 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                     "1",
                 ])
                 .args(["--cold-starts", "1", "--batches", "1", "--letters", "40"])
-                .args(["--redrive-rounds", "1", "--out"])
+                .args(["--redrive-rounds", "1", "--hol-shorts", "20"])
+                .args(["--hol-long-seconds", "3", "--out"])
                 .arg(&out)
                 .env("AWS_ENDPOINT_URL", endpoint())
                 .output()
@@ -50,6 +51,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "40 deliveries, 20 % duplicates",
         "As Lambda functions",
         "Selective DLQ redrive of 40 letters",
+        "One polling worker: 20 one-second jobs beside one 3 s job",
         "Cost per million jobs",
     ] {
         assert!(

@@ -63,6 +63,9 @@ mod overlap;
 /// record stays within DynamoDB's limits, and a FAILED run runs again only from its dead
 /// letter.
 mod ownership;
+/// The poller never waits for its slowest message: a long job in hand, short ones run
+/// beside it.
+mod poller;
 /// Crash recovery within the lease: finished messages acknowledged at once, a dead
 /// worker's unfinished ones back after about the lease, in both modes.
 mod recovery;

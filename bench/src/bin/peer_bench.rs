@@ -14,6 +14,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
+use schedkit_bench::head_of_line::{self, Receiving};
 use schedkit_bench::lambda_mode::{self, IO_WAIT_SECONDS};
 use schedkit_bench::redrive::{self, Redriver};
 use schedkit_bench::report::{Better, Results, Row, Section, machine};
@@ -46,6 +47,15 @@ struct Args {
     /// Redrives of each side, alternating.
     #[arg(long, default_value_t = 2)]
     redrive_rounds: usize,
+    /// Head of line: one-second jobs sent while one long job is in the poller's hand.
+    #[arg(long, default_value_t = 500)]
+    hol_shorts: usize,
+    /// Head of line: how long the long job runs, in seconds.
+    #[arg(long, default_value_t = 60)]
+    hol_long_seconds: u64,
+    /// Head of line: runs of each receiving mode, alternating.
+    #[arg(long, default_value_t = 1)]
+    hol_rounds: usize,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
     /// `--profiler` and write its profile to this file.
     #[arg(long)]
@@ -103,6 +113,13 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     let lambda = lambda_mode::run(&programs, &stack, args.cold_starts, args.batches).await?;
     let redrives = redrive::run(&sdk, &stack, &wire, args.letters, args.redrive_rounds).await?;
+    let hol_plan = head_of_line::Plan {
+        shorts: args.hol_shorts,
+        short: std::time::Duration::from_secs(1),
+        long: std::time::Duration::from_secs(args.hol_long_seconds),
+        concurrency: 10,
+    };
+    let hol = head_of_line::run(&stack, hol_plan, args.hol_rounds).await?;
 
     let n = t.deliveries;
     let records = stack.table.clone();
@@ -263,6 +280,59 @@ async fn main() -> anyhow::Result<()> {
         )],
     };
 
+    let modes = |m: &std::collections::BTreeMap<Receiving, Vec<f64>>| {
+        let of = |r| m.get(&r).cloned().unwrap_or_default();
+        (of(Receiving::MessageByMessage), of(Receiving::BatchAtATime))
+    };
+    let slowdown = |r: Receiving| {
+        let of = |m: &std::collections::BTreeMap<Receiving, Vec<f64>>| {
+            m.get(&r).cloned().unwrap_or_default()
+        };
+        of(&hol.beside_long)
+            .iter()
+            .zip(of(&hol.alone))
+            .map(|(beside, alone)| beside / alone)
+            .collect::<Vec<f64>>()
+    };
+    let head_of_line_section = Section {
+        title: format!(
+            "One polling worker: {} one-second jobs beside one {} s job",
+            args.hol_shorts, args.hol_long_seconds
+        ),
+        ours: Receiving::MessageByMessage.label().into(),
+        theirs: Receiving::BatchAtATime.label().into(),
+        rows: vec![
+            row(
+                "the short jobs alone: sent to last DONE (s)",
+                1,
+                Better::Lower,
+                modes(&hol.alone),
+            ),
+            row(
+                "the short jobs sent once the long one runs: sent to last DONE (s)",
+                1,
+                Better::Lower,
+                modes(&hol.beside_long),
+            ),
+            row(
+                "beside the long job ÷ alone",
+                2,
+                Better::Lower,
+                (
+                    slowdown(Receiving::MessageByMessage),
+                    slowdown(Receiving::BatchAtATime),
+                ),
+            ),
+        ],
+        notes: vec![format!(
+            "One worker, {} messages in hand at most (the worker's default), jobs that sleep, in this process. Message by message, the long job holds one of its {} places, so the short ones run at {}/{} of their rate alone at worst; a batch at a time, they wait for the batch holding the long job to end.",
+            hol_plan.concurrency,
+            hol_plan.concurrency,
+            hol_plan.concurrency - 1,
+            hol_plan.concurrency
+        )],
+    };
+
     // Cost: Lambda mode's duration per job, the throughput runs' memory and requests.
     let usage = |side: Side| Usage {
         duration_ms: median(&ms(&lambda.duration_per_job_ms).pick(side)),
@@ -303,12 +373,14 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
             args.batches,
             args.letters,
+            args.hol_shorts,
+            args.hol_long_seconds,
             if args.worker_profile == "release" {
                 String::new()
             } else {
@@ -323,6 +395,7 @@ async fn main() -> anyhow::Result<()> {
             throughput_section,
             lambda_section,
             redrive_section,
+            head_of_line_section,
             cost_section,
         ]
         .into_iter()
