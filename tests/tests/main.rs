@@ -80,6 +80,9 @@ mod sam_build;
 mod schedule_sync;
 /// The example a team copies: its own template, deployed, each of its jobs run to DONE.
 mod starter;
+/// The memory store answers every transition as the DynamoDB store does: the same calls
+/// on both, the same answers and records.
+mod store_contract;
 /// The store against a reference model: random claims, heartbeats, finishes, commits,
 /// expiries and redrives from owners with skewed clocks agree step by step.
 mod store_model;

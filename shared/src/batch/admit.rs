@@ -13,7 +13,7 @@ use super::processor::{Claim, MessageCtx, Processor, Started};
 use super::requeue;
 use crate::envelope::Envelope;
 use crate::job::{Overlap, RegisteredJob};
-use crate::store::{ExecutionRecord, Gate, Status, TransitionError};
+use crate::store::{ExecutionRecord, Gate, SlotEntry, Status, TransitionError};
 use crate::telemetry::{Metric, Transition};
 
 /// How soon a run that exists already (a retry, a redrive) first looks again for its job's
@@ -54,14 +54,14 @@ impl Processor {
         let hold = policy.timeout.unwrap_or(policy.lease) + policy.lease;
         let store = &self.inner.store;
         let gate = store
-            .enter_slot(
-                &envelope.job,
-                &claim.record.execution_key,
-                &claim.request.owner,
-                policy.overlap,
-                claim.request.now,
+            .enter_slot(SlotEntry {
+                job: &envelope.job,
+                key: &claim.record.execution_key,
+                owner: &claim.request.owner,
+                policy: policy.overlap,
+                now: claim.request.now,
                 hold,
-            )
+            })
             .await;
         let running = match gate {
             Ok(Gate::Open) => {

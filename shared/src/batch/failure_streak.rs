@@ -5,7 +5,7 @@
 //! operator's reason stays) and only while the streak still holds (an operator's resume in
 //! between forgot it, and wins).
 //!
-//! The streak is kept in the executions table ([`DynamoStore::count_failure`]): a DONE run
+//! The streak is kept in the executions table ([`ExecutionStore::count_failure`]): a DONE run
 //! ends it, `schedkit jobs resume` forgets it. Nothing here changes a run's outcome: the
 //! run is FAILED and dead-lettered whether or not the pause succeeds, and a pause that
 //! could not be made is tried again by the next failure (the streak is still long enough),
@@ -16,7 +16,7 @@ use std::num::NonZeroU32;
 use chrono::{DateTime, Utc};
 
 use crate::aws::SdkConfig;
-use crate::store::{DynamoStore, PauseRecord, Paused, Pauses};
+use crate::store::{ExecutionStore, PauseRecord, Paused, Pauses};
 use crate::telemetry::{Metric, Metrics, Transition};
 use crate::trigger::{self, TriggerError};
 
@@ -51,7 +51,7 @@ impl AutoPause {
 /// The processor's side of the streaks: counts, and pauses when one is long enough.
 #[derive(Clone)]
 pub(super) struct FailureStreaks {
-    pub(super) store: DynamoStore,
+    pub(super) store: std::sync::Arc<dyn ExecutionStore>,
     pub(super) auto_pause: Option<AutoPause>,
     pub(super) metrics: Metrics,
 }

@@ -16,11 +16,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::store::{DynamoStore, TransitionError};
+use crate::store::{ExecutionStore, TransitionError};
 
 /// What the heartbeats need.
 pub(crate) struct Heartbeat {
-    pub store: DynamoStore,
+    pub store: std::sync::Arc<dyn ExecutionStore>,
     pub sqs: Client,
     pub queue_url: String,
     pub receipt_handle: Option<String>,

@@ -34,7 +34,7 @@ use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
 use crate::key::{execution_key, payload_hash};
 use crate::retry::MAX_VISIBILITY;
 use crate::store::{
-    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, Status,
+    ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord, ExecutionStore, Finish, Status,
     TransitionError,
 };
 use crate::telemetry::{Metric, Metrics, Transition};
@@ -77,7 +77,7 @@ pub struct Processor {
 }
 
 pub(super) struct Inner {
-    pub(super) store: DynamoStore,
+    pub(super) store: Arc<dyn ExecutionStore>,
     pub(super) sqs: SqsClient,
     pub(super) registry: Registry,
     pub(super) config: ProcessorConfig,
@@ -94,12 +94,13 @@ pub const UNKNOWN_JOB: &str = "(unknown)";
 impl Processor {
     /// A processor that claims in `store` and runs the jobs in `registry`.
     pub fn new(
-        store: DynamoStore,
+        store: impl ExecutionStore,
         sqs: SqsClient,
         registry: Registry,
         config: ProcessorConfig,
         metrics: Metrics,
     ) -> Self {
+        let store: Arc<dyn ExecutionStore> = Arc::new(store);
         Processor {
             inner: Arc::new(Inner {
                 streaks: FailureStreaks {
@@ -235,7 +236,7 @@ impl Processor {
         if let (Some(tasks), Ok(envelope)) = (&self.inner.config.chains, &parsed)
             && let Some(instead) = tasks
                 .answer(
-                    &self.inner.store,
+                    self.inner.store.as_ref(),
                     envelope,
                     report.key.as_deref(),
                     &report.outcome,
@@ -524,7 +525,13 @@ impl Processor {
     ) -> (Option<String>, Outcome) {
         let now = self.inner.config.clock.now();
         let done = chains
-            .handle_run(&self.inner.store, envelope, ctx.body, ctx.message_id, now)
+            .handle_run(
+                self.inner.store.as_ref(),
+                envelope,
+                ctx.body,
+                ctx.message_id,
+                now,
+            )
             .await;
         let job = envelope.job.as_str();
         let t = |key: &str, status: &'static str, error: &str| {
@@ -687,7 +694,7 @@ impl Processor {
         // A chain step sees what its earlier stages' steps returned.
         let mut unread = None;
         if let (Some(chains), Some(chain)) = (&self.inner.config.chains, &envelope.chain) {
-            match chains.step_of(&self.inner.store, chain).await {
+            match chains.step_of(self.inner.store.as_ref(), chain).await {
                 Ok(Some(step)) => job_ctx = job_ctx.with_chain(step),
                 Ok(None) => {}
                 Err(e) => unread = Some(e),

@@ -86,7 +86,7 @@ pub const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) 
 
 /// What a letter that does not say when its run failed stands for in `:failed_at`: any
 /// round (RFC 3339 timestamps compare as text).
-const ANY_ROUND: &str = "9999-12-31T23:59:59.999Z";
+pub(crate) const ANY_ROUND: &str = "9999-12-31T23:59:59.999Z";
 /// Owner condition of every later write of an attempt: the fencing check.
 pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
 /// Condition of a commit with effects: still ours, and the lease still live by the

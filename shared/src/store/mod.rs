@@ -1,9 +1,13 @@
-//! The execution store: idempotency, leases and the run history, in DynamoDB.
+//! The execution store: idempotency, leases and the run history, in DynamoDB (and in
+//! memory, for tests and the simulation, behind the same [`ExecutionStore`] interface).
 
 mod chain_runs;
+mod conditions;
 mod dynamo;
+mod execution_store;
 mod failures;
 mod internal;
+mod memory;
 mod overlap;
 mod pauses;
 mod record;
@@ -13,7 +17,9 @@ pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
     KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
 };
+pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
+pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
 pub use pauses::{PauseRecord, Paused, Pauses};
 pub use record::{

@@ -53,7 +53,7 @@ pub enum Gate {
 
 /// How long a waiter waits between looks: a quarter of what the holder may still take,
 /// between 1 and 30 seconds.
-fn look_again_in(slot_until_ms: i64, now: DateTime<Utc>) -> Duration {
+pub(super) fn look_again_in(slot_until_ms: i64, now: DateTime<Utc>) -> Duration {
     let left = (slot_until_ms - now.timestamp_millis()).max(0) as u64;
     Duration::from_millis(left / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }

@@ -22,7 +22,7 @@ use super::Chains;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{chain_execution_name, execution_key, payload_hash};
 use crate::store::{
-    ChainEnd, ClaimRequest, DynamoStore, ExecutionRecord, SNAPSHOT_CAP, Status, StoreError,
+    ChainEnd, ClaimRequest, ExecutionRecord, ExecutionStore, SNAPSHOT_CAP, Status, StoreError,
     cap_snapshot,
 };
 
@@ -72,7 +72,7 @@ impl Chains {
     /// Handles the trigger or the end of a run of the chain `envelope.job`.
     pub(crate) async fn handle_run(
         &self,
-        store: &DynamoStore,
+        store: &dyn ExecutionStore,
         envelope: &Envelope,
         body: &str,
         message_id: &str,
@@ -113,7 +113,7 @@ impl Chains {
 
     async fn start(
         &self,
-        store: &DynamoStore,
+        store: &dyn ExecutionStore,
         envelope: &Envelope,
         body: &str,
         message_id: &str,
@@ -223,7 +223,7 @@ impl Chains {
     #[allow(clippy::too_many_arguments)]
     async fn end(
         &self,
-        store: &DynamoStore,
+        store: &dyn ExecutionStore,
         chain: &str,
         key: &str,
         execution: &str,

@@ -22,7 +22,7 @@ use super::Chains;
 use crate::batch::outcome::Outcome;
 use crate::envelope::Envelope;
 use crate::key::step_key;
-use crate::store::{DynamoStore, Status};
+use crate::store::{ExecutionStore, Status};
 
 /// The most of an error sent as a failure's cause (Step Functions takes 32,768
 /// characters): Step Functions relays every failed step's cause of a stage in one paused
@@ -102,7 +102,7 @@ impl Chains {
     /// returns the outcome to report instead when the answer could not be sent.
     pub(crate) async fn answer(
         &self,
-        store: &DynamoStore,
+        store: &dyn ExecutionStore,
         envelope: &Envelope,
         key: Option<&str>,
         outcome: &Outcome,
@@ -188,7 +188,7 @@ impl Chains {
     /// (one read per such step); None for a message that is not a step of a known chain.
     pub(crate) async fn step_of(
         &self,
-        store: &DynamoStore,
+        store: &dyn ExecutionStore,
         chain: &crate::envelope::ChainContext,
     ) -> Result<Option<crate::job::ChainStep>, crate::store::StoreError> {
         let (Some(step), Some(def)) = (chain.step.as_deref(), self.chains.get(&chain.name)) else {

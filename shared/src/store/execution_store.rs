@@ -1,0 +1,256 @@
+//! The execution store as the worker sees it: the transitions it makes on records, whatever
+//! keeps them.
+//!
+//! The worker's logic (`batch`) calls only this interface, so that it runs the same over
+//! [`DynamoStore`] (what ships: one conditional write per transition) and over
+//! `MemoryStore` (unit tests and the deterministic simulation: the
+//! same rules, decided by the same pure functions of `record`). Operator actions (listing,
+//! reruns, the console) stay on `DynamoStore`: they need DynamoDB's indexes, not another
+//! store.
+//!
+//! The futures are boxed by hand: a trait with `async fn` cannot be used as `dyn`, and the
+//! worker holds its store as one (`Arc<dyn ExecutionStore>`), chosen at run time.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use chrono::{DateTime, Utc};
+
+use super::chain_runs::ChainEnd;
+use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
+use super::overlap::Gate;
+use super::record::{ClaimOutcome, ClaimRequest, ExecutionRecord, Finish};
+use crate::job::Overlap;
+
+/// A store call in flight.
+pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One run's entry into its job's overlap slot (see [`ExecutionStore::enter_slot`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SlotEntry<'a> {
+    /// The job whose slot it is.
+    pub job: &'a str,
+    /// The run that enters.
+    pub key: &'a str,
+    /// The claim's owner token: the entry's own mark.
+    pub owner: &'a str,
+    /// The job's overlap policy.
+    pub policy: Overlap,
+    /// When.
+    pub now: DateTime<Utc>,
+    /// A guess at how long the run may take (its job's timeout and lease): when a waiter
+    /// looks again.
+    pub hold: Duration,
+}
+
+/// The transitions the worker makes; each is one atomic, conditional step. Every refusal
+/// returns what it found, so that the caller decides without reading again.
+pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
+    /// Claims the run `req.key`: new, waiting, expired, or (a redrive) failed before.
+    fn claim<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<ClaimOutcome, StoreError>>;
+
+    /// Extends the owner's lease to `now + lease`; refused once the run is not the owner's.
+    fn heartbeat<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> StoreCall<'a, Result<(), TransitionError>>;
+
+    /// Ends the owner's attempt as DONE, RETRYING or FAILED; the record as written.
+    fn finish<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        finish: &'a Finish,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, TransitionError>>;
+
+    /// Ends the owner's attempt as DONE together with the job's effects, all or none, while
+    /// the lease is live at `now`.
+    fn commit<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        result: serde_json::Value,
+        now: DateTime<Utc>,
+        effects: Vec<TransactWriteItem>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, CommitError>>;
+
+    /// Reads one record, consistently.
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>>;
+
+    /// Enters the job's overlap slot for a claimed run.
+    fn enter_slot<'a>(&'a self, entry: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>>;
+
+    /// Gives the job's slot back after the run `key` ended; nothing when it is not the run's.
+    fn leave_slot<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>>;
+
+    /// Gives a claim back unrun: the record as it was before (`before`), or REGISTERED.
+    fn give_back<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        before: Option<&'a ExecutionRecord>,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<(), TransitionError>>;
+
+    /// Records a claimed run SKIPPED, unrun, because `running` held its job's slot.
+    fn skip_claimed<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        req: &'a ClaimRequest,
+        running: &'a str,
+    ) -> StoreCall<'a, Result<(), TransitionError>>;
+
+    /// Adds the FAILED run `key` to `job`'s failure streak; the streak's length (at most
+    /// `cap`).
+    fn count_failure<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+        error: &'a str,
+        cap: u32,
+    ) -> StoreCall<'a, Result<u32, StoreError>>;
+
+    /// Ends `job`'s failure streak after a DONE run.
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>>;
+
+    /// Records the start of a chain run; the record already there instead, if any.
+    fn start_chain<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>>;
+
+    /// Ends the RUNNING chain run `key` as `end` when `execution` owns it; a refusal gives
+    /// back the record as it was.
+    fn end_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        execution: &'a str,
+        end: &'a ChainEnd,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<(), Option<ExecutionRecord>>, StoreError>>;
+}
+
+impl ExecutionStore for DynamoStore {
+    fn claim<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<ClaimOutcome, StoreError>> {
+        Box::pin(DynamoStore::claim(self, req))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(DynamoStore::heartbeat(self, key, owner, now, lease))
+    }
+
+    fn finish<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        finish: &'a Finish,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, TransitionError>> {
+        Box::pin(DynamoStore::finish(self, claimed, finish, now))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        result: serde_json::Value,
+        now: DateTime<Utc>,
+        effects: Vec<TransactWriteItem>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, CommitError>> {
+        Box::pin(DynamoStore::commit(self, claimed, result, now, effects))
+    }
+
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(DynamoStore::get(self, key))
+    }
+
+    fn enter_slot<'a>(&'a self, e: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>> {
+        Box::pin(DynamoStore::enter_slot(
+            self, e.job, e.key, e.owner, e.policy, e.now, e.hold,
+        ))
+    }
+
+    fn leave_slot<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(DynamoStore::leave_slot(self, job, key))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        before: Option<&'a ExecutionRecord>,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(DynamoStore::give_back(self, claimed, before, req))
+    }
+
+    fn skip_claimed<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        req: &'a ClaimRequest,
+        running: &'a str,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(DynamoStore::skip_claimed(self, claimed, req, running))
+    }
+
+    fn count_failure<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+        error: &'a str,
+        cap: u32,
+    ) -> StoreCall<'a, Result<u32, StoreError>> {
+        Box::pin(DynamoStore::count_failure(self, job, key, error, cap))
+    }
+
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(DynamoStore::clear_failures(self, job))
+    }
+
+    fn start_chain<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(DynamoStore::start_chain(self, req))
+    }
+
+    fn end_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        execution: &'a str,
+        end: &'a ChainEnd,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<(), Option<ExecutionRecord>>, StoreError>> {
+        Box::pin(DynamoStore::end_chain(
+            self, key, chain, execution, end, now,
+        ))
+    }
+}

@@ -1,0 +1,645 @@
+//! The execution store in memory, for unit tests and the deterministic simulation: the
+//! transitions of [`DynamoStore`](super::DynamoStore), each request of it one atomic step
+//! over ordered maps, decided by the same pure functions (`record`) and the same
+//! conditions (`conditions`). Nothing survives the process: not a production store.
+//!
+//! Each request first asks the store's [`Faults`] what happens to it: a delay, a refusal
+//! (nothing applied), or a lost answer (applied, and the caller told the store was
+//! unavailable, as when DynamoDB's answer never arrives). A method that makes several
+//! requests on DynamoDB (entering a slot, clearing a streak) makes as many steps here, so
+//! another worker can act between them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use chrono::{DateTime, Utc};
+
+use super::chain_runs::ChainEnd;
+use super::conditions::{chain_end_passes, claim_passes, commit_passes, owner_holds};
+use super::dynamo::{CommitError, StoreError, TransitionError};
+use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
+use super::overlap::{Gate, look_again_in};
+use super::record::{
+    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
+    finished_record, lease_until, timestamp,
+};
+use crate::job::Overlap;
+
+/// What happens to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// It is applied and answered.
+    None,
+    /// It is refused as if DynamoDB could not be reached: nothing applied.
+    Unavailable,
+    /// It is applied, and its answer lost: the caller is told the store was unavailable.
+    LoseAnswer,
+}
+
+/// Decides the fate of each request (the simulation draws it from its seed).
+pub trait Faults: Send + Sync + std::fmt::Debug {
+    /// The request `request` (`claim`, `finish`, `enter_slot.take`...) on `key`: how long
+    /// it takes, and what happens to it.
+    fn request(&self, request: &'static str, key: &str) -> (Duration, Fault);
+}
+
+/// No faults, no delay.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoFaults;
+
+impl Faults for NoFaults {
+    fn request(&self, _: &'static str, _: &str) -> (Duration, Fault) {
+        (Duration::ZERO, Fault::None)
+    }
+}
+
+/// A job's overlap slot, as the slot item holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Slot {
+    /// The run that holds it.
+    pub holder: Option<String>,
+    /// The holder's claim (its owner token): a take-over is conditioned on it.
+    pub holder_owner: Option<String>,
+    /// When a waiter looks again at the latest (the holder's guessed end), epoch ms.
+    pub until_ms: i64,
+    /// The one run waiting for it (`buffer_one`).
+    pub waiter: Option<String>,
+    /// Until when the waiter's place is kept, epoch ms.
+    pub waiter_until_ms: i64,
+}
+
+/// Everything the store holds.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryState {
+    /// Execution records (runs, steps, chain runs) by key.
+    pub records: BTreeMap<String, ExecutionRecord>,
+    /// Overlap slots by job.
+    pub slots: BTreeMap<String, Slot>,
+    /// Failure streaks by job: the keys of the runs FAILED since the last DONE one.
+    pub streaks: BTreeMap<String, BTreeSet<String>>,
+    /// Effects committed, by execution key: how many commits applied effects for it.
+    pub effects_applied: BTreeMap<String, u32>,
+    /// Requests served, faults included.
+    pub requests: u64,
+}
+
+/// The store. Cheap to clone: clones share one state.
+#[derive(Debug, Clone)]
+pub struct MemoryStore {
+    state: Arc<Mutex<MemoryState>>,
+    faults: Arc<dyn Faults>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(Arc::new(NoFaults))
+    }
+}
+
+impl MemoryStore {
+    /// An empty store whose requests meet `faults`.
+    pub fn new(faults: Arc<dyn Faults>) -> Self {
+        MemoryStore {
+            state: Arc::default(),
+            faults,
+        }
+    }
+
+    /// A copy of everything it holds.
+    pub fn snapshot(&self) -> MemoryState {
+        self.lock().clone()
+    }
+
+    /// Puts a record as it is (a test's starting point).
+    pub fn put(&self, record: ExecutionRecord) {
+        self.lock()
+            .records
+            .insert(record.execution_key.clone(), record);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemoryState> {
+        // A panic while holding the lock leaves plain data behind: still readable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// One request: its delay, then `apply` on the state unless refused; a lost answer
+    /// applies it and reports the store unavailable.
+    async fn request<T>(
+        &self,
+        name: &'static str,
+        key: &str,
+        apply: impl FnOnce(&mut MemoryState) -> T,
+    ) -> Result<T, StoreError> {
+        let (delay, fault) = self.faults.request(name, key);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut state = self.lock();
+        state.requests += 1;
+        match fault {
+            Fault::None => Ok(apply(&mut state)),
+            Fault::Unavailable => Err(StoreError::Unavailable(format!("{name}: refused (fault)"))),
+            Fault::LoseAnswer => {
+                apply(&mut state);
+                Err(StoreError::Unavailable(format!(
+                    "{name}: answer lost (fault)"
+                )))
+            }
+        }
+    }
+
+    async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
+        self.request("claim", &req.key, |state| {
+            let current = state.records.get(&req.key).cloned();
+            if !claim_passes(current.as_ref(), req) {
+                let current = current.expect("a claim passes over a missing record");
+                return classify_refusal(current, req);
+            }
+            let record = claimed_record(current.clone(), req);
+            // As DynamoDB's claim writes it: the history as it was (the entry for an
+            // expired attempt is on the returned record, stored by the attempt's finish).
+            let stored = ExecutionRecord {
+                history: current
+                    .as_ref()
+                    .map(|c| c.history.clone())
+                    .unwrap_or_default(),
+                ..record.clone()
+            };
+            state.records.insert(req.key.clone(), stored);
+            ClaimOutcome::Claimed {
+                record,
+                before: current.map(Box::new),
+            }
+        })
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        key: &str,
+        owner: &str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> Result<(), TransitionError> {
+        self.request("heartbeat", key, |state| {
+            let current = state.records.get_mut(key);
+            if !owner_holds(current.as_deref(), owner) {
+                return Err(lost(current.map(|r| r.clone())));
+            }
+            let r = current.expect("held");
+            r.lease_expires_at = Some(lease_until(now, lease));
+            r.updated_at = timestamp(now);
+            Ok(())
+        })
+        .await?
+    }
+
+    async fn finish(
+        &self,
+        claimed: &ExecutionRecord,
+        finish: &Finish,
+        now: DateTime<Utc>,
+    ) -> Result<ExecutionRecord, TransitionError> {
+        let after = finished_record(claimed, finish, now);
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let key = &claimed.execution_key;
+        self.request("finish", key, |state| {
+            let current = state.records.get(key).cloned();
+            if owner_holds(current.as_ref(), owner) {
+                state.records.insert(key.clone(), after.clone());
+                return Ok(after.clone());
+            }
+            match current {
+                // Applied by an earlier try whose answer was lost.
+                Some(c) if c.holds_outcome(&after) => Ok(after.clone()),
+                current => Err(lost(current)),
+            }
+        })
+        .await?
+    }
+
+    async fn commit(
+        &self,
+        claimed: &ExecutionRecord,
+        result: serde_json::Value,
+        now: DateTime<Utc>,
+        effects: Vec<TransactWriteItem>,
+    ) -> Result<ExecutionRecord, CommitError> {
+        let after = finished_record(claimed, &Finish::Succeeded { result }, now);
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let key = &claimed.execution_key;
+        self.request("commit", key, |state| {
+            let current = state.records.get(key).cloned();
+            if commit_passes(current.as_ref(), owner, now) {
+                state.records.insert(key.clone(), after.clone());
+                if !effects.is_empty() {
+                    *state.effects_applied.entry(key.clone()).or_default() += 1;
+                }
+                return Ok(after.clone());
+            }
+            match current {
+                // Our own commit, applied by an earlier try whose answer was lost.
+                Some(c) if c.status == Status::Done && c.owner.as_deref() == Some(owner) => {
+                    Ok(after.clone())
+                }
+                current => Err(CommitError::LeaseLost {
+                    current: current.map(Box::new),
+                }),
+            }
+        })
+        .await?
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.request("get", key, |state| state.records.get(key).cloned())
+            .await
+    }
+
+    /// The record `claimed` replaced by `replacement` while its attempt holds it.
+    async fn put_owned(
+        &self,
+        name: &'static str,
+        claimed: &ExecutionRecord,
+        replacement: ExecutionRecord,
+    ) -> Result<(), TransitionError> {
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let key = &claimed.execution_key;
+        self.request(name, key, |state| {
+            let current = state.records.get(key).cloned();
+            if owner_holds(current.as_ref(), owner) {
+                state.records.insert(key.clone(), replacement.clone());
+                return Ok(());
+            }
+            match current {
+                Some(c)
+                    if c.status == replacement.status
+                        && c.owner == replacement.owner
+                        && c.updated_at == replacement.updated_at =>
+                {
+                    Ok(())
+                }
+                current => Err(lost(current)),
+            }
+        })
+        .await?
+    }
+
+    async fn give_back(
+        &self,
+        claimed: &ExecutionRecord,
+        before: Option<&ExecutionRecord>,
+        req: &ClaimRequest,
+    ) -> Result<(), TransitionError> {
+        let restored = match before {
+            Some(b) => b.clone(),
+            None => ExecutionRecord {
+                attempt: 0,
+                started_at: None,
+                ..ExecutionRecord::first(req, Status::Registered)
+            },
+        };
+        self.put_owned("give_back", claimed, restored).await
+    }
+
+    async fn skip_claimed(
+        &self,
+        claimed: &ExecutionRecord,
+        req: &ClaimRequest,
+        running: &str,
+    ) -> Result<(), TransitionError> {
+        let skipped = ExecutionRecord {
+            attempt: 0,
+            started_at: None,
+            finished_at: Some(timestamp(req.now)),
+            last_error: Some(format!(
+                "skipped: `{running}` of the same job was running (overlap policy)"
+            )),
+            ..ExecutionRecord::first(req, Status::Skipped)
+        };
+        self.put_owned("skip_claimed", claimed, skipped).await
+    }
+
+    async fn count_failure(&self, job: &str, key: &str, cap: u32) -> Result<u32, StoreError> {
+        self.request("count_failure", job, |state| {
+            let keys = state.streaks.entry(job.to_string()).or_default();
+            let known = keys.contains(key);
+            if known || (keys.len() as u32) < cap {
+                keys.insert(key.to_string());
+            }
+            keys.len() as u32
+        })
+        .await
+    }
+
+    async fn clear_failures(&self, job: &str) -> Result<(), StoreError> {
+        let seen = self
+            .request("clear_failures.read", job, |state| {
+                state.streaks.get(job).cloned().unwrap_or_default()
+            })
+            .await?;
+        if seen.is_empty() {
+            return Ok(());
+        }
+        // Only the failures read: one counted since stays.
+        self.request("clear_failures.delete", job, |state| {
+            if let Some(keys) = state.streaks.get_mut(job) {
+                keys.retain(|k| !seen.contains(k));
+            }
+        })
+        .await
+    }
+
+    async fn start_chain(&self, req: &ClaimRequest) -> Result<Option<ExecutionRecord>, StoreError> {
+        let mut first = ExecutionRecord::first(req, Status::Running);
+        first.owner = Some(req.owner.clone()).filter(|o| !o.is_empty());
+        self.request("start_chain", &req.key, |state| {
+            if let Some(existing) = state.records.get(&req.key) {
+                return Some(existing.clone());
+            }
+            state.records.insert(req.key.clone(), first.clone());
+            None
+        })
+        .await
+    }
+
+    async fn end_chain(
+        &self,
+        key: &str,
+        chain: &str,
+        execution: &str,
+        end: &ChainEnd,
+        now: DateTime<Utc>,
+    ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
+        // What refused it, if anything: the record as it was (None: no record).
+        let refused = self.request("end_chain", key, |state| {
+            let current = state.records.get_mut(key);
+            if !chain_end_passes(current.as_deref(), key, chain, execution) {
+                return Some(current.map(|r| r.clone()));
+            }
+            let r = current.expect("passed");
+            let (status, error, result) = match end {
+                ChainEnd::Done => (Status::Done, None, None),
+                ChainEnd::Paused { failed, stage } => {
+                    (Status::Paused, Some(failed.clone()), Some(stage.clone()))
+                }
+            };
+            r.status = status;
+            r.updated_at = timestamp(now);
+            r.finished_at = Some(timestamp(now));
+            r.last_error = error;
+            r.result = result;
+            None
+        });
+        Ok(match refused.await? {
+            None => Ok(()),
+            Some(current) => Err(current),
+        })
+    }
+}
+
+fn lost(current: Option<ExecutionRecord>) -> TransitionError {
+    TransitionError::LeaseLost {
+        current: current.map(Box::new),
+    }
+}
+
+/// Whether the run `key` still runs at `now` (RUNNING under a live lease).
+fn still_running(state: &MemoryState, key: &str, now: DateTime<Utc>) -> bool {
+    state.records.get(key).is_some_and(|r| r.lease_live(now))
+}
+
+impl MemoryStore {
+    /// Enters a job's slot, as [`DynamoStore::enter_slot`](super::DynamoStore::enter_slot)
+    /// does: a try; on refusal, a look at the holder (and the waiter under `buffer_one`);
+    /// a take-over conditioned on what was seen; else skip, or wait as the one waiter.
+    async fn enter_slot(&self, e: SlotEntry<'_>) -> Result<Gate, StoreError> {
+        let now_ms = e.now.timestamp_millis();
+        let until = now_ms + e.hold.as_millis() as i64;
+        let buffer = e.policy == Overlap::BufferOne;
+        let take = |slot: &mut Slot| {
+            slot.holder = Some(e.key.to_string());
+            slot.holder_owner = Some(e.owner.to_string());
+            slot.until_ms = until;
+            if buffer {
+                slot.waiter = None;
+                slot.waiter_until_ms = 0;
+            }
+        };
+        let waiter_free = |slot: &Slot| {
+            slot.waiter.is_none()
+                || slot.waiter.as_deref() == Some(e.key)
+                || slot.waiter_until_ms < now_ms
+        };
+        let refused = self
+            .request("enter_slot.take", e.job, |state| {
+                let slot = state.slots.entry(e.job.to_string()).or_default();
+                let free = slot.holder.is_none() || slot.holder.as_deref() == Some(e.key);
+                if free && (!buffer || waiter_free(slot)) {
+                    take(slot);
+                    return None;
+                }
+                Some(slot.clone())
+            })
+            .await?;
+        let Some(seen) = refused else {
+            return Ok(Gate::Open);
+        };
+        let waiter = seen
+            .waiter
+            .clone()
+            .filter(|w| w != e.key)
+            .filter(|_| seen.waiter_until_ms >= now_ms);
+        let holder_gone = match &seen.holder {
+            Some(h) => {
+                let h = h.clone();
+                !self
+                    .request("enter_slot.holder", &h, |state| {
+                        still_running(state, &h, e.now)
+                    })
+                    .await?
+            }
+            None => true,
+        };
+        let waiter_gone = match (&waiter, buffer) {
+            (Some(w), true) => self.get(w).await?.is_none_or(|r| {
+                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
+            }),
+            _ => true,
+        };
+        let mut running = seen.holder.clone();
+        if holder_gone && waiter_gone {
+            let taken = self
+                .request("enter_slot.take_over", e.job, |state| {
+                    let slot = state.slots.entry(e.job.to_string()).or_default();
+                    let same_holder =
+                        slot.holder == seen.holder && slot.holder_owner == seen.holder_owner;
+                    let waiter_ok = match &waiter {
+                        Some(w) => {
+                            slot.waiter.as_deref() == Some(w.as_str())
+                                || slot.waiter.as_deref() == Some(e.key)
+                                || slot.waiter_until_ms < now_ms
+                        }
+                        None => waiter_free(slot),
+                    };
+                    if same_holder && (!buffer || waiter_ok) {
+                        take(slot);
+                        return Ok(());
+                    }
+                    Err(slot.holder.clone())
+                })
+                .await?;
+            match taken {
+                Ok(()) => return Ok(Gate::Open),
+                Err(now_holder) => running = now_holder,
+            }
+        }
+        let running = running.or(waiter).unwrap_or_default();
+        if !buffer {
+            return Ok(Gate::Skip { running });
+        }
+        let waits = self
+            .request("enter_slot.wait", e.job, |state| {
+                let slot = state.slots.entry(e.job.to_string()).or_default();
+                if !waiter_free(slot) {
+                    return false;
+                }
+                slot.waiter = Some(e.key.to_string());
+                slot.waiter_until_ms = seen.until_ms.max(until) + 60_000;
+                true
+            })
+            .await?;
+        Ok(match waits {
+            true => Gate::Wait {
+                retry_in: look_again_in(seen.until_ms, e.now),
+            },
+            false => Gate::Skip { running },
+        })
+    }
+
+    async fn leave_slot(&self, job: &str, key: &str) -> Result<(), StoreError> {
+        self.request("leave_slot", job, |state| {
+            if let Some(slot) = state.slots.get_mut(job)
+                && slot.holder.as_deref() == Some(key)
+            {
+                slot.holder = None;
+                slot.until_ms = 0;
+            }
+        })
+        .await
+    }
+}
+
+impl ExecutionStore for MemoryStore {
+    fn claim<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<ClaimOutcome, StoreError>> {
+        Box::pin(MemoryStore::claim(self, req))
+    }
+
+    fn heartbeat<'a>(
+        &'a self,
+        key: &'a str,
+        owner: &'a str,
+        now: DateTime<Utc>,
+        lease: Duration,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(MemoryStore::heartbeat(self, key, owner, now, lease))
+    }
+
+    fn finish<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        finish: &'a Finish,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, TransitionError>> {
+        Box::pin(MemoryStore::finish(self, claimed, finish, now))
+    }
+
+    fn commit<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        result: serde_json::Value,
+        now: DateTime<Utc>,
+        effects: Vec<TransactWriteItem>,
+    ) -> StoreCall<'a, Result<ExecutionRecord, CommitError>> {
+        Box::pin(MemoryStore::commit(self, claimed, result, now, effects))
+    }
+
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(MemoryStore::get(self, key))
+    }
+
+    fn enter_slot<'a>(&'a self, e: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>> {
+        Box::pin(MemoryStore::enter_slot(self, e))
+    }
+
+    fn leave_slot<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(MemoryStore::leave_slot(self, job, key))
+    }
+
+    fn give_back<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        before: Option<&'a ExecutionRecord>,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(MemoryStore::give_back(self, claimed, before, req))
+    }
+
+    fn skip_claimed<'a>(
+        &'a self,
+        claimed: &'a ExecutionRecord,
+        req: &'a ClaimRequest,
+        running: &'a str,
+    ) -> StoreCall<'a, Result<(), TransitionError>> {
+        Box::pin(MemoryStore::skip_claimed(self, claimed, req, running))
+    }
+
+    fn count_failure<'a>(
+        &'a self,
+        job: &'a str,
+        key: &'a str,
+        _error: &'a str,
+        cap: u32,
+    ) -> StoreCall<'a, Result<u32, StoreError>> {
+        Box::pin(MemoryStore::count_failure(self, job, key, cap))
+    }
+
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(MemoryStore::clear_failures(self, job))
+    }
+
+    fn start_chain<'a>(
+        &'a self,
+        req: &'a ClaimRequest,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(MemoryStore::start_chain(self, req))
+    }
+
+    fn end_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        execution: &'a str,
+        end: &'a ChainEnd,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<(), Option<ExecutionRecord>>, StoreError>> {
+        Box::pin(MemoryStore::end_chain(
+            self, key, chain, execution, end, now,
+        ))
+    }
+}
+
+#[cfg(test)]
+#[path = "memory_tests.rs"]
+mod tests;

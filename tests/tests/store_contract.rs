@@ -1,0 +1,356 @@
+//! The memory store answers as DynamoDB does: the same calls, made through the
+//! `ExecutionStore` interface on the DynamoDB store (LocalStack) and on the memory store,
+//! give the same answers and leave the same records. The worker's logic is tested over the
+//! memory store (unit and simulation tests); this is what entitles those tests to speak
+//! for DynamoDB.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use chrono::{DateTime, Utc};
+use schedkit::job::Overlap;
+use schedkit::store::{
+    ChainEnd, ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord, ExecutionStore, Finish,
+    MemoryStore, Redrive, SlotEntry, TransitionError,
+};
+use schedkit_testkit::{Stack, StackOptions, unique};
+
+fn at(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+/// A record as far as both stores must agree (list shard and open status are DynamoDB's
+/// index attributes; the rest is the record).
+fn record(r: &ExecutionRecord) -> String {
+    let history: Vec<String> = r
+        .history
+        .iter()
+        .map(|h| format!("{}:{}:{:?}", h.attempt, h.owner, h.outcome))
+        .collect();
+    format!(
+        "{} attempt {} (round {}) owner {:?} lease {:?} finished {:?} error {:?} result {:?} history {history:?}",
+        r.status,
+        r.attempt,
+        r.round_attempt(),
+        r.owner,
+        r.lease_expires_at,
+        r.finished_at,
+        r.last_error,
+        r.result,
+    )
+}
+
+fn claim(outcome: &ClaimOutcome) -> String {
+    match outcome {
+        ClaimOutcome::Claimed { record: r, before } => format!(
+            "claimed: {} / before: {:?}",
+            record(r),
+            before.as_deref().map(record)
+        ),
+        ClaimOutcome::Duplicate(r) => format!("duplicate: {}", record(r)),
+        ClaimOutcome::InProgress(r) => format!("in progress: {}", record(r)),
+        ClaimOutcome::Conflict(r) => format!("conflict: {}", record(r)),
+        ClaimOutcome::AlreadyFailed(r) => format!("already failed: {}", record(r)),
+    }
+}
+
+fn transition<T>(result: &Result<T, TransitionError>, ok: impl Fn(&T) -> String) -> String {
+    match result {
+        Ok(v) => format!("ok: {}", ok(v)),
+        Err(TransitionError::LeaseLost { current }) => {
+            format!("lease lost: {:?}", current.as_deref().map(record))
+        }
+        Err(TransitionError::Store(e)) => format!("store error: {e}"),
+    }
+}
+
+/// The script, on one store; every answer and the records it leaves, in order.
+async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<String> {
+    let mut log = Vec::new();
+    let key = |k: &str| format!("{p}-{k}");
+    let job = format!("{p}-job");
+    let req = |k: &str, owner: &str, now: &str| ClaimRequest {
+        key: key(k),
+        job: job.clone(),
+        scheduled_for: "2026-12-01T12:00:00Z".into(),
+        payload_hash: "h".into(),
+        input: "{\"job\":\"x\"}".into(),
+        message_id: Some(format!("m-{owner}")),
+        owner: format!("{p}-{owner}"),
+        now: at(now),
+        lease: Duration::from_secs(60),
+        retention: Duration::from_secs(3600),
+        redrive: None,
+    };
+    let owner = |o: &str| format!("{p}-{o}");
+    let lease = Duration::from_secs(60);
+    let done = Finish::Succeeded {
+        result: serde_json::json!({"rows": 3}),
+    };
+
+    // Leases: a live one keeps others out, heartbeats renew it, an expired one is taken
+    // over and its owner fenced.
+    let a = store
+        .claim(&req("run", "a", "2026-12-01T12:00:00Z"))
+        .await
+        .unwrap();
+    log.push(claim(&a));
+    let ClaimOutcome::Claimed { record: a, .. } = a else {
+        panic!("{log:?}")
+    };
+    log.push(claim(
+        &store
+            .claim(&req("run", "b", "2026-12-01T12:00:30Z"))
+            .await
+            .unwrap(),
+    ));
+    let beat = store
+        .heartbeat(&key("run"), &owner("a"), at("2026-12-01T12:00:30Z"), lease)
+        .await;
+    log.push(transition(&beat, |_| String::new()));
+    log.push(claim(
+        &store
+            .claim(&req("run", "b", "2026-12-01T12:01:10Z"))
+            .await
+            .unwrap(),
+    ));
+    let b = store
+        .claim(&req("run", "b", "2026-12-01T12:01:31Z"))
+        .await
+        .unwrap();
+    log.push(claim(&b));
+    let ClaimOutcome::Claimed { record: b, .. } = b else {
+        panic!("{log:?}")
+    };
+    let late = store.finish(&a, &done, at("2026-12-01T12:01:40Z")).await;
+    log.push(transition(&late, record));
+    let late = store
+        .heartbeat(&key("run"), &owner("a"), at("2026-12-01T12:01:40Z"), lease)
+        .await;
+    log.push(transition(&late, |_| String::new()));
+    let finished = store.finish(&b, &done, at("2026-12-01T12:01:45Z")).await;
+    log.push(transition(&finished, record));
+    // The same finish again (a lost answer's retry) is answered from the record.
+    let again = store.finish(&b, &done, at("2026-12-01T12:01:45Z")).await;
+    log.push(transition(&again, record));
+    log.push(claim(
+        &store
+            .claim(&req("run", "c", "2026-12-01T12:05:00Z"))
+            .await
+            .unwrap(),
+    ));
+    let other = ClaimRequest {
+        payload_hash: "other".into(),
+        ..req("run", "c", "2026-12-01T12:05:00Z")
+    };
+    log.push(claim(&store.claim(&other).await.unwrap()));
+
+    // A round that fails, retries, fails for good, and a redrive of it.
+    let f = store
+        .claim(&req("failing", "a", "2026-12-01T13:00:00Z"))
+        .await
+        .unwrap();
+    log.push(claim(&f));
+    let ClaimOutcome::Claimed { record: f, .. } = f else {
+        panic!("{log:?}")
+    };
+    let retrying = Finish::Retrying {
+        error: "flaky".into(),
+    };
+    let r = store
+        .finish(&f, &retrying, at("2026-12-01T13:00:01Z"))
+        .await;
+    log.push(transition(&r, record));
+    let f2 = store
+        .claim(&req("failing", "b", "2026-12-01T13:00:05Z"))
+        .await
+        .unwrap();
+    log.push(claim(&f2));
+    let ClaimOutcome::Claimed { record: f2, .. } = f2 else {
+        panic!("{log:?}")
+    };
+    let failed = Finish::Failed {
+        error: "for good".into(),
+    };
+    let r = store.finish(&f2, &failed, at("2026-12-01T13:00:06Z")).await;
+    log.push(transition(&r, record));
+    let finished_at = r.ok().and_then(|r| r.finished_at);
+    log.push(claim(
+        &store
+            .claim(&req("failing", "b", "2026-12-01T13:00:07Z"))
+            .await
+            .unwrap(),
+    ));
+    log.push(claim(
+        &store
+            .claim(&req("failing", "c", "2026-12-01T13:00:07Z"))
+            .await
+            .unwrap(),
+    ));
+    let redrive = |owner: &str, failed_at: Option<String>| ClaimRequest {
+        redrive: Some(Redrive { failed_at }),
+        ..req("failing", owner, "2026-12-01T14:00:00Z")
+    };
+    let early = redrive("d", Some("2026-12-01T13:00:05.000Z".into()));
+    log.push(claim(&store.claim(&early).await.unwrap()));
+    log.push(claim(
+        &store.claim(&redrive("d", finished_at)).await.unwrap(),
+    ));
+
+    // Effects: committed with the outcome while the lease is live, never after it.
+    let put = |k: &str| {
+        let item = Put::builder()
+            .table_name(effect_table)
+            .item("effect_key", AttributeValue::S(key(k)))
+            .build()
+            .unwrap();
+        vec![TransactWriteItem::builder().put(item).build()]
+    };
+    for (k, commit_at) in [
+        ("effect", "2026-12-01T15:00:10Z"),
+        ("late", "2026-12-01T15:01:00Z"),
+    ] {
+        let c = store
+            .claim(&req(k, "a", "2026-12-01T15:00:00Z"))
+            .await
+            .unwrap();
+        let ClaimOutcome::Claimed { record: c, .. } = c else {
+            panic!("{log:?}")
+        };
+        let committed = store
+            .commit(&c, serde_json::json!(1), at(commit_at), put(k))
+            .await;
+        log.push(match committed {
+            Ok(r) => format!("committed: {}", record(&r)),
+            Err(CommitError::LeaseLost { current }) => {
+                format!("commit refused: {:?}", current.as_deref().map(record))
+            }
+            Err(e) => format!("commit failed: {e}"),
+        });
+        log.push(format!(
+            "{:?}",
+            store.get(&key(k)).await.unwrap().as_ref().map(record)
+        ));
+    }
+
+    // Overlap: a slot held by a running run skips or queues one waiter; a holder whose
+    // lease ran out is taken over; only the holder leaves.
+    let t0 = "2026-12-01T16:00:00Z";
+    store.claim(&req("holder", "h", t0)).await.unwrap();
+    let entry = |k: &'static str, o: &'static str, policy: Overlap, now: &'static str| {
+        (key(k), owner(o), policy, now)
+    };
+    for (k, o, policy, now) in [
+        entry("holder", "h", Overlap::Skip, t0),
+        entry("second", "s", Overlap::Skip, t0),
+        entry("second", "s", Overlap::BufferOne, t0),
+        entry("third", "t", Overlap::BufferOne, t0),
+        entry("fourth", "f", Overlap::Skip, "2026-12-01T16:01:30Z"),
+    ] {
+        let gate = store
+            .enter_slot(SlotEntry {
+                job: &job,
+                key: &k,
+                owner: &o,
+                policy,
+                now: at(now),
+                hold: Duration::from_secs(120),
+            })
+            .await
+            .unwrap();
+        log.push(format!("{k}: {gate:?}").replace(p, "P"));
+    }
+    store.leave_slot(&job, &key("holder")).await.unwrap();
+    store.leave_slot(&job, &key("fourth")).await.unwrap();
+    let after = store
+        .enter_slot(SlotEntry {
+            job: &job,
+            key: &key("fifth"),
+            owner: &owner("v"),
+            policy: Overlap::Skip,
+            now: at("2026-12-01T16:02:00Z"),
+            hold: Duration::from_secs(120),
+        })
+        .await
+        .unwrap();
+    log.push(format!("after leaving: {after:?}"));
+
+    // Failure streaks.
+    for k in ["s1", "s1", "s2", "s3"] {
+        let n = store.count_failure(&job, &key(k), "x", 2).await.unwrap();
+        log.push(format!("streak after {k}: {n}"));
+    }
+    store.clear_failures(&job).await.unwrap();
+    let n = store.count_failure(&job, &key("s4"), "x", 2).await.unwrap();
+    log.push(format!("streak after clearing: {n}"));
+
+    // A chain run's start and end.
+    let chain = format!("{p}-chain");
+    let start = ClaimRequest {
+        job: chain.clone(),
+        owner: schedkit::key::chain_execution_name(&key("chain-run"), 1),
+        ..req("chain-run", "x", "2026-12-01T17:00:00Z")
+    };
+    log.push(format!(
+        "start: {:?}",
+        store
+            .start_chain(&start)
+            .await
+            .unwrap()
+            .as_ref()
+            .map(record)
+    ));
+    log.push(format!(
+        "again: {:?}",
+        store
+            .start_chain(&start)
+            .await
+            .unwrap()
+            .as_ref()
+            .map(record)
+    ));
+    let now = at("2026-12-01T17:00:05Z");
+    let second = schedkit::key::chain_execution_name(&key("chain-run"), 2);
+    for (c, execution) in [
+        (&chain, &second),
+        (&job, &start.owner),
+        (&chain, &start.owner),
+        (&chain, &start.owner),
+    ] {
+        let end = store
+            .end_chain(&key("chain-run"), c, execution, &ChainEnd::Done, now)
+            .await
+            .unwrap();
+        log.push(format!(
+            "end: {:?}",
+            end.map_err(|r| r.as_ref().map(record))
+        ));
+    }
+    // Execution names hash the key, which differs between the two runs.
+    log.iter()
+        .map(|l| {
+            l.replace(&start.owner, "EXECUTION-1")
+                .replace(&second, "EXECUTION-2")
+                .replace(p, "P")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
+    let stack = Stack::lane("contract", StackOptions::default()).await;
+    let dynamo = stack.store();
+    let on_dynamo = script(&dynamo, &unique("c"), &stack.effects_table).await;
+    let memory = MemoryStore::default();
+    let p = unique("c");
+    let on_memory = script(&memory, &p, &stack.effects_table).await;
+    for (i, (d, m)) in on_dynamo.iter().zip(&on_memory).enumerate() {
+        assert_eq!(d, m, "step {i} differs (DynamoDB, then memory)");
+    }
+    assert_eq!(on_dynamo.len(), on_memory.len());
+    assert_eq!(
+        memory.snapshot().effects_applied.len(),
+        1,
+        "one commit applied its effects"
+    );
+}
