@@ -5,7 +5,7 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos sim bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -18,6 +18,10 @@ demo: build localstack-start
 ## chaos: the chaos run at N deliveries (default 10000): killed pollers, duplicates, an outage; prints the report.
 chaos: build localstack-start
 	target/debug/chaos --deliveries $(or $(N),10000)
+
+## sim: the deterministic simulation at SEEDS seeds (default 100000), release build, no LocalStack; prints the rate.
+sim:
+	SCHEDKIT_SIM_SEEDS=$(or $(SEEDS),100000) $(CARGO) test --release --locked -p schedkit --test library simulation -- --nocapture
 
 ## bench: schedkit against Powertools for AWS Lambda (and its redrive against a one-by-one loop), release build;
 #         writes bench/results.md, bench/results.json and bench/results.png. N deliveries (default 2000),

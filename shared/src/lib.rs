@@ -30,6 +30,7 @@ pub mod key;
 #[cfg(feature = "ops")]
 pub mod ops;
 pub mod poller;
+pub mod queue;
 pub mod retry;
 pub mod schedule;
 pub mod store;

@@ -7,3 +7,9 @@ mod catalog;
 mod schedule_expressions;
 /// Properties of cron schedules in any zone, against a minute-by-minute scan.
 mod schedule_properties;
+/// The deterministic simulation: the real worker, the memory store and queue, faults from
+/// a seed, invariants after each.
+mod simulation;
+/// What the worker decides, over the memory store and queue on a paused clock: runs once,
+/// retries after its backoff, dead-letters poison, survives a lost answer.
+mod worker_logic;

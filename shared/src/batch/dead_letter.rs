@@ -4,11 +4,9 @@
 //! (job, key, attempts, error, failed at, source queue), and only then lets the source
 //! message be deleted: a crash in between leaves a duplicate, never a loss.
 
-use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::MessageAttributeValue;
 use chrono::{DateTime, Utc};
 
-use crate::aws::AwsResultExt;
+use crate::queue::{Attribute, Outgoing};
 use crate::store::{prefix, timestamp};
 
 /// Whether `message` is a dead letter moved back to the jobs queue (a redrive), and of which
@@ -140,10 +138,10 @@ fn attribute_text(text: &str) -> String {
 const SQS_MESSAGE_LIMIT: usize = 256 * 1024;
 
 /// One message attribute: name, data type, value.
-type Attribute = (&'static str, &'static str, String);
+type Field = (&'static str, &'static str, String);
 
 /// The letter's attributes, as SQS takes them.
-fn attributes(letter: &DeadLetter<'_>) -> Vec<Attribute> {
+fn attributes(letter: &DeadLetter<'_>) -> Vec<Field> {
     let mut error = prefix(letter.error, ERROR_ATTRIBUTE_CAP).to_string();
     if error.len() < letter.error.len() {
         error.push('…');
@@ -188,10 +186,10 @@ fn attributes(letter: &DeadLetter<'_>) -> Vec<Attribute> {
 /// queue, the source message id, the attempts are left out; the time and the reason go
 /// last (a redrive needs them: the reason marks it, the time names the failed round; the
 /// execution record keeps the whole story).
-fn fit(body_len: usize, mut attrs: Vec<Attribute>) -> Vec<Attribute> {
+fn fit(body_len: usize, mut attrs: Vec<Field>) -> Vec<Field> {
     let size =
-        |a: &[Attribute]| -> usize { a.iter().map(|(n, t, v)| n.len() + t.len() + v.len()).sum() };
-    let over = |a: &[Attribute]| (body_len + size(a)).saturating_sub(SQS_MESSAGE_LIMIT);
+        |a: &[Field]| -> usize { a.iter().map(|(n, t, v)| n.len() + t.len() + v.len()).sum() };
+    let over = |a: &[Field]| (body_len + size(a)).saturating_sub(SQS_MESSAGE_LIMIT);
     if over(&attrs) == 0 {
         return attrs;
     }
@@ -221,28 +219,25 @@ fn fit(body_len: usize, mut attrs: Vec<Attribute>) -> Vec<Attribute> {
     attrs
 }
 
-/// Sends the dead letter; an error means it was not sent and the source must stay.
-pub async fn send(
-    client: &Client,
-    dlq_url: &str,
-    letter: &DeadLetter<'_>,
-) -> Result<(), crate::aws::AwsError> {
-    let mut req = client
-        .send_message()
-        .queue_url(dlq_url)
-        .message_body(letter.body);
-    for (name, data_type, value) in fit(letter.body.len(), attributes(letter)) {
-        let value = MessageAttributeValue::builder()
-            .data_type(data_type)
-            .string_value(value)
-            .build()
-            .expect("data type and value are set");
-        req = req.message_attributes(name, value);
+/// The letter as the dead-letter queue receives it: its body as it came, and its reason,
+/// error and run as attributes (as many as fit SQS's size limit).
+pub fn outgoing(letter: &DeadLetter<'_>) -> Outgoing {
+    let attributes = fit(letter.body.len(), attributes(letter))
+        .into_iter()
+        .map(|(name, data_type, value)| {
+            let attribute = Attribute {
+                data_type: data_type.to_string(),
+                string: Some(value.to_string()),
+                binary: None,
+            };
+            (name.to_string(), attribute)
+        })
+        .collect();
+    Outgoing {
+        body: letter.body.to_string(),
+        attributes,
+        delay_seconds: None,
     }
-    req.send()
-        .await
-        .map(|_| ())
-        .aws("could not send to the dead-letter queue")
 }
 
 #[cfg(test)]
@@ -263,7 +258,7 @@ mod tests {
         }
     }
 
-    fn size(body: &str, attrs: &[Attribute]) -> usize {
+    fn size(body: &str, attrs: &[Field]) -> usize {
         body.len()
             + attrs
                 .iter()

@@ -10,19 +10,18 @@
 
 use std::time::Duration;
 
-use aws_sdk_sqs::Client;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
+use crate::queue::JobQueue;
 use crate::store::{ExecutionStore, TransitionError};
 
 /// What the heartbeats need.
 pub(crate) struct Heartbeat {
     pub store: std::sync::Arc<dyn ExecutionStore>,
-    pub sqs: Client,
-    pub queue_url: String,
+    pub queue: std::sync::Arc<dyn JobQueue>,
     pub receipt_handle: Option<String>,
     pub key: String,
     pub owner: String,
@@ -199,18 +198,12 @@ impl Heartbeat {
             return;
         };
         let secs = self.lease.as_secs_f64().ceil().max(1.0) as i32;
-        let change = self
-            .sqs
-            .change_message_visibility()
-            .queue_url(&self.queue_url)
-            .receipt_handle(receipt)
-            .visibility_timeout(secs)
-            .send();
+        let change = self.queue.change_visibility(receipt, secs);
         match tokio::time::timeout(self.every, change).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(
                 key = self.key,
-                error = %crate::aws::describe(&e),
+                error = %e,
                 "could not extend message visibility"
             ),
             Err(_) => tracing::warn!(key = self.key, "extending message visibility had no answer"),

@@ -3,6 +3,7 @@
 mod admit;
 mod chains;
 pub mod dead_letter;
+mod draws;
 mod failure_streak;
 mod lease;
 mod outcome;

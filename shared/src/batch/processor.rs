@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::chains::{Chains, RunMessage};
 use super::dead_letter::{self, DeadLetter, DeadLetterReason};
+use super::draws::Draws;
 use super::failure_streak::{AutoPause, FailureStreaks};
 use super::lease::{Heartbeat, LeaseKeeper};
 use super::outcome::{MessageReport, Outcome};
@@ -32,6 +33,7 @@ use crate::effects::Effects;
 use crate::envelope::{Envelope, format_instant};
 use crate::job::{JobContext, JobError, JobResult, RegisteredJob, Registry};
 use crate::key::{execution_key, payload_hash};
+use crate::queue::{JobQueue, SqsQueue};
 use crate::retry::MAX_VISIBILITY;
 use crate::store::{
     ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord, ExecutionStore, Finish, Status,
@@ -78,11 +80,12 @@ pub struct Processor {
 
 pub(super) struct Inner {
     pub(super) store: Arc<dyn ExecutionStore>,
-    pub(super) sqs: SqsClient,
+    pub(super) queue: Arc<dyn JobQueue>,
     pub(super) registry: Registry,
     pub(super) config: ProcessorConfig,
     pub(super) metrics: Metrics,
     pub(super) streaks: FailureStreaks,
+    pub(super) draws: Draws,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -92,10 +95,23 @@ const NO_JOB: &str = "-";
 pub const UNKNOWN_JOB: &str = "(unknown)";
 
 impl Processor {
-    /// A processor that claims in `store` and runs the jobs in `registry`.
+    /// A processor that claims in `store` and runs the jobs in `registry`, on the SQS
+    /// queues its `config` names.
     pub fn new(
         store: impl ExecutionStore,
         sqs: SqsClient,
+        registry: Registry,
+        config: ProcessorConfig,
+        metrics: Metrics,
+    ) -> Self {
+        let queue = SqsQueue::new(sqs, &config.queue_url, &config.dlq_url);
+        Processor::with_queue(store, queue, registry, config, metrics)
+    }
+
+    /// A processor over any store and queue (the simulation's are in memory).
+    pub fn with_queue(
+        store: impl ExecutionStore,
+        queue: impl JobQueue,
         registry: Registry,
         config: ProcessorConfig,
         metrics: Metrics,
@@ -109,10 +125,29 @@ impl Processor {
                     metrics: metrics.clone(),
                 },
                 store,
-                sqs,
+                queue: Arc::new(queue),
                 registry,
                 config,
                 metrics,
+                draws: Draws::Thread,
+            }),
+        }
+    }
+
+    /// The same processor drawing its retry jitter and owner tokens from one generator
+    /// seeded with `seed` (the simulation replays a run from its seed). Call it before
+    /// sharing the processor: clones made earlier keep drawing from the thread.
+    pub fn seeded(self, seed: u64) -> Self {
+        let inner = &*self.inner;
+        Processor {
+            inner: Arc::new(Inner {
+                store: inner.store.clone(),
+                queue: inner.queue.clone(),
+                registry: inner.registry.clone(),
+                config: inner.config.clone(),
+                metrics: inner.metrics.clone(),
+                streaks: inner.streaks.clone(),
+                draws: Draws::seeded(seed),
             }),
         }
     }
@@ -151,8 +186,7 @@ impl Processor {
     ) -> Vec<MessageReport> {
         if self.inner.config.visibility_on_claim {
             super::visibility::hide_for_leases(
-                &self.inner.sqs,
-                &self.inner.config.queue_url,
+                self.inner.queue.as_ref(),
                 &self.inner.registry,
                 &messages,
             )
@@ -354,7 +388,11 @@ impl Processor {
             payload_hash: payload_hash(envelope),
             input: body.to_string(),
             message_id: Some(ctx.message_id.to_string()),
-            owner: format!("{}:{}", self.inner.config.worker_id, uuid::Uuid::new_v4()),
+            owner: format!(
+                "{}:{}",
+                self.inner.config.worker_id,
+                self.inner.draws.token()
+            ),
             now: self.inner.config.clock.now(),
             lease: policy.lease,
             retention: policy.record_retention,
@@ -658,8 +696,7 @@ impl Processor {
         let (lost_tx, lost_rx) = watch::channel(false);
         let heartbeat = policy.heartbeat.map(|every| Heartbeat {
             store: self.inner.store.clone(),
-            sqs: self.inner.sqs.clone(),
-            queue_url: self.inner.config.queue_url.clone(),
+            queue: self.inner.queue.clone(),
             receipt_handle: ctx.receipt_handle.map(str::to_owned),
             key: record.execution_key.clone(),
             owner: record.owner.clone().unwrap_or_default(),
@@ -826,7 +863,7 @@ impl Processor {
             }
             Finish::Retrying { error } => {
                 // SQS visibility is in whole seconds: report the delay actually applied.
-                let jittered = policy.retry.delay_after(attempt, &mut rand::rng());
+                let jittered = self.inner.draws.retry_delay(&policy.retry, attempt);
                 let delay = Duration::from_secs(jittered.as_secs_f64().ceil() as u64);
                 self.hide(ctx.receipt_handle, delay).await;
                 self.inner
@@ -910,7 +947,12 @@ impl Processor {
     }
 
     pub(super) async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Outcome {
-        match dead_letter::send(&self.inner.sqs, &self.inner.config.dlq_url, letter).await {
+        match self
+            .inner
+            .queue
+            .dead_letter(&dead_letter::outgoing(letter))
+            .await
+        {
             Ok(()) => Outcome::DeadLettered {
                 reason: letter.reason,
                 error: letter.error.to_string(),
@@ -934,17 +976,8 @@ impl Processor {
             return;
         };
         let secs = delay.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
-        if let Err(e) = self
-            .inner
-            .sqs
-            .change_message_visibility()
-            .queue_url(&self.inner.config.queue_url)
-            .receipt_handle(receipt)
-            .visibility_timeout(secs)
-            .send()
-            .await
-        {
-            tracing::warn!(error = %crate::aws::describe(&e), "could not change message visibility");
+        if let Err(e) = self.inner.queue.change_visibility(receipt, secs).await {
+            tracing::warn!(error = %e, "could not change message visibility");
         }
     }
 

@@ -8,14 +8,13 @@
 //! is still to run. The new copy carries the message's attributes (a redrive's mark stays)
 //! and how many times it has waited (`schedkit.waits`), which spaces the looks out.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
-use aws_sdk_sqs::primitives::Blob;
-use aws_sdk_sqs::types::MessageAttributeValue;
 
 use super::processor::{MessageCtx, Processor};
+use crate::queue::{Attribute, Outgoing};
 
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
@@ -51,33 +50,25 @@ fn waits(message: &SqsMessage) -> u32 {
         .unwrap_or(0)
 }
 
-/// A Lambda event's message attribute as the SDK sends it.
-fn to_sdk(a: &SqsMessageAttribute) -> Option<MessageAttributeValue> {
-    let mut value = MessageAttributeValue::builder()
-        .data_type(a.data_type.clone().unwrap_or_else(|| "String".into()));
-    if let Some(s) = &a.string_value {
-        value = value.string_value(s);
+/// A Lambda event's message attribute as the queue sends it.
+fn to_attribute(a: &SqsMessageAttribute) -> Attribute {
+    Attribute {
+        data_type: a.data_type.clone().unwrap_or_else(|| "String".into()),
+        string: a.string_value.clone(),
+        binary: a.binary_value.as_ref().map(|b| b.0.clone()),
     }
-    if let Some(b) = &a.binary_value {
-        value = value.binary_value(Blob::new(b.0.clone()));
-    }
-    value.build().ok()
 }
 
 /// The attributes of the copy sent again: the message's own, and its waits counted (when
 /// SQS's ten attributes leave room).
-fn attributes_again(message: &SqsMessage) -> HashMap<String, MessageAttributeValue> {
-    let mut out: HashMap<String, MessageAttributeValue> = message
+fn attributes_again(message: &SqsMessage) -> BTreeMap<String, Attribute> {
+    let mut out: BTreeMap<String, Attribute> = message
         .message_attributes
         .iter()
-        .filter_map(|(k, v)| Some((k.clone(), to_sdk(v)?)))
+        .map(|(k, v)| (k.clone(), to_attribute(v)))
         .collect();
     if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
-        let counted = MessageAttributeValue::builder()
-            .data_type("Number")
-            .string_value(waits(message).saturating_add(1).to_string())
-            .build()
-            .expect("a data type is set");
+        let counted = Attribute::number(waits(message).saturating_add(1));
         out.insert(WAITS.into(), counted);
     }
     out
@@ -90,38 +81,24 @@ impl Processor {
     /// visibility would let it be received, and sent again, a second time. When the send
     /// fails, the copy in hand is hidden for `delay` instead.
     pub(super) async fn come_back(&self, ctx: &MessageCtx<'_>, delay: Duration) -> bool {
-        let seconds = delay.min(MAX_DELAY).as_secs_f64().ceil() as i32;
-        let sent = self
-            .inner
-            .sqs
-            .send_message()
-            .queue_url(&self.inner.config.queue_url)
-            .message_body(ctx.body)
-            .delay_seconds(seconds)
-            .set_message_attributes(Some(attributes_again(ctx.message)))
-            .send()
-            .await;
-        match sent {
-            Ok(_) => {
-                if let Some(receipt) = ctx.receipt_handle {
-                    let deleted = self
-                        .inner
-                        .sqs
-                        .delete_message()
-                        .queue_url(&self.inner.config.queue_url)
-                        .receipt_handle(receipt)
-                        .send()
-                        .await;
-                    if let Err(e) = deleted {
-                        // Acknowledged anyway: the copy sent again is the run's now, and this
-                        // one, should it come back, is decided like any duplicate.
-                        tracing::warn!(error = %crate::aws::describe(&e), "the copy sent again is on its way; the one in hand was not deleted");
-                    }
+        let again = Outgoing {
+            body: ctx.body.to_string(),
+            attributes: attributes_again(ctx.message),
+            delay_seconds: Some(delay.min(MAX_DELAY).as_secs_f64().ceil() as i32),
+        };
+        match self.inner.queue.send(&again).await {
+            Ok(()) => {
+                if let Some(receipt) = ctx.receipt_handle
+                    && let Err(e) = self.inner.queue.delete(receipt).await
+                {
+                    // Acknowledged anyway: the copy sent again is the run's now, and this
+                    // one, should it come back, is decided like any duplicate.
+                    tracing::warn!(error = %e, "the copy sent again is on its way; the one in hand was not deleted");
                 }
                 true
             }
             Err(e) => {
-                tracing::warn!(error = %crate::aws::describe(&e), "could not send the waiting message again; hiding it instead");
+                tracing::warn!(error = %e, "could not send the waiting message again; hiding it instead");
                 self.hide(ctx.receipt_handle, delay).await;
                 false
             }
@@ -152,14 +129,13 @@ mod tests {
         ]);
         let again = attributes_again(&m);
         assert_eq!(
-            again[super::super::attr::REASON].string_value(),
+            again[super::super::attr::REASON].string.as_deref(),
             Some("permanent-error"),
             "a redrive's mark stays"
         );
-        assert_eq!(again[WAITS].string_value(), Some("3"));
-        assert_eq!(again[WAITS].data_type(), "Number");
+        assert_eq!(again[WAITS], Attribute::number(3));
         let fresh = message(&[]);
-        assert_eq!(attributes_again(&fresh)[WAITS].string_value(), Some("1"));
+        assert_eq!(attributes_again(&fresh)[WAITS], Attribute::number(1));
     }
 
     #[test]

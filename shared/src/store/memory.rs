@@ -83,6 +83,9 @@ pub struct MemoryState {
     pub effects_applied: BTreeMap<String, u32>,
     /// Requests served, faults included.
     pub requests: u64,
+    /// Writes that changed a DONE or SKIPPED record: never expected (the simulation's
+    /// invariant), each said in a line.
+    pub rewrites: Vec<String>,
 }
 
 /// The store. Cheap to clone: clones share one state.
@@ -138,15 +141,26 @@ impl MemoryStore {
         }
         let mut state = self.lock();
         state.requests += 1;
+        if fault == Fault::Unavailable {
+            return Err(StoreError::Unavailable(format!("{name}: refused (fault)")));
+        }
+        let decided = state
+            .records
+            .get(key)
+            .filter(|r| matches!(r.status, Status::Done | Status::Skipped))
+            .cloned();
+        let answer = apply(&mut state);
+        if let Some(before) = decided
+            && state.records.get(key) != Some(&before)
+        {
+            let line = format!("{key}: {} record rewritten by `{name}`", before.status);
+            state.rewrites.push(line);
+        }
         match fault {
-            Fault::None => Ok(apply(&mut state)),
-            Fault::Unavailable => Err(StoreError::Unavailable(format!("{name}: refused (fault)"))),
-            Fault::LoseAnswer => {
-                apply(&mut state);
-                Err(StoreError::Unavailable(format!(
-                    "{name}: answer lost (fault)"
-                )))
-            }
+            Fault::LoseAnswer => Err(StoreError::Unavailable(format!(
+                "{name}: answer lost (fault)"
+            ))),
+            _ => Ok(answer),
         }
     }
 

@@ -1,0 +1,246 @@
+//! The jobs queue in memory, for unit tests and the deterministic simulation: SQS's
+//! semantics that the worker relies on, on `tokio::time` (paused in the simulation).
+//!
+//! - A received message is hidden for the visibility asked at receive, and comes back
+//!   after it unless deleted or hidden again; each receive has a new receipt.
+//! - A delete with a receipt of an earlier receive succeeds and deletes nothing, as SQS
+//!   may do; a visibility change with such a receipt is refused.
+//! - `ApproximateReceiveCount` counts receives; a message received more than
+//!   `max_receives` times goes to the dead-letter list unhandled (the redrive policy).
+//! - Sends may carry a delay; dead letters are kept in order.
+//!
+//! The simulation's faults act on it directly: a copy of a message (a duplicate
+//! delivery), a visibility cut short.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
+use tokio::time::{Duration, Instant};
+
+use super::{Attribute, JobQueue, Outgoing, QueueCall, QueueError};
+
+/// One message as the queue holds it.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// Its id (`m<n>`).
+    pub id: String,
+    /// Its body.
+    pub body: String,
+    /// Its message attributes.
+    pub attributes: BTreeMap<String, Attribute>,
+    /// When it can be received next.
+    pub visible_at: Instant,
+    /// How many times it was received.
+    pub receives: u32,
+}
+
+/// Everything the queue holds.
+#[derive(Debug, Default)]
+pub struct QueueState {
+    /// Messages by sequence number (the order they were sent in).
+    pub messages: BTreeMap<u64, Stored>,
+    /// Dead letters, in the order they arrived: those the worker sent, and messages
+    /// received more than `max_receives` times.
+    pub dead_letters: Vec<Outgoing>,
+    /// Messages deleted, by id.
+    pub deleted: Vec<String>,
+    next: u64,
+    /// The receipt of each message's latest receive.
+    receipts: HashMap<u64, String>,
+}
+
+/// The queue. Cheap to clone: clones share one state.
+#[derive(Debug, Clone)]
+pub struct MemoryQueue {
+    state: Arc<Mutex<QueueState>>,
+    max_receives: u32,
+}
+
+impl MemoryQueue {
+    /// An empty queue whose redrive policy moves a message after `max_receives` receives.
+    pub fn new(max_receives: u32) -> Self {
+        MemoryQueue {
+            state: Arc::default(),
+            max_receives,
+        }
+    }
+
+    /// The state, locked.
+    pub fn lock(&self) -> MutexGuard<'_, QueueState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends `body` with no attributes, visible at once; its id.
+    pub fn send_body(&self, body: &str) -> String {
+        self.push(Outgoing {
+            body: body.to_string(),
+            attributes: BTreeMap::new(),
+            delay_seconds: None,
+        })
+    }
+
+    fn push(&self, message: Outgoing) -> String {
+        let mut state = self.lock();
+        let n = state.next;
+        state.next += 1;
+        let delay = Duration::from_secs(message.delay_seconds.unwrap_or(0).max(0) as u64);
+        let id = format!("m{n}");
+        state.messages.insert(
+            n,
+            Stored {
+                id: id.clone(),
+                body: message.body,
+                attributes: message.attributes,
+                visible_at: Instant::now() + delay,
+                receives: 0,
+            },
+        );
+        id
+    }
+
+    /// Receives up to `max` visible messages (oldest first), hiding each for `visibility`;
+    /// a message past its receives goes to the dead letters instead.
+    pub fn receive(&self, max: usize, visibility: Duration) -> Vec<SqsMessage> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let visible: Vec<u64> = state
+            .messages
+            .iter()
+            .filter(|(_, m)| m.visible_at <= now)
+            .map(|(n, _)| *n)
+            .collect();
+        let mut out = Vec::new();
+        for n in visible {
+            if out.len() >= max {
+                break;
+            }
+            let m = state.messages.get_mut(&n).expect("listed");
+            if m.receives >= self.max_receives {
+                let m = state.messages.remove(&n).expect("listed");
+                state.dead_letters.push(Outgoing {
+                    body: m.body,
+                    attributes: m.attributes,
+                    delay_seconds: None,
+                });
+                continue;
+            }
+            m.receives += 1;
+            m.visible_at = now + visibility;
+            let receipt = format!("{}:{}", m.id, m.receives);
+            let message = event_message(m, &receipt);
+            state.receipts.insert(n, receipt);
+            out.push(message);
+        }
+        out
+    }
+
+    /// A copy of the message `id` (a duplicate delivery), visible at once.
+    pub fn duplicate(&self, id: &str) -> Option<String> {
+        let copy = {
+            let state = self.lock();
+            let m = state.messages.values().find(|m| m.id == id)?;
+            Outgoing {
+                body: m.body.clone(),
+                attributes: m.attributes.clone(),
+                delay_seconds: None,
+            }
+        };
+        Some(self.push(copy))
+    }
+
+    /// Makes the message `id` visible now, whatever its visibility (one cut short).
+    pub fn expose(&self, id: &str) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        if let Some(m) = state.messages.values_mut().find(|m| m.id == id) {
+            m.visible_at = now;
+        }
+    }
+
+    /// The sequence number a live receipt names.
+    fn live(state: &QueueState, receipt: &str) -> Option<u64> {
+        let (id, _) = receipt.split_once(':')?;
+        let n: u64 = id.strip_prefix('m')?.parse().ok()?;
+        (state.receipts.get(&n).map(String::as_str) == Some(receipt)).then_some(n)
+    }
+
+    fn hide(&self, receipt: &str, seconds: i32) -> Result<(), QueueError> {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let n = MemoryQueue::live(&state, receipt)
+            .filter(|n| state.messages.contains_key(n))
+            .ok_or_else(|| QueueError(format!("receipt {receipt} is not the message's latest")))?;
+        let m = state.messages.get_mut(&n).expect("checked");
+        m.visible_at = now + Duration::from_secs(seconds.max(0) as u64);
+        Ok(())
+    }
+}
+
+/// The message as Lambda's event (and the poller) hands it to the worker.
+fn event_message(m: &Stored, receipt: &str) -> SqsMessage {
+    let mut out = SqsMessage::default();
+    out.message_id = Some(m.id.clone());
+    out.receipt_handle = Some(receipt.to_string());
+    out.body = Some(m.body.clone());
+    out.attributes
+        .insert("ApproximateReceiveCount".into(), m.receives.to_string());
+    for (name, a) in &m.attributes {
+        let mut attribute = SqsMessageAttribute::default();
+        attribute.data_type = Some(a.data_type.clone());
+        attribute.string_value = a.string.clone();
+        out.message_attributes.insert(name.clone(), attribute);
+    }
+    out.event_source = Some("aws:sqs".into());
+    out
+}
+
+impl JobQueue for MemoryQueue {
+    fn change_visibility<'a>(
+        &'a self,
+        receipt: &'a str,
+        seconds: i32,
+    ) -> QueueCall<'a, Result<(), QueueError>> {
+        Box::pin(async move { self.hide(receipt, seconds) })
+    }
+
+    fn change_visibility_batch<'a>(
+        &'a self,
+        entries: &'a [(String, i32)],
+    ) -> QueueCall<'a, Result<Vec<String>, QueueError>> {
+        Box::pin(async move {
+            Ok(entries
+                .iter()
+                .filter(|(receipt, seconds)| self.hide(receipt, *seconds).is_err())
+                .map(|(receipt, _)| receipt.clone())
+                .collect())
+        })
+    }
+
+    fn send<'a>(&'a self, message: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>> {
+        Box::pin(async move {
+            self.push(message.clone());
+            Ok(())
+        })
+    }
+
+    fn delete<'a>(&'a self, receipt: &'a str) -> QueueCall<'a, Result<(), QueueError>> {
+        Box::pin(async move {
+            let mut state = self.lock();
+            // A receipt of an earlier receive: accepted, nothing deleted.
+            if let Some(n) = MemoryQueue::live(&state, receipt)
+                && let Some(m) = state.messages.remove(&n)
+            {
+                state.deleted.push(m.id);
+            }
+            Ok(())
+        })
+    }
+
+    fn dead_letter<'a>(&'a self, letter: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>> {
+        Box::pin(async move {
+            self.lock().dead_letters.push(letter.clone());
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,189 @@
+//! What the worker decides, without AWS: the real processor over the memory store and the
+//! memory queue, on tokio's paused clock (time jumps to the next timer when every task
+//! waits, so a backoff of minutes takes no time and every run is the same).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use schedkit::queue::MemoryQueue;
+use schedkit::store::{Fault, Faults, MemoryStore};
+use schedkit::{
+    Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig,
+    Registry, Status,
+};
+use serde_json::json;
+
+const VISIBILITY: Duration = Duration::from_secs(30);
+
+fn config() -> ProcessorConfig {
+    ProcessorConfig {
+        queue_url: "memory://jobs".into(),
+        dlq_url: "memory://dlq".into(),
+        concurrency: 10,
+        worker_id: "w".into(),
+        clock_skew: Duration::from_millis(200),
+        clock: Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap()),
+        visibility_on_claim: false,
+        auto_pause: None,
+        chains: None,
+    }
+}
+
+fn envelope(job: &str, key: &str) -> String {
+    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.into());
+    e.to_json()
+}
+
+/// A registry of `counted` (succeeds, counting its runs) and `flaky` (fails retryably
+/// once, then succeeds).
+fn registry(runs: &Arc<AtomicU32>) -> Registry {
+    let counted = runs.clone();
+    let flaky = runs.clone();
+    Registry::new()
+        .register("counted", JobPolicy::default(), move |_ctx: JobContext| {
+            let runs = counted.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"ok": true}))
+            }
+        })
+        .register("flaky", JobPolicy::default(), move |_ctx: JobContext| {
+            let runs = flaky.clone();
+            async move {
+                match runs.fetch_add(1, Ordering::SeqCst) {
+                    0 => Err(JobError::retryable("not yet")),
+                    _ => Ok(json!(null)),
+                }
+            }
+        })
+}
+
+/// Receives and processes until the queue holds nothing visible for `for_at_least`; the
+/// outcome labels in order.
+async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duration) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut idle = Duration::ZERO;
+    while idle < for_at_least {
+        let messages = queue.receive(10, VISIBILITY);
+        if messages.is_empty() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            idle += Duration::from_secs(1);
+            continue;
+        }
+        idle = Duration::ZERO;
+        for report in processor.process(messages, None).await {
+            if report.outcome.acknowledged() && !report.outcome.deleted() {
+                use schedkit::queue::JobQueue;
+                let receipt = report.receipt_handle.clone().unwrap_or_default();
+                queue.delete(&receipt).await.unwrap();
+            }
+            labels.push(report.outcome.label().to_string());
+        }
+    }
+    labels
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_and_its_duplicate_run_the_job_once() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
+    let runs = Arc::new(AtomicU32::new(0));
+    let processor = Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry(&runs),
+        config(),
+        Metrics::capture().0,
+    );
+    queue.send_body(&envelope("counted", "k1"));
+    queue.send_body(&envelope("counted", "k1"));
+    let labels = drain(&processor, &queue, Duration::from_secs(5)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    // In one batch, the copy meets its run in progress, is hidden, comes back after it,
+    // and is answered as its duplicate.
+    assert_eq!(labels, ["succeeded", "in-progress", "duplicate"]);
+    assert_eq!(store.snapshot().records["k1"].status, Status::Done);
+    assert!(queue.lock().messages.is_empty(), "both acknowledged");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retryable_failure_comes_back_after_its_backoff_and_succeeds() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
+    let runs = Arc::new(AtomicU32::new(0));
+    let processor = Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry(&runs),
+        config(),
+        Metrics::capture().0,
+    );
+    queue.send_body(&envelope("flaky", "f1"));
+    let started = tokio::time::Instant::now();
+    let labels = drain(&processor, &queue, Duration::from_secs(60)).await;
+    assert_eq!(labels, ["retrying", "succeeded"]);
+    let record = &store.snapshot().records["f1"];
+    assert_eq!((record.status, record.attempt), (Status::Done, 2));
+    // The first retry's nominal delay is 5 s (jittered): it waited, simulated.
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_that_is_no_envelope_goes_to_the_dlq_with_its_reason() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
+    let runs = Arc::new(AtomicU32::new(0));
+    let processor = Processor::with_queue(
+        store,
+        queue.clone(),
+        registry(&runs),
+        config(),
+        Metrics::capture().0,
+    );
+    queue.send_body("not an envelope");
+    let labels = drain(&processor, &queue, Duration::from_secs(5)).await;
+    assert_eq!(labels, ["dead-lettered"]);
+    let state = queue.lock();
+    assert_eq!(state.dead_letters.len(), 1);
+    let reason = &state.dead_letters[0].attributes[schedkit::batch::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("poison"));
+}
+
+/// Loses the answer of the first finish: the write is applied, the worker told the store
+/// was unavailable.
+#[derive(Debug, Default)]
+struct LoseFirstFinish(AtomicU32);
+
+impl Faults for LoseFirstFinish {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, Fault) {
+        let first = request == "finish" && self.0.fetch_add(1, Ordering::SeqCst) == 0;
+        let fault = if first {
+            Fault::LoseAnswer
+        } else {
+            Fault::None
+        };
+        (Duration::from_millis(5), fault)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_finish_whose_answer_was_lost_leaves_the_message_and_its_redelivery_is_a_duplicate() {
+    let store = MemoryStore::new(Arc::new(LoseFirstFinish::default()));
+    let queue = MemoryQueue::new(10);
+    let runs = Arc::new(AtomicU32::new(0));
+    let processor = Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry(&runs),
+        config(),
+        Metrics::capture().0,
+    );
+    queue.send_body(&envelope("counted", "k1"));
+    let labels = drain(&processor, &queue, Duration::from_secs(60)).await;
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "ran once");
+    assert_eq!(labels, ["unavailable", "duplicate"]);
+    assert_eq!(store.snapshot().records["k1"].status, Status::Done);
+}
