@@ -6,6 +6,7 @@
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -125,6 +126,9 @@ impl StartError {
 #[derive(Default)]
 struct Output {
     lines: Mutex<Vec<String>>,
+    /// Pipe readers in the middle of a poll: they may hold output read from a pipe and
+    /// not yet pushed to `lines`.
+    reading: AtomicUsize,
 }
 
 impl Output {
@@ -340,7 +344,7 @@ impl Environment {
             }
         };
         match &self.bootstrap {
-            Some(b) => drained(&b.pipes).await,
+            Some(b) => drained(&b.pipes, &self.output).await,
             None => settle().await, // it exited: its pipes are at their end
         }
         let mut output = self.output.take();
@@ -422,33 +426,63 @@ where
 {
     let pipe = pipe?;
     let fd = pipe.as_fd().try_clone_to_owned().ok();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(pipe).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("{line}");
-            output.lines.lock().unwrap().push(line);
+    let reader = {
+        let output = output.clone();
+        async move {
+            let mut lines = BufReader::new(pipe).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("{line}");
+                output.lines.lock().unwrap().push(line);
+            }
         }
+    };
+    tokio::spawn(Counted {
+        output,
+        inner: Box::pin(reader),
     });
     fd
 }
 
-/// Waits (at most 5 ms) until the readers have taken everything out of the pipes. The
-/// bootstrap writes its output before it posts its answer, so once the pipes are empty,
-/// the invocation's output has been read; a short pause then lets the reader that read
-/// last push its line (microseconds).
-async fn drained(pipes: &[OwnedFd]) {
+/// A reader counted in [`Output::reading`] while it is being polled: within one poll it
+/// reads what the pipe holds and pushes every whole line of it, so a reader outside a poll
+/// holds nothing unpushed (but a last line without its newline).
+struct Counted {
+    output: Arc<Output>,
+    inner: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+}
+
+impl std::future::Future for Counted {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        self.output.reading.fetch_add(1, Ordering::SeqCst);
+        let polled = self.inner.as_mut().poll(cx);
+        self.output.reading.fetch_sub(1, Ordering::SeqCst);
+        polled
+    }
+}
+
+/// Waits until the readers have taken everything out of the pipes and pushed it: the
+/// pipes are empty and no reader is in the middle of a poll. The bootstrap writes its
+/// output before it posts its answer, so the invocation's output is then all in `output`.
+/// At most 100 ms: a reader descheduled that long on a loaded machine loses its lines
+/// rather than holding the answer (a yield at a time, so a reader on this thread runs).
+async fn drained(pipes: &[OwnedFd], output: &Output) {
     let pending = |fd: &OwnedFd| {
         let mut n: libc::c_int = 0;
         // SAFETY: FIONREAD writes one c_int through the pointer we pass.
         let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) };
         rc == 0 && n > 0
     };
-    let deadline = Instant::now() + Duration::from_millis(5);
-    while pipes.iter().any(pending) && Instant::now() < deadline {
+    let deadline = Instant::now() + Duration::from_millis(100);
+    while (pipes.iter().any(pending) || output.reading.load(Ordering::SeqCst) > 0)
+        && Instant::now() < deadline
+    {
         tokio::task::yield_now().await;
     }
-    // Tokio's timers tick in milliseconds; this pause is a few microseconds.
-    std::thread::sleep(Duration::from_micros(50));
 }
 
 /// Lets the pipe readers catch up with the output of a bootstrap that has just exited.
