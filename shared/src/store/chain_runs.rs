@@ -36,6 +36,18 @@ pub enum ChainEnd {
     },
 }
 
+impl ChainEnd {
+    /// The run's status, `last_error` and `result` after this end.
+    pub(crate) fn parts(&self) -> (Status, Option<&str>, Option<&str>) {
+        match self {
+            ChainEnd::Done => (Status::Done, None, None),
+            ChainEnd::Paused { failed, stage } => {
+                (Status::Paused, Some(failed.as_str()), Some(stage.as_str()))
+            }
+        }
+    }
+}
+
 impl DynamoStore {
     /// Records the start of the chain run `req.key` (job = the chain): RUNNING. Returns
     /// the record that was there instead, when the run exists (a trigger delivered again).
@@ -89,12 +101,7 @@ impl DynamoStore {
         end: &ChainEnd,
         now: DateTime<Utc>,
     ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
-        let (status, error, result) = match end {
-            ChainEnd::Done => (Status::Done, None, None),
-            ChainEnd::Paused { failed, stage } => {
-                (Status::Paused, Some(failed.as_str()), Some(stage.as_str()))
-            }
-        };
+        let (status, error, result) = end.parts();
         let set = "SET #status = :status, #updated_at = :now, #finished_at = :now, #last_error = :error, #result = :result";
         // `open_status` only while the run is not DONE (the open-by-status index).
         let update = if status == Status::Done {

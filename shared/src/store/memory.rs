@@ -306,14 +306,7 @@ impl MemoryStore {
         before: Option<&ExecutionRecord>,
         req: &ClaimRequest,
     ) -> Result<(), TransitionError> {
-        let restored = match before {
-            Some(b) => b.clone(),
-            None => ExecutionRecord {
-                attempt: 0,
-                started_at: None,
-                ..ExecutionRecord::first(req, Status::Registered)
-            },
-        };
+        let restored = ExecutionRecord::given_back(before, req);
         self.put_owned("give_back", claimed, restored).await
     }
 
@@ -323,15 +316,7 @@ impl MemoryStore {
         req: &ClaimRequest,
         running: &str,
     ) -> Result<(), TransitionError> {
-        let skipped = ExecutionRecord {
-            attempt: 0,
-            started_at: None,
-            finished_at: Some(timestamp(req.now)),
-            last_error: Some(format!(
-                "skipped: `{running}` of the same job was running (overlap policy)"
-            )),
-            ..ExecutionRecord::first(req, Status::Skipped)
-        };
+        let skipped = ExecutionRecord::skipped(req, running);
         self.put_owned("skip_claimed", claimed, skipped).await
     }
 
@@ -393,17 +378,12 @@ impl MemoryStore {
                 return Some(current.map(|r| r.clone()));
             }
             let r = current.expect("passed");
-            let (status, error, result) = match end {
-                ChainEnd::Done => (Status::Done, None, None),
-                ChainEnd::Paused { failed, stage } => {
-                    (Status::Paused, Some(failed.clone()), Some(stage.clone()))
-                }
-            };
+            let (status, error, result) = end.parts();
             r.status = status;
             r.updated_at = timestamp(now);
             r.finished_at = Some(timestamp(now));
-            r.last_error = error;
-            r.result = result;
+            r.last_error = error.map(str::to_string);
+            r.result = result.map(str::to_string);
             None
         });
         Ok(match refused.await? {

@@ -28,7 +28,6 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::record::timestamp;
 use super::{
     ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError, TransitionError, slot_key,
 };
@@ -284,14 +283,7 @@ impl DynamoStore {
         before: Option<&ExecutionRecord>,
         req: &ClaimRequest,
     ) -> Result<(), TransitionError> {
-        let restored = match before {
-            Some(b) => b.clone(),
-            None => ExecutionRecord {
-                attempt: 0,
-                started_at: None,
-                ..ExecutionRecord::first(req, Status::Registered)
-            },
-        };
+        let restored = ExecutionRecord::given_back(before, req);
         self.put_owned(claimed, &restored).await
     }
 
@@ -303,15 +295,7 @@ impl DynamoStore {
         req: &ClaimRequest,
         running: &str,
     ) -> Result<(), TransitionError> {
-        let skipped = ExecutionRecord {
-            attempt: 0,
-            started_at: None,
-            finished_at: Some(timestamp(req.now)),
-            last_error: Some(format!(
-                "skipped: `{running}` of the same job was running (overlap policy)"
-            )),
-            ..ExecutionRecord::first(req, Status::Skipped)
-        };
+        let skipped = ExecutionRecord::skipped(req, running);
         self.put_owned(claimed, &skipped).await
     }
 }

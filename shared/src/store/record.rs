@@ -293,6 +293,35 @@ impl ExecutionRecord {
     }
 }
 
+impl ExecutionRecord {
+    /// What a claim given back restores: the record as it was before the claim (`before`),
+    /// or, for a run that had none, REGISTERED with no attempt spent.
+    pub(crate) fn given_back(before: Option<&ExecutionRecord>, req: &ClaimRequest) -> Self {
+        match before {
+            Some(b) => b.clone(),
+            None => ExecutionRecord {
+                attempt: 0,
+                started_at: None,
+                ..ExecutionRecord::first(req, Status::Registered)
+            },
+        }
+    }
+
+    /// The record of the claimed run `req` SKIPPED, unrun, because `running` held its
+    /// job's overlap slot.
+    pub(crate) fn skipped(req: &ClaimRequest, running: &str) -> Self {
+        ExecutionRecord {
+            attempt: 0,
+            started_at: None,
+            finished_at: Some(timestamp(req.now)),
+            last_error: Some(format!(
+                "skipped: `{running}` of the same job was running (overlap policy)"
+            )),
+            ..ExecutionRecord::first(req, Status::Skipped)
+        }
+    }
+}
+
 /// What a refused claim means, from the item DynamoDB returned (ALL_OLD) with the refusal.
 pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
     if current.payload_hash != req.payload_hash {
