@@ -60,6 +60,17 @@ fn registry(runs: &Arc<AtomicU32>) -> Registry {
         })
 }
 
+/// A processor of [`registry`] over `store` and `queue`.
+fn processor(store: &MemoryStore, queue: &MemoryQueue, runs: &Arc<AtomicU32>) -> Processor {
+    Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry(runs),
+        config(),
+        Metrics::capture().0,
+    )
+}
+
 /// Receives and processes until the queue holds nothing visible for `for_at_least`; the
 /// outcome labels in order.
 async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duration) -> Vec<String> {
@@ -89,13 +100,7 @@ async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duratio
 async fn a_run_and_its_duplicate_run_the_job_once() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
     let runs = Arc::new(AtomicU32::new(0));
-    let processor = Processor::with_queue(
-        store.clone(),
-        queue.clone(),
-        registry(&runs),
-        config(),
-        Metrics::capture().0,
-    );
+    let processor = processor(&store, &queue, &runs);
     queue.send_body(&envelope("counted", "k1"));
     queue.send_body(&envelope("counted", "k1"));
     let labels = drain(&processor, &queue, Duration::from_secs(5)).await;
@@ -111,13 +116,7 @@ async fn a_run_and_its_duplicate_run_the_job_once() {
 async fn a_retryable_failure_comes_back_after_its_backoff_and_succeeds() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
     let runs = Arc::new(AtomicU32::new(0));
-    let processor = Processor::with_queue(
-        store.clone(),
-        queue.clone(),
-        registry(&runs),
-        config(),
-        Metrics::capture().0,
-    );
+    let processor = processor(&store, &queue, &runs);
     queue.send_body(&envelope("flaky", "f1"));
     let started = tokio::time::Instant::now();
     let labels = drain(&processor, &queue, Duration::from_secs(60)).await;
@@ -136,13 +135,7 @@ async fn a_retryable_failure_comes_back_after_its_backoff_and_succeeds() {
 async fn a_message_that_is_no_envelope_goes_to_the_dlq_with_its_reason() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
     let runs = Arc::new(AtomicU32::new(0));
-    let processor = Processor::with_queue(
-        store,
-        queue.clone(),
-        registry(&runs),
-        config(),
-        Metrics::capture().0,
-    );
+    let processor = processor(&store, &queue, &runs);
     queue.send_body("not an envelope");
     let labels = drain(&processor, &queue, Duration::from_secs(5)).await;
     assert_eq!(labels, ["dead-lettered"]);
@@ -174,13 +167,7 @@ async fn a_finish_whose_answer_was_lost_leaves_the_message_and_its_redelivery_is
     let store = MemoryStore::new(Arc::new(LoseFirstFinish::default()));
     let queue = MemoryQueue::new(10);
     let runs = Arc::new(AtomicU32::new(0));
-    let processor = Processor::with_queue(
-        store.clone(),
-        queue.clone(),
-        registry(&runs),
-        config(),
-        Metrics::capture().0,
-    );
+    let processor = processor(&store, &queue, &runs);
     queue.send_body(&envelope("counted", "k1"));
     let labels = drain(&processor, &queue, Duration::from_secs(60)).await;
     assert_eq!(runs.load(Ordering::SeqCst), 1, "ran once");

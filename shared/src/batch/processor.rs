@@ -78,6 +78,7 @@ pub struct Processor {
     pub(super) inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 pub(super) struct Inner {
     pub(super) store: Arc<dyn ExecutionStore>,
     pub(super) queue: Arc<dyn JobQueue>,
@@ -138,17 +139,10 @@ impl Processor {
     /// seeded with `seed` (the simulation replays a run from its seed). Call it before
     /// sharing the processor: clones made earlier keep drawing from the thread.
     pub fn seeded(self, seed: u64) -> Self {
-        let inner = &*self.inner;
+        let mut inner = (*self.inner).clone();
+        inner.draws = Draws::seeded(seed);
         Processor {
-            inner: Arc::new(Inner {
-                store: inner.store.clone(),
-                queue: inner.queue.clone(),
-                registry: inner.registry.clone(),
-                config: inner.config.clone(),
-                metrics: inner.metrics.clone(),
-                streaks: inner.streaks.clone(),
-                draws: Draws::seeded(seed),
-            }),
+            inner: Arc::new(inner),
         }
     }
 

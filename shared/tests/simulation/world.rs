@@ -81,6 +81,8 @@ impl Trace {
 struct SeededFaults {
     draw: Draw,
     trace: Trace,
+    /// Every request in the trace, not only the faulty ones (`SCHEDKIT_SIM_VERBOSE`).
+    verbose: bool,
     refused: f64,
     lost: f64,
 }
@@ -98,8 +100,9 @@ impl Faults for SeededFaults {
         } else {
             Fault::None
         };
-        if fault != Fault::None {
-            self.trace.say(format!("store {request} {key}: {fault:?}"));
+        if fault != Fault::None || self.verbose {
+            self.trace
+                .say(format!("store {request} {key}: {fault:?}, {delay:?}"));
         }
         (delay, fault)
     }
@@ -346,6 +349,7 @@ pub async fn run(seed: u64) -> Report {
     let faults = SeededFaults {
         draw: draw.clone(),
         trace: trace.clone(),
+        verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
     };
