@@ -381,7 +381,7 @@ impl Processor {
             scheduled_for: format_instant(&envelope.scheduled_for),
             payload_hash: payload_hash(envelope),
             input: body.to_string(),
-            message_id: Some(ctx.message_id.to_string()),
+            message_id: Some(requeue::delivery_id(ctx.message, ctx.message_id).to_string()),
             owner: format!(
                 "{}:{}",
                 self.inner.config.worker_id,

@@ -19,6 +19,23 @@ use crate::queue::{Attribute, Outgoing};
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
 
+/// Message attribute: the id of the delivery a copy sent again stands for (the first
+/// copy's). The claim records and compares that id, so the store knows the copy for the
+/// same delivery: a run that FAILED on it, whose answer was lost, is dead-lettered when
+/// the copy comes, not answered as another message's duplicate (which left it without a
+/// letter: the simulation's seed 65507).
+pub const ORIGIN: &str = "schedkit.origin";
+
+/// The id of the delivery `message` (SQS id `id`) stands for: its origin's when it is a
+/// copy sent again.
+pub(crate) fn delivery_id<'a>(message: &'a SqsMessage, id: &'a str) -> &'a str {
+    message
+        .message_attributes
+        .get(ORIGIN)
+        .and_then(|a| a.string_value.as_deref())
+        .unwrap_or(id)
+}
+
 /// Looks for which a delivery in progress elsewhere is hidden instead of sent again: a
 /// hide is one request and most runs end within a few seconds; these few receives are
 /// within the margin the template's `maxReceiveCount` keeps beyond a job's attempts.
@@ -70,6 +87,12 @@ fn attributes_again(message: &SqsMessage) -> BTreeMap<String, Attribute> {
     if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
         let counted = Attribute::number(waits(message).saturating_add(1));
         out.insert(WAITS.into(), counted);
+    }
+    if !out.contains_key(ORIGIN)
+        && out.len() < MAX_ATTRIBUTES
+        && let Some(id) = &message.message_id
+    {
+        out.insert(ORIGIN.into(), Attribute::text(id));
     }
     out
 }
@@ -136,6 +159,23 @@ mod tests {
         assert_eq!(again[WAITS], Attribute::number(3));
         let fresh = message(&[]);
         assert_eq!(attributes_again(&fresh)[WAITS], Attribute::number(1));
+    }
+
+    #[test]
+    fn a_copy_sent_again_stands_for_its_first_delivery() {
+        let mut first = message(&[]);
+        first.message_id = Some("m1".into());
+        let again = attributes_again(&first);
+        assert_eq!(again[ORIGIN], Attribute::text("m1"));
+        let mut copy = message(&[(ORIGIN, "m1")]);
+        copy.message_id = Some("m2".into());
+        assert_eq!(delivery_id(&copy, "m2"), "m1");
+        assert_eq!(
+            attributes_again(&copy)[ORIGIN],
+            Attribute::text("m1"),
+            "a copy of a copy"
+        );
+        assert_eq!(delivery_id(&first, "m1"), "m1");
     }
 
     #[test]
