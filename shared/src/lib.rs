@@ -15,6 +15,7 @@
 //! one-off runs (EventBridge Scheduler), `ops` for operator actions (CloudWatch, STS):
 //! a worker compiles only the SDK crates it calls.
 
+#![warn(clippy::too_many_lines)]
 #![warn(missing_docs)]
 
 pub mod aws;

@@ -19,7 +19,7 @@ use aws_sdk_sqs::types::{
 use tokio::task::JoinSet;
 
 use crate::aws::describe;
-use crate::batch::{MessageReport, Processor};
+use crate::batch::{Delivery, MessageReport, Processor};
 use crate::retry::MAX_VISIBILITY;
 
 /// How to poll.
@@ -137,15 +137,7 @@ pub async fn poll(
                 break;
             }
             stats.received += messages.len() as u64;
-            for message in messages.into_iter().map(to_event_message) {
-                let (processor, done) = (processor.clone(), done.clone());
-                in_hand.spawn(async move {
-                    // Boxed, so that the spawned future is small (see `DynamoStore::timed`).
-                    let report = Box::pin(processor.handle(message, "")).await;
-                    let _ = done.send(report.clone());
-                    report
-                });
-            }
+            take_in_hand(&mut in_hand, processor, messages, &done);
         }
         // The messages in hand are finished first: outcomes written, acknowledged.
         while let Some(joined) = in_hand.join_next().await {
@@ -368,6 +360,25 @@ fn event_attribute(
     });
     a.data_type = Some(v.data_type);
     a
+}
+
+/// Starts handling each received message on its own; each report goes to `done` (to be
+/// acknowledged) as soon as its outcome is durable.
+fn take_in_hand(
+    in_hand: &mut JoinSet<MessageReport>,
+    processor: &Processor,
+    messages: Vec<aws_sdk_sqs::types::Message>,
+    done: &tokio::sync::mpsc::UnboundedSender<MessageReport>,
+) {
+    for message in messages.into_iter().map(Delivery::from) {
+        let (processor, done) = (processor.clone(), done.clone());
+        in_hand.spawn(async move {
+            // Boxed, so that the spawned future is small (see `DynamoStore::timed`).
+            let report = Box::pin(processor.handle(message, "")).await;
+            let _ = done.send(report.clone());
+            report
+        });
+    }
 }
 
 /// Deletes the acknowledged messages of a batch (what Lambda does after a partial batch

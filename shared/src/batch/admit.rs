@@ -1,20 +1,22 @@
-//! Admission: whether a claimed run may start now. A run of a job whose catalog says
+//! Step 5, admission: whether a claimed run may start now. A run of a job whose catalog says
 //! `overlap = "skip"` or `"buffer_one"` enters the job's slot first (after its claim, so a
 //! message the claim decided never holds it); if the slot is held by a running run, the
 //! claim is given back and the run is recorded SKIPPED (a new firing) or waits (a retry or
 //! redrive of an existing run, or the one waiter `buffer_one` allows). A chain's step never
 //! goes through its job's overlap policy: the chain orders its own steps, and a skipped step
-//! could never run.
+//! could never run. A run that entered the slot leaves it once its outcome is written
+//! ([`Processor::leave`], after `settle`).
 
 use std::time::Duration;
 
+use super::claim::Claim;
 use super::outcome::Outcome;
-use super::processor::{Claim, MessageCtx, Processor, Started};
-use super::requeue;
-use crate::envelope::Envelope;
-use crate::job::{Overlap, RegisteredJob};
+use super::pipeline::{MessageCtx, Step};
+use super::processor::Processor;
+use super::route::Routed;
+use crate::job::Overlap;
 use crate::store::{ExecutionRecord, Gate, SlotEntry, Status, TransitionError};
-use crate::telemetry::{Metric, Transition};
+use crate::telemetry::{Event, Transition};
 
 /// How soon a run that exists already (a retry, a redrive) first looks again for its job's
 /// slot.
@@ -31,83 +33,97 @@ fn next_look(first: Duration, looks: u32) -> Duration {
     first.max(spaced).min(LONGEST_LOOK.max(first))
 }
 
+/// What an admitted run holds until its outcome is written.
+#[must_use = "an entered slot is left once the outcome is written (`Processor::leave`)"]
+pub(super) struct Admission {
+    /// The run entered its job's overlap slot.
+    entered: bool,
+}
+
 impl Processor {
-    /// Runs the claimed run `claim` once its job's overlap policy admits it. `step`: the
-    /// message is a chain's step (checked against the catalog's chains).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn admit_and_run(
+    /// Whether the claimed run may start now: admitted (in its job's slot, when its policy
+    /// has one), or the message's outcome (waiting, or SKIPPED).
+    pub(super) async fn admit(
         &self,
         ctx: &MessageCtx<'_>,
-        envelope: &Envelope,
-        registered: &RegisteredJob,
-        claim: Claim<'_>,
-        step: bool,
-        started: Started,
+        job: &Routed<'_>,
+        claim: &Claim,
         t: &Transition<'_>,
-    ) -> Outcome {
-        let policy = &registered.policy;
-        if policy.overlap == Overlap::Allow || step {
-            return self
-                .run(ctx, envelope, registered, claim.record, started, t)
-                .await;
+    ) -> Step<Admission> {
+        let policy = &job.registered.policy;
+        if policy.overlap == Overlap::Allow || job.step_of.is_some() {
+            return Ok(Admission { entered: false });
         }
-        let hold = policy.timeout.unwrap_or(policy.lease) + policy.lease;
         let store = &self.inner.store;
         let gate = store
             .enter_slot(SlotEntry {
-                job: &envelope.job,
-                key: &claim.record.execution_key,
+                job: t.job,
+                key: t.key,
                 owner: &claim.request.owner,
                 policy: policy.overlap,
                 now: claim.request.now,
-                hold,
+                hold: policy.timeout.unwrap_or(policy.lease) + policy.lease,
             })
             .await;
         let running = match gate {
-            Ok(Gate::Open) => {
-                let key = claim.record.execution_key.clone();
-                let outcome = self
-                    .run(ctx, envelope, registered, claim.record, started, t)
-                    .await;
-                // The slot is given back once this run's outcome is written. Not after a lost
-                // lease or an unknown outcome: the run may still be going on elsewhere, and
-                // the slot lapses by itself (or is taken over once the run is decided).
-                let ended = matches!(
-                    outcome,
-                    Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
-                );
-                if ended && let Err(e) = store.leave_slot(&envelope.job, &key).await {
-                    self.log(t, "SLOT_KEPT", 0, 0, &e.to_string());
-                }
-                return outcome;
-            }
+            Ok(Gate::Open) => return Ok(Admission { entered: true }),
             Ok(Gate::Wait { retry_in }) => {
-                let retry_in = next_look(retry_in, requeue::looks(ctx.message));
-                return self.wait(ctx, claim, retry_in, t).await;
+                let retry_in = next_look(retry_in, ctx.delivery.looks());
+                return Err(self.wait(ctx, claim, retry_in, t).await);
             }
             Ok(Gate::Skip { running }) => running,
             Err(e) => {
                 let given = store
-                    .give_back(&claim.record, claim.before.as_ref(), claim.request)
+                    .give_back(&claim.record, claim.before.as_ref(), &claim.request)
                     .await;
                 if let Err(kept) = given {
                     // The claim lapses after its lease; the message comes back to decide.
-                    self.log(t, "CLAIM_KEPT", 0, 0, &kept.to_string());
+                    let error = kept.to_string();
+                    self.emit(t, Event::ClaimKept { error: &error });
                 }
-                return self.store_failed(ctx, t, e).await;
+                return Err(self.store_failed(ctx, t, e).await);
             }
         };
         if !is_new(claim.before.as_ref()) {
-            let retry_in = next_look(SLOT_RECHECK, requeue::looks(ctx.message));
-            return self.wait(ctx, claim, retry_in, t).await;
+            let retry_in = next_look(SLOT_RECHECK, ctx.delivery.looks());
+            return Err(self.wait(ctx, claim, retry_in, t).await);
         }
-        match store
-            .skip_claimed(&claim.record, claim.request, &running)
-            .await
+        Err(self.skip(ctx, claim, &running, t).await)
+    }
+
+    /// Leaves the slot the run entered, once its outcome is written. Not after a lost lease
+    /// or an unknown outcome: the run may still be going on elsewhere, and the slot lapses
+    /// by itself (or is taken over once the run is decided).
+    pub(super) async fn leave(&self, admission: Admission, outcome: &Outcome, t: &Transition<'_>) {
+        let ended = matches!(
+            outcome,
+            Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
+        );
+        if admission.entered
+            && ended
+            && let Err(e) = self.inner.store.leave_slot(t.job, t.key).await
         {
+            let error = e.to_string();
+            self.emit(t, Event::SlotKept { error: &error });
+        }
+    }
+
+    /// A new firing while another run holds the slot: recorded SKIPPED, never run.
+    async fn skip(
+        &self,
+        ctx: &MessageCtx<'_>,
+        claim: &Claim,
+        running: &str,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let skipped = self
+            .inner
+            .store
+            .skip_claimed(&claim.record, &claim.request, running)
+            .await;
+        match skipped {
             Ok(()) => {
-                self.inner.metrics.count(t.job, Metric::Skipped);
-                self.log(t, "SKIPPED", 0, 0, &format!("`{running}` was running"));
+                self.emit(t, Event::Skipped { running });
                 Outcome::Skipped
             }
             Err(e) => self.claim_not_given_back(ctx, t, e).await,
@@ -119,21 +135,20 @@ impl Processor {
     async fn wait(
         &self,
         ctx: &MessageCtx<'_>,
-        claim: Claim<'_>,
+        claim: &Claim,
         retry_in: Duration,
         t: &Transition<'_>,
     ) -> Outcome {
         let given = self
             .inner
             .store
-            .give_back(&claim.record, claim.before.as_ref(), claim.request)
+            .give_back(&claim.record, claim.before.as_ref(), &claim.request)
             .await;
         if let Err(e) = given {
             return self.claim_not_given_back(ctx, t, e).await;
         }
         let resent = self.come_back(ctx, retry_in).await;
-        self.inner.metrics.count(t.job, Metric::OverlapWaited);
-        self.log(t, "WAITING", 0, 0, "");
+        self.emit(t, Event::Waiting);
         Outcome::Waiting { retry_in, resent }
     }
 
@@ -148,13 +163,7 @@ impl Processor {
         match e {
             TransitionError::Store(e) => self.store_failed(ctx, t, e).await,
             TransitionError::LeaseLost { .. } => {
-                self.log(
-                    t,
-                    "LEASE_LOST",
-                    0,
-                    0,
-                    "the claim was taken over before it was given back",
-                );
+                self.emit(t, Event::ClaimTakenOver);
                 Outcome::LeaseLost
             }
         }

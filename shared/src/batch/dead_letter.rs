@@ -9,24 +9,6 @@ use chrono::{DateTime, Utc};
 use crate::queue::{Attribute, Outgoing};
 use crate::store::{prefix, timestamp};
 
-/// Whether `message` is a dead letter moved back to the jobs queue (a redrive), and of which
-/// failed round: it carries the reason the worker wrote on the letter (`dlq redrive` and
-/// SQS's message move task both keep a letter's attributes) and when its run failed.
-pub(crate) fn redrive_of(
-    message: &aws_lambda_events::event::sqs::SqsMessage,
-) -> Option<crate::store::Redrive> {
-    let text = |name: &str| {
-        message
-            .message_attributes
-            .get(name)
-            .and_then(|a| a.string_value.clone())
-    };
-    text(attr::REASON)?;
-    Some(crate::store::Redrive {
-        failed_at: text(attr::FAILED_AT),
-    })
-}
-
 /// Message attribute names on dead letters (SQS allows ten per message; we use eight).
 pub mod attr {
     /// Why it was dead-lettered: a [`DeadLetterReason`](super::DeadLetterReason) as text.

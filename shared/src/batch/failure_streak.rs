@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 
 use crate::aws::SdkConfig;
 use crate::store::{ExecutionStore, PauseRecord, Paused, Pauses};
-use crate::telemetry::{Metric, Metrics, Transition};
+use crate::telemetry::{Event, Metrics, Transition};
 use crate::trigger::{self, TriggerError};
 
 /// Who an automatic pause is recorded as paused by.
@@ -72,7 +72,8 @@ impl FailureStreaks {
         {
             Ok(n) => n,
             Err(e) => {
-                log(t, "STREAK_NOT_COUNTED", &e.to_string());
+                let error = e.to_string();
+                self.emit(t, Event::StreakNotCounted { error: &error });
                 return;
             }
         };
@@ -80,13 +81,10 @@ impl FailureStreaks {
             return;
         }
         let Some(auto) = &self.auto_pause else {
-            log(
-                t,
-                "PAUSE_NOT_MADE",
-                &format!(
-                    "{streak} consecutive runs FAILED, and this worker has no schedule group to pause the job in (set SCHEDKIT_SCHEDULE_GROUP)"
-                ),
+            let error = format!(
+                "{streak} consecutive runs FAILED, and this worker has no schedule group to pause the job in (set SCHEDKIT_SCHEDULE_GROUP)"
             );
+            self.emit(t, Event::PauseNotMade { error: &error });
             return;
         };
         let reason = format!(
@@ -113,7 +111,8 @@ impl FailureStreaks {
             // Nothing recorded: the next failure (the streak is still long enough), or the
             // redelivery of this one, tries again.
             Err(e) => {
-                log(t, "PAUSE_NOT_MADE", &e.to_string());
+                let error = e.to_string();
+                self.emit(t, Event::PauseNotMade { error: &error });
                 return;
             }
         };
@@ -121,34 +120,28 @@ impl FailureStreaks {
             Ok(()) => {}
             // Recorded paused: the next sync creates the schedule DISABLED.
             Err(TriggerError::NoSchedule { .. }) => {}
-            Err(e) => log(
-                t,
-                "SCHEDULE_NOT_DISABLED",
-                &format!("{e} (the pause is recorded: the next sync disables it)"),
-            ),
+            Err(e) => {
+                let error = format!("{e} (the pause is recorded: the next sync disables it)");
+                self.emit(t, Event::ScheduleNotDisabled { error: &error });
+            }
         }
         // Paused already (by an operator, or by an earlier failure: who and why kept), or
         // resumed since this streak was counted: no pause of this failure's.
         if decided.decided != Paused::Now {
             return;
         }
-        self.metrics.count(t.job, Metric::AutoPaused);
-        log(t, "PAUSED", &reason);
+        self.emit(t, Event::AutoPaused { reason: &reason });
     }
 
     /// A run of the job ended DONE: its streak, if any, is over.
     pub(super) async fn succeeded(&self, t: &Transition<'_>) {
         if let Err(e) = self.store.clear_failures(t.job).await {
-            log(t, "STREAK_NOT_CLEARED", &e.to_string());
+            let error = e.to_string();
+            self.emit(t, Event::StreakNotCleared { error: &error });
         }
     }
-}
 
-fn log(t: &Transition<'_>, status: &str, error: &str) {
-    Transition {
-        status,
-        error,
-        ..t.clone()
+    fn emit(&self, t: &Transition<'_>, event: Event<'_>) {
+        event.record(t, &self.metrics);
     }
-    .log();
 }

@@ -1,18 +1,30 @@
 //! The SQS batch adapter, shared by the Lambda handler and the long-polling worker.
 
 mod admit;
+mod answer;
+mod attempt;
+mod chain_run;
 mod chains;
+mod claim;
 pub mod dead_letter;
+mod delivery;
 mod draws;
 mod failure_streak;
+mod key;
 mod lease;
 mod outcome;
+mod parse;
+mod pipeline;
 mod processor;
+mod reject;
 mod requeue;
+mod route;
+mod settle;
 mod visibility;
 
 pub use chains::Chains;
 pub use dead_letter::{DeadLetterReason, attr};
+pub use delivery::Delivery;
 pub use failure_streak::{AutoPause, PAUSED_BY_WORKER};
 pub use outcome::{MessageReport, Outcome, batch_response};
 pub use processor::{Processor, ProcessorConfig, UNKNOWN_JOB};

@@ -11,10 +11,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
-
-use super::processor::{MessageCtx, Processor};
+use super::delivery::Delivery;
+use super::pipeline::MessageCtx;
+use super::processor::Processor;
 use crate::queue::{Attribute, Outgoing};
+use crate::retry::MAX_VISIBILITY;
 
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
@@ -25,16 +26,6 @@ pub const WAITS: &str = "schedkit.waits";
 /// the copy comes, not answered as another message's duplicate (which left it without a
 /// letter: the simulation's seed 65507).
 pub const ORIGIN: &str = "schedkit.origin";
-
-/// The id of the delivery `message` (SQS id `id`) stands for: its origin's when it is a
-/// copy sent again.
-pub(crate) fn delivery_id<'a>(message: &'a SqsMessage, id: &'a str) -> &'a str {
-    message
-        .message_attributes
-        .get(ORIGIN)
-        .and_then(|a| a.string_value.as_deref())
-        .unwrap_or(id)
-}
 
 /// Looks for which a delivery in progress elsewhere is hidden instead of sent again: a
 /// hide is one request and most runs end within a few seconds; these few receives are
@@ -47,52 +38,16 @@ const MAX_DELAY: Duration = Duration::from_secs(900);
 /// SQS's most message attributes on a message.
 const MAX_ATTRIBUTES: usize = 10;
 
-/// How many times the run has looked so far: this copy's receives and the waits of the
-/// copies before it.
-pub(crate) fn looks(message: &SqsMessage) -> u32 {
-    let receives: u32 = message
-        .attributes
-        .get("ApproximateReceiveCount")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1);
-    receives.saturating_add(waits(message))
-}
-
-fn waits(message: &SqsMessage) -> u32 {
-    message
-        .message_attributes
-        .get(WAITS)
-        .and_then(|a| a.string_value.as_deref())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-/// A Lambda event's message attribute as the queue sends it.
-fn to_attribute(a: &SqsMessageAttribute) -> Attribute {
-    Attribute {
-        data_type: a.data_type.clone().unwrap_or_else(|| "String".into()),
-        string: a.string_value.clone(),
-        binary: a.binary_value.as_ref().map(|b| b.0.clone()),
-    }
-}
-
-/// The attributes of the copy sent again: the message's own, and its waits counted (when
-/// SQS's ten attributes leave room).
-fn attributes_again(message: &SqsMessage) -> BTreeMap<String, Attribute> {
-    let mut out: BTreeMap<String, Attribute> = message
-        .message_attributes
-        .iter()
-        .map(|(k, v)| (k.clone(), to_attribute(v)))
-        .collect();
+/// The attributes of the copy sent again: the delivery's own, its waits counted and its
+/// origin named (when SQS's ten attributes leave room).
+fn attributes_again(delivery: &Delivery) -> BTreeMap<String, Attribute> {
+    let mut out = delivery.attributes.clone();
     if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
-        let counted = Attribute::number(waits(message).saturating_add(1));
+        let counted = Attribute::number(delivery.waits().saturating_add(1));
         out.insert(WAITS.into(), counted);
     }
-    if !out.contains_key(ORIGIN)
-        && out.len() < MAX_ATTRIBUTES
-        && let Some(id) = &message.message_id
-    {
-        out.insert(ORIGIN.into(), Attribute::text(id));
+    if !out.contains_key(ORIGIN) && out.len() < MAX_ATTRIBUTES && !delivery.message_id.is_empty() {
+        out.insert(ORIGIN.into(), Attribute::text(&delivery.message_id));
     }
     out
 }
@@ -105,13 +60,13 @@ impl Processor {
     /// fails, the copy in hand is hidden for `delay` instead.
     pub(super) async fn come_back(&self, ctx: &MessageCtx<'_>, delay: Duration) -> bool {
         let again = Outgoing {
-            body: ctx.body.to_string(),
-            attributes: attributes_again(ctx.message),
+            body: ctx.delivery.body.clone(),
+            attributes: attributes_again(ctx.delivery),
             delay_seconds: Some(delay.min(MAX_DELAY).as_secs_f64().ceil() as i32),
         };
         match self.inner.queue.send(&again).await {
             Ok(()) => {
-                if let Some(receipt) = ctx.receipt_handle
+                if let Some(receipt) = ctx.receipt()
                     && let Err(e) = self.inner.queue.delete(receipt).await
                 {
                     // Acknowledged anyway: the copy sent again is the run's now, and this
@@ -122,9 +77,21 @@ impl Processor {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not send the waiting message again; hiding it instead");
-                self.hide(ctx.receipt_handle, delay).await;
+                self.hide(ctx, delay).await;
                 false
             }
+        }
+    }
+
+    /// Hides the message for `delay` so it comes back then (best effort: if this fails it
+    /// comes back after its current visibility timeout instead).
+    pub(super) async fn hide(&self, ctx: &MessageCtx<'_>, delay: Duration) {
+        let Some(receipt) = ctx.receipt() else {
+            return;
+        };
+        let secs = delay.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
+        if let Err(e) = self.inner.queue.change_visibility(receipt, secs).await {
+            tracing::warn!(error = %e, "could not change message visibility");
         }
     }
 }
@@ -133,20 +100,20 @@ impl Processor {
 mod tests {
     use super::*;
 
-    fn message(attributes: &[(&str, &str)]) -> SqsMessage {
-        let mut m = SqsMessage::default();
-        for (k, v) in attributes {
-            let mut a = SqsMessageAttribute::default();
-            a.string_value = Some(v.to_string());
-            a.data_type = Some("String".into());
-            m.message_attributes.insert(k.to_string(), a);
+    fn delivery(attributes: &[(&str, &str)]) -> Delivery {
+        Delivery {
+            message_id: "m1".into(),
+            attributes: attributes
+                .iter()
+                .map(|(k, v)| (k.to_string(), Attribute::text(*v)))
+                .collect(),
+            ..Delivery::default()
         }
-        m
     }
 
     #[test]
     fn a_copy_sent_again_keeps_the_messages_attributes_and_counts_its_waits() {
-        let m = message(&[
+        let m = delivery(&[
             (super::super::attr::REASON, "permanent-error"),
             (WAITS, "2"),
         ]);
@@ -157,41 +124,31 @@ mod tests {
             "a redrive's mark stays"
         );
         assert_eq!(again[WAITS], Attribute::number(3));
-        let fresh = message(&[]);
+        let fresh = delivery(&[]);
         assert_eq!(attributes_again(&fresh)[WAITS], Attribute::number(1));
     }
 
     #[test]
     fn a_copy_sent_again_stands_for_its_first_delivery() {
-        let mut first = message(&[]);
-        first.message_id = Some("m1".into());
+        let first = delivery(&[]);
         let again = attributes_again(&first);
         assert_eq!(again[ORIGIN], Attribute::text("m1"));
-        let mut copy = message(&[(ORIGIN, "m1")]);
-        copy.message_id = Some("m2".into());
-        assert_eq!(delivery_id(&copy, "m2"), "m1");
+        let mut copy = delivery(&[(ORIGIN, "m1")]);
+        copy.message_id = "m2".into();
+        assert_eq!(copy.origin_id(), "m1");
         assert_eq!(
             attributes_again(&copy)[ORIGIN],
             Attribute::text("m1"),
             "a copy of a copy"
         );
-        assert_eq!(delivery_id(&first, "m1"), "m1");
-    }
-
-    #[test]
-    fn looks_count_this_copys_receives_and_the_earlier_copies_waits() {
-        let mut m = message(&[(WAITS, "4")]);
-        m.attributes
-            .insert("ApproximateReceiveCount".into(), "2".into());
-        assert_eq!(looks(&m), 6);
-        assert_eq!(looks(&message(&[])), 1);
+        assert_eq!(first.origin_id(), "m1");
     }
 
     #[test]
     fn ten_attributes_of_its_own_leave_no_room_to_count_waits() {
         let own: Vec<(String, String)> = (0..10).map(|i| (format!("a{i}"), "v".into())).collect();
         let refs: Vec<(&str, &str)> = own.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let again = attributes_again(&message(&refs));
+        let again = attributes_again(&delivery(&refs));
         assert_eq!(again.len(), 10);
         assert!(!again.contains_key(WAITS));
     }

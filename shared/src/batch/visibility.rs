@@ -6,9 +6,9 @@
 //! it arrives, each message for its own job's lease, with one
 //! `ChangeMessageVisibilityBatch` (instead of one request per claimed message).
 
-use aws_lambda_events::event::sqs::SqsMessage;
 use serde::Deserialize;
 
+use super::delivery::Delivery;
 use crate::job::Registry;
 use crate::queue::JobQueue;
 use crate::retry::MAX_VISIBILITY;
@@ -23,12 +23,12 @@ struct JobOf<'a> {
 /// Hides each message of `messages` whose job `registry` knows for that job's lease (best
 /// effort: one that stays visible comes back after its current timeout, as before). Done
 /// before any claim, so that a retry's own visibility, set later, wins.
-pub async fn hide_for_leases(queue: &dyn JobQueue, registry: &Registry, messages: &[SqsMessage]) {
+pub async fn hide_for_leases(queue: &dyn JobQueue, registry: &Registry, messages: &[Delivery]) {
     let entries: Vec<(String, i32)> = messages
         .iter()
         .filter_map(|m| {
             let receipt = m.receipt_handle.clone()?;
-            let job = serde_json::from_str::<JobOf>(m.body.as_deref()?).ok()?.job;
+            let job = serde_json::from_str::<JobOf>(&m.body).ok()?.job;
             let lease = registry.get(&job)?.policy.lease;
             Some((
                 receipt,

@@ -117,80 +117,7 @@ pub(super) fn check_chains(
         if spec.stages.is_empty() {
             fail("stages", "a chain needs at least one stage".into());
         }
-        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-        let mut stages = Vec::new();
-        for (i, stage) in spec.stages.iter().enumerate() {
-            let field = format!("stages.{i}");
-            let names: Vec<&String> = match stage {
-                StageSpec::Step(step) => vec![step],
-                StageSpec::Parallel(steps) => steps.iter().collect(),
-            };
-            if names.is_empty() {
-                fail(
-                    &field,
-                    format!("stage {i} is an empty list: give it a step, or remove it"),
-                );
-            }
-            let mut steps = Vec::new();
-            for step in names {
-                if !valid_name(step) {
-                    fail(&field, name_rule(step));
-                    continue;
-                }
-                if let Some(first) = seen.insert(step, i) {
-                    fail(
-                        &field,
-                        format!(
-                            "step `{step}` is in stage {first} already: a step's name keys its record, so each step is listed once (give the second one another name and `[chains.{name}.steps.<name>] job = ...`)"
-                        ),
-                    );
-                    continue;
-                }
-                let declared = spec.steps.get(step.as_str());
-                let job = declared
-                    .and_then(|d| d.job.clone())
-                    .unwrap_or_else(|| step.clone());
-                let job_field = if declared.is_some_and(|d| d.job.is_some()) {
-                    format!("steps.{step}.job")
-                } else {
-                    field.clone()
-                };
-                match jobs.get(&job) {
-                    None => fail(
-                        &job_field,
-                        format!(
-                            "step `{step}` runs job `{job}`, which is not in the catalog (jobs: {})",
-                            jobs.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
-                    ),
-                    Some(j) if j.overlap != crate::job::Overlap::Allow => fail(
-                        &job_field,
-                        format!(
-                            "step `{step}` runs job `{job}`, whose overlap is `{}`: a chain runs each step when its stage comes and never skips or holds one back (a skipped step could never run); give the chain a job of its own, or let `{job}` overlap",
-                            serde_json::to_value(j.overlap)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_owned))
-                                .unwrap_or_default()
-                        ),
-                    ),
-                    Some(_) => {}
-                }
-                steps.push(Step {
-                    name: step.clone(),
-                    job,
-                    payload: declared.and_then(|d| d.payload.clone()).unwrap_or_default(),
-                });
-            }
-            stages.push(Stage { steps });
-        }
-        for step in spec.steps.keys() {
-            if !seen.contains_key(step.as_str()) {
-                fail(
-                    &format!("steps.{step}"),
-                    format!("step `{step}` is in no stage: list it in `stages`, or remove it"),
-                );
-            }
-        }
+        let stages = check_stages(name, spec, jobs, &mut fail);
         let schedule = spec.schedule.as_ref().and_then(|sched| {
             check_schedule(sched, now, &mut |warning, field, message| {
                 if warning {
@@ -210,4 +137,100 @@ pub(super) fn check_chains(
         }
     }
     out
+}
+
+/// A chain's stages: every step named once, each running a job of the catalog that lets
+/// its runs overlap; a declared step that is in no stage is an error too.
+fn check_stages(
+    name: &str,
+    spec: &ChainSpec,
+    jobs: &BTreeMap<String, JobSpec>,
+    fail: &mut dyn FnMut(&str, String),
+) -> Vec<Stage> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut stages = Vec::new();
+    for (i, stage) in spec.stages.iter().enumerate() {
+        let field = format!("stages.{i}");
+        let names: Vec<&String> = match stage {
+            StageSpec::Step(step) => vec![step],
+            StageSpec::Parallel(steps) => steps.iter().collect(),
+        };
+        if names.is_empty() {
+            fail(
+                &field,
+                format!("stage {i} is an empty list: give it a step, or remove it"),
+            );
+        }
+        let mut steps = Vec::new();
+        for step in names {
+            if !valid_name(step) {
+                fail(&field, name_rule(step));
+                continue;
+            }
+            if let Some(first) = seen.insert(step, i) {
+                fail(
+                    &field,
+                    format!(
+                        "step `{step}` is in stage {first} already: a step's name keys its record, so each step is listed once (give the second one another name and `[chains.{name}.steps.<name>] job = ...`)"
+                    ),
+                );
+                continue;
+            }
+            steps.push(check_step(spec, step, &field, jobs, fail));
+        }
+        stages.push(Stage { steps });
+    }
+    for step in spec.steps.keys() {
+        if !seen.contains_key(step.as_str()) {
+            fail(
+                &format!("steps.{step}"),
+                format!("step `{step}` is in no stage: list it in `stages`, or remove it"),
+            );
+        }
+    }
+    stages
+}
+
+/// One step of a stage (`field`): the job it runs, checked against the catalog's jobs.
+fn check_step(
+    spec: &ChainSpec,
+    step: &str,
+    field: &str,
+    jobs: &BTreeMap<String, JobSpec>,
+    fail: &mut dyn FnMut(&str, String),
+) -> Step {
+    let declared = spec.steps.get(step);
+    let job = declared
+        .and_then(|d| d.job.clone())
+        .unwrap_or_else(|| step.to_string());
+    let job_field = if declared.is_some_and(|d| d.job.is_some()) {
+        format!("steps.{step}.job")
+    } else {
+        field.to_string()
+    };
+    match jobs.get(&job) {
+        None => fail(
+            &job_field,
+            format!(
+                "step `{step}` runs job `{job}`, which is not in the catalog (jobs: {})",
+                jobs.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ),
+        Some(j) if j.overlap != crate::job::Overlap::Allow => fail(
+            &job_field,
+            format!(
+                "step `{step}` runs job `{job}`, whose overlap is `{}`: a chain runs each step when its stage comes and never skips or holds one back (a skipped step could never run); give the chain a job of its own, or let `{job}` overlap",
+                serde_json::to_value(j.overlap)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default()
+            ),
+        ),
+        Some(_) => {}
+    }
+    Step {
+        name: step.to_string(),
+        job,
+        payload: declared.and_then(|d| d.payload.clone()).unwrap_or_default(),
+    }
 }

@@ -3,7 +3,7 @@
 use serde_path_to_error::Segment;
 
 use super::chains::check_chains;
-use super::model::{CatalogFile, ScheduleSpec};
+use super::model::{CatalogFile, JobSpec, RetrySpec, ScheduleSpec, Settings};
 use super::{Catalog, CatalogError, CatalogErrors, Job, Target, policy};
 use crate::key::KeyTemplate;
 use crate::retry::MAX_VISIBILITY;
@@ -65,199 +65,59 @@ pub(super) fn deserialize(text: &str, file: &str) -> Result<CatalogFile, Catalog
     })
 }
 
-/// Checks every rule and builds the validated catalog.
-pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogErrors> {
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
-    let now = chrono::Utc::now();
-    let mut fail = |job: Option<&str>, field: &str, message: String| {
-        errors.push(CatalogError {
-            file: file.to_string(),
+/// What the checks found: errors (the catalog is refused) and warnings (it is not).
+struct Findings<'f> {
+    file: &'f str,
+    errors: Vec<CatalogError>,
+    warnings: Vec<CatalogError>,
+}
+
+impl Findings<'_> {
+    fn finding(&self, job: Option<&str>, field: &str, message: String) -> CatalogError {
+        CatalogError {
+            file: self.file.to_string(),
             job: job.map(str::to_owned),
             chain: None,
             field: Some(field.to_string()),
             message,
-        });
-    };
-    let s = &raw.settings;
-    if !valid_name(&s.schedule_group) {
-        fail(
-            None,
-            "settings.schedule_group",
-            name_rule(&s.schedule_group),
-        );
-    }
-    if !(1..=900).contains(&s.function_timeout_seconds) {
-        fail(
-            None,
-            "settings.function_timeout_seconds",
-            "must be 1-900 (Lambda's limit)".into(),
-        );
-    }
-    if !(1..=14).contains(&s.queue_retention_days) || !(1..=14).contains(&s.dlq_retention_days) {
-        fail(
-            None,
-            "settings.queue_retention_days",
-            "queue and DLQ retention must each be 1-14 days (SQS's limit)".into(),
-        );
+        }
     }
 
+    fn fail(&mut self, job: Option<&str>, field: &str, message: String) {
+        let e = self.finding(job, field, message);
+        self.errors.push(e);
+    }
+
+    fn warn(&mut self, job: Option<&str>, field: &str, message: String) {
+        let e = self.finding(job, field, message);
+        self.warnings.push(e);
+    }
+}
+
+/// Checks every rule and builds the validated catalog.
+pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogErrors> {
+    let mut found = Findings {
+        file,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let now = chrono::Utc::now();
+    check_settings(&raw.settings, &mut found);
     let mut checked = Vec::new();
     for (name, spec) in &raw.jobs {
-        let job = Some(name.as_str());
-        if !valid_name(name) {
-            fail(job, "name", name_rule(name));
-        }
-        if spec.owner.trim().is_empty() {
-            fail(
-                job,
-                "owner",
-                "must name who to ask when the job fails".into(),
-            );
-        }
-        let target = Target::Queue;
-        match spec.target.as_str() {
-            "queue" => {}
-            t => match t.strip_prefix("chain:") {
-                Some(chain) => fail(
-                    job,
-                    "target",
-                    format!(
-                        "`{t}`: a chain is declared as `[chains.{chain}]` (stages of queue jobs, and its own schedule), and `schedkit fire {chain}` starts it; a job's target is `queue`"
-                    ),
-                ),
-                None => fail(job, "target", format!("`{t}` is not `queue`")),
-            },
-        }
-        if let Some(message) = spec.pause_after_failures.and_then(|n| pause_rule(spec, n)) {
-            fail(job, "pause_after_failures", message);
-        }
-        let timeout = s.function_timeout_seconds;
-        if spec.lease_seconds == 0 || spec.lease_seconds > timeout {
-            fail(
-                job,
-                "lease_seconds",
-                format!(
-                    "{} s is longer than the function timeout ({timeout} s, settings.function_timeout_seconds); a lease must end when the function can no longer be running",
-                    spec.lease_seconds
-                ),
-            );
-        }
-        if let Some(h) = spec.heartbeat_seconds
-            && (h == 0 || h >= spec.lease_seconds)
-        {
-            fail(
-                job,
-                "heartbeat_seconds",
-                format!(
-                    "{h} s must be shorter than the lease ({} s)",
-                    spec.lease_seconds
-                ),
-            );
-        }
-        if let Some(t) = spec.timeout_seconds
-            && (t == 0 || t > timeout)
-        {
-            fail(
-                job,
-                "timeout_seconds",
-                format!("{t} s exceeds the function timeout ({timeout} s)"),
-            );
-        }
-        if let Some(days) = spec.record_retention_days {
-            let needed = s.queue_retention_days + s.dlq_retention_days;
-            if days < needed {
-                fail(
-                    job,
-                    "record_retention_days",
-                    format!(
-                        "{days} days is shorter than queue + DLQ retention ({} + {} days): a duplicate could arrive after its record expired and run again",
-                        s.queue_retention_days, s.dlq_retention_days
-                    ),
-                );
-            }
-        }
-        let r = &spec.retry;
-        if r.max_attempts == 0 {
-            fail(job, "retry.max_attempts", "must be at least 1".into());
-        }
-        let max_visibility = MAX_VISIBILITY.as_secs() as u32;
-        if r.max_delay_seconds > max_visibility {
-            fail(
-                job,
-                "retry.max_delay_seconds",
-                format!(
-                    "{} s exceeds SQS's 12-hour visibility limit ({max_visibility} s)",
-                    r.max_delay_seconds
-                ),
-            );
-        }
-        if r.first_delay_seconds > r.max_delay_seconds || r.base_delay_seconds > r.max_delay_seconds
-        {
-            fail(
-                job,
-                "retry.max_delay_seconds",
-                "must not be below first_delay_seconds or base_delay_seconds".into(),
-            );
-        }
-        let template = match spec.key_template.as_deref().map(str::parse::<KeyTemplate>) {
-            Some(Err(e)) => {
-                fail(job, "key_template", e.to_string());
-                None
-            }
-            Some(Ok(t))
-                if t.literal_prefix()
-                    .starts_with(crate::store::INTERNAL_PREFIX) =>
-            {
-                fail(
-                    job,
-                    "key_template",
-                    format!(
-                        "`{t}` starts with `{}`, which is reserved for schedkit's own items: every run would be rejected as poison",
-                        crate::store::INTERNAL_PREFIX
-                    ),
-                );
-                None
-            }
-            Some(Ok(t)) => Some(t),
-            None => None,
-        };
-        let schedule = spec.schedule.as_ref().and_then(|sched| {
-            let schedule = check_schedule(sched, now, &mut |warning, field, message| {
-                let e = CatalogError {
-                    file: file.to_string(),
-                    job: Some(name.clone()),
-                    chain: None,
-                    field: Some(field.to_string()),
-                    message,
-                };
-                if warning {
-                    warnings.push(e);
-                } else {
-                    fail(job, field, e.message);
-                }
-            });
-            // A scheduled run carries the catalog payload: the key template must find its fields.
-            if let Some(t) = &template
-                && let Err(e) = t.render(spec.payload.as_ref())
-            {
-                fail(job, "key_template", format!("{e}: every scheduled run would be rejected as poison"));
-            }
-            let schedule = schedule?;
-            if template.is_some() && !schedule.expression.is_one_time() {
-                fail(
-                    job,
-                    "key_template",
-                    format!(
-                        "with the recurring schedule {}, every firing carries the same payload and so the same key: all but the first would be skipped as duplicates (without a template the key is <job>#<scheduled_for>)",
-                        schedule.expression
-                    ),
-                );
-            }
-            Some(schedule)
-        });
-        checked.push((name, spec, target, schedule));
+        check_job(name, spec, &raw.settings, &mut found);
+        let template = check_key_template(name, spec, &mut found);
+        let schedule = spec
+            .schedule
+            .as_ref()
+            .and_then(|sched| job_schedule(name, spec, sched, template.as_ref(), now, &mut found));
+        checked.push((name, spec, Target::Queue, schedule));
     }
+    let Findings {
+        mut errors,
+        mut warnings,
+        ..
+    } = found;
     let chains = check_chains(
         &raw.chains,
         &raw.jobs,
@@ -266,31 +126,236 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         &mut errors,
         &mut warnings,
     );
-    if errors.is_empty() {
-        // Only now: building a policy relies on the checks above.
-        let jobs = checked
-            .into_iter()
-            .map(|(name, spec, target, schedule)| {
-                let job = Job {
-                    name: name.clone(),
-                    spec: spec.clone(),
-                    target,
-                    policy: policy(spec, &raw.settings),
-                    schedule,
-                };
-                (name.clone(), job)
-            })
-            .collect();
-        Ok(Catalog {
-            file: file.to_string(),
-            settings: raw.settings,
-            jobs,
-            chains: chains.into_iter().map(|c| (c.name.clone(), c)).collect(),
-            warnings,
-        })
-    } else {
-        Err(CatalogErrors(errors))
+    if !errors.is_empty() {
+        return Err(CatalogErrors(errors));
     }
+    // Only now: building a policy relies on the checks above.
+    let jobs = checked
+        .into_iter()
+        .map(|(name, spec, target, schedule)| {
+            let job = Job {
+                name: name.clone(),
+                spec: spec.clone(),
+                target,
+                policy: policy(spec, &raw.settings),
+                schedule,
+            };
+            (name.clone(), job)
+        })
+        .collect();
+    Ok(Catalog {
+        file: file.to_string(),
+        settings: raw.settings,
+        jobs,
+        chains: chains.into_iter().map(|c| (c.name.clone(), c)).collect(),
+        warnings,
+    })
+}
+
+/// The `[settings]` table: names and AWS's limits.
+fn check_settings(s: &Settings, found: &mut Findings<'_>) {
+    if !valid_name(&s.schedule_group) {
+        found.fail(
+            None,
+            "settings.schedule_group",
+            name_rule(&s.schedule_group),
+        );
+    }
+    if !(1..=900).contains(&s.function_timeout_seconds) {
+        found.fail(
+            None,
+            "settings.function_timeout_seconds",
+            "must be 1-900 (Lambda's limit)".into(),
+        );
+    }
+    if !(1..=14).contains(&s.queue_retention_days) || !(1..=14).contains(&s.dlq_retention_days) {
+        found.fail(
+            None,
+            "settings.queue_retention_days",
+            "queue and DLQ retention must each be 1-14 days (SQS's limit)".into(),
+        );
+    }
+}
+
+/// A job's name, owner, target and automatic pause, then its time limits and retries.
+fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
+    let job = Some(name);
+    if !valid_name(name) {
+        found.fail(job, "name", name_rule(name));
+    }
+    if spec.owner.trim().is_empty() {
+        found.fail(
+            job,
+            "owner",
+            "must name who to ask when the job fails".into(),
+        );
+    }
+    match spec.target.as_str() {
+        "queue" => {}
+        t => match t.strip_prefix("chain:") {
+            Some(chain) => found.fail(
+                job,
+                "target",
+                format!(
+                    "`{t}`: a chain is declared as `[chains.{chain}]` (stages of queue jobs, and its own schedule), and `schedkit fire {chain}` starts it; a job's target is `queue`"
+                ),
+            ),
+            None => found.fail(job, "target", format!("`{t}` is not `queue`")),
+        },
+    }
+    if let Some(message) = spec.pause_after_failures.and_then(|n| pause_rule(spec, n)) {
+        found.fail(job, "pause_after_failures", message);
+    }
+    check_times(name, spec, s, found);
+    check_retry(name, &spec.retry, found);
+}
+
+/// A job's lease, heartbeat, timeout and record retention against the function's and the
+/// queues' limits.
+fn check_times(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
+    let job = Some(name);
+    let timeout = s.function_timeout_seconds;
+    if spec.lease_seconds == 0 || spec.lease_seconds > timeout {
+        found.fail(
+            job,
+            "lease_seconds",
+            format!(
+                "{} s is longer than the function timeout ({timeout} s, settings.function_timeout_seconds); a lease must end when the function can no longer be running",
+                spec.lease_seconds
+            ),
+        );
+    }
+    if let Some(h) = spec.heartbeat_seconds
+        && (h == 0 || h >= spec.lease_seconds)
+    {
+        found.fail(
+            job,
+            "heartbeat_seconds",
+            format!(
+                "{h} s must be shorter than the lease ({} s)",
+                spec.lease_seconds
+            ),
+        );
+    }
+    if let Some(t) = spec.timeout_seconds
+        && (t == 0 || t > timeout)
+    {
+        found.fail(
+            job,
+            "timeout_seconds",
+            format!("{t} s exceeds the function timeout ({timeout} s)"),
+        );
+    }
+    if let Some(days) = spec.record_retention_days {
+        let needed = s.queue_retention_days + s.dlq_retention_days;
+        if days < needed {
+            found.fail(
+                job,
+                "record_retention_days",
+                format!(
+                    "{days} days is shorter than queue + DLQ retention ({} + {} days): a duplicate could arrive after its record expired and run again",
+                    s.queue_retention_days, s.dlq_retention_days
+                ),
+            );
+        }
+    }
+}
+
+/// A job's retry policy against SQS's visibility limit.
+fn check_retry(name: &str, r: &RetrySpec, found: &mut Findings<'_>) {
+    let job = Some(name);
+    if r.max_attempts == 0 {
+        found.fail(job, "retry.max_attempts", "must be at least 1".into());
+    }
+    let max_visibility = MAX_VISIBILITY.as_secs() as u32;
+    if r.max_delay_seconds > max_visibility {
+        found.fail(
+            job,
+            "retry.max_delay_seconds",
+            format!(
+                "{} s exceeds SQS's 12-hour visibility limit ({max_visibility} s)",
+                r.max_delay_seconds
+            ),
+        );
+    }
+    if r.first_delay_seconds > r.max_delay_seconds || r.base_delay_seconds > r.max_delay_seconds {
+        found.fail(
+            job,
+            "retry.max_delay_seconds",
+            "must not be below first_delay_seconds or base_delay_seconds".into(),
+        );
+    }
+}
+
+/// A job's key template, when it has a usable one.
+fn check_key_template(name: &str, spec: &JobSpec, found: &mut Findings<'_>) -> Option<KeyTemplate> {
+    let job = Some(name);
+    match spec
+        .key_template
+        .as_deref()
+        .map(str::parse::<KeyTemplate>)?
+    {
+        Err(e) => {
+            found.fail(job, "key_template", e.to_string());
+            None
+        }
+        Ok(t)
+            if t.literal_prefix()
+                .starts_with(crate::store::INTERNAL_PREFIX) =>
+        {
+            found.fail(
+                job,
+                "key_template",
+                format!(
+                    "`{t}` starts with `{}`, which is reserved for schedkit's own items: every run would be rejected as poison",
+                    crate::store::INTERNAL_PREFIX
+                ),
+            );
+            None
+        }
+        Ok(t) => Some(t),
+    }
+}
+
+/// A job's schedule, checked, and its key template against what a scheduled run carries.
+fn job_schedule(
+    name: &str,
+    spec: &JobSpec,
+    sched: &ScheduleSpec,
+    template: Option<&KeyTemplate>,
+    now: chrono::DateTime<chrono::Utc>,
+    found: &mut Findings<'_>,
+) -> Option<Schedule> {
+    let job = Some(name);
+    let schedule = check_schedule(sched, now, &mut |warning, field, message| {
+        if warning {
+            found.warn(job, field, message);
+        } else {
+            found.fail(job, field, message);
+        }
+    });
+    // A scheduled run carries the catalog payload: the key template must find its fields.
+    if let Some(t) = template
+        && let Err(e) = t.render(spec.payload.as_ref())
+    {
+        found.fail(
+            job,
+            "key_template",
+            format!("{e}: every scheduled run would be rejected as poison"),
+        );
+    }
+    let schedule = schedule?;
+    if template.is_some() && !schedule.expression.is_one_time() {
+        found.fail(
+            job,
+            "key_template",
+            format!(
+                "with the recurring schedule {}, every firing carries the same payload and so the same key: all but the first would be skipped as duplicates (without a template the key is <job>#<scheduled_for>)",
+                schedule.expression
+            ),
+        );
+    }
+    Some(schedule)
 }
 
 /// Checks a `schedule` table (a job's or a chain's) and builds its schedule; `report`
@@ -376,7 +441,7 @@ pub(super) fn check_schedule(
 
 /// What is contradictory about `pause_after_failures = n` for this job, if anything: it
 /// pauses a recurring schedule of a job the worker runs.
-fn pause_rule(spec: &super::model::JobSpec, n: u32) -> Option<String> {
+fn pause_rule(spec: &JobSpec, n: u32) -> Option<String> {
     if n == 0 {
         return Some("must be at least 1 (omit it to never pause)".into());
     }

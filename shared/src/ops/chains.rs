@@ -232,65 +232,14 @@ impl ChainRuns {
                 )));
             }
             Status::Paused => {}
-            Status::Running => match self.execution(&chain, &current).await? {
-                Some(e) if e.status == ExecutionStatus::Running => {
-                    return Ok(Rerun::AlreadyRunning { execution: current });
+            Status::Running => {
+                if let Some(done) = self
+                    .rerun_running(key, &chain, &run, &current, redrive, now)
+                    .await?
+                {
+                    return Ok(done);
                 }
-                // The execution ended and its end was never recorded (lost, or refused).
-                Some(e) if e.status == ExecutionStatus::Succeeded => {
-                    let steps = self.steps_of(key, &chain).await?;
-                    if steps
-                        .iter()
-                        .all(|(_, r)| r.as_ref().is_some_and(|r| r.status == Status::Done))
-                    {
-                        let ended = self
-                            .store
-                            .end_chain(key, &chain, &current, &ChainEnd::Done, now)
-                            .await
-                            .map_err(|e| store_error("recording the run DONE", e))?;
-                        if ended.is_err() {
-                            return Err(changed(key));
-                        }
-                        return Ok(Rerun::Reconciled { execution: current });
-                    }
-                }
-                Some(_) if redrive => {
-                    // The redriven execution sends its failed steps again: reopened first,
-                    // or their records (FAILED) answer them as failed at once.
-                    let steps = self.reopen(key, &chain, now).await?;
-                    self.sfn
-                        .redrive_execution()
-                        .execution_arn(self.execution_arn(&chain, &current)?)
-                        .send()
-                        .await
-                        .aws(format!(
-                            "redriving execution {current} (without --redrive, a rerun starts a new execution instead)"
-                        ))
-                        .map_err(|e| {
-                            OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
-                        })?;
-                    return Ok(Rerun::Redriven { execution: current });
-                }
-                // FAILED, TIMED_OUT or ABORTED: the run stopped without an outcome.
-                Some(_) => {}
-                // Recorded by a rerun that stopped before it started its execution.
-                None if run.attempt > 1 => {
-                    let steps = self.reopen(key, &chain, now).await?;
-                    self.start(key, &chain, &current)
-                        .await
-                        .map_err(|e| e.after(format!("steps reopened: {}", steps.join(", "))))?;
-                    return Ok(Rerun::Started {
-                        execution: current,
-                        run: run.attempt,
-                        steps,
-                    });
-                }
-                None => {
-                    return Err(OpsError::Refused(format!(
-                        "`{key}` is RUNNING and its first execution has not started yet; the trigger's worker starts it"
-                    )));
-                }
-            },
+            }
             other => {
                 return Err(OpsError::Refused(format!(
                     "`{key}` is {}: nothing to rerun (a chain run is rerun when PAUSED, or RUNNING with a failed execution)",
@@ -321,6 +270,86 @@ impl ChainRuns {
             run: next,
             steps,
         })
+    }
+
+    /// A RUNNING run's rerun: left running, reconciled (its execution succeeded and its end
+    /// was never recorded), redriven, or its stopped rerun's execution started; None when
+    /// its execution stopped without an outcome (a new execution is started).
+    async fn rerun_running(
+        &self,
+        key: &str,
+        chain: &str,
+        run: &ExecutionRecord,
+        current: &str,
+        redrive: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Rerun>, OpsError> {
+        match self.execution(chain, current).await? {
+            Some(e) if e.status == ExecutionStatus::Running => {
+                return Ok(Some(Rerun::AlreadyRunning {
+                    execution: current.to_string(),
+                }));
+            }
+            // The execution ended and its end was never recorded (lost, or refused).
+            Some(e) if e.status == ExecutionStatus::Succeeded => {
+                let steps = self.steps_of(key, chain).await?;
+                if steps
+                    .iter()
+                    .all(|(_, r)| r.as_ref().is_some_and(|r| r.status == Status::Done))
+                {
+                    let ended = self
+                        .store
+                        .end_chain(key, chain, current, &ChainEnd::Done, now)
+                        .await
+                        .map_err(|e| store_error("recording the run DONE", e))?;
+                    if ended.is_err() {
+                        return Err(changed(key));
+                    }
+                    return Ok(Some(Rerun::Reconciled {
+                        execution: current.to_string(),
+                    }));
+                }
+            }
+            Some(_) if redrive => {
+                // The redriven execution sends its failed steps again: reopened first,
+                // or their records (FAILED) answer them as failed at once.
+                let steps = self.reopen(key, chain, now).await?;
+                self.sfn
+                .redrive_execution()
+                .execution_arn(self.execution_arn(chain, current)?)
+                .send()
+                .await
+                .aws(format!(
+                    "redriving execution {current} (without --redrive, a rerun starts a new execution instead)"
+                ))
+                .map_err(|e| {
+                    OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
+                })?;
+                return Ok(Some(Rerun::Redriven {
+                    execution: current.to_string(),
+                }));
+            }
+            // FAILED, TIMED_OUT or ABORTED: the run stopped without an outcome.
+            Some(_) => {}
+            // Recorded by a rerun that stopped before it started its execution.
+            None if run.attempt > 1 => {
+                let steps = self.reopen(key, chain, now).await?;
+                self.start(key, chain, current)
+                    .await
+                    .map_err(|e| e.after(format!("steps reopened: {}", steps.join(", "))))?;
+                return Ok(Some(Rerun::Started {
+                    execution: current.to_string(),
+                    run: run.attempt,
+                    steps,
+                }));
+            }
+            None => {
+                return Err(OpsError::Refused(format!(
+                    "`{key}` is RUNNING and its first execution has not started yet; the trigger's worker starts it"
+                )));
+            }
+        }
+        Ok(None)
     }
 
     /// The chain of the catalog `run` is a run of.

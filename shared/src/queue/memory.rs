@@ -15,10 +15,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
 use tokio::time::{Duration, Instant};
 
 use super::{Attribute, JobQueue, Outgoing, QueueCall, QueueError};
+use crate::batch::Delivery;
 
 /// One message as the queue holds it.
 #[derive(Debug, Clone)]
@@ -101,7 +101,7 @@ impl MemoryQueue {
 
     /// Receives up to `max` visible messages (oldest first), hiding each for `visibility`;
     /// a message past its receives goes to the dead letters instead.
-    pub fn receive(&self, max: usize, visibility: Duration) -> Vec<SqsMessage> {
+    pub fn receive(&self, max: usize, visibility: Duration) -> Vec<Delivery> {
         let now = Instant::now();
         let mut state = self.lock();
         let visible: Vec<u64> = state
@@ -128,7 +128,7 @@ impl MemoryQueue {
             m.receives += 1;
             m.visible_at = now + visibility;
             let receipt = format!("{}:{}", m.id, m.receives);
-            let message = event_message(m, &receipt);
+            let message = delivery(m, &receipt);
             state.receipts.insert(n, receipt);
             out.push(message);
         }
@@ -147,6 +147,19 @@ impl MemoryQueue {
             }
         };
         Some(self.push(copy))
+    }
+
+    /// Moves the dead letter at `index` back to the queue with its attributes, as
+    /// `dlq redrive` and SQS's message move task do; the new message's id.
+    pub fn redrive(&self, index: usize) -> Option<String> {
+        let letter = {
+            let mut state = self.lock();
+            (index < state.dead_letters.len()).then(|| state.dead_letters.remove(index))?
+        };
+        Some(self.push(Outgoing {
+            delay_seconds: None,
+            ..letter
+        }))
     }
 
     /// Makes the message `id` visible now, whatever its visibility (one cut short).
@@ -177,22 +190,15 @@ impl MemoryQueue {
     }
 }
 
-/// The message as Lambda's event (and the poller) hands it to the worker.
-fn event_message(m: &Stored, receipt: &str) -> SqsMessage {
-    let mut out = SqsMessage::default();
-    out.message_id = Some(m.id.clone());
-    out.receipt_handle = Some(receipt.to_string());
-    out.body = Some(m.body.clone());
-    out.attributes
-        .insert("ApproximateReceiveCount".into(), m.receives.to_string());
-    for (name, a) in &m.attributes {
-        let mut attribute = SqsMessageAttribute::default();
-        attribute.data_type = Some(a.data_type.clone());
-        attribute.string_value = a.string.clone();
-        out.message_attributes.insert(name.clone(), attribute);
+/// The message as the worker takes it.
+fn delivery(m: &Stored, receipt: &str) -> Delivery {
+    Delivery {
+        message_id: m.id.clone(),
+        receipt_handle: Some(receipt.to_string()),
+        body: m.body.clone(),
+        receive_count: m.receives,
+        attributes: m.attributes.clone(),
     }
-    out.event_source = Some("aws:sqs".into());
-    out
 }
 
 impl JobQueue for MemoryQueue {

@@ -404,34 +404,42 @@ fn still_running(state: &MemoryState, key: &str, now: DateTime<Utc>) -> bool {
     state.records.get(key).is_some_and(|r| r.lease_live(now))
 }
 
+/// When an entry's hold of the slot ends, in epoch milliseconds.
+fn hold_until(e: &SlotEntry<'_>) -> i64 {
+    e.now.timestamp_millis() + e.hold.as_millis() as i64
+}
+
+/// The slot becomes the entry's (and, under `buffer_one`, loses its waiter).
+fn take(slot: &mut Slot, e: &SlotEntry<'_>) {
+    slot.holder = Some(e.key.to_string());
+    slot.holder_owner = Some(e.owner.to_string());
+    slot.until_ms = hold_until(e);
+    if e.policy == Overlap::BufferOne {
+        slot.waiter = None;
+        slot.waiter_until_ms = 0;
+    }
+}
+
+/// Whether the slot has no waiter but the entry, or only one whose wait lapsed.
+fn waiter_free(slot: &Slot, e: &SlotEntry<'_>) -> bool {
+    slot.waiter.is_none()
+        || slot.waiter.as_deref() == Some(e.key)
+        || slot.waiter_until_ms < e.now.timestamp_millis()
+}
+
 impl MemoryStore {
     /// Enters a job's slot, as [`DynamoStore::enter_slot`](super::DynamoStore::enter_slot)
     /// does: a try; on refusal, a look at the holder (and the waiter under `buffer_one`);
     /// a take-over conditioned on what was seen; else skip, or wait as the one waiter.
     async fn enter_slot(&self, e: SlotEntry<'_>) -> Result<Gate, StoreError> {
         let now_ms = e.now.timestamp_millis();
-        let until = now_ms + e.hold.as_millis() as i64;
         let buffer = e.policy == Overlap::BufferOne;
-        let take = |slot: &mut Slot| {
-            slot.holder = Some(e.key.to_string());
-            slot.holder_owner = Some(e.owner.to_string());
-            slot.until_ms = until;
-            if buffer {
-                slot.waiter = None;
-                slot.waiter_until_ms = 0;
-            }
-        };
-        let waiter_free = |slot: &Slot| {
-            slot.waiter.is_none()
-                || slot.waiter.as_deref() == Some(e.key)
-                || slot.waiter_until_ms < now_ms
-        };
         let refused = self
             .request("enter_slot.take", e.job, |state| {
                 let slot = state.slots.entry(e.job.to_string()).or_default();
                 let free = slot.holder.is_none() || slot.holder.as_deref() == Some(e.key);
-                if free && (!buffer || waiter_free(slot)) {
-                    take(slot);
+                if free && (!buffer || waiter_free(slot, &e)) {
+                    take(slot, &e);
                     return None;
                 }
                 Some(slot.clone())
@@ -445,46 +453,9 @@ impl MemoryStore {
             .clone()
             .filter(|w| w != e.key)
             .filter(|_| seen.waiter_until_ms >= now_ms);
-        let holder_gone = match &seen.holder {
-            Some(h) => {
-                let h = h.clone();
-                !self
-                    .request("enter_slot.holder", &h, |state| {
-                        still_running(state, &h, e.now)
-                    })
-                    .await?
-            }
-            None => true,
-        };
-        let waiter_gone = match (&waiter, buffer) {
-            (Some(w), true) => self.get(w).await?.is_none_or(|r| {
-                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
-            }),
-            _ => true,
-        };
         let mut running = seen.holder.clone();
-        if holder_gone && waiter_gone {
-            let taken = self
-                .request("enter_slot.take_over", e.job, |state| {
-                    let slot = state.slots.entry(e.job.to_string()).or_default();
-                    let same_holder =
-                        slot.holder == seen.holder && slot.holder_owner == seen.holder_owner;
-                    let waiter_ok = match &waiter {
-                        Some(w) => {
-                            slot.waiter.as_deref() == Some(w.as_str())
-                                || slot.waiter.as_deref() == Some(e.key)
-                                || slot.waiter_until_ms < now_ms
-                        }
-                        None => waiter_free(slot),
-                    };
-                    if same_holder && (!buffer || waiter_ok) {
-                        take(slot);
-                        return Ok(());
-                    }
-                    Err(slot.holder.clone())
-                })
-                .await?;
-            match taken {
+        if self.slot_left(&e, &seen, waiter.as_deref()).await? {
+            match self.take_over(&e, &seen, waiter.as_deref()).await? {
                 Ok(()) => return Ok(Gate::Open),
                 Err(now_holder) => running = now_holder,
             }
@@ -493,10 +464,78 @@ impl MemoryStore {
         if !buffer {
             return Ok(Gate::Skip { running });
         }
+        self.wait_in_slot(&e, &seen, running).await
+    }
+
+    /// Whether the slot `seen` is left: its holder no longer runs, and (under
+    /// `buffer_one`) its waiter is decided.
+    async fn slot_left(
+        &self,
+        e: &SlotEntry<'_>,
+        seen: &Slot,
+        waiter: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let holder_gone = match &seen.holder {
+            Some(h) => {
+                !self
+                    .request("enter_slot.holder", h, |state| {
+                        still_running(state, h, e.now)
+                    })
+                    .await?
+            }
+            None => true,
+        };
+        // Both looked at, as DynamoDB's implementation does (one request each).
+        let waiter_gone = match (waiter, e.policy == Overlap::BufferOne) {
+            (Some(w), true) => self.get(w).await?.is_none_or(|r| {
+                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
+            }),
+            _ => true,
+        };
+        Ok(holder_gone && waiter_gone)
+    }
+
+    /// Takes the slot over, if it is still as `seen`; else who holds it now.
+    async fn take_over(
+        &self,
+        e: &SlotEntry<'_>,
+        seen: &Slot,
+        waiter: Option<&str>,
+    ) -> Result<Result<(), Option<String>>, StoreError> {
+        let now_ms = e.now.timestamp_millis();
+        let buffer = e.policy == Overlap::BufferOne;
+        self.request("enter_slot.take_over", e.job, |state| {
+            let slot = state.slots.entry(e.job.to_string()).or_default();
+            let same_holder = slot.holder == seen.holder && slot.holder_owner == seen.holder_owner;
+            let waiter_ok = match waiter {
+                Some(w) => {
+                    slot.waiter.as_deref() == Some(w)
+                        || slot.waiter.as_deref() == Some(e.key)
+                        || slot.waiter_until_ms < now_ms
+                }
+                None => waiter_free(slot, e),
+            };
+            if same_holder && (!buffer || waiter_ok) {
+                take(slot, e);
+                return Ok(());
+            }
+            Err(slot.holder.clone())
+        })
+        .await
+    }
+
+    /// Becomes the slot's one waiter (`buffer_one`), or is skipped when another waits.
+    async fn wait_in_slot(
+        &self,
+        e: &SlotEntry<'_>,
+        seen: &Slot,
+        running: String,
+    ) -> Result<Gate, StoreError> {
+        let until = hold_until(e);
         let waits = self
             .request("enter_slot.wait", e.job, |state| {
                 let slot = state.slots.entry(e.job.to_string()).or_default();
-                if !waiter_free(slot) {
+                if !waiter_free(slot, e) {
                     return false;
                 }
                 slot.waiter = Some(e.key.to_string());

@@ -94,6 +94,18 @@ fn still_running(record: Option<&ExecutionRecord>, now: DateTime<Utc>) -> bool {
 }
 
 impl DynamoStore {
+    /// Whether the slot's waiter `waiter` has gone (under `buffer_one`; under `skip`
+    /// there is none). A waiter is given back to REGISTERED or RETRYING between its looks:
+    /// only a decided one has gone.
+    async fn waiter_gone(&self, waiter: Option<&str>, policy: Overlap) -> Result<bool, StoreError> {
+        Ok(match (waiter, policy) {
+            (Some(w), Overlap::BufferOne) => self.get(w).await?.is_none_or(|r| {
+                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
+            }),
+            _ => true,
+        })
+    }
+
     /// Enters `job`'s slot for the run `key` claimed by `owner` (one `UpdateItem`; a slot
     /// that names another run costs a read of that run's record, and a write more to take
     /// it over when that run no longer runs or to wait for it). `hold` is a guess at how
@@ -133,17 +145,7 @@ impl DynamoStore {
             Some(h) => !still_running(self.get(h).await?.as_ref(), now),
             None => true,
         };
-        let waiter_gone = match (&waiter, policy) {
-            (Some(w), Overlap::BufferOne) => {
-                // A waiter is given back to REGISTERED or RETRYING between its looks:
-                // only a decided one has gone.
-                let r = self.get(w).await?;
-                r.is_none_or(|r| {
-                    matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
-                })
-            }
-            _ => true,
-        };
+        let waiter_gone = self.waiter_gone(waiter.as_deref(), policy).await?;
         let mut running = holder.clone();
         if holder_gone && waiter_gone {
             let slot_was = match (&holder, &holder_owner) {

@@ -393,16 +393,13 @@ pub async fn plan(
     plan_keeping_paused(client, catalog, targets, &std::collections::BTreeSet::new()).await
 }
 
-/// [`plan`], with the `paused` jobs' schedules kept DISABLED (`schedkit jobs pause`): a
-/// sync must not undo an operator's pause; `jobs resume` does.
-pub async fn plan_keeping_paused(
+/// The schedules of `group` as the scheduler has them, and whether the group is missing
+/// (to be created).
+async fn schedules_in(
     client: &Client,
-    catalog: &Catalog,
-    targets: &SyncTargets,
-    paused: &std::collections::BTreeSet<String>,
-) -> Result<Plan, TriggerError> {
-    let group = catalog.settings.schedule_group.clone();
-    let create_group = match client.get_schedule_group().name(&group).send().await {
+    group: &str,
+) -> Result<(bool, BTreeMap<String, ScheduleConfig>), TriggerError> {
+    let create_group = match client.get_schedule_group().name(group).send().await {
         Ok(_) => false,
         Err(e)
             if e.as_service_error()
@@ -418,7 +415,7 @@ pub async fn plan_keeping_paused(
     if !create_group {
         let mut pages = client
             .list_schedules()
-            .group_name(&group)
+            .group_name(group)
             .into_paginator()
             .send();
         while let Some(page) = pages.next().await {
@@ -426,7 +423,7 @@ pub async fn plan_keeping_paused(
                 let name = summary.name.unwrap_or_default();
                 let got = client
                     .get_schedule()
-                    .group_name(&group)
+                    .group_name(group)
                     .name(&name)
                     .send()
                     .await
@@ -435,6 +432,19 @@ pub async fn plan_keeping_paused(
             }
         }
     }
+    Ok((create_group, current))
+}
+
+/// [`plan`], with the `paused` jobs' schedules kept DISABLED (`schedkit jobs pause`): a
+/// sync must not undo an operator's pause; `jobs resume` does.
+pub async fn plan_keeping_paused(
+    client: &Client,
+    catalog: &Catalog,
+    targets: &SyncTargets,
+    paused: &std::collections::BTreeSet<String>,
+) -> Result<Plan, TriggerError> {
+    let group = catalog.settings.schedule_group.clone();
+    let (create_group, mut current) = schedules_in(client, &group).await?;
     let now = Utc::now();
     let mut changes = Vec::new();
     let mut finished = Vec::new();

@@ -305,7 +305,7 @@ fn spawn_worker(
             }
             let ids: Vec<_> = messages
                 .iter()
-                .map(|m| m.message_id.clone().unwrap_or_default())
+                .map(|m| m.message_id.clone())
                 .collect();
             trace.say(format!("{name} received {ids:?}"));
             for report in processor.process(messages, None).await {

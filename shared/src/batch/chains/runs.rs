@@ -174,6 +174,21 @@ impl Chains {
         if existing.as_ref().is_some_and(|r| r.attempt > 1) {
             return RunMessage::AlreadyStarted { key };
         }
+        let first = existing.is_none();
+        self.start_execution(machine, envelope, key, &req.owner, first)
+            .await
+    }
+
+    /// Starts the run's Step Functions execution named `name` (the same name twice starts
+    /// it once); `first`: the run was recorded by this very message.
+    async fn start_execution(
+        &self,
+        machine: &str,
+        envelope: &Envelope,
+        key: String,
+        name: &str,
+        first: bool,
+    ) -> RunMessage {
         let input = json!({
             "chain_key": key,
             "scheduled_for": format_instant(&envelope.scheduled_for),
@@ -183,12 +198,12 @@ impl Chains {
             .sfn
             .start_execution()
             .state_machine_arn(machine)
-            .name(&req.owner)
+            .name(name)
             .input(input.to_string())
             .send()
             .await;
         match started {
-            Ok(_) if existing.is_none() => RunMessage::Started { key },
+            Ok(_) if first => RunMessage::Started { key },
             Ok(_) => RunMessage::AlreadyStarted { key },
             Err(e) => match e.as_service_error() {
                 Some(StartExecutionError::ExecutionAlreadyExists(_)) => {

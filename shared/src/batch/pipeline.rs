@@ -1,0 +1,133 @@
+//! One delivery's walk through the worker, a step to a module, in the order a reader
+//! follows it:
+//!
+//! 1. [`parse`](super::parse): the body as an envelope (poison → DLQ);
+//! 2. [`route`](super::route): a chain run's trigger or end goes to its chain; a job's
+//!    message to its registered job (unknown → DLQ), as a chain's step when it is one (a
+//!    step that does not match its step → DLQ);
+//! 3. [`key`](super::key): the run's execution key (unusable → DLQ);
+//! 4. [`claim`](super::claim): the run claimed in the store; a decided run, a run in
+//!    progress elsewhere and a key conflict are answered there;
+//! 5. [`admit`](super::admit): the job's overlap slot (enter, wait, or skip);
+//! 6. [`attempt`](super::attempt): the job run under its lease keeper and deadlines;
+//! 7. [`settle`](super::settle): the outcome written (a commit with the job's effects, or a
+//!    finish), then the message's fate (acknowledged, hidden for the backoff, dead-lettered)
+//!    and the job's failure streak; the slot left;
+//! 8. [`answer`](super::answer): a chain step's Step Functions task answered.
+//!
+//! Each step returns what the next one needs, or the outcome that ends the walk (`Err`), so
+//! the walk reads as the list above. Chains hook in at one point, the route: it says
+//! whether the message is a chain's step, and every later step reads that answer.
+//! Every transition is one [`Event`]: its log line and its metrics written together.
+
+use tokio::time::Instant;
+
+use super::delivery::Delivery;
+use super::outcome::{MessageReport, Outcome};
+use super::processor::Processor;
+use crate::envelope::Envelope;
+use crate::telemetry::{Event, Transition};
+
+/// A step's result: what the next step needs, or the message's outcome, which ends the walk.
+pub(super) type Step<T> = Result<T, Outcome>;
+
+/// The parts of a delivery every step needs.
+pub(super) struct MessageCtx<'a> {
+    /// The delivery itself: its body, its attributes (a redrive's mark, its waits), its
+    /// receive count.
+    pub(super) delivery: &'a Delivery,
+    /// The Lambda request id, or empty outside Lambda.
+    pub(super) request_id: &'a str,
+    /// The invocation's deadline (Lambda), by which every outcome must be written.
+    pub(super) deadline: Option<Instant>,
+}
+
+impl MessageCtx<'_> {
+    /// The envelope's text.
+    pub(super) fn body(&self) -> &str {
+        &self.delivery.body
+    }
+
+    /// This copy's id on the jobs queue.
+    pub(super) fn message_id(&self) -> &str {
+        &self.delivery.message_id
+    }
+
+    /// What hides or deletes this copy.
+    pub(super) fn receipt(&self) -> Option<&str> {
+        self.delivery.receipt_handle.as_deref()
+    }
+
+    /// The transitions of the run `key` of `envelope`'s job, as this message sees them.
+    pub(super) fn transition<'t>(&'t self, envelope: &'t Envelope, key: &'t str) -> Transition<'t> {
+        Transition {
+            job: &envelope.job,
+            key,
+            execution_id: envelope.execution_id.as_deref().unwrap_or_default(),
+            request_id: self.request_id,
+            message_id: self.message_id(),
+            ..Default::default()
+        }
+    }
+}
+
+impl Processor {
+    /// One delivery, from its body to its acknowledged (or not) outcome.
+    pub(super) async fn walk(
+        &self,
+        delivery: &Delivery,
+        request_id: &str,
+        deadline: Option<Instant>,
+    ) -> MessageReport {
+        let ctx = MessageCtx {
+            delivery,
+            request_id,
+            deadline,
+        };
+        let mut report = MessageReport {
+            message_id: delivery.message_id.clone(),
+            receipt_handle: delivery.receipt_handle.clone(),
+            job: None,
+            key: None,
+            outcome: Outcome::Succeeded,
+        };
+        let envelope = match self.parse(&ctx).await {
+            Ok(envelope) => envelope,
+            Err(outcome) => {
+                report.outcome = outcome;
+                return report;
+            }
+        };
+        report.job = Some(envelope.job.clone());
+        let outcome = self
+            .walk_run(&ctx, &envelope, &mut report.key)
+            .await
+            .unwrap_or_else(|ended| ended);
+        report.outcome = self.answer(&envelope, report.key.as_deref(), outcome).await;
+        report
+    }
+
+    /// Steps 2 to 7 for a parsed envelope; `key` is set as soon as the run's key is known.
+    async fn walk_run(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        key: &mut Option<String>,
+    ) -> Step<Outcome> {
+        let job = self.route(ctx, envelope, key).await?;
+        let run_key = self.key(ctx, envelope, &job).await?;
+        *key = Some(run_key.clone());
+        let t = ctx.transition(envelope, &run_key);
+        let claim = self.claim(ctx, envelope, &job, &t).await?;
+        let admission = self.admit(ctx, &job, &claim, &t).await?;
+        let attempted = self.attempt(ctx, envelope, &job, &claim, &t).await;
+        let outcome = self.settle(ctx, &job, &claim.record, attempted, &t).await;
+        self.leave(admission, &outcome, &t).await;
+        Ok(outcome)
+    }
+
+    /// Writes a transition's log line and metrics.
+    pub(super) fn emit(&self, t: &Transition<'_>, event: Event<'_>) {
+        event.record(t, &self.inner.metrics);
+    }
+}

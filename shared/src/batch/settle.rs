@@ -1,0 +1,255 @@
+//! Step 7: the attempt's outcome written, then the message's fate. A success with effects
+//! commits them with its DONE record, all or none (effects that can never commit fail the
+//! run for good); every other outcome is one finish. Only once the write is durable: DONE
+//! is acknowledged (and ends the job's failure streak), RETRYING hides the message for its
+//! backoff, FAILED counts toward the streak and sends the dead letter, then is
+//! acknowledged. A write refused because the lease was taken over, or not answered, leaves
+//! the message as it is.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use chrono::{DateTime, Utc};
+
+use super::attempt::Attempted;
+use super::dead_letter::{DeadLetter, DeadLetterReason};
+use super::outcome::Outcome;
+use super::pipeline::MessageCtx;
+use super::processor::Processor;
+use super::route::Routed;
+use crate::JobPolicy;
+use crate::job::{JobError, JobResult};
+use crate::store::{CommitError, ExecutionRecord, Finish, TransitionError};
+use crate::telemetry::{Event, Transition};
+
+/// What the attempt's event says besides its outcome.
+struct Ran<'a> {
+    attempt: u32,
+    duration_ms: u64,
+    now: DateTime<Utc>,
+    error: &'a str,
+}
+
+impl Processor {
+    /// Writes the attempt's outcome and acts on it: the message's outcome.
+    pub(super) async fn settle(
+        &self,
+        ctx: &MessageCtx<'_>,
+        job: &Routed<'_>,
+        record: &ExecutionRecord,
+        attempted: Attempted,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let Attempted {
+            attempt,
+            mut result,
+            effects,
+            started,
+            keeper,
+        } = attempted;
+        let policy = &job.registered.policy;
+        let now = self.inner.config.clock.now();
+        let (finish, written) = self
+            .write(record, &mut result, effects, policy, attempt, now)
+            .await;
+        let error = match &result {
+            Err(e) => e.to_string(),
+            Ok(_) => String::new(),
+        };
+        let ran = Ran {
+            attempt,
+            duration_ms: (now - started).num_milliseconds().max(0) as u64,
+            now,
+            error: &error,
+        };
+        if let Err(e) = written {
+            return self.not_written(ctx, t, e, &ran).await;
+        }
+        drop(keeper);
+        match finish {
+            Finish::Succeeded { .. } => {
+                let Ran { duration_ms, .. } = ran;
+                self.emit(
+                    t,
+                    Event::Done {
+                        attempt,
+                        duration_ms,
+                    },
+                );
+                if policy.pause_after_failures.is_some() {
+                    self.inner.streaks.succeeded(t).await;
+                }
+                Outcome::Succeeded
+            }
+            Finish::Retrying { error } => self.retry(ctx, policy, t, &ran, error).await,
+            Finish::Failed { error } => {
+                let reason = match result {
+                    Err(JobError::Permanent(_)) => DeadLetterReason::PermanentError,
+                    _ => DeadLetterReason::AttemptsExhausted,
+                };
+                self.fail(ctx, policy, t, &ran, reason, &error).await
+            }
+        }
+    }
+
+    /// Writes the outcome: a commit with the effects, or a finish. Effects that can never
+    /// commit as written turn the result into a permanent failure, written instead.
+    async fn write(
+        &self,
+        record: &ExecutionRecord,
+        result: &mut JobResult,
+        effects: Vec<TransactWriteItem>,
+        policy: &JobPolicy,
+        attempt: u32,
+        now: DateTime<Utc>,
+    ) -> (Finish, Result<(), TransitionError>) {
+        let store = &self.inner.store;
+        let finish = finish_of(result, policy, attempt);
+        let value = match &finish {
+            Finish::Succeeded { result: value } if !effects.is_empty() => value.clone(),
+            _ => {
+                let written = store.finish(record, &finish, now).await.map(|_| ());
+                return (finish, written);
+            }
+        };
+        let refused = match store.commit(record, value, now, effects).await {
+            Ok(_) => return (finish, Ok(())),
+            Err(CommitError::LeaseLost { current }) => {
+                return (finish, Err(TransitionError::LeaseLost { current }));
+            }
+            Err(CommitError::Store(e)) => return (finish, Err(TransitionError::Store(e))),
+            Err(e @ (CommitError::EffectRefused { .. } | CommitError::Invalid(_))) => e,
+        };
+        // The effects can never commit as written: the run fails for good.
+        *result = Err(JobError::permanent(refused.to_string()));
+        let finish = finish_of(result, policy, attempt);
+        let written = store.finish(record, &finish, now).await.map(|_| ());
+        (finish, written)
+    }
+
+    /// The outcome was not written: someone else owns the run now (the message is left),
+    /// the store refused it for good (dead-lettered), or it did not answer (the message
+    /// comes back, and its claim says what was written).
+    async fn not_written(
+        &self,
+        ctx: &MessageCtx<'_>,
+        t: &Transition<'_>,
+        e: TransitionError,
+        ran: &Ran<'_>,
+    ) -> Outcome {
+        let (attempt, duration_ms) = (ran.attempt, ran.duration_ms);
+        match e {
+            TransitionError::LeaseLost { .. } => {
+                let error = ran.error;
+                self.emit(
+                    t,
+                    Event::LeaseLost {
+                        attempt,
+                        duration_ms,
+                        error,
+                    },
+                );
+                Outcome::LeaseLost
+            }
+            TransitionError::Store(e) if e.is_permanent() => {
+                let error = format!("the outcome could not be recorded: {e}");
+                let reason = DeadLetterReason::StoreRefused;
+                self.reject(ctx, reason, &error, Some(t.job), Some(t.key))
+                    .await
+            }
+            TransitionError::Store(e) => {
+                let error = e.to_string();
+                self.emit(
+                    t,
+                    Event::Unavailable {
+                        attempt,
+                        duration_ms,
+                        error: &error,
+                    },
+                );
+                Outcome::Unavailable { error }
+            }
+        }
+    }
+
+    /// RETRYING is written: the message is hidden for the backoff.
+    async fn retry(
+        &self,
+        ctx: &MessageCtx<'_>,
+        policy: &JobPolicy,
+        t: &Transition<'_>,
+        ran: &Ran<'_>,
+        error: String,
+    ) -> Outcome {
+        let attempt = ran.attempt;
+        // SQS visibility is in whole seconds: report the delay actually applied.
+        let jittered = self.inner.draws.retry_delay(&policy.retry, attempt);
+        let delay = Duration::from_secs(jittered.as_secs_f64().ceil() as u64);
+        let duration_ms = ran.duration_ms;
+        self.emit(
+            t,
+            Event::Retrying {
+                attempt,
+                duration_ms,
+                error: ran.error,
+            },
+        );
+        self.hide(ctx, delay).await;
+        Outcome::Retrying {
+            attempt,
+            delay,
+            error,
+        }
+    }
+
+    /// FAILED is written: counted toward the job's streak, then the dead letter.
+    async fn fail(
+        &self,
+        ctx: &MessageCtx<'_>,
+        policy: &JobPolicy,
+        t: &Transition<'_>,
+        ran: &Ran<'_>,
+        reason: DeadLetterReason,
+        error: &str,
+    ) -> Outcome {
+        let (attempt, duration_ms) = (ran.attempt, ran.duration_ms);
+        self.emit(
+            t,
+            Event::Failed {
+                attempt,
+                duration_ms,
+                error: ran.error,
+            },
+        );
+        if let Some(limit) = policy.pause_after_failures {
+            self.inner.streaks.failed(limit, t, error, ran.now).await;
+        }
+        let letter = DeadLetter {
+            body: ctx.body(),
+            reason,
+            error,
+            job: Some(t.job),
+            key: Some(t.key),
+            attempts: attempt,
+            failed_at: ran.now,
+            source_queue: &self.inner.config.queue_url,
+            source_message_id: ctx.message_id(),
+        };
+        self.dead_letter(&letter).await
+    }
+}
+
+/// How an attempt ends, given the job's result and the policy.
+fn finish_of(result: &JobResult, policy: &JobPolicy, attempt: u32) -> Finish {
+    match result {
+        Ok(value) => Finish::Succeeded {
+            result: value.clone(),
+        },
+        Err(e @ JobError::Retryable(_)) if !policy.retry.exhausted(attempt) => Finish::Retrying {
+            error: e.to_string(),
+        },
+        Err(e) => Finish::Failed {
+            error: e.to_string(),
+        },
+    }
+}
