@@ -266,6 +266,8 @@ pub struct Report {
     pub observed: Observed,
     pub outcomes: BTreeMap<String, u64>,
     pub kills: u32,
+    /// Dead letters moved back to the queue.
+    pub redrives: u32,
 }
 
 /// A worker: a processor and its receive loop, on its own clock.
@@ -303,10 +305,7 @@ fn spawn_worker(
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
-            let ids: Vec<_> = messages
-                .iter()
-                .map(|m| m.message_id.clone())
-                .collect();
+            let ids: Vec<_> = messages.iter().map(|m| m.message_id.clone()).collect();
             trace.say(format!("{name} received {ids:?}"));
             for report in processor.process(messages, None).await {
                 let label = report.outcome.label();
@@ -372,7 +371,7 @@ pub async fn run(seed: u64) -> Report {
         .map(|s| (world.draw.millis(0, 30_000), s.clone()))
         .collect();
     pending.sort_by_key(|(at, _)| *at);
-    let (mut kills, mut lives) = (0u32, 0usize);
+    let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
     let started = Instant::now();
     let mut ids: BTreeSet<String> = BTreeSet::new();
     loop {
@@ -412,6 +411,18 @@ pub async fn run(seed: u64) -> Report {
                     ids.insert(copy);
                 }
             }
+            // An operator moves a dead letter back (`dlq redrive`): its run, if it FAILED,
+            // runs a new round and ends with a new letter or DONE; a rejected message is
+            // rejected again.
+            let letters = world.queue.lock().dead_letters.len();
+            if letters > 0 && world.draw.chance(0.1) {
+                let index = world.draw.below(letters);
+                if let Some(id) = world.queue.redrive(index) {
+                    world.trace.say(format!("{id}: a dead letter redriven"));
+                    ids.insert(id);
+                    redrives += 1;
+                }
+            }
         }
         let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
         if drained || now > GIVE_UP {
@@ -439,6 +450,7 @@ pub async fn run(seed: u64) -> Report {
         observed,
         outcomes,
         kills,
+        redrives,
     }
 }
 
@@ -447,6 +459,7 @@ pub async fn run(seed: u64) -> Report {
 pub struct Totals {
     seeds: u64,
     kills: u64,
+    redrives: u64,
     outcomes: BTreeMap<String, u64>,
 }
 
@@ -454,6 +467,7 @@ impl Totals {
     pub fn add(&mut self, r: &Report) {
         self.seeds += 1;
         self.kills += u64::from(r.kills);
+        self.redrives += u64::from(r.redrives);
         for (label, n) in &r.outcomes {
             *self.outcomes.entry(label.clone()).or_default() += n;
         }
@@ -465,6 +479,10 @@ impl Totals {
             return;
         }
         assert!(self.kills > 0, "no worker was ever killed: {self}");
+        assert!(
+            self.redrives > 0,
+            "no dead letter was ever redriven: {self}"
+        );
         for label in [
             "succeeded",
             "duplicate",
@@ -488,8 +506,8 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workers killed; outcomes {:?}",
-            self.kills, self.outcomes
+            "{} workers killed, {} dead letters redriven; outcomes {:?}",
+            self.kills, self.redrives, self.outcomes
         )
     }
 }
