@@ -30,6 +30,7 @@ pub mod job;
 pub mod key;
 #[cfg(feature = "ops")]
 pub mod ops;
+pub mod orchestrator;
 pub mod poller;
 pub mod queue;
 pub mod retry;

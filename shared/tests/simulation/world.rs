@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use schedkit::batch::Chains;
+use schedkit::catalog::Catalog;
+use schedkit::orchestrator::{Answer, MemoryOrchestrator};
 use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
 use schedkit::store::{Fault, Faults, MemoryState, MemoryStore};
 use schedkit::{
@@ -17,6 +20,8 @@ use schedkit::{
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
+
+use super::conductor::Conductor;
 
 /// An effect committed with the outcome.
 pub const INVOICE: &str = "invoice";
@@ -31,6 +36,48 @@ pub const EXCLUSIVE: &str = "exclusive";
 /// `overlap = "buffer_one"`.
 pub const QUEUED: &str = "queued";
 const JOBS: [&str; 6] = [INVOICE, FLAKY, BROKEN, SLOW, EXCLUSIVE, QUEUED];
+
+/// Two stages: `collect` (an invoice), then `bill` (flaky) beside `tally` (an invoice) and
+/// `settle` (exclusive); ends DONE, or PAUSED when `bill` fails three times.
+pub const CLOSE: &str = "close";
+/// One stage: `check` (broken) beside `ledger` (an invoice); always PAUSED on `check`.
+pub const AUDIT: &str = "audit";
+pub const CHAINS: [&str; 2] = [CLOSE, AUDIT];
+
+/// The catalog's chains (its jobs are there for the chains' checks; their policies are
+/// the registry's). `settle` runs `exclusive`, whose registered policy skips overlapping
+/// runs: the catalog would refuse that (a skipped step could never run), so here it does
+/// not say so, and the worker's own rule is what keeps the step from being skipped.
+const CATALOG: &str = r#"
+[jobs.invoice]
+owner = "sim"
+[jobs.flaky]
+owner = "sim"
+[jobs.broken]
+owner = "sim"
+[jobs.exclusive]
+owner = "sim"
+
+[chains.close]
+owner = "sim"
+stages = ["collect", ["bill", "tally", "settle"]]
+[chains.close.steps.collect]
+job = "invoice"
+[chains.close.steps.bill]
+job = "flaky"
+[chains.close.steps.tally]
+job = "invoice"
+[chains.close.steps.settle]
+job = "exclusive"
+
+[chains.audit]
+owner = "sim"
+stages = [["check", "ledger"]]
+[chains.audit.steps.check]
+job = "broken"
+[chains.audit.steps.ledger]
+job = "invoice"
+"#;
 
 /// The redrive policy's receives (the template's attempts + 10).
 const MAX_RECEIVES: u32 = 15;
@@ -173,17 +220,23 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
                 max_attempts: 3,
                 ..RetryPolicy::default()
             },
-            timeout: Some(Duration::from_secs(60)),
+            // Long enough for the long runs of `queued`.
+            timeout: Some(Duration::from_secs(900)),
             ..policy
         };
         let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
         registry = registry.register(job, policy, move |ctx: JobContext| {
             let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
             async move {
-                let _running = Running::start(&observed, job, &ctx.key);
+                // A chain's step never goes through its job's overlap policy: counted apart.
+                let counted = if ctx.chain().is_some() { "step" } else { job };
+                let _running = Running::start(&observed, counted, &ctx.key);
                 trace.say(format!("{} attempt {} runs", ctx.key, ctx.attempt));
                 let takes = match job {
                     SLOW => draw.millis(3_000, 9_000),
+                    // Now and then a run that holds its slot for minutes, kept by
+                    // heartbeats, while another waits and looks again and again.
+                    QUEUED if draw.chance(0.1) => draw.millis(300_000, 600_000),
                     _ => draw.millis(10, 2_500),
                 };
                 tokio::time::sleep(takes).await;
@@ -207,29 +260,48 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
     registry
 }
 
+/// What a message the world sends is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum What {
+    /// A job's run; `conflict`: its key with another payload (refused as a key conflict).
+    Run { key: String, conflict: bool },
+    /// Not an envelope.
+    Poison,
+    /// A chain's trigger: its run `key`.
+    Chain { key: String },
+    /// A chain's end forged for the job run `key`: refused, the run left to its worker.
+    ForgedEnd { key: String },
+    /// A message whose explicit key names one of schedkit's own items: poison.
+    InternalKey { key: String },
+}
+
 /// One message the world sends.
 #[derive(Debug, Clone)]
 pub struct Sent {
-    /// The run's key (None: poison).
-    pub key: Option<String>,
-    /// The same key with another payload: refused as a key conflict.
-    pub conflict: bool,
+    pub what: What,
     pub body: String,
 }
 
-/// The messages of a seed: runs of every job, duplicates, a conflict, poison.
+/// The messages of a seed: runs of every job, duplicates, a conflict, poison, chain
+/// triggers (some twice) and a forged chain end.
 fn messages(draw: &Draw) -> Vec<Sent> {
     let runs = 6 + draw.below(10);
     let mut out = Vec::new();
+    let mut invoices = Vec::new();
     for i in 0..runs {
         let job = JOBS[draw.below(JOBS.len())];
         let key = format!("{job}-{i}");
+        if job == INVOICE {
+            invoices.push(key.clone());
+        }
         let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
         e.key = Some(key.clone());
         e.payload = json!({"n": i}).as_object().cloned();
         let sent = Sent {
-            key: Some(key.clone()),
-            conflict: false,
+            what: What::Run {
+                key: key.clone(),
+                conflict: false,
+            },
             body: e.to_json(),
         };
         if draw.chance(0.3) {
@@ -238,21 +310,83 @@ fn messages(draw: &Draw) -> Vec<Sent> {
         if draw.chance(0.08) {
             e.payload = json!({"n": i, "other": true}).as_object().cloned();
             out.push(Sent {
-                conflict: true,
+                what: What::Run {
+                    key: key.clone(),
+                    conflict: true,
+                },
                 body: e.to_json(),
-                ..sent.clone()
             });
         }
         out.push(sent);
     }
+    out.extend(chain_triggers(draw));
     if draw.chance(0.2) {
         out.push(Sent {
-            key: None,
-            conflict: false,
+            what: What::Poison,
             body: "poison: not an envelope".into(),
         });
     }
+    if !invoices.is_empty() && draw.chance(0.3) {
+        let key = invoices[draw.below(invoices.len())].clone();
+        out.push(forged_end(&key));
+    }
+    if draw.chance(0.15) {
+        out.push(internal_key(draw));
+    }
     out
+}
+
+/// A run whose explicit key names a job's overlap slot or its pause-and-streak item.
+fn internal_key(draw: &Draw) -> Sent {
+    let job = JOBS[draw.below(JOBS.len())];
+    let key = match draw.chance(0.5) {
+        true => format!(".schedkit/overlap/{EXCLUSIVE}"),
+        false => format!(".schedkit/job/{job}"),
+    };
+    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.clone());
+    Sent {
+        what: What::InternalKey { key },
+        body: e.to_json(),
+    }
+}
+
+/// Up to two runs of each chain, a trigger sent twice now and then.
+fn chain_triggers(draw: &Draw) -> Vec<Sent> {
+    let mut out = Vec::new();
+    for chain in CHAINS {
+        for minute in 0..draw.below(3) {
+            let at = format!("2026-12-02T09:0{minute}:00Z");
+            let e = Envelope::new(chain, at.parse().unwrap());
+            let sent = Sent {
+                what: What::Chain {
+                    key: format!("{chain}#{at}"),
+                },
+                body: e.to_json(),
+            };
+            if draw.chance(0.3) {
+                out.push(sent.clone());
+            }
+            out.push(sent);
+        }
+    }
+    out
+}
+
+/// A chain's `done` end naming the job run `key` (a sender that can write to the jobs
+/// queue, or a bug): the worker must refuse it and leave the run to its own worker.
+fn forged_end(key: &str) -> Sent {
+    let body = json!({
+        "job": CLOSE,
+        "scheduled_for": "2026-12-02T09:00:00Z",
+        "chain": {"name": CLOSE, "key": key, "outcome": "done", "execution": format!("{key}-1")},
+    });
+    Sent {
+        what: What::ForgedEnd {
+            key: key.to_string(),
+        },
+        body: body.to_string(),
+    }
 }
 
 /// Everything the invariants read.
@@ -268,6 +402,12 @@ pub struct Report {
     pub kills: u32,
     /// Dead letters moved back to the queue.
     pub redrives: u32,
+    /// The keys (or bodies, for poison) of the letters redriven.
+    pub redriven: BTreeSet<String>,
+    /// Every task answer the worker gave, in order.
+    pub answers: Vec<(String, Answer)>,
+    /// Every task token Step Functions handed out, with its step's key.
+    pub tasks: BTreeMap<String, String>,
 }
 
 /// A worker: a processor and its receive loop, on its own clock.
@@ -286,7 +426,7 @@ fn spawn_worker(
         clock: world.clock.shifted_by_ms(skew),
         visibility_on_claim: false,
         auto_pause: None,
-        chains: None,
+        chains: Some(world.chains.clone()),
     };
     let seed = world.draw.lock().random();
     let processor = Processor::with_queue(
@@ -335,6 +475,9 @@ struct World {
     registry: Registry,
     /// The world's wall clock, from the start; each worker reads it with its own skew.
     clock: Clock,
+    /// The catalog's chains over the world's Step Functions.
+    chains: Chains,
+    orchestrator: MemoryOrchestrator,
 }
 
 /// Runs the world of `seed` until its queue is drained (or [`GIVE_UP`]).
@@ -352,7 +495,15 @@ pub async fn run(seed: u64) -> Report {
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
     };
+    let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");
+    let orchestrator = MemoryOrchestrator::default();
+    let machines = CHAINS
+        .iter()
+        .map(|c| (c.to_string(), format!("machine:{c}")))
+        .collect();
     let world = World {
+        chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines),
+        orchestrator,
         store: MemoryStore::new(Arc::new(faults)),
         queue: MemoryQueue::new(MAX_RECEIVES),
         registry: registry(&draw, &observed, &trace),
@@ -372,6 +523,8 @@ pub async fn run(seed: u64) -> Report {
         .collect();
     pending.sort_by_key(|(at, _)| *at);
     let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
+    let mut redriven = BTreeSet::new();
+    let mut conductor = Conductor::new(world.orchestrator.clone(), catalog.chains.clone());
     let started = Instant::now();
     let mut ids: BTreeSet<String> = BTreeSet::new();
     loop {
@@ -381,10 +534,14 @@ pub async fn run(seed: u64) -> Report {
         while pending.first().is_some_and(|(at, _)| *at <= now) {
             let (_, s) = pending.remove(0);
             let id = world.queue.send_body(&s.body);
-            world.trace.say(format!(
-                "sent {id}: {}",
-                s.key.as_deref().unwrap_or("poison")
-            ));
+            world.trace.say(format!("sent {id}: {:?}", s.what));
+            ids.insert(id);
+        }
+        for s in conductor.turn() {
+            let id = world.queue.send_body(&s.body);
+            world
+                .trace
+                .say(format!("step functions sent {id}: {}", s.what));
             ids.insert(id);
         }
         // Faults of the queue and the workers, while the messages flow.
@@ -417,6 +574,8 @@ pub async fn run(seed: u64) -> Report {
             let letters = world.queue.lock().dead_letters.len();
             if letters > 0 && world.draw.chance(0.1) {
                 let index = world.draw.below(letters);
+                let body = world.queue.lock().dead_letters[index].body.clone();
+                redriven.insert(key_of(&body).unwrap_or(body));
                 if let Some(id) = world.queue.redrive(index) {
                     world.trace.say(format!("{id}: a dead letter redriven"));
                     ids.insert(id);
@@ -424,7 +583,8 @@ pub async fn run(seed: u64) -> Report {
                 }
             }
         }
-        let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
+        let drained =
+            pending.is_empty() && world.queue.lock().messages.is_empty() && conductor.idle();
         if drained || now > GIVE_UP {
             break;
         }
@@ -451,7 +611,19 @@ pub async fn run(seed: u64) -> Report {
         outcomes,
         kills,
         redrives,
+        redriven,
+        answers: world.orchestrator.lock().answers.clone(),
+        tasks: conductor.tasks,
     }
+}
+
+/// The key an envelope's text names, if any.
+pub fn key_of(body: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()?
+        .get("key")?
+        .as_str()
+        .map(str::to_string)
 }
 
 /// What all seeds reached, to show the faults and paths were exercised.

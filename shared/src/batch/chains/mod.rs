@@ -8,6 +8,8 @@ mod steps;
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use aws_sdk_sfn::Client;
 
 pub(crate) use runs::RunMessage;
@@ -15,12 +17,13 @@ pub(crate) use steps::TaskHeartbeat;
 
 use crate::aws::SdkConfig;
 use crate::catalog::{Catalog, Chain};
+use crate::orchestrator::{Orchestrator, SfnOrchestrator};
 
-/// What the worker needs for chains: Step Functions, the catalog's chains, and each
-/// chain's state machine.
+/// What the worker needs for chains: Step Functions (or the simulation's orchestrator),
+/// the catalog's chains, and each chain's state machine.
 #[derive(Debug, Clone)]
 pub struct Chains {
-    sfn: Client,
+    orchestrator: Arc<dyn Orchestrator>,
     chains: BTreeMap<String, Chain>,
     state_machines: BTreeMap<String, String>,
 }
@@ -46,8 +49,18 @@ impl Chains {
         catalog: &Catalog,
         state_machines: BTreeMap<String, String>,
     ) -> Self {
+        let sfn = SfnOrchestrator::new(Client::new(sdk));
+        Chains::with_orchestrator(sfn, catalog, state_machines)
+    }
+
+    /// The catalog's chains over any orchestrator (the simulation's is in memory).
+    pub fn with_orchestrator(
+        orchestrator: impl Orchestrator,
+        catalog: &Catalog,
+        state_machines: BTreeMap<String, String>,
+    ) -> Self {
         Chains {
-            sfn: Client::new(sdk),
+            orchestrator: Arc::new(orchestrator),
             chains: catalog.chains.clone(),
             state_machines,
         }

@@ -14,13 +14,13 @@
 
 use std::time::Duration;
 
-use aws_sdk_sfn::operation::start_execution::StartExecutionError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Chains;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{chain_execution_name, execution_key, payload_hash};
+use crate::orchestrator::StartError;
 use crate::store::{
     ChainEnd, ClaimRequest, ExecutionRecord, ExecutionStore, SNAPSHOT_CAP, Status, StoreError,
     cap_snapshot,
@@ -195,42 +195,19 @@ impl Chains {
             "payload": envelope.payload_value(),
         });
         let started = self
-            .sfn
-            .start_execution()
-            .state_machine_arn(machine)
-            .name(name)
-            .input(input.to_string())
-            .send()
+            .orchestrator
+            .start_execution(machine, name, &input.to_string())
             .await;
         match started {
-            Ok(_) if first => RunMessage::Started { key },
-            Ok(_) => RunMessage::AlreadyStarted { key },
-            Err(e) => match e.as_service_error() {
-                Some(StartExecutionError::ExecutionAlreadyExists(_)) => {
-                    RunMessage::AlreadyStarted { key }
-                }
-                Some(
-                    StartExecutionError::StateMachineDoesNotExist(_)
-                    | StartExecutionError::StateMachineDeleting(_)
-                    | StartExecutionError::InvalidArn(_)
-                    | StartExecutionError::InvalidName(_)
-                    | StartExecutionError::InvalidExecutionInput(_),
-                ) => RunMessage::Refused {
-                    error: format!(
-                        "starting chain `{}` ({machine}): {}",
-                        envelope.job,
-                        crate::aws::describe(&e)
-                    ),
-                    key: Some(key),
-                },
-                _ => RunMessage::Unavailable {
-                    error: format!(
-                        "starting chain `{}`: {}",
-                        envelope.job,
-                        crate::aws::describe(&e)
-                    ),
-                    key,
-                },
+            Ok(()) if first => RunMessage::Started { key },
+            Ok(()) | Err(StartError::AlreadyExists) => RunMessage::AlreadyStarted { key },
+            Err(StartError::Refused(e)) => RunMessage::Refused {
+                error: format!("starting chain `{}` ({machine}): {e}", envelope.job),
+                key: Some(key),
+            },
+            Err(StartError::Unavailable(e)) => RunMessage::Unavailable {
+                error: format!("starting chain `{}`: {e}", envelope.job),
+                key,
             },
         }
     }

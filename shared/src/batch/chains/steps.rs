@@ -15,13 +15,15 @@
 //! answer leaves the message unacknowledged, so it comes back and answers then, from the
 //! record.
 
-use aws_sdk_sfn::Client;
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::Chains;
 use crate::batch::outcome::Outcome;
 use crate::envelope::Envelope;
 use crate::key::step_key;
+use crate::orchestrator::Orchestrator;
 use crate::store::{ExecutionStore, Status};
 
 /// The most of an error sent as a failure's cause (Step Functions takes 32,768
@@ -93,7 +95,7 @@ impl Chains {
     pub(crate) fn heartbeat_of(&self, envelope: &Envelope) -> Option<TaskHeartbeat> {
         let token = envelope.chain.as_ref()?.task_token.clone()?;
         Some(TaskHeartbeat {
-            sfn: self.sfn.clone(),
+            orchestrator: self.orchestrator.clone(),
             token,
         })
     }
@@ -160,26 +162,14 @@ impl Chains {
     }
 
     async fn succeed(&self, token: &str, output: Value) -> Result<(), String> {
-        let sent = self
-            .sfn
-            .send_task_success()
-            .task_token(token)
-            .output(output.to_string())
-            .send()
-            .await;
-        settled(sent.map(|_| ()))
+        let output = output.to_string();
+        self.orchestrator.task_success(token, &output).await
     }
 
     async fn fail(&self, token: &str, error: &str, cause: &str) -> Result<(), String> {
-        let sent = self
-            .sfn
-            .send_task_failure()
-            .task_token(token)
-            .error(error.chars().take(256).collect::<String>())
-            .cause(cause.chars().take(MAX_CAUSE_CHARS).collect::<String>())
-            .send()
-            .await;
-        settled(sent.map(|_| ()))
+        let error: String = error.chars().take(256).collect();
+        let cause: String = cause.chars().take(MAX_CAUSE_CHARS).collect();
+        self.orchestrator.task_failure(token, &error, &cause).await
     }
 }
 
@@ -217,32 +207,6 @@ impl Chains {
     }
 }
 
-/// Ok when the answer was taken, or when Step Functions no longer waits for that token (it
-/// timed the task out and sent the step again: the other message answers).
-fn settled<E>(result: Result<(), aws_sdk_sfn::error::SdkError<E>>) -> Result<(), String>
-where
-    E: aws_sdk_sfn::error::ProvideErrorMetadata + std::error::Error + 'static,
-{
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let code = e
-                .as_service_error()
-                .and_then(|s| s.code())
-                .unwrap_or_default();
-            if matches!(code, "TaskTimedOut" | "TaskDoesNotExist" | "InvalidToken") {
-                tracing::info!(
-                    code,
-                    "chain step answered after Step Functions stopped waiting for it"
-                );
-                Ok(())
-            } else {
-                Err(crate::aws::describe(&e))
-            }
-        }
-    }
-}
-
 /// A step's output as Step Functions gets it: the job's result, which is JSON; a result
 /// too big for the record was kept as a note, sent as `{"note": ...}`.
 fn output_of(result: Option<&str>) -> Value {
@@ -254,7 +218,7 @@ fn output_of(result: Option<&str>) -> Value {
 
 /// Keeps a step's task alive while its attempt runs: sent with each lease heartbeat.
 pub(crate) struct TaskHeartbeat {
-    sfn: Client,
+    orchestrator: Arc<dyn Orchestrator>,
     token: String,
 }
 
@@ -262,13 +226,7 @@ impl TaskHeartbeat {
     /// Best effort: a heartbeat that does not arrive is made up by the next one, and the
     /// task's heartbeat timeout allows for a lost few.
     pub(crate) async fn beat(&self) {
-        let sent = self
-            .sfn
-            .send_task_heartbeat()
-            .task_token(&self.token)
-            .send()
-            .await;
-        if let Err(e) = settled(sent.map(|_| ())) {
+        if let Err(e) = self.orchestrator.task_heartbeat(&self.token).await {
             tracing::warn!(error = e, "chain step heartbeat not sent");
         }
     }
