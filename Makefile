@@ -5,7 +5,7 @@ CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos sim bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos sim sim-reverts bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -22,6 +22,10 @@ chaos: build localstack-start
 ## sim: the deterministic simulation at SEEDS seeds (default 100000), release build, no LocalStack; prints the rate.
 sim:
 	SCHEDKIT_SIM_SEEDS=$(or $(SEEDS),100000) $(CARGO) test --release --locked -p schedkit --test library simulation -- --nocapture
+
+## sim-reverts: reverts each worker fix of issue 21 in turn and checks the simulation finds it (SEEDS, default 4000; a clean checkout).
+sim-reverts:
+	SEEDS=$(or $(SEEDS),4000) shared/tests/simulation/reverts/run.sh
 
 ## bench: schedkit against Powertools for AWS Lambda (and its redrive against a one-by-one loop), release build;
 #         writes bench/results.md, bench/results.json and bench/results.png. N deliveries (default 2000),
