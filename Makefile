@@ -54,7 +54,7 @@ test:
 	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
 	cat target/install-tools.log; \
 	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/schedkit-lambda-init \
-	  localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint-infra sam-build test-only
+	  localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint-infra sam-build test-only sim-reverts
 
 ## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
 lint: lint-rust lint-infra
