@@ -11,5 +11,6 @@ mod schedule_properties;
 /// a seed, invariants after each.
 mod simulation;
 /// What the worker decides, over the memory store and queue on a paused clock: runs once,
-/// retries after its backoff, dead-letters poison, survives a lost answer.
+/// retries after its backoff, dead-letters poison, survives a lost answer; overlap
+/// policies; waits that never reach the DLQ; heartbeats that keep a long job.
 mod worker_logic;

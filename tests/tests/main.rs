@@ -51,15 +51,12 @@ mod lambda_executor;
 mod layering;
 /// Leases that cannot lapse silently: an unconfirmed lease cancels the attempt before any
 /// worker within the clock-skew bound can reclaim it; heartbeats run until the outcome is
-/// written.
+/// written. (Heartbeats keeping a long job: `shared/tests/worker_logic/leases.rs`.)
 mod leases;
 /// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
 mod outage;
-/// Overlap policies: `skip` runs one of overlapping firings, `buffer_one` one more after
-/// it; the rest SKIPPED, in records and metrics.
-mod overlap;
 /// Every write reaches only the record it owns: keys never name schedkit's own items, a
-/// decided message never holds an overlap slot, waits never count toward the DLQ, a chain
+/// decided message never holds an overlap slot, a chain
 /// record stays within DynamoDB's limits, and a FAILED run runs again only from its dead
 /// letter.
 mod ownership;

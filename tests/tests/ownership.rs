@@ -5,7 +5,6 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use schedkit::batch::attr;
 use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
 use schedkit::{
     DynamoStore, Envelope, JobContext, JobError, JobPolicy, Metrics, Overlap, Processor, Registry,
@@ -37,15 +36,6 @@ fn claim_request(key: &str, job: &str, owner: &str) -> ClaimRequest {
         retention: Duration::from_secs(3600),
         redrive: None,
     }
-}
-
-/// The text of a dead letter's attribute.
-fn text(letter: &aws_sdk_sqs::types::Message, name: &str) -> Option<String> {
-    letter
-        .message_attributes
-        .as_ref()
-        .and_then(|a| a.get(name))
-        .and_then(|v| v.string_value.clone())
 }
 
 /// `record-invoice` run with the key `failures#<job>` (or `pause#<job>`, the names
@@ -224,113 +214,6 @@ async fn a_slot_left_held_by_a_finished_run_is_free_for_the_next_firing() {
     stack.run_until_drained(&[worker]).await;
     let record = stack.record(&next).await.unwrap().unwrap();
     assert_eq!(record.status, Status::Done, "{record:?}");
-}
-
-/// A retry of a `skip` job meets the slot held by a 25-second run, on a queue whose
-/// `maxReceiveCount` is 3: it waits without its waits counting as receives, and runs once
-/// the slot is free. (Re-checked every 5 s, it went to the DLQ with no reason while its
-/// record said RETRYING.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_retry_waiting_for_its_jobs_slot_never_reaches_the_dlq_without_a_reason() {
-    let stack = Stack::lane(
-        "slot-receives",
-        StackOptions {
-            visibility_timeout: Some(2),
-            max_receive_count: Some(3),
-            ..StackOptions::default()
-        },
-    )
-    .await;
-    // A job of its own: its overlap slot is on the table the lanes share.
-    let job = unique("slow");
-    let worker = stack.processor(slow(&job, Overlap::Skip), "w", Metrics::capture().0);
-    let (long, retry) = (unique("long"), unique("retry"));
-    // The retry's first attempt failed: its record is RETRYING.
-    let retry_run = slow_run(&job, &retry, json!({}));
-    let store = stack.store();
-    let first = ClaimRequest {
-        payload_hash: schedkit::key::payload_hash(&retry_run),
-        ..claim_request(&retry, &job, "w:first")
-    };
-    let ClaimOutcome::Claimed {
-        record: claimed, ..
-    } = store.claim(&first).await.unwrap()
-    else {
-        panic!("a new key is claimed");
-    };
-    let not_yet = Finish::Retrying {
-        error: "not yet".into(),
-    };
-    store
-        .finish(&claimed, &not_yet, chrono::Utc::now())
-        .await
-        .unwrap();
-
-    // Two pollers: one runs the long run, the other is free to meet the retry (a poller
-    // receives again only once its whole batch is done).
-    let (stop, _) = tokio::sync::watch::channel(false);
-    let pollers: Vec<_> = [worker.clone(), worker]
-        .into_iter()
-        .map(|worker| {
-            let options = schedkit::poller::PollOptions {
-                wait_seconds: 1,
-                max_messages: 1,
-                until_drained: false,
-                keep_reports: false,
-            };
-            let sqs = stack.sqs.clone();
-            let mut stopped = stop.subscribe();
-            tokio::spawn(async move {
-                schedkit::poller::poll(&worker, &sqs, &options, async move {
-                    let _ = stopped.changed().await;
-                })
-                .await
-            })
-        })
-        .collect();
-    stack
-        .send_envelope(&slow_run(&job, &long, json!({"seconds": 25})))
-        .await
-        .unwrap();
-    // (A loaded machine is slow, not wrong: a minute to start.)
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while stack.record(&long).await.unwrap().map(|r| r.status) != Some(Status::Running) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the long run never started"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    stack.send_envelope(&retry_run).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
-    loop {
-        let status = stack.record(&retry).await.unwrap().map(|r| r.status);
-        let letters = stack.peek_dlq().await.unwrap();
-        let reasonless: Vec<_> = letters
-            .iter()
-            .filter(|l| text(l, attr::REASON).is_none())
-            .collect();
-        assert!(
-            reasonless.is_empty(),
-            "a waiting run reached the DLQ without a reason: {reasonless:?} (its record: {status:?})"
-        );
-        if status == Some(Status::Done) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the retry never ran: {status:?}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    stop.send(true).unwrap();
-    for p in pollers {
-        p.await.unwrap();
-    }
-    assert_eq!(
-        stack.record(&long).await.unwrap().unwrap().status,
-        Status::Done
-    );
 }
 
 /// A paused end whose stage holds seven failed steps with 32 KB causes each (what Step

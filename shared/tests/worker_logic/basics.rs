@@ -1,100 +1,14 @@
-//! What the worker decides, without AWS: the real processor over the memory store and the
-//! memory queue, on tokio's paused clock (time jumps to the next timer when every task
-//! waits, so a backoff of minutes takes no time and every run is the same).
+//! Runs once, retries after its backoff, dead-letters poison, survives a lost answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use schedkit::Status;
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{Fault, Faults, MemoryStore};
-use schedkit::{
-    Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig,
-    Registry, Status,
-};
-use serde_json::json;
 
-const VISIBILITY: Duration = Duration::from_secs(30);
-
-fn config() -> ProcessorConfig {
-    ProcessorConfig {
-        queue_url: "memory://jobs".into(),
-        dlq_url: "memory://dlq".into(),
-        concurrency: 10,
-        worker_id: "w".into(),
-        clock_skew: Duration::from_millis(200),
-        clock: Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap()),
-        visibility_on_claim: false,
-        auto_pause: None,
-        chains: None,
-    }
-}
-
-fn envelope(job: &str, key: &str) -> String {
-    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
-    e.key = Some(key.into());
-    e.to_json()
-}
-
-/// A registry of `counted` (succeeds, counting its runs) and `flaky` (fails retryably
-/// once, then succeeds).
-fn registry(runs: &Arc<AtomicU32>) -> Registry {
-    let counted = runs.clone();
-    let flaky = runs.clone();
-    Registry::new()
-        .register("counted", JobPolicy::default(), move |_ctx: JobContext| {
-            let runs = counted.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                Ok(json!({"ok": true}))
-            }
-        })
-        .register("flaky", JobPolicy::default(), move |_ctx: JobContext| {
-            let runs = flaky.clone();
-            async move {
-                match runs.fetch_add(1, Ordering::SeqCst) {
-                    0 => Err(JobError::retryable("not yet")),
-                    _ => Ok(json!(null)),
-                }
-            }
-        })
-}
-
-/// A processor of [`registry`] over `store` and `queue`.
-fn processor(store: &MemoryStore, queue: &MemoryQueue, runs: &Arc<AtomicU32>) -> Processor {
-    Processor::with_queue(
-        store.clone(),
-        queue.clone(),
-        registry(runs),
-        config(),
-        Metrics::capture().0,
-    )
-}
-
-/// Receives and processes until the queue holds nothing visible for `for_at_least`; the
-/// outcome labels in order.
-async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duration) -> Vec<String> {
-    let mut labels = Vec::new();
-    let mut idle = Duration::ZERO;
-    while idle < for_at_least {
-        let messages = queue.receive(10, VISIBILITY);
-        if messages.is_empty() {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            idle += Duration::from_secs(1);
-            continue;
-        }
-        idle = Duration::ZERO;
-        for report in processor.process(messages, None).await {
-            if report.outcome.acknowledged() && !report.outcome.deleted() {
-                use schedkit::queue::JobQueue;
-                let receipt = report.receipt_handle.clone().unwrap_or_default();
-                queue.delete(&receipt).await.unwrap();
-            }
-            labels.push(report.outcome.label().to_string());
-        }
-    }
-    labels
-}
+use super::{drain, envelope, processor};
 
 #[tokio::test(start_paused = true)]
 async fn a_run_and_its_duplicate_run_the_job_once() {

@@ -1,0 +1,173 @@
+//! What the worker decides, without AWS: the real processor over the memory store and the
+//! memory queue, on tokio's paused clock (time jumps to the next timer when every task
+//! waits, so a backoff of minutes takes no time and every run is the same). These tests
+//! were LocalStack tests before the store and queue interfaces; what only AWS's contract
+//! can show stayed there.
+
+mod basics;
+mod leases;
+mod overlap;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use schedkit::queue::{JobQueue, MemoryQueue};
+use schedkit::store::MemoryStore;
+use schedkit::{
+    Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig, Registry,
+};
+use serde_json::json;
+
+const VISIBILITY: Duration = Duration::from_secs(30);
+
+fn config() -> ProcessorConfig {
+    ProcessorConfig {
+        queue_url: "memory://jobs".into(),
+        dlq_url: "memory://dlq".into(),
+        concurrency: 10,
+        worker_id: "w".into(),
+        clock_skew: Duration::from_millis(200),
+        clock: Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap()),
+        visibility_on_claim: false,
+        auto_pause: None,
+        chains: None,
+    }
+}
+
+fn envelope(job: &str, key: &str) -> String {
+    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.into());
+    e.to_json()
+}
+
+/// A registry of `counted` (succeeds, counting its runs) and `flaky` (fails retryably
+/// once, then succeeds).
+fn registry(runs: &Arc<AtomicU32>) -> Registry {
+    let counted = runs.clone();
+    let flaky = runs.clone();
+    Registry::new()
+        .register("counted", JobPolicy::default(), move |_ctx: JobContext| {
+            let runs = counted.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"ok": true}))
+            }
+        })
+        .register("flaky", JobPolicy::default(), move |_ctx: JobContext| {
+            let runs = flaky.clone();
+            async move {
+                match runs.fetch_add(1, Ordering::SeqCst) {
+                    0 => Err(JobError::retryable("not yet")),
+                    _ => Ok(json!(null)),
+                }
+            }
+        })
+}
+
+/// A processor of [`registry`] over `store` and `queue`.
+fn processor(store: &MemoryStore, queue: &MemoryQueue, runs: &Arc<AtomicU32>) -> Processor {
+    Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry(runs),
+        config(),
+        Metrics::capture().0,
+    )
+}
+
+/// Receives and processes until the queue holds nothing visible for `for_at_least`; the
+/// outcome labels in order.
+async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duration) -> Vec<String> {
+    let mut labels = Vec::new();
+    let mut idle = Duration::ZERO;
+    while idle < for_at_least {
+        let messages = queue.receive(10, VISIBILITY);
+        if messages.is_empty() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            idle += Duration::from_secs(1);
+            continue;
+        }
+        idle = Duration::ZERO;
+        for report in processor.process(messages, None).await {
+            if report.outcome.acknowledged() && !report.outcome.deleted() {
+                use schedkit::queue::JobQueue;
+                let receipt = report.receipt_handle.clone().unwrap_or_default();
+                queue.delete(&receipt).await.unwrap();
+            }
+            labels.push(report.outcome.label().to_string());
+        }
+    }
+    labels
+}
+
+/// Runs every processor in its own receive loop (`batch` messages at a time, hidden for
+/// `visibility`) until the queue holds no message at all for `idle`; the outcome labels
+/// of all of them.
+async fn drain_all(
+    processors: &[Processor],
+    queue: &MemoryQueue,
+    batch: usize,
+    visibility: Duration,
+) -> Vec<String> {
+    let labels = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut loops = tokio::task::JoinSet::new();
+    for processor in processors {
+        let (processor, queue, labels) = (processor.clone(), queue.clone(), labels.clone());
+        loops.spawn(async move {
+            let mut idle = Duration::ZERO;
+            while idle < Duration::from_secs(5) {
+                let messages = queue.receive(batch, visibility);
+                if messages.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    let empty = queue.lock().messages.is_empty();
+                    idle = if empty {
+                        idle + Duration::from_millis(500)
+                    } else {
+                        Duration::ZERO
+                    };
+                    continue;
+                }
+                idle = Duration::ZERO;
+                for report in processor.process(messages, None).await {
+                    if report.outcome.acknowledged() && !report.outcome.deleted() {
+                        let receipt = report.receipt_handle.clone().unwrap_or_default();
+                        queue.delete(&receipt).await.unwrap();
+                    }
+                    labels
+                        .lock()
+                        .unwrap()
+                        .push(report.outcome.label().to_string());
+                }
+            }
+        });
+    }
+    while loops.join_next().await.is_some() {}
+    labels.lock().unwrap().clone()
+}
+
+/// A processor of `registry` over `store` and `queue`, writing its metrics to `metrics`.
+fn processor_of(
+    store: &MemoryStore,
+    queue: &MemoryQueue,
+    registry: Registry,
+    worker: &str,
+    metrics: Metrics,
+) -> Processor {
+    let config = ProcessorConfig {
+        worker_id: worker.into(),
+        ..config()
+    };
+    Processor::with_queue(store.clone(), queue.clone(), registry, config, metrics)
+}
+
+/// The sum of metric `name` over captured EMF lines.
+fn metric_total(lines: &std::sync::Mutex<Vec<String>>, name: &str) -> f64 {
+    lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v.get(name).and_then(serde_json::Value::as_f64))
+        .sum()
+}
