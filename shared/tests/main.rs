@@ -12,5 +12,6 @@ mod schedule_properties;
 mod simulation;
 /// What the worker decides, over the memory store and queue on a paused clock: runs once,
 /// retries after its backoff, dead-letters poison, survives a lost answer; overlap
-/// policies; waits that never reach the DLQ; heartbeats that keep a long job.
+/// policies; waits that never reach the DLQ; heartbeats that keep a long job; an
+/// invocation's deadline.
 mod worker_logic;

@@ -20,9 +20,6 @@ mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.
 mod chaos;
-/// Timeouts and deadlines: nothing started that cannot finish before the invocation's
-/// deadline, running attempts cancelled before it, spent claims dead-lettered unrun.
-mod deadlines;
 /// Effects committed with the outcome: all or nothing, fenced, late commits refused,
 /// conditions and limits failing the run for good.
 mod effects;

@@ -5,6 +5,7 @@
 //! can show stayed there.
 
 mod basics;
+mod deadlines;
 mod leases;
 mod overlap;
 

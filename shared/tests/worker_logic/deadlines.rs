@@ -1,28 +1,30 @@
 //! Timeouts and deadlines: a batch ends by its invocation's deadline. A message is not
-//! started within the margin of it (no attempt spent, visible again at once), a running
-//! attempt is cancelled before it and recorded RETRYING, a job that always outlives its
-//! invocation ends FAILED with that reason after its attempts, and a claim whose attempts
-//! were all spent without an outcome dead-letters without running.
+//! started within the margin of it (no attempt spent, back at once), a running attempt is
+//! cancelled before it and recorded RETRYING, a job that always outlives its invocation
+//! ends FAILED with that reason after its attempts, and a claim whose attempts were all
+//! spent without an outcome dead-letters without running.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use schedkit::batch::attr;
-use schedkit::store::{ClaimOutcome, ClaimRequest};
+use schedkit::queue::MemoryQueue;
+use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore};
 use schedkit::{
     Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, RetryPolicy, Status,
 };
-use schedkit_testkit::Stack;
 use serde_json::json;
 use tokio::time::Instant;
+
+use super::{config, drain, processor_of};
 
 fn envelope() -> Envelope {
     Envelope::new("import", "2026-11-01T09:00:00Z".parse().unwrap())
 }
 
 /// `import` never ends by itself; two attempts, a 1 s backoff.
-fn worker(stack: &Stack, runs: Arc<AtomicU32>) -> Processor {
+fn worker(store: &MemoryStore, queue: &MemoryQueue, runs: Arc<AtomicU32>) -> Processor {
     let policy = JobPolicy {
         retry: RetryPolicy {
             max_attempts: 2,
@@ -31,36 +33,29 @@ fn worker(stack: &Stack, runs: Arc<AtomicU32>) -> Processor {
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    stack.processor(
-        Registry::new().register("import", policy, move |_ctx: JobContext| {
-            let runs = runs.clone();
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                std::future::pending::<()>().await;
-                Ok(json!({}))
-            }
-        }),
-        "lambda",
-        Metrics::capture().0,
-    )
+    let registry = Registry::new().register("import", policy, move |_ctx: JobContext| {
+        let runs = runs.clone();
+        async move {
+            runs.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<()>().await;
+            Ok(json!({}))
+        }
+    });
+    processor_of(store, queue, registry, "lambda", Metrics::capture().0)
 }
 
-async fn stack(name: &str) -> Stack {
-    // A received message stays hidden 30 s unless the worker says otherwise.
-    Stack::with_visibility_timeout(name, 30).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_job_that_outlives_every_invocation_is_cancelled_before_each_deadline_and_ends_failed_with_the_reason()
  {
-    let stack = stack("deadline").await;
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(13));
     let runs = Arc::new(AtomicU32::new(0));
-    let lambda = worker(&stack, runs.clone());
-    stack.send_envelope(&envelope()).await.unwrap();
+    let lambda = worker(&store, &queue, runs.clone());
+    queue.send_body(&envelope().to_json());
     let mut outcomes = Vec::new();
     while outcomes.len() < 2 {
-        let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
+        let batch = queue.receive(1, Duration::from_secs(30));
         if batch.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
             continue;
         }
         // Each invocation has 3 s left.
@@ -86,27 +81,26 @@ async fn a_job_that_outlives_every_invocation_is_cancelled_before_each_deadline_
         "{outcomes:?}"
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
-    let record = stack.records().await.unwrap().pop().unwrap();
+    let record = &store.snapshot().records["import#2026-11-01T09:00:00Z"];
     assert_eq!((record.status, record.attempt), (Status::Failed, 2));
-    let letters = stack.drain_dlq(Duration::from_secs(5)).await.unwrap();
-    let attrs = letters[0].message_attributes.as_ref().unwrap();
-    let reason = attrs[attr::REASON].string_value.as_deref();
-    assert_eq!(reason, Some("attempts-exhausted"));
-    let error = attrs[attr::ERROR].string_value.as_deref().unwrap();
+    let letter = queue.lock().dead_letters[0].clone();
+    let text = |name: &str| letter.attributes[name].string.clone().unwrap_or_default();
+    assert_eq!(text(attr::REASON), "attempts-exhausted");
+    let error = text(attr::ERROR);
     assert!(
         error.starts_with("cancelled before the function's deadline"),
         "{error}"
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_message_is_not_started_within_the_margin_of_the_deadline_and_comes_back_at_once_without_an_attempt()
  {
-    let stack = stack("deferred").await;
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(13));
     let runs = Arc::new(AtomicU32::new(0));
-    let lambda = worker(&stack, runs.clone());
-    stack.send_envelope(&envelope()).await.unwrap();
-    let batch = stack.receive(1, Duration::from_secs(5)).await.unwrap();
+    let lambda = worker(&store, &queue, runs.clone());
+    queue.send_body(&envelope().to_json());
+    let batch = queue.receive(1, Duration::from_secs(30));
     let deadline = Instant::now() + Duration::from_millis(500);
     let reports = lambda.process_each(batch, None, None, Some(deadline)).await;
     // Sent again to come back at once (the copy in hand deleted): a deferral never counts
@@ -114,27 +108,21 @@ async fn a_message_is_not_started_within_the_margin_of_the_deadline_and_comes_ba
     assert_eq!(reports[0].outcome, Outcome::Deferred { resent: true });
     assert!(reports[0].outcome.acknowledged());
     assert_eq!(runs.load(Ordering::SeqCst), 0);
-    assert!(stack.records().await.unwrap().is_empty(), "nothing claimed");
-    // Back at once, not after the queue's 30 s; a first receive of its copy.
-    let again = stack.receive(1, Duration::from_secs(2)).await.unwrap();
+    assert!(store.snapshot().records.is_empty(), "nothing claimed");
+    // Back at once, not after the 30 s it was hidden for; a first receive of its copy.
+    let again = queue.receive(1, Duration::from_secs(30));
     assert_eq!(again.len(), 1);
-    assert_eq!(
-        again[0]
-            .attributes
-            .get("ApproximateReceiveCount")
-            .map(String::as_str),
-        Some("1")
-    );
+    assert_eq!(again[0].receive_count, 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_claim_whose_attempts_were_all_spent_without_an_outcome_dead_letters_without_running() {
-    let stack = stack("spent").await;
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(13));
     let runs = Arc::new(AtomicU32::new(0));
-    let lambda = worker(&stack, runs.clone());
+    let lambda = worker(&store, &queue, runs.clone());
     let key = "import#2026-11-01T09:00:00Z".to_string();
     // Two workers claimed the run and died (their leases ran out, no outcome written).
-    let t0 = chrono::Utc::now() - chrono::Duration::seconds(60);
+    let t0 = config().clock.now() - chrono::Duration::seconds(60);
     for (i, owner) in ["dead-1", "dead-2"].into_iter().enumerate() {
         let claim = ClaimRequest {
             key: key.clone(),
@@ -149,28 +137,24 @@ async fn a_claim_whose_attempts_were_all_spent_without_an_outcome_dead_letters_w
             retention: Duration::from_secs(3600),
             redrive: None,
         };
-        let claimed = stack.store().claim(&claim).await.unwrap();
+        let claimed = store.claim(&claim).await.unwrap();
         assert!(
             matches!(claimed, ClaimOutcome::Claimed { .. }),
             "{claimed:?}"
         );
     }
-    stack.send_envelope(&envelope()).await.unwrap();
-    let stats = stack.run_until_drained(std::slice::from_ref(&lambda)).await;
-    assert_eq!(
-        stats.outcomes.get("dead-lettered"),
-        Some(&1),
-        "{:?}",
-        stats.outcomes
-    );
+    queue.send_body(&envelope().to_json());
+    let labels = drain(&lambda, &queue, Duration::from_secs(5)).await;
+    assert_eq!(labels, ["dead-lettered"]);
     assert_eq!(runs.load(Ordering::SeqCst), 0, "not run a third time");
-    let record = stack.record(&key).await.unwrap().unwrap();
+    let record = &store.snapshot().records[&key];
     assert_eq!((record.status, record.attempt), (Status::Failed, 3));
+    let error = record.last_error.as_deref().unwrap();
     assert!(
-        record.last_error.as_deref().unwrap().starts_with(
+        error.starts_with(
             "attempt 3 of at most 2: the earlier ones were claimed and never finished"
         ),
-        "{:?}",
-        record.last_error
+        "{error}"
     );
+    assert!(queue.lock().messages.is_empty());
 }
