@@ -1,4 +1,5 @@
-//! Retries with backoff, and what happens when they run out (acceptance d and e).
+//! What happens when retries run out: the FAILED record, the dead letter as SQS carries
+//! it, and a redrive. (The backoff itself: `shared/tests/worker_logic/retries.rs`.)
 
 use std::time::Duration;
 
@@ -9,7 +10,6 @@ use schedkit::{
     Envelope, JobContext, JobError, JobPolicy, Metrics, Outcome, Registry, RetryPolicy, Status,
 };
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
-use serde_json::json;
 
 fn policy(max_attempts: u32) -> JobPolicy {
     JobPolicy {
@@ -20,82 +20,6 @@ fn policy(max_attempts: u32) -> JobPolicy {
             max_delay: Duration::from_secs(30),
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
-    }
-}
-
-fn millis(ts: &str) -> i64 {
-    DateTime::parse_from_rfc3339(ts).unwrap().timestamp_millis()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_transient_failure_is_retried_with_growing_jittered_delays_and_succeeds() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("transient"), StackOptions::default())
-        .await
-        .unwrap();
-    let registry = Registry::new().register("sync", policy(5), |ctx: JobContext| async move {
-        if ctx.attempt <= 2 {
-            Err(JobError::retryable(format!(
-                "503 on attempt {}",
-                ctx.attempt
-            )))
-        } else {
-            Ok(json!({"attempt": ctx.attempt}))
-        }
-    });
-    let worker = stack.processor(registry, "w", Metrics::capture().0);
-    stack
-        .send_envelope(&Envelope::new(
-            "sync",
-            "2026-11-01T07:00:00Z".parse().unwrap(),
-        ))
-        .await
-        .unwrap();
-    let stats = stack.run_until_drained(std::slice::from_ref(&worker)).await;
-
-    let delays: Vec<Duration> = stats
-        .reports
-        .iter()
-        .filter_map(|r| match &r.outcome {
-            Outcome::Retrying { delay, .. } => Some(*delay),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(delays.len(), 2, "{:?}", stats.outcomes);
-    // Equal jitter: after attempt 1 within [1 s, 2 s], after attempt 2 within [2 s, 4 s].
-    assert!(
-        delays[0] >= Duration::from_secs(1) && delays[0] <= Duration::from_secs(2),
-        "{delays:?}"
-    );
-    assert!(
-        delays[1] >= Duration::from_secs(2) && delays[1] <= Duration::from_secs(4),
-        "{delays:?}"
-    );
-    assert!(delays[1] >= delays[0]);
-    assert_eq!(stats.reports.last().unwrap().outcome, Outcome::Succeeded);
-
-    let record = stack.records().await.unwrap().pop().unwrap();
-    assert_eq!((record.status, record.attempt), (Status::Done, 3));
-    let outcomes: Vec<_> = record.history.iter().map(|h| h.outcome).collect();
-    assert_eq!(
-        outcomes,
-        [
-            AttemptOutcome::Retrying,
-            AttemptOutcome::Retrying,
-            AttemptOutcome::Succeeded
-        ]
-    );
-    assert_eq!(record.history[0].error.as_deref(), Some("503 on attempt 1"));
-    assert_eq!(record.history[1].error.as_deref(), Some("503 on attempt 2"));
-    // The message really stayed hidden for each delay before the next attempt started.
-    for (i, delay) in delays.iter().enumerate() {
-        let gap =
-            millis(&record.history[i + 1].started_at) - millis(&record.history[i].finished_at);
-        assert!(
-            gap >= delay.as_millis() as i64 - 100,
-            "attempt {} came after {gap} ms, delay was {delay:?}",
-            i + 2
-        );
     }
 }
 

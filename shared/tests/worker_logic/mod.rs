@@ -8,6 +8,7 @@ mod basics;
 mod deadlines;
 mod leases;
 mod overlap;
+mod retries;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,7 +17,8 @@ use std::time::Duration;
 use schedkit::queue::{JobQueue, MemoryQueue};
 use schedkit::store::MemoryStore;
 use schedkit::{
-    Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig, Registry,
+    Clock, Envelope, JobContext, JobError, JobPolicy, MessageReport, Metrics, Processor,
+    ProcessorConfig, Registry,
 };
 use serde_json::json;
 
@@ -80,7 +82,20 @@ fn processor(store: &MemoryStore, queue: &MemoryQueue, runs: &Arc<AtomicU32>) ->
 /// Receives and processes until the queue holds nothing visible for `for_at_least`; the
 /// outcome labels in order.
 async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duration) -> Vec<String> {
-    let mut labels = Vec::new();
+    let reports = drain_reports(processor, queue, for_at_least).await;
+    reports
+        .iter()
+        .map(|r| r.outcome.label().to_string())
+        .collect()
+}
+
+/// [`drain`], with the reports themselves.
+async fn drain_reports(
+    processor: &Processor,
+    queue: &MemoryQueue,
+    for_at_least: Duration,
+) -> Vec<MessageReport> {
+    let mut reports = Vec::new();
     let mut idle = Duration::ZERO;
     while idle < for_at_least {
         let messages = queue.receive(10, VISIBILITY);
@@ -92,14 +107,13 @@ async fn drain(processor: &Processor, queue: &MemoryQueue, for_at_least: Duratio
         idle = Duration::ZERO;
         for report in processor.process(messages, None).await {
             if report.outcome.acknowledged() && !report.outcome.deleted() {
-                use schedkit::queue::JobQueue;
                 let receipt = report.receipt_handle.clone().unwrap_or_default();
                 queue.delete(&receipt).await.unwrap();
             }
-            labels.push(report.outcome.label().to_string());
+            reports.push(report);
         }
     }
-    labels
+    reports
 }
 
 /// Runs every processor in its own receive loop (`batch` messages at a time, hidden for
