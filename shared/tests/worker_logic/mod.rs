@@ -6,6 +6,7 @@
 
 mod basics;
 mod deadlines;
+mod forged;
 mod leases;
 mod overlap;
 mod retries;
