@@ -237,6 +237,11 @@ async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<
     // lease ran out is taken over; only the holder leaves.
     let t0 = "2026-12-01T16:00:00Z";
     store.claim(&req("holder", "h", t0)).await.unwrap();
+    store
+        .claim(&req("fourth", "f", "2026-12-01T16:01:30Z"))
+        .await
+        .unwrap();
+    let (fifth_key, fifth_owner) = (key("fifth"), owner("v"));
     let entry = |k: &'static str, o: &'static str, policy: Overlap, now: &'static str| {
         (key(k), owner(o), policy, now)
     };
@@ -260,17 +265,35 @@ async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<
             .unwrap();
         log.push(format!("{k}: {gate:?}").replace(p, "P"));
     }
-    store.leave_slot(&job, &key("holder")).await.unwrap();
-    store.leave_slot(&job, &key("fourth")).await.unwrap();
+    // Only the entry's own leave frees it: not the former holder's, not a late leave of
+    // an earlier entry of the same run (another claim's owner).
+    store
+        .leave_slot(&job, &key("holder"), &owner("h"))
+        .await
+        .unwrap();
+    store
+        .leave_slot(&job, &key("fourth"), &owner("x"))
+        .await
+        .unwrap();
+    let fifth = |now: &'static str| SlotEntry {
+        job: &job,
+        key: &fifth_key,
+        owner: &fifth_owner,
+        policy: Overlap::Skip,
+        now: at(now),
+        hold: Duration::from_secs(120),
+    };
+    let held = store
+        .enter_slot(fifth("2026-12-01T16:01:40Z"))
+        .await
+        .unwrap();
+    log.push(format!("after others' leaves: {held:?}").replace(p, "P"));
+    store
+        .leave_slot(&job, &key("fourth"), &owner("f"))
+        .await
+        .unwrap();
     let after = store
-        .enter_slot(SlotEntry {
-            job: &job,
-            key: &key("fifth"),
-            owner: &owner("v"),
-            policy: Overlap::Skip,
-            now: at("2026-12-01T16:02:00Z"),
-            hold: Duration::from_secs(120),
-        })
+        .enter_slot(fifth("2026-12-01T16:02:00Z"))
         .await
         .unwrap();
     log.push(format!("after leaving: {after:?}"));

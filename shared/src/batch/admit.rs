@@ -36,8 +36,9 @@ fn next_look(first: Duration, looks: u32) -> Duration {
 /// What an admitted run holds until its outcome is written.
 #[must_use = "an entered slot is left once the outcome is written (`Processor::leave`)"]
 pub(super) struct Admission {
-    /// The run entered its job's overlap slot.
-    entered: bool,
+    /// The run entered its job's overlap slot under this claim's owner token (what names
+    /// the entry when it is left).
+    entered: Option<String>,
 }
 
 impl Processor {
@@ -52,7 +53,7 @@ impl Processor {
     ) -> Step<Admission> {
         let policy = &job.registered.policy;
         if policy.overlap == Overlap::Allow || job.step_of.is_some() {
-            return Ok(Admission { entered: false });
+            return Ok(Admission { entered: None });
         }
         let store = &self.inner.store;
         let gate = store
@@ -66,7 +67,10 @@ impl Processor {
             })
             .await;
         let running = match gate {
-            Ok(Gate::Open) => return Ok(Admission { entered: true }),
+            Ok(Gate::Open) => {
+                let entered = Some(claim.request.owner.clone());
+                return Ok(Admission { entered });
+            }
             Ok(Gate::Wait { retry_in }) => {
                 let retry_in = next_look(retry_in, ctx.delivery.looks());
                 return Err(self.wait(ctx, claim, retry_in, t).await);
@@ -99,9 +103,9 @@ impl Processor {
             outcome,
             Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
         );
-        if admission.entered
+        if let Some(owner) = admission.entered.as_deref()
             && ended
-            && let Err(e) = self.inner.store.leave_slot(t.job, t.key).await
+            && let Err(e) = self.inner.store.leave_slot(t.job, t.key, owner).await
         {
             let error = e.to_string();
             self.emit(t, Event::SlotKept { error: &error });

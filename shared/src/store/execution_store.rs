@@ -90,11 +90,15 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
     /// Enters the job's overlap slot for a claimed run.
     fn enter_slot<'a>(&'a self, entry: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>>;
 
-    /// Gives the job's slot back after the run `key` ended; nothing when it is not the run's.
+    /// Gives the job's slot back after the run `key` ended; nothing when the slot is no
+    /// longer this entry's: another run's, or the same run's entered again under another
+    /// claim (`owner`, the claim's token, names the entry: a leave that lands late must not
+    /// free the entry of the run's next attempt).
     fn leave_slot<'a>(
         &'a self,
         job: &'a str,
         key: &'a str,
+        owner: &'a str,
     ) -> StoreCall<'a, Result<(), StoreError>>;
 
     /// Gives a claim back unrun: the record as it was before (`before`), or REGISTERED.
@@ -198,8 +202,9 @@ impl ExecutionStore for DynamoStore {
         &'a self,
         job: &'a str,
         key: &'a str,
+        owner: &'a str,
     ) -> StoreCall<'a, Result<(), StoreError>> {
-        Box::pin(DynamoStore::leave_slot(self, job, key))
+        Box::pin(DynamoStore::leave_slot(self, job, key, owner))
     }
 
     fn give_back<'a>(

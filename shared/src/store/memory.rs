@@ -551,12 +551,14 @@ impl MemoryStore {
         })
     }
 
-    async fn leave_slot(&self, job: &str, key: &str) -> Result<(), StoreError> {
+    async fn leave_slot(&self, job: &str, key: &str, owner: &str) -> Result<(), StoreError> {
         self.request("leave_slot", job, |state| {
             if let Some(slot) = state.slots.get_mut(job)
                 && slot.holder.as_deref() == Some(key)
+                && slot.holder_owner.as_deref() == Some(owner)
             {
                 slot.holder = None;
+                slot.holder_owner = None;
                 slot.until_ms = 0;
             }
         })
@@ -616,8 +618,9 @@ impl ExecutionStore for MemoryStore {
         &'a self,
         job: &'a str,
         key: &'a str,
+        owner: &'a str,
     ) -> StoreCall<'a, Result<(), StoreError>> {
-        Box::pin(MemoryStore::leave_slot(self, job, key))
+        Box::pin(MemoryStore::leave_slot(self, job, key, owner))
     }
 
     fn give_back<'a>(

@@ -310,13 +310,19 @@ async fn a_slot_is_held_by_a_running_run_only_and_skips_or_queues_one_waiter() {
         .await
         .unwrap();
     assert_eq!(d, Gate::Open);
-    store.leave_slot("j", "a").await.unwrap();
+    store.leave_slot("j", "a", "oa").await.unwrap();
     assert_eq!(
         store.snapshot().slots["j"].holder.as_deref(),
         Some("d"),
         "not a's to leave"
     );
-    store.leave_slot("j", "d").await.unwrap();
+    store.leave_slot("j", "d", "o-late").await.unwrap();
+    assert_eq!(
+        store.snapshot().slots["j"].holder.as_deref(),
+        Some("d"),
+        "a late leave of another entry of d's"
+    );
+    store.leave_slot("j", "d", "od").await.unwrap();
     assert_eq!(store.snapshot().slots["j"].holder, None);
 }
 

@@ -259,15 +259,17 @@ impl DynamoStore {
     }
 
     /// Gives `job`'s slot back after the run `key` ended (one `UpdateItem`); nothing when
-    /// the slot is no longer this run's.
-    pub async fn leave_slot(&self, job: &str, key: &str) -> Result<(), StoreError> {
+    /// the slot is no longer this entry's: another run's, or the same run's entered again
+    /// by its next attempt (`owner`: the token of the claim that entered it).
+    pub async fn leave_slot(&self, job: &str, key: &str, owner: &str) -> Result<(), StoreError> {
         let result = self
             .update(
                 &slot_key(job),
-                "REMOVE #slot_key, #slot_until",
-                "#slot_key = :me",
+                "REMOVE #slot_key, #slot_owner, #slot_until",
+                "#slot_key = :me AND #slot_owner = :owner",
             )
             .expression_attribute_values(":me", s(key))
+            .expression_attribute_values(":owner", s(owner))
             .send();
         match self.timed(result).await? {
             Ok(_) => Ok(()),

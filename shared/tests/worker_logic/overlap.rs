@@ -5,6 +5,7 @@
 //! that waits for its job's slot never reaches the DLQ without a reason, however many
 //! times it looks.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use chrono::{DateTime, Utc};
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, Finish, MemoryStore};
 use schedkit::{
-    Envelope, ExecutionRecord, JobContext, JobPolicy, Metrics, Overlap, Registry, Status,
+    Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Overlap, Registry,
+    RetryPolicy, Status,
 };
 use serde_json::json;
 
@@ -182,5 +184,84 @@ async fn a_retry_waiting_for_its_jobs_slot_never_reaches_the_dlq_without_a_reaso
         Status::Done,
         "{:?}",
         records["retry"]
+    );
+}
+
+/// Delays every `leave_slot` by 5 s: a worker's leave that lands late.
+#[derive(Debug)]
+struct SlowLeave;
+
+impl schedkit::store::Faults for SlowLeave {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, schedkit::store::Fault) {
+        let delay = match request {
+            "leave_slot" => Duration::from_secs(5),
+            _ => Duration::ZERO,
+        };
+        (delay, schedkit::store::Fault::None)
+    }
+}
+
+/// A `skip` run fails retryably and comes back at once (no backoff); another worker runs
+/// its retry, entering the slot again under the same key; the first worker's leave of its
+/// own entry lands after that. It must not free the retry's entry: the next firing is
+/// SKIPPED, never run beside the retry. (Found by reading the code: the leave was
+/// conditioned on the key only, and the next firing ran beside the retry.)
+#[tokio::test(start_paused = true)]
+async fn a_late_leave_never_frees_the_entry_of_the_same_runs_retry() {
+    let (store, queue) = (MemoryStore::new(Arc::new(SlowLeave)), MemoryQueue::new(13));
+    let (running, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let policy = JobPolicy {
+        overlap: Overlap::Skip,
+        retry: RetryPolicy {
+            max_attempts: 3,
+            first_delay: Duration::ZERO,
+            ..RetryPolicy::default()
+        },
+        ..JobPolicy::default().with_lease(Duration::from_secs(10))
+    };
+    let registry = {
+        let (running, most) = (running.clone(), most.clone());
+        Registry::new().register("solo", policy, move |ctx: JobContext| {
+            let (running, most) = (running.clone(), most.clone());
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                let result = if ctx.key == "k1" && ctx.attempt == 1 {
+                    Err(JobError::retryable("not yet"))
+                } else {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    Ok(json!(null))
+                };
+                running.fetch_sub(1, Ordering::SeqCst);
+                result
+            }
+        })
+    };
+    let workers: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|w| processor_of(&store, &queue, registry.clone(), w, Metrics::capture().0))
+        .collect();
+    let firing = |key: &str, minute: i64| {
+        let at: DateTime<Utc> = "2026-12-01T09:00:00Z".parse().unwrap();
+        let mut e = Envelope::new("solo", at + chrono::Duration::minutes(minute));
+        e.key = Some(key.into());
+        e.to_json()
+    };
+    queue.send_body(&firing("k1", 0));
+    let q = queue.clone();
+    let next = tokio::spawn(async move {
+        // After the first worker's late leave has landed, while the retry runs.
+        tokio::time::sleep(Duration::from_secs(8)).await;
+        q.send_body(&firing("k2", 1));
+    });
+    drain_all(&workers, &queue, 1, Duration::from_secs(30)).await;
+    next.await.unwrap();
+    let records = store.snapshot().records;
+    assert_eq!(records["k1"].status, Status::Done, "{:?}", records["k1"]);
+    assert_eq!(records["k2"].status, Status::Skipped, "{:?}", records["k2"]);
+    assert_eq!(
+        most.load(Ordering::SeqCst),
+        1,
+        "two runs of a `skip` job at once"
     );
 }
