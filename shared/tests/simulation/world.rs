@@ -31,7 +31,7 @@ pub const FLAKY: &str = "flaky";
 pub const BROKEN: &str = "broken";
 /// Runs past its lease, kept by heartbeats.
 pub const SLOW: &str = "slow";
-/// `overlap = "skip"`.
+/// `overlap = "skip"`; its first attempt fails now and then, retried at once.
 pub const EXCLUSIVE: &str = "exclusive";
 /// `overlap = "buffer_one"`.
 pub const QUEUED: &str = "queued";
@@ -132,12 +132,15 @@ struct SeededFaults {
     verbose: bool,
     refused: f64,
     lost: f64,
+    /// The share of requests that take seconds: rare in most worlds, common in some (a
+    /// rare interleaving made common, FoundationDB's "buggify").
+    slow: f64,
 }
 
 impl Faults for SeededFaults {
     fn request(&self, request: &'static str, key: &str) -> (Duration, Fault) {
         let mut delay = self.draw.millis(1, 30);
-        if self.draw.chance(0.005) {
+        if self.draw.chance(self.slow) {
             delay = self.draw.millis(1_000, 4_000);
         }
         let fault = if self.draw.chance(self.refused) {
@@ -218,6 +221,12 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
         let policy = JobPolicy {
             retry: RetryPolicy {
                 max_attempts: 3,
+                // `exclusive` retries at once: its retry can meet its own slot entry while
+                // the attempt that failed is still leaving it.
+                first_delay: match job {
+                    EXCLUSIVE => Duration::ZERO,
+                    _ => RetryPolicy::default().first_delay,
+                },
                 ..RetryPolicy::default()
             },
             // Long enough for the long runs of `queued`.
@@ -251,6 +260,9 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
                         Ok(json!({"applied": ctx.key}))
                     }
                     FLAKY if draw.chance(0.5) => Err(JobError::retryable("flaky")),
+                    EXCLUSIVE if ctx.attempt == 1 && draw.chance(0.3) => {
+                        Err(JobError::retryable("not yet"))
+                    }
                     BROKEN => Err(JobError::permanent("broken for good")),
                     _ => Ok(json!(null)),
                 }
@@ -349,6 +361,34 @@ fn internal_key(draw: &Draw) -> Sent {
         what: What::InternalKey { key },
         body: e.to_json(),
     }
+}
+
+/// Now and then, firings of `exclusive` close together (a schedule whose runs overlap):
+/// each meets the slot of the one before, some while it is being retried.
+fn exclusive_burst(draw: &Draw) -> Vec<(Duration, Sent)> {
+    if !draw.chance(0.4) {
+        return Vec::new();
+    }
+    let mut at = draw.millis(0, 25_000);
+    (0..3 + draw.below(3))
+        .map(|i| {
+            at += draw.millis(300, 2_000);
+            let key = format!("{EXCLUSIVE}-burst-{i}");
+            let mut e = Envelope::new(EXCLUSIVE, "2026-12-02T09:00:00Z".parse().unwrap());
+            e.key = Some(key.clone());
+            let what = What::Run {
+                key,
+                conflict: false,
+            };
+            (
+                at,
+                Sent {
+                    what,
+                    body: e.to_json(),
+                },
+            )
+        })
+        .collect()
 }
 
 /// Up to two runs of each chain, a trigger sent twice now and then.
@@ -494,6 +534,7 @@ pub async fn run(seed: u64) -> Report {
         verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
+        slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
     };
     let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");
     let orchestrator = MemoryOrchestrator::default();
@@ -512,7 +553,7 @@ pub async fn run(seed: u64) -> Report {
         trace,
     };
     let outcomes = Arc::new(Mutex::new(BTreeMap::new()));
-    let sent = messages(&world.draw);
+    let mut sent = messages(&world.draw);
     let mut workers: Vec<JoinHandle<()>> = (0..2 + world.draw.below(2))
         .map(|i| spawn_worker(format!("w{i}"), &world, &outcomes))
         .collect();
@@ -521,6 +562,9 @@ pub async fn run(seed: u64) -> Report {
         .iter()
         .map(|s| (world.draw.millis(0, 30_000), s.clone()))
         .collect();
+    let burst = exclusive_burst(&world.draw);
+    sent.extend(burst.iter().map(|(_, s)| s.clone()));
+    pending.extend(burst);
     pending.sort_by_key(|(at, _)| *at);
     let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
     let mut redriven = BTreeSet::new();
