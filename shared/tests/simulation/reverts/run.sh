@@ -23,6 +23,7 @@ cases=(
   "waits-counted-as-receives.patch|a dead letter without a reason"
 )
 work=$(mktemp -d)
+# shellcheck disable=SC2329  # called by the EXIT trap
 done_with_copy() {
   rm -rf "$work"
   (cd "$root" && grep -h '^+++ b/' "$here"/*.patch | cut -c7- | sort -u | xargs touch)
