@@ -106,12 +106,22 @@ async fn drain_reports(
             continue;
         }
         idle = Duration::ZERO;
-        for report in processor.process(messages, None).await {
-            if report.outcome.acknowledged() && !report.outcome.deleted() {
-                let receipt = report.receipt_handle.clone().unwrap_or_default();
-                queue.delete(&receipt).await.unwrap();
-            }
-            reports.push(report);
+        reports.extend(process_and_acknowledge(processor, queue, messages).await);
+    }
+    reports
+}
+
+/// Processes `messages` and deletes the acknowledged ones (what the poller does).
+async fn process_and_acknowledge(
+    processor: &Processor,
+    queue: &MemoryQueue,
+    messages: Vec<schedkit::batch::Delivery>,
+) -> Vec<MessageReport> {
+    let reports = processor.process(messages, None).await;
+    for report in &reports {
+        if report.outcome.acknowledged() && !report.outcome.deleted() {
+            let receipt = report.receipt_handle.clone().unwrap_or_default();
+            queue.delete(&receipt).await.unwrap();
         }
     }
     reports
@@ -145,15 +155,9 @@ async fn drain_all(
                     continue;
                 }
                 idle = Duration::ZERO;
-                for report in processor.process(messages, None).await {
-                    if report.outcome.acknowledged() && !report.outcome.deleted() {
-                        let receipt = report.receipt_handle.clone().unwrap_or_default();
-                        queue.delete(&receipt).await.unwrap();
-                    }
-                    labels
-                        .lock()
-                        .unwrap()
-                        .push(report.outcome.label().to_string());
+                for report in process_and_acknowledge(&processor, &queue, messages).await {
+                    let label = report.outcome.label().to_string();
+                    labels.lock().unwrap().push(label);
                 }
             }
         });
