@@ -3,9 +3,13 @@
 
 CARGO ?= cargo
 export AWS_ENDPOINT_URL ?= http://127.0.0.1:$(or $(LOCALSTACK_PORT),4566)
+# Clippy's driver, and `-D warnings` in the form `cargo clippy -- -D warnings` hands it over
+# (arguments joined by its separator): make test builds with them (see test).
+CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
+CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos sim sim-reverts bench test lint lint-rust lint-infra build sam-build sam-deploy package deploy-localstack test-only localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo chaos sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -43,26 +47,39 @@ bench:
 #        virtualenvs) install in the background (at low priority) while rustfmt, clippy and the build run
 #        (their log: target/install-tools.log). LocalStack is started if needed and
 #        stopped again if this run started it, with the Lambda init the build made.
+#        Clippy lints while the build compiles: every cargo command of this run has clippy's
+#        driver as the workspace's compiler (RUSTC_WORKSPACE_WRAPPER, -D warnings), as
+#        `cargo clippy` itself runs it, so the dependencies are compiled once instead of
+#        checked for clippy and then built (`make lint` runs `cargo clippy` as usual).
 #        `sam build` builds the debug profile here (SAM_BUILD_MODE=debug: the same build in
 #        half the time, as the tests run debug builds); `make sam-build` builds release.
+test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
+test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
 test:
 	@mkdir -p target; \
 	setsid nice -n 19 infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
-	if ! $(MAKE) --no-print-directory lint-rust build; then \
+	if ! $(MAKE) --no-print-directory fmt-check build lint-no-default; then \
 	  kill -- -$$installing 2>/dev/null; exit 1; \
 	fi; \
 	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
 	cat target/install-tools.log; \
 	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/debug/schedkit-lambda-init \
-	  localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint-infra sam-build test-only sim-reverts
+	  localstack/launch.sh with env SAM_BUILD_MODE=debug $(MAKE) --no-print-directory lint-infra sam-build test-with-reverts
 
 ## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
 lint: lint-rust lint-infra
 
-lint-rust:
-	$(CARGO) fmt --all -- --check
+lint-rust: fmt-check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+# make test's clippy of the library without optional features: a build, linted by the
+# driver make test sets (the dependencies it shares with the build are not compiled again).
+lint-no-default:
+	$(CARGO) build -p schedkit --no-default-features --lib --locked
 
 lint-infra:
 	infra/lint.sh
@@ -91,9 +108,13 @@ sam-deploy: sam-build build
 package:
 	functions/package.sh --release worker
 
-## test-only: the tests alone, against a LocalStack that is already running.
+## test-only: the tests alone, against a LocalStack that is already running: the integration binary
+#        (INTEGRATION_THREADS tests at a time, default 4) beside every other test binary (tests/lanes.sh).
 test-only:
-	$(CARGO) test --workspace --locked
+	CARGO=$(CARGO) tests/lanes.sh
+
+test-with-reverts:
+	CARGO=$(CARGO) tests/lanes.sh $(MAKE) --no-print-directory sim-reverts
 
 ## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start
