@@ -58,7 +58,7 @@ test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
 test:
 	@mkdir -p target; \
 	setsid nice -n 19 infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
-	if ! $(MAKE) --no-print-directory fmt-check build lint-no-default; then \
+	if ! $(MAKE) --no-print-directory fmt-check build; then \
 	  kill -- -$$installing 2>/dev/null; exit 1; \
 	fi; \
 	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
@@ -69,17 +69,15 @@ test:
 ## lint: rustfmt, clippy, the library without optional features, templates, shellcheck, ruff.
 lint: lint-rust lint-infra
 
-lint-rust: fmt-check
+lint-rust: fmt-check lint-no-default
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
-	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
-# make test's clippy of the library without optional features: a build, linted by the
-# driver make test sets (the dependencies it shares with the build are not compiled again).
+# The library without optional features, linted (make test runs it beside the integration tests).
 lint-no-default:
-	$(CARGO) build -p schedkit --no-default-features --lib --locked
+	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
 
 lint-infra:
 	infra/lint.sh
@@ -114,7 +112,7 @@ test-only:
 	CARGO=$(CARGO) tests/lanes.sh
 
 test-with-reverts:
-	CARGO=$(CARGO) tests/lanes.sh $(MAKE) --no-print-directory sim-reverts
+	CARGO=$(CARGO) tests/lanes.sh $(MAKE) --no-print-directory lint-no-default sim-reverts
 
 ## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start

@@ -7,28 +7,40 @@
 # Lane one is the integration binary, INTEGRATION_THREADS tests at a time (default 4): its
 # tests mostly wait on LocalStack (a lease to lapse, a heartbeat timeout, a poller's
 # receive), so on two cores a third of the CPU stayed idle while they ran one or two at a
-# time. Lane two is every other test binary (the library's unit, property and simulation
+# time. Lane two is every other test target (the library's unit, property and simulation
 # tests, the console's, the demo's, the doc tests) and then COMMAND, if given (`make test`
-# passes the simulation's reverts), at a lower priority so that it takes what lane one
-# leaves. Lane one's lines are prefixed `integration |`. Both lanes run to their end; the
-# exit status is non-zero if either failed.
+# passes its remaining lints and the simulation's reverts), at a lower priority so that it
+# takes what lane one leaves. Lane one's lines are prefixed `integration |`. Both lanes run
+# to their end; the exit status is non-zero if either failed.
+#
+# Both lanes select the whole workspace and then their targets: cargo resolves features
+# over the packages selected, so `-p` or `--exclude` would compile dependencies again.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo=${CARGO:-cargo}
 threads=${INTEGRATION_THREADS:-4}
 
+# Every test target but the integration binary, from the workspace's metadata.
+mapfile -t others < <("$cargo" metadata --no-deps --format-version 1 --locked | python3 -c '
+import json, sys
+packages = json.load(sys.stdin)["packages"]
+names = {t["name"] for p in packages for t in p["targets"] if "test" in t["kind"]}
+for name in sorted(names - {"integration"}):
+    print("--test\n" + name)
+')
+
 # One build before the lanes start (cargo holds its build lock only while it compiles).
 "$cargo" test --workspace --locked --no-run
 
 (
-    "$cargo" test --locked -p schedkit-testkit --test integration -- --test-threads "$threads" 2>&1 |
+    "$cargo" test --workspace --locked --test integration -- --test-threads "$threads" 2>&1 |
         sed -u 's/^/integration | /'
 ) &
 integration=$!
 
 failed=()
-"$cargo" test --workspace --locked --exclude schedkit-testkit || failed+=("the other test binaries")
-"$cargo" test --locked -p schedkit-testkit --lib || failed+=("the test kit's unit tests")
+"$cargo" test --workspace --locked --lib --bins "${others[@]}" || failed+=("the other test targets")
+"$cargo" test --workspace --locked --doc || failed+=("the doc tests")
 if (($#)); then
     nice -n 10 "$@" || failed+=("$*")
 fi

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use schedkit::job::Overlap;
 use schedkit::store::{
     ChainEnd, ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord, ExecutionStore, Finish,
-    MemoryStore, Redrive, SlotEntry, TransitionError,
+    MemoryStore, PauseRecord, PauseStore, Pauses, Redrive, SlotEntry, TransitionError,
 };
 use schedkit_testkit::{Stack, StackOptions, unique};
 
@@ -64,8 +64,14 @@ fn transition<T>(result: &Result<T, TransitionError>, ok: impl Fn(&T) -> String)
     }
 }
 
-/// The script, on one store; every answer and the records it leaves, in order.
-async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<String> {
+/// The script, on one store (its execution records and its pause records); every answer
+/// and the records it leaves, in order.
+async fn script(
+    store: &dyn ExecutionStore,
+    pauses: &dyn PauseStore,
+    p: &str,
+    effect_table: &str,
+) -> Vec<String> {
     let mut log = Vec::new();
     let key = |k: &str| format!("{p}-{k}");
     let job = format!("{p}-job");
@@ -307,6 +313,66 @@ async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<
     let n = store.count_failure(&job, &key("s4"), "x", 2).await.unwrap();
     log.push(format!("streak after clearing: {n}"));
 
+    // Pauses: an automatic one needs its streak, none overwrites another, a resume ends
+    // the pause and forgets the streak.
+    let pause = |by: &str| PauseRecord {
+        job: job.clone(),
+        by: by.into(),
+        at: "2026-12-01T16:00:00Z".into(),
+        reason: format!("paused by {by}"),
+    };
+    log.push(format!(
+        "unpaused: {:?}",
+        pauses.pause_of(&job).await.unwrap()
+    ));
+    log.push(format!(
+        "auto, streak 1 of 2: {:?}",
+        pauses
+            .pause_after_streak(&pause("worker"), 2)
+            .await
+            .unwrap()
+    ));
+    store.count_failure(&job, &key("s5"), "x", 2).await.unwrap();
+    log.push(format!(
+        "auto, streak 2 of 2: {:?}",
+        pauses
+            .pause_after_streak(&pause("worker"), 2)
+            .await
+            .unwrap()
+    ));
+    log.push(format!(
+        "operator over it: {:?}",
+        pauses.pause(&pause("ops")).await.unwrap()
+    ));
+    log.push(format!(
+        "paused: {:?}",
+        pauses.pause_of(&job).await.unwrap()
+    ));
+    log.push(format!("resumed: {:?}", pauses.resume(&job).await.unwrap()));
+    log.push(format!(
+        "auto after the resume: {:?}",
+        pauses
+            .pause_after_streak(&pause("worker"), 1)
+            .await
+            .unwrap()
+    ));
+    log.push(format!(
+        "operator: {:?}",
+        pauses.pause(&pause("ops")).await.unwrap()
+    ));
+    log.push(format!(
+        "auto over it: {:?}",
+        pauses
+            .pause_after_streak(&pause("worker"), 1)
+            .await
+            .unwrap()
+    ));
+    log.push(format!("resumed: {:?}", pauses.resume(&job).await.unwrap()));
+    log.push(format!(
+        "resumed again: {:?}",
+        pauses.resume(&job).await.unwrap()
+    ));
+
     // A chain run's start and end.
     let chain = format!("{p}-chain");
     let start = ClaimRequest {
@@ -363,10 +429,11 @@ async fn script(store: &dyn ExecutionStore, p: &str, effect_table: &str) -> Vec<
 async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
     let stack = Stack::lane("contract", StackOptions::default()).await;
     let dynamo = stack.store();
-    let on_dynamo = script(&dynamo, &unique("c"), &stack.effects_table).await;
+    let pauses = Pauses::for_table(&schedkit_testkit::localstack().await, &stack.table);
+    let on_dynamo = script(&dynamo, &pauses, &unique("c"), &stack.effects_table).await;
     let memory = MemoryStore::default();
     let p = unique("c");
-    let on_memory = script(&memory, &p, &stack.effects_table).await;
+    let on_memory = script(&memory, &memory, &p, &stack.effects_table).await;
     for (i, (d, m)) in on_dynamo.iter().zip(&on_memory).enumerate() {
         assert_eq!(d, m, "step {i} differs (DynamoDB, then memory)");
     }

@@ -15,9 +15,12 @@ use std::num::NonZeroU32;
 
 use chrono::{DateTime, Utc};
 
+use std::sync::Arc;
+
 use crate::aws::SdkConfig;
-use crate::store::{ExecutionStore, PauseRecord, Paused, Pauses};
+use crate::store::{ExecutionStore, PauseRecord, PauseStore, Paused, Pauses};
 use crate::telemetry::{Event, Metrics, Transition};
+use crate::trigger::pause::ScheduleSwitch;
 use crate::trigger::{self, TriggerError};
 
 /// Who an automatic pause is recorded as paused by.
@@ -27,17 +30,31 @@ pub const PAUSED_BY_WORKER: &str = "worker";
 /// IAM permission covers that group only) and the pause records.
 #[derive(Debug, Clone)]
 pub struct AutoPause {
-    scheduler: aws_sdk_scheduler::Client,
-    pauses: Pauses,
+    scheduler: Arc<dyn ScheduleSwitch>,
+    pauses: Arc<dyn PauseStore>,
     group: String,
 }
 
 impl AutoPause {
     /// Pauses schedules of `group`, recording the pauses in the executions `table`.
     pub fn new(sdk: &SdkConfig, table: &str, group: impl Into<String>) -> Self {
+        AutoPause::over(
+            Arc::new(aws_sdk_scheduler::Client::new(sdk)),
+            Arc::new(Pauses::for_table(sdk, table)),
+            group,
+        )
+    }
+
+    /// Pauses the schedules `scheduler` switches, recording the pauses in `pauses`: the
+    /// memory store and [`trigger::pause::MemorySchedules`] in tests and the simulation.
+    pub fn over(
+        scheduler: Arc<dyn ScheduleSwitch>,
+        pauses: Arc<dyn PauseStore>,
+        group: impl Into<String>,
+    ) -> Self {
         AutoPause {
-            scheduler: aws_sdk_scheduler::Client::new(sdk),
-            pauses: Pauses::for_table(sdk, table),
+            scheduler,
+            pauses,
             group: group.into(),
         }
     }
@@ -98,8 +115,8 @@ impl FailureStreaks {
             reason: reason.clone(),
         };
         let made = trigger::pause::pause_after_streak(
-            &auto.scheduler,
-            &auto.pauses,
+            auto.scheduler.as_ref(),
+            auto.pauses.as_ref(),
             &auto.group,
             &pause,
             limit.get(),

@@ -21,6 +21,7 @@ use super::conditions::{chain_end_passes, claim_passes, commit_passes, owner_hol
 use super::dynamo::{CommitError, StoreError, TransitionError};
 use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
 use super::overlap::{Gate, look_again_in};
+use super::pauses::PauseRecord;
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
     finished_record, lease_until, timestamp,
@@ -79,6 +80,8 @@ pub struct MemoryState {
     pub slots: BTreeMap<String, Slot>,
     /// Failure streaks by job: the keys of the runs FAILED since the last DONE one.
     pub streaks: BTreeMap<String, BTreeSet<String>>,
+    /// Pauses by job (the job's item in DynamoDB, beside its streak).
+    pub pauses: BTreeMap<String, PauseRecord>,
     /// Effects committed, by execution key: how many commits applied effects for it.
     pub effects_applied: BTreeMap<String, u32>,
     /// Requests served, faults included.
@@ -110,6 +113,15 @@ impl MemoryStore {
         }
     }
 
+    /// The same store (its state shared) with no faults: a test's or a simulation's last
+    /// look, or the repair it makes once its faults are over.
+    pub fn without_faults(&self) -> MemoryStore {
+        MemoryStore {
+            state: self.state.clone(),
+            faults: Arc::new(NoFaults),
+        }
+    }
+
     /// A copy of everything it holds.
     pub fn snapshot(&self) -> MemoryState {
         self.lock().clone()
@@ -129,7 +141,7 @@ impl MemoryStore {
 
     /// One request: its delay, then `apply` on the state unless refused; a lost answer
     /// applies it and reports the store unavailable.
-    async fn request<T>(
+    pub(super) async fn request<T>(
         &self,
         name: &'static str,
         key: &str,

@@ -8,6 +8,7 @@ mod execution_store;
 mod failures;
 mod internal;
 mod memory;
+mod memory_pauses;
 mod overlap;
 mod pauses;
 mod record;
@@ -21,7 +22,7 @@ pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
-pub use pauses::{PauseRecord, Paused, Pauses};
+pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Redrive,
     Status,

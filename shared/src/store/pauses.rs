@@ -22,7 +22,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 use serde::{Deserialize, Serialize};
 
-use super::{KEY_ATTRIBUTE, StoreError, job_key};
+use super::{KEY_ATTRIBUTE, StoreCall, StoreError, job_key};
 
 /// A job's pause.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +47,60 @@ pub enum Paused {
     /// An automatic pause whose streak was forgotten meanwhile (a resume came first):
     /// nothing was written.
     StreakEnded,
+}
+
+/// The pause records as pausing and resuming need them, whoever keeps them: a stage's
+/// executions table ([`Pauses`]) or the memory store (the worker's logic tested, and
+/// simulated, without DynamoDB). Each write is one conditional write, as [`Pauses`] says.
+pub trait PauseStore: Send + Sync + std::fmt::Debug {
+    /// The pause of `job`, if it is paused (a strongly consistent read).
+    fn pause_of<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>>;
+
+    /// Pauses `pause.job` unless it is paused already ([`Pauses::pause`]).
+    fn pause<'a>(&'a self, pause: &'a PauseRecord) -> StoreCall<'a, Result<Paused, StoreError>>;
+
+    /// The automatic pause after `streak` consecutive FAILED runs
+    /// ([`Pauses::pause_after_streak`]).
+    fn pause_after_streak<'a>(
+        &'a self,
+        pause: &'a PauseRecord,
+        streak: u32,
+    ) -> StoreCall<'a, Result<Paused, StoreError>>;
+
+    /// Ends the pause of `job` and forgets its streak ([`Pauses::resume`]).
+    fn resume<'a>(&'a self, job: &'a str)
+    -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>>;
+}
+
+impl PauseStore for Pauses {
+    fn pause_of<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>> {
+        Box::pin(self.get(job))
+    }
+
+    fn pause<'a>(&'a self, pause: &'a PauseRecord) -> StoreCall<'a, Result<Paused, StoreError>> {
+        Box::pin(Pauses::pause(self, pause))
+    }
+
+    fn pause_after_streak<'a>(
+        &'a self,
+        pause: &'a PauseRecord,
+        streak: u32,
+    ) -> StoreCall<'a, Result<Paused, StoreError>> {
+        Box::pin(Pauses::pause_after_streak(self, pause, streak))
+    }
+
+    fn resume<'a>(
+        &'a self,
+        job: &'a str,
+    ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>> {
+        Box::pin(Pauses::resume(self, job))
+    }
 }
 
 /// The pause records of a stage's executions table.

@@ -20,7 +20,37 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use super::TriggerError;
 use crate::aws::AwsResultExt;
 use crate::schedule::Schedule;
-use crate::store::{PauseRecord, Paused, Pauses};
+use crate::store::{PauseRecord, PauseStore, Paused, StoreCall};
+
+mod memory;
+
+pub use memory::MemorySchedules;
+
+/// Where a job's schedule is switched on and off: EventBridge Scheduler (its `Client`), or
+/// [`MemorySchedules`] where the logic is tested and simulated without it.
+pub trait ScheduleSwitch: Send + Sync + std::fmt::Debug {
+    /// Sets the State of `job`'s schedule in `group` (nothing is sent when it is `state`
+    /// already); [`TriggerError::NoSchedule`] when the group has no such schedule.
+    fn set_state<'a>(
+        &'a self,
+        group: &'a str,
+        job: &'a str,
+        state: ScheduleState,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<(), TriggerError>>;
+}
+
+impl ScheduleSwitch for Client {
+    fn set_state<'a>(
+        &'a self,
+        group: &'a str,
+        job: &'a str,
+        state: ScheduleState,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<(), TriggerError>> {
+        Box::pin(set_state(self, group, job, state, now))
+    }
+}
 
 /// How often [`converge`] sets the schedule again when the record keeps changing under it
 /// before it gives up (and says so: the next action or sync finishes it).
@@ -40,8 +70,8 @@ pub struct Decided<T> {
 /// Records the pause of `job` (unless it is paused already: that pause is kept, who, when
 /// and why) and disables its schedule in `group`. An error: nothing was written.
 pub async fn pause(
-    scheduler: &Client,
-    pauses: &Pauses,
+    scheduler: &dyn ScheduleSwitch,
+    pauses: &dyn PauseStore,
     group: &str,
     job: &str,
     by: &str,
@@ -63,8 +93,8 @@ pub async fn pause(
 /// [`pause`], but recorded only while the streak still holds (a resume in between forgot
 /// it, and wins: [`Paused::StreakEnded`], the schedule left alone).
 pub async fn pause_after_streak(
-    scheduler: &Client,
-    pauses: &Pauses,
+    scheduler: &dyn ScheduleSwitch,
+    pauses: &dyn PauseStore,
     group: &str,
     pause: &PauseRecord,
     streak: u32,
@@ -84,8 +114,8 @@ pub async fn pause_after_streak(
 /// `group` again; decides the pause it ended (None when the job was not paused by
 /// schedkit, which enables it all the same). An error: nothing was written.
 pub async fn resume(
-    scheduler: &Client,
-    pauses: &Pauses,
+    scheduler: &dyn ScheduleSwitch,
+    pauses: &dyn PauseStore,
     group: &str,
     job: &str,
     now: DateTime<Utc>,
@@ -100,8 +130,8 @@ pub async fn resume(
 /// state it left. A missing schedule is [`TriggerError::NoSchedule`] (the next sync creates
 /// it as the record says).
 pub async fn converge(
-    scheduler: &Client,
-    pauses: &Pauses,
+    scheduler: &dyn ScheduleSwitch,
+    pauses: &dyn PauseStore,
     group: &str,
     job: &str,
     now: DateTime<Utc>,
@@ -112,22 +142,22 @@ pub async fn converge(
 /// [`converge`] for a schedule whose state when not paused is `unpaused` (a sync keeps a
 /// job the catalog says `enabled = false` DISABLED).
 pub async fn converge_to(
-    scheduler: &Client,
-    pauses: &Pauses,
+    scheduler: &dyn ScheduleSwitch,
+    pauses: &dyn PauseStore,
     group: &str,
     job: &str,
     unpaused: ScheduleState,
     now: DateTime<Utc>,
 ) -> Result<ScheduleState, TriggerError> {
-    let mut paused = pauses.get(job).await?.is_some();
+    let mut paused = pauses.pause_of(job).await?.is_some();
     for _ in 0..CONVERGE_ROUNDS {
         let state = if paused {
             ScheduleState::Disabled
         } else {
             unpaused.clone()
         };
-        set_state(scheduler, group, job, state.clone(), now).await?;
-        let again = pauses.get(job).await?.is_some();
+        scheduler.set_state(group, job, state.clone(), now).await?;
+        let again = pauses.pause_of(job).await?.is_some();
         if again == paused {
             return Ok(state);
         }

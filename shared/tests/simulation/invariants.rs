@@ -29,6 +29,7 @@ pub fn check(report: &Report) -> Vec<String> {
     }
     effects(report, &mut broken);
     chains(report, &mut broken);
+    super::pauses::check(&report.pauses, &report.store.pauses, &mut broken);
     // A decided record is never written again.
     broken.extend(report.store.rewrites.iter().cloned());
     // Overlap: never two bodies of a job whose policy runs one at a time.

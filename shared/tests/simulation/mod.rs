@@ -9,6 +9,7 @@
 
 mod conductor;
 mod invariants;
+mod pauses;
 mod world;
 
 use std::time::Instant;

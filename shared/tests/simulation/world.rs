@@ -13,6 +13,7 @@ use schedkit::catalog::Catalog;
 use schedkit::orchestrator::{Answer, MemoryOrchestrator};
 use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
 use schedkit::store::{Fault, Faults, MemoryState, MemoryStore};
+use schedkit::trigger::pause::MemorySchedules;
 use schedkit::{
     Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Overlap, Processor, ProcessorConfig,
     Registry, RetryPolicy,
@@ -22,6 +23,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
 use super::conductor::Conductor;
+use super::pauses::{self, PauseReport};
 
 /// An effect committed with the outcome.
 pub const INVOICE: &str = "invoice";
@@ -35,7 +37,7 @@ pub const SLOW: &str = "slow";
 pub const EXCLUSIVE: &str = "exclusive";
 /// `overlap = "buffer_one"`.
 pub const QUEUED: &str = "queued";
-const JOBS: [&str; 6] = [INVOICE, FLAKY, BROKEN, SLOW, EXCLUSIVE, QUEUED];
+pub const JOBS: [&str; 6] = [INVOICE, FLAKY, BROKEN, SLOW, EXCLUSIVE, QUEUED];
 
 /// Two stages: `collect` (an invoice), then `bill` (flaky) beside `tally` (an invoice) and
 /// `settle` (exclusive); ends DONE, or PAUSED when `bill` fails three times.
@@ -231,6 +233,7 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
             },
             // Long enough for the long runs of `queued`.
             timeout: Some(Duration::from_secs(900)),
+            pause_after_failures: pauses::pause_after_failures(job),
             ..policy
         };
         let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
@@ -448,6 +451,8 @@ pub struct Report {
     pub answers: Vec<(String, Answer)>,
     /// Every task token Step Functions handed out, with its step's key.
     pub tasks: BTreeMap<String, String>,
+    /// The operator's pauses and resumes, and the schedules after the final sync.
+    pub pauses: PauseReport,
 }
 
 /// A worker: a processor and its receive loop, on its own clock.
@@ -465,7 +470,7 @@ fn spawn_worker(
         clock_skew: Duration::from_millis(500),
         clock: world.clock.shifted_by_ms(skew),
         visibility_on_claim: false,
-        auto_pause: None,
+        auto_pause: Some(pauses::auto_pause(&world.schedules, &world.store)),
         chains: Some(world.chains.clone()),
     };
     let seed = world.draw.lock().random();
@@ -518,6 +523,8 @@ struct World {
     /// The catalog's chains over the world's Step Functions.
     chains: Chains,
     orchestrator: MemoryOrchestrator,
+    /// The stage's schedules, which pauses switch off and on.
+    schedules: MemorySchedules,
 }
 
 /// Runs the world of `seed` until its queue is drained (or [`GIVE_UP`]).
@@ -545,6 +552,7 @@ pub async fn run(seed: u64) -> Report {
     let world = World {
         chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines),
         orchestrator,
+        schedules: pauses::schedules(&JOBS),
         store: MemoryStore::new(Arc::new(faults)),
         queue: MemoryQueue::new(MAX_RECEIVES),
         registry: registry(&draw, &observed, &trace),
@@ -571,6 +579,7 @@ pub async fn run(seed: u64) -> Report {
     let mut conductor = Conductor::new(world.orchestrator.clone(), catalog.chains.clone());
     let started = Instant::now();
     let mut ids: BTreeSet<String> = BTreeSet::new();
+    let mut acts = Vec::new();
     loop {
         let step = world.draw.millis(200, 3_000);
         tokio::time::sleep(step).await;
@@ -612,6 +621,22 @@ pub async fn run(seed: u64) -> Report {
                     ids.insert(copy);
                 }
             }
+            // An operator pauses or resumes a job (`jobs pause/resume`), the worker perhaps
+            // pausing it at the same moment.
+            if world.draw.chance(0.05) {
+                let job = JOBS[world.draw.below(JOBS.len())];
+                let resume = world.draw.chance(0.6);
+                let act = pauses::operator_acts(
+                    &world.schedules,
+                    &world.store,
+                    job,
+                    resume,
+                    world.clock.now(),
+                )
+                .await;
+                world.trace.say(format!("operator: {act:?}"));
+                acts.push(act);
+            }
             // An operator moves a dead letter back (`dlq redrive`): its run, if it FAILED,
             // runs a new round and ends with a new letter or DONE; a rejected message is
             // rejected again.
@@ -637,6 +662,11 @@ pub async fn run(seed: u64) -> Report {
     for w in &workers {
         w.abort();
     }
+    let synced = pauses::final_sync(&world.schedules, &world.store, &JOBS, world.clock.now()).await;
+    let states = JOBS
+        .iter()
+        .map(|j| (*j, world.schedules.state(j)))
+        .collect();
     let store = world.store.snapshot();
     let (dead_letters, left_in_queue) = {
         let q = world.queue.lock();
@@ -658,6 +688,11 @@ pub async fn run(seed: u64) -> Report {
         redriven,
         answers: world.orchestrator.lock().answers.clone(),
         tasks: conductor.tasks,
+        pauses: PauseReport {
+            acts,
+            synced,
+            states,
+        },
     }
 }
 
@@ -676,6 +711,9 @@ pub struct Totals {
     seeds: u64,
     kills: u64,
     redrives: u64,
+    /// Jobs left paused by the worker, and by the operator.
+    auto_paused: u64,
+    operator_paused: u64,
     outcomes: BTreeMap<String, u64>,
 }
 
@@ -684,6 +722,12 @@ impl Totals {
         self.seeds += 1;
         self.kills += u64::from(r.kills);
         self.redrives += u64::from(r.redrives);
+        for p in r.store.pauses.values() {
+            match p.by.as_str() {
+                pauses::OPERATOR => self.operator_paused += 1,
+                _ => self.auto_paused += 1,
+            }
+        }
         for (label, n) in &r.outcomes {
             *self.outcomes.entry(label.clone()).or_default() += n;
         }
@@ -698,6 +742,10 @@ impl Totals {
         assert!(
             self.redrives > 0,
             "no dead letter was ever redriven: {self}"
+        );
+        assert!(
+            self.auto_paused > 0 && self.operator_paused > 0,
+            "no job was ever left paused by the worker or by the operator: {self}"
         );
         for label in [
             "succeeded",
@@ -722,8 +770,8 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workers killed, {} dead letters redriven; outcomes {:?}",
-            self.kills, self.redrives, self.outcomes
+            "{} workers killed, {} dead letters redriven, {} jobs left paused by the worker and {} by the operator; outcomes {:?}",
+            self.kills, self.redrives, self.auto_paused, self.operator_paused, self.outcomes
         )
     }
 }

@@ -9,6 +9,7 @@ mod deadlines;
 mod forged;
 mod leases;
 mod overlap;
+mod pauses;
 mod retries;
 
 use std::sync::Arc;
