@@ -411,7 +411,7 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
         .await
         .unwrap();
     assert!(pauses.get(&other).await.unwrap().is_none());
-    let _ = pauses.resume(&other).await.unwrap();
+    let _ = pauses.resume(&other, Utc::now()).await.unwrap();
     assert!(
         stack
             .record(&format!("pause#{other}"))

@@ -306,11 +306,17 @@ async fn script(
 
     // Failure streaks.
     for k in ["s1", "s1", "s2", "s3"] {
-        let n = store.count_failure(&job, &key(k), "x", 2).await.unwrap();
+        let n = store
+            .count_failure(&job, &key(k), "x", 2, at("2026-12-01T15:00:00Z"))
+            .await
+            .unwrap();
         log.push(format!("streak after {k}: {n}"));
     }
     store.clear_failures(&job).await.unwrap();
-    let n = store.count_failure(&job, &key("s4"), "x", 2).await.unwrap();
+    let n = store
+        .count_failure(&job, &key("s4"), "x", 2, at("2026-12-01T15:00:00Z"))
+        .await
+        .unwrap();
     log.push(format!("streak after clearing: {n}"));
 
     // Pauses: an automatic one needs its streak, none overwrites another, a resume ends
@@ -332,7 +338,10 @@ async fn script(
             .await
             .unwrap()
     ));
-    store.count_failure(&job, &key("s5"), "x", 2).await.unwrap();
+    store
+        .count_failure(&job, &key("s5"), "x", 2, at("2026-12-01T15:00:00Z"))
+        .await
+        .unwrap();
     log.push(format!(
         "auto, streak 2 of 2: {:?}",
         pauses
@@ -348,7 +357,13 @@ async fn script(
         "paused: {:?}",
         pauses.pause_of(&job).await.unwrap()
     ));
-    log.push(format!("resumed: {:?}", pauses.resume(&job).await.unwrap()));
+    log.push(format!(
+        "resumed: {:?}",
+        pauses
+            .resume(&job, at("2026-12-01T16:30:00Z"))
+            .await
+            .unwrap()
+    ));
     log.push(format!(
         "auto after the resume: {:?}",
         pauses
@@ -367,11 +382,32 @@ async fn script(
             .await
             .unwrap()
     ));
-    log.push(format!("resumed: {:?}", pauses.resume(&job).await.unwrap()));
+    log.push(format!(
+        "resumed: {:?}",
+        pauses
+            .resume(&job, at("2026-12-01T16:30:00Z"))
+            .await
+            .unwrap()
+    ));
     log.push(format!(
         "resumed again: {:?}",
-        pauses.resume(&job).await.unwrap()
+        pauses
+            .resume(&job, at("2026-12-01T16:30:00Z"))
+            .await
+            .unwrap()
     ));
+    for (k, failed_at) in [
+        ("s6", "2026-12-01T16:00:00Z"),
+        ("s7", "2026-12-01T17:00:00Z"),
+    ] {
+        let n = store
+            .count_failure(&job, &key(k), "x", 2, at(failed_at))
+            .await
+            .unwrap();
+        log.push(format!(
+            "after the resume, {k} failed at {failed_at}: streak {n}"
+        ));
+    }
 
     // A chain run's start and end.
     let chain = format!("{p}-chain");

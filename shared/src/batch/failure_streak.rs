@@ -84,7 +84,7 @@ impl FailureStreaks {
     ) {
         let streak = match self
             .store
-            .count_failure(t.job, t.key, error, limit.get())
+            .count_failure(t.job, t.key, error, limit.get(), now)
             .await
         {
             Ok(n) => n,
@@ -125,7 +125,8 @@ impl FailureStreaks {
         .await;
         let decided = match made {
             Ok(d) => d,
-            // Nothing recorded: the next failure (the streak is still long enough), or the
+            // Not recorded, or not known to be (its answer lost, and the record could not
+            // be read back): the next failure (the streak is still long enough), or the
             // redelivery of this one, tries again.
             Err(e) => {
                 let error = e.to_string();

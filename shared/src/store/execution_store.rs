@@ -117,14 +117,15 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
         running: &'a str,
     ) -> StoreCall<'a, Result<(), TransitionError>>;
 
-    /// Adds the FAILED run `key` to `job`'s failure streak; the streak's length (at most
-    /// `cap`).
+    /// Adds the FAILED run `key`, failed at `failed_at`, to `job`'s failure streak unless
+    /// it failed before the job's last resume; the streak's length (at most `cap`).
     fn count_failure<'a>(
         &'a self,
         job: &'a str,
         key: &'a str,
         error: &'a str,
         cap: u32,
+        failed_at: DateTime<Utc>,
     ) -> StoreCall<'a, Result<u32, StoreError>>;
 
     /// Ends `job`'s failure streak after a DONE run.
@@ -231,8 +232,11 @@ impl ExecutionStore for DynamoStore {
         key: &'a str,
         error: &'a str,
         cap: u32,
+        failed_at: DateTime<Utc>,
     ) -> StoreCall<'a, Result<u32, StoreError>> {
-        Box::pin(DynamoStore::count_failure(self, job, key, error, cap))
+        Box::pin(DynamoStore::count_failure(
+            self, job, key, error, cap, failed_at,
+        ))
     }
 
     fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {

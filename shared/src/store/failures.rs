@@ -8,18 +8,26 @@
 //! a fifth of a write's price) and empties it only when it holds any (one `UpdateItem`
 //! more). The set stops growing at the job's N: by then the job is paused, and the item
 //! stays far below DynamoDB's item size limit. A resume empties it in the same write that
-//! ends the pause ([`super::Pauses::resume`]).
+//! ends the pause ([`super::Pauses::resume`]) and notes when (`resumed_at`, epoch ms): a
+//! run that failed before the resume is not counted again, when its message comes back
+//! after it (the worker that failed it stopped before it deleted it), so old failures
+//! cannot pause the job the operator has just resumed.
 //!
 //! The item has no job, status or shard attribute: no index sees it. It has no TTL either:
 //! it may hold a pause, which lasts until someone resumes the job.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
 use super::{DynamoStore, KEY_ATTRIBUTE, StoreError, job_key};
 
 /// The most error text kept with a streak.
 const ERROR_CHARS: usize = 300;
+
+/// A failure is counted when it came after the job's last resume, and the streak has room
+/// for it (or holds it already).
+const COUNT_CONDITION: &str = "(attribute_not_exists(#resumed_at) OR #resumed_at < :failed_at) AND (attribute_not_exists(#failed_keys) OR size(#failed_keys) < :cap OR contains(#failed_keys, :key))";
 
 fn keys_of(item: &std::collections::HashMap<String, AttributeValue>) -> Vec<String> {
     item.get("failed_keys")
@@ -29,22 +37,26 @@ fn keys_of(item: &std::collections::HashMap<String, AttributeValue>) -> Vec<Stri
 }
 
 impl DynamoStore {
-    /// Adds the FAILED run `key` to `job`'s streak and returns the streak's length (at most
-    /// `cap`: a longer streak is not recorded further).
+    /// Adds the FAILED run `key` (failed at `failed_at`) to `job`'s streak and returns the
+    /// streak's length (at most `cap`: a longer streak is not recorded further). A run
+    /// that failed before the job's last resume is not added.
     pub async fn count_failure(
         &self,
         job: &str,
         key: &str,
         error: &str,
         cap: u32,
+        failed_at: DateTime<Utc>,
     ) -> Result<u32, StoreError> {
         let error: String = error.chars().take(ERROR_CHARS).collect();
         let result = self
             .update(
                 &job_key(job),
                 "ADD #failed_keys :keys SET #last_error = :error",
-                "attribute_not_exists(#failed_keys) OR size(#failed_keys) < :cap OR contains(#failed_keys, :key)",
+                COUNT_CONDITION,
             )
+            .expression_attribute_names("#resumed_at", "resumed_at")
+            .expression_attribute_values(":failed_at", n(failed_at.timestamp_millis()))
             .expression_attribute_values(":keys", AttributeValue::Ss(vec![key.to_string()]))
             .expression_attribute_values(":key", s(key))
             .expression_attribute_values(":error", s(&error))

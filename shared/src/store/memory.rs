@@ -82,6 +82,8 @@ pub struct MemoryState {
     pub streaks: BTreeMap<String, BTreeSet<String>>,
     /// Pauses by job (the job's item in DynamoDB, beside its streak).
     pub pauses: BTreeMap<String, PauseRecord>,
+    /// When each job was last resumed, epoch ms: failures before it are not counted.
+    pub resumed_at_ms: BTreeMap<String, i64>,
     /// Effects committed, by execution key: how many commits applied effects for it.
     pub effects_applied: BTreeMap<String, u32>,
     /// Requests served, faults included.
@@ -332,9 +334,22 @@ impl MemoryStore {
         self.put_owned("skip_claimed", claimed, skipped).await
     }
 
-    async fn count_failure(&self, job: &str, key: &str, cap: u32) -> Result<u32, StoreError> {
+    async fn count_failure(
+        &self,
+        job: &str,
+        key: &str,
+        cap: u32,
+        failed_at: DateTime<Utc>,
+    ) -> Result<u32, StoreError> {
         self.request("count_failure", job, |state| {
+            let before_resume = state
+                .resumed_at_ms
+                .get(job)
+                .is_some_and(|resumed| *resumed >= failed_at.timestamp_millis());
             let keys = state.streaks.entry(job.to_string()).or_default();
+            if before_resume {
+                return keys.len() as u32;
+            }
             let known = keys.contains(key);
             if known || (keys.len() as u32) < cap {
                 keys.insert(key.to_string());
@@ -659,8 +674,9 @@ impl ExecutionStore for MemoryStore {
         key: &'a str,
         _error: &'a str,
         cap: u32,
+        failed_at: DateTime<Utc>,
     ) -> StoreCall<'a, Result<u32, StoreError>> {
-        Box::pin(MemoryStore::count_failure(self, job, key, cap))
+        Box::pin(MemoryStore::count_failure(self, job, key, cap, failed_at))
     }
 
     fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {

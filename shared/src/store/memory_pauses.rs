@@ -3,6 +3,8 @@
 //! a resume ends the pause and the streak together), each one request that meets the
 //! store's faults.
 
+use chrono::{DateTime, Utc};
+
 use super::memory::MemoryStore;
 use super::pauses::{PauseRecord, PauseStore, Paused};
 use super::{StoreCall, StoreError};
@@ -51,9 +53,13 @@ impl PauseStore for MemoryStore {
     fn resume<'a>(
         &'a self,
         job: &'a str,
+        now: DateTime<Utc>,
     ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>> {
-        Box::pin(self.request("resume", job, |state| {
+        Box::pin(self.request("resume", job, move |state| {
             state.streaks.remove(job);
+            state
+                .resumed_at_ms
+                .insert(job.to_string(), now.timestamp_millis());
             state.pauses.remove(job)
         }))
     }
@@ -63,6 +69,10 @@ impl PauseStore for MemoryStore {
 mod tests {
     use super::*;
     use crate::store::ExecutionStore;
+
+    fn at(minute: u32) -> DateTime<Utc> {
+        format!("2026-12-02T00:{minute:02}:00Z").parse().unwrap()
+    }
 
     fn record(by: &str) -> PauseRecord {
         PauseRecord {
@@ -83,10 +93,10 @@ mod tests {
                 .unwrap(),
             Paused::StreakEnded
         );
-        ExecutionStore::count_failure(&store, "j", "k1", "e", 2)
+        ExecutionStore::count_failure(&store, "j", "k1", "e", 2, at(1))
             .await
             .unwrap();
-        ExecutionStore::count_failure(&store, "j", "k2", "e", 2)
+        ExecutionStore::count_failure(&store, "j", "k2", "e", 2, at(1))
             .await
             .unwrap();
         assert_eq!(
@@ -102,7 +112,7 @@ mod tests {
             Paused::Already(record("ops")),
             "the operator's pause is kept"
         );
-        assert_eq!(store.resume("j").await.unwrap(), Some(record("ops")));
+        assert_eq!(store.resume("j", at(2)).await.unwrap(), Some(record("ops")));
         assert_eq!(
             store
                 .pause_after_streak(&record("worker"), 2)
@@ -112,5 +122,18 @@ mod tests {
             "a resume forgets the streak"
         );
         assert_eq!(store.pause_of("j").await.unwrap(), None);
+        assert_eq!(
+            ExecutionStore::count_failure(&store, "j", "k1", "e", 2, at(1))
+                .await
+                .unwrap(),
+            0,
+            "a run that failed before the resume is not counted again"
+        );
+        assert_eq!(
+            ExecutionStore::count_failure(&store, "j", "k3", "e", 2, at(3))
+                .await
+                .unwrap(),
+            1
+        );
     }
 }

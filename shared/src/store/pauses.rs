@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{KEY_ATTRIBUTE, StoreCall, StoreError, job_key};
@@ -70,9 +71,13 @@ pub trait PauseStore: Send + Sync + std::fmt::Debug {
         streak: u32,
     ) -> StoreCall<'a, Result<Paused, StoreError>>;
 
-    /// Ends the pause of `job` and forgets its streak ([`Pauses::resume`]).
-    fn resume<'a>(&'a self, job: &'a str)
-    -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>>;
+    /// Ends the pause of `job` and forgets its streak, noting `now` as its resume
+    /// ([`Pauses::resume`]).
+    fn resume<'a>(
+        &'a self,
+        job: &'a str,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>>;
 }
 
 impl PauseStore for Pauses {
@@ -98,8 +103,9 @@ impl PauseStore for Pauses {
     fn resume<'a>(
         &'a self,
         job: &'a str,
+        now: DateTime<Utc>,
     ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>> {
-        Box::pin(Pauses::resume(self, job))
+        Box::pin(Pauses::resume(self, job, now))
     }
 }
 
@@ -320,15 +326,27 @@ impl Pauses {
     }
 
     /// Ends the pause of `job` and forgets its run of failures (a resumed job gets its full
-    /// `pause_after_failures` again), in one write; returns the pause it ended, if there
+    /// `pause_after_failures` again), in one write that notes `now` as its resume (a run
+    /// that failed before it is not counted again); returns the pause it ended, if there
     /// was one. A legacy pause record is removed too (never an execution record).
-    pub async fn resume(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
+    pub async fn resume(
+        &self,
+        job: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<PauseRecord>, StoreError> {
         let out = self
             .ddb
             .update_item()
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(job)))
-            .update_expression("REMOVE #by, #at, #reason, #failed_keys, #last_error")
+            .update_expression(
+                "SET #resumed_at = :resumed_at REMOVE #by, #at, #reason, #failed_keys, #last_error",
+            )
+            .expression_attribute_names("#resumed_at", "resumed_at")
+            .expression_attribute_values(
+                ":resumed_at",
+                AttributeValue::N(now.timestamp_millis().to_string()),
+            )
             .expression_attribute_names("#by", "by")
             .expression_attribute_names("#at", "at")
             .expression_attribute_names("#reason", "reason")

@@ -68,7 +68,8 @@ pub struct Decided<T> {
 }
 
 /// Records the pause of `job` (unless it is paused already: that pause is kept, who, when
-/// and why) and disables its schedule in `group`. An error: nothing was written.
+/// and why) and disables its schedule in `group`. An error: nothing was written that can
+/// be told apart from another's (see [`written`]).
 pub async fn pause(
     scheduler: &dyn ScheduleSwitch,
     pauses: &dyn PauseStore,
@@ -84,9 +85,28 @@ pub async fn pause(
         at: now.to_rfc3339_opts(SecondsFormat::Secs, true),
         reason: reason.to_string(),
     };
-    let decided = pauses.pause(&record).await?;
+    let decided = written(pauses, &record, pauses.pause(&record).await).await?;
     let schedule = converge(scheduler, pauses, group, job, now).await.map(drop);
     Ok(Decided { decided, schedule })
+}
+
+/// What a pause write did, its answer lost or not: a write whose answer was lost (the
+/// store unreachable after it applied it), or was retried and then refused by itself, has
+/// made the pause all the same. Either way the record now holds exactly `pause`; read back,
+/// that is [`Paused::Now`], so that the schedule follows and the pause is counted.
+async fn written(
+    pauses: &dyn PauseStore,
+    pause: &PauseRecord,
+    answer: Result<Paused, crate::store::StoreError>,
+) -> Result<Paused, crate::store::StoreError> {
+    match answer {
+        Ok(Paused::Already(existing)) if existing == *pause => Ok(Paused::Now),
+        Ok(decided) => Ok(decided),
+        Err(e) => match pauses.pause_of(&pause.job).await {
+            Ok(Some(existing)) if existing == *pause => Ok(Paused::Now),
+            _ => Err(e),
+        },
+    }
 }
 
 /// The worker's automatic pause of `job` after `streak` consecutive FAILED runs: as
@@ -100,7 +120,8 @@ pub async fn pause_after_streak(
     streak: u32,
     now: DateTime<Utc>,
 ) -> Result<Decided<Paused>, TriggerError> {
-    let decided = pauses.pause_after_streak(pause, streak).await?;
+    let answer = pauses.pause_after_streak(pause, streak).await;
+    let decided = written(pauses, pause, answer).await?;
     let schedule = match decided {
         Paused::StreakEnded => Ok(()),
         _ => converge(scheduler, pauses, group, &pause.job, now)
@@ -120,7 +141,7 @@ pub async fn resume(
     job: &str,
     now: DateTime<Utc>,
 ) -> Result<Decided<Option<PauseRecord>>, TriggerError> {
-    let decided = pauses.resume(job).await?;
+    let decided = pauses.resume(job, now).await?;
     let schedule = converge(scheduler, pauses, group, job, now).await.map(drop);
     Ok(Decided { decided, schedule })
 }

@@ -9,16 +9,28 @@ use std::time::Duration;
 use aws_sdk_scheduler::types::ScheduleState;
 use schedkit::batch::AutoPause;
 use schedkit::queue::MemoryQueue;
-use schedkit::store::{MemoryStore, PauseRecord, PauseStore};
+use schedkit::store::{Fault, Faults, MemoryStore, PauseRecord, PauseStore};
 use schedkit::trigger::pause::{self, MemorySchedules};
-use schedkit::{JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig, Registry};
+use schedkit::{
+    Clock, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig, Registry,
+};
 use serde_json::json;
 
-use super::{config, drain, envelope};
+use super::{VISIBILITY, config, drain, envelope, metric_total};
 
 /// `nightly` pauses after two FAILED runs in a row; a run whose key starts with `bad`
 /// fails for good.
 fn worker(store: &MemoryStore, queue: &MemoryQueue, schedules: &MemorySchedules) -> Processor {
+    worker_counted(store, queue, schedules, Metrics::capture().0)
+}
+
+/// [`worker`], its metrics written to `metrics`.
+fn worker_counted(
+    store: &MemoryStore,
+    queue: &MemoryQueue,
+    schedules: &MemorySchedules,
+    metrics: Metrics,
+) -> Processor {
     let policy = JobPolicy {
         pause_after_failures: NonZeroU32::new(2),
         ..JobPolicy::default()
@@ -37,13 +49,7 @@ fn worker(store: &MemoryStore, queue: &MemoryQueue, schedules: &MemorySchedules)
         )),
         ..config()
     };
-    Processor::with_queue(
-        store.clone(),
-        queue.clone(),
-        registry,
-        config,
-        Metrics::capture().0,
-    )
+    Processor::with_queue(store.clone(), queue.clone(), registry, config, metrics)
 }
 
 async fn run(processor: &Processor, queue: &MemoryQueue, key: &str) -> Vec<String> {
@@ -117,4 +123,69 @@ async fn an_operators_pause_is_kept_through_a_streak_and_a_missing_schedule_keep
         (kept.by.as_str(), kept.reason.as_str()),
         ("ops", "migrating")
     );
+}
+
+/// The store loses the answer of every pause it writes (and of nothing else).
+#[derive(Debug)]
+struct PauseAnswersLost;
+
+impl Faults for PauseAnswersLost {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, Fault) {
+        match request {
+            "pause" => (Duration::ZERO, Fault::LoseAnswer),
+            _ => (Duration::ZERO, Fault::None),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pause_whose_answer_was_lost_still_disables_the_schedule_and_is_counted() {
+    let store = MemoryStore::new(Arc::new(PauseAnswersLost));
+    let queue = MemoryQueue::new(10);
+    let schedules = MemorySchedules::enabled(["nightly"]);
+    let (metrics, lines) = Metrics::capture();
+    let worker = worker_counted(&store, &queue, &schedules, metrics);
+    run(&worker, &queue, "bad-1").await;
+    run(&worker, &queue, "bad-2").await;
+    let paused = pause_of(&store).await.expect("the pause was written");
+    assert_eq!(paused.by, "worker");
+    assert_eq!(
+        schedules.state("nightly"),
+        Some(ScheduleState::Disabled),
+        "the record says paused: the schedule follows"
+    );
+    assert_eq!(
+        metric_total(&lines, "AutoPaused"),
+        1.0,
+        "the pause is counted, for the job's paused alarm"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_runs_delivered_again_after_a_resume_do_not_pause_the_job_again() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
+    let schedules = MemorySchedules::enabled(["nightly"]);
+    let clock = Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap());
+    let worker = worker(&store, &queue, &schedules);
+    // Two runs fail and pause the job, and their messages are never acknowledged (the
+    // worker stopped before it deleted them).
+    queue.send_body(&envelope("nightly", "bad-1"));
+    queue.send_body(&envelope("nightly", "bad-2"));
+    let first = queue.receive(10, VISIBILITY);
+    assert_eq!(first.len(), 2);
+    worker.process(first, None).await;
+    assert_eq!(pause_of(&store).await.map(|p| p.by), Some("worker".into()));
+    // The operator fixes the cause and resumes; then the two old messages come back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    pause::resume(&schedules, &store, "stage", "nightly", clock.now())
+        .await
+        .unwrap();
+    let labels = drain(&worker, &queue, VISIBILITY + Duration::from_secs(5)).await;
+    assert_eq!(labels.len(), 2, "both delivered again: {labels:?}");
+    assert_eq!(
+        pause_of(&store).await,
+        None,
+        "no run failed since the resume: the job stays resumed"
+    );
+    assert_eq!(schedules.state("nightly"), Some(ScheduleState::Enabled));
 }

@@ -37,6 +37,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 # Built without clippy's driver even under make test (which lints as it builds): a revert
 # may well be code clippy would refuse, and the point is what the simulation says of it.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+# Incremental even under make test (which turns it off): the six builds differ by a patch.
+export CARGO_INCREMENTAL=1
 cd "$work"
 missed=0
 for case in "${cases[@]}"; do
