@@ -109,8 +109,9 @@ sam-deploy: sam-build build
 package:
 	functions/package.sh --release worker
 
-## test-only: the tests alone, against a LocalStack that is already running: the integration binary
-#        (INTEGRATION_THREADS tests at a time, default 4) beside every other test binary (tests/lanes.sh).
+## test-only: the tests alone, against a LocalStack that is already running, in two lanes (tests/lanes.sh):
+#        the tests on LocalStack (the integration binary INTEGRATION_THREADS at a time, default 4;
+#        the console's; the demo's) beside the ones that need only the CPU, at a lower priority.
 test-only:
 	CARGO=$(CARGO) tests/lanes.sh
 
