@@ -109,14 +109,13 @@ sam-deploy: sam-build build
 package:
 	functions/package.sh --release worker
 
-## test-only: the tests alone, against a LocalStack that is already running, in two lanes (tests/lanes.sh):
-#        the tests on LocalStack (the integration binary INTEGRATION_THREADS at a time, default 4;
-#        the console's; the demo's) beside the ones that need only the CPU, at a lower priority.
+## test-only: the tests alone, against a LocalStack that is already running (tests/run.sh: the
+#        integration binary INTEGRATION_THREADS tests at a time, default 4, then every other test).
 test-only:
-	CARGO=$(CARGO) tests/lanes.sh
+	CARGO=$(CARGO) tests/run.sh
 
 test-with-reverts:
-	CARGO=$(CARGO) tests/lanes.sh $(MAKE) --no-print-directory --keep-going lint-infra lint-no-default sim-reverts
+	CARGO=$(CARGO) tests/run.sh $(MAKE) --no-print-directory --keep-going lint-infra lint-no-default sim-reverts
 
 ## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start
