@@ -133,7 +133,9 @@ pub async fn pause_after_streak(
 
 /// Ends `job`'s pause (and forgets its streak of failures) and enables its schedule in
 /// `group` again; decides the pause it ended (None when the job was not paused by
-/// schedkit, which enables it all the same). An error: nothing was written.
+/// schedkit, which enables it all the same). An error: the record could not be changed,
+/// or (a stage from before the job's own item) the pause ended and the earlier record of it
+/// could not be removed; the job's status says which, and the schedule is left as it was.
 pub async fn resume(
     scheduler: &dyn ScheduleSwitch,
     pauses: &dyn PauseStore,
