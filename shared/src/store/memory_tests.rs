@@ -329,42 +329,21 @@ async fn a_slot_is_held_by_a_running_run_only_and_skips_or_queues_one_waiter() {
 #[tokio::test]
 async fn a_streak_counts_each_run_once_up_to_its_cap_and_clears_what_it_read() {
     let store = MemoryStore::default();
-    assert_eq!(
-        store
-            .count_failure("j", "k1", 2, chrono::Utc::now())
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        store
-            .count_failure("j", "k1", 2, chrono::Utc::now())
-            .await
-            .unwrap(),
-        1
-    );
-    assert_eq!(
-        store
-            .count_failure("j", "k2", 2, chrono::Utc::now())
-            .await
-            .unwrap(),
-        2
-    );
-    assert_eq!(
-        store
-            .count_failure("j", "k3", 2, chrono::Utc::now())
-            .await
-            .unwrap(),
-        2
-    );
+    let count = |key: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .count_failure("j", key, 2, chrono::Utc::now())
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(count("k1").await, 1);
+    assert_eq!(count("k1").await, 1);
+    assert_eq!(count("k2").await, 2);
+    assert_eq!(count("k3").await, 2);
     store.clear_failures("j").await.unwrap();
-    assert_eq!(
-        store
-            .count_failure("j", "k4", 2, chrono::Utc::now())
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(count("k4").await, 1);
 }
 
 #[tokio::test]
