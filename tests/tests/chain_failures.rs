@@ -18,10 +18,14 @@ use schedkit_testkit::{Stack, localstack};
 
 /// One chain, one step: an invoice that takes `render_seconds` before its write (the
 /// example worker's `record-invoice`, whose write is an effect committed with its record).
+/// Its lease is 5 s, not less: a LocalStack busy with the other tests can be silent for
+/// over a second, and an owner gives up its attempt when its lease is not confirmed within
+/// the lease less the clock-skew bound (with a 2 s lease, two such stalls in a row failed
+/// the step for good and paused the chain).
 const CATALOG: &str = r#"
 [jobs.record-invoice]
 owner = "billing"
-lease_seconds = 2
+lease_seconds = 5
 
 [jobs.record-invoice.retry]
 max_attempts = 3
@@ -124,7 +128,7 @@ async fn a_worker_sigkilled_mid_step_leaves_it_to_another_that_finishes_it_and_a
         .unwrap();
     let key = "settle#2026-12-01T03:00:00Z";
     let step = format!("{key}#invoice");
-    // The first worker is rendering the invoice (4 s, its lease 2 s kept by heartbeats).
+    // The first worker is rendering the invoice (4 s, its lease 5 s kept by heartbeats).
     record_until(&stack, &step, Duration::from_secs(30), |r| {
         r.status == Status::Running && r.owner.as_deref().is_some_and(|o| o.starts_with("doomed"))
     })
@@ -192,7 +196,7 @@ async fn a_step_whose_worker_stops_answering_is_sent_again_after_its_heartbeat_t
     assert!(
         heartbeat
             .replace(' ', "")
-            .contains("\"HeartbeatSeconds\":36"),
+            .contains("\"HeartbeatSeconds\":45"),
         "the step's heartbeat timeout: {heartbeat}"
     );
     let (sfn, machine) = machine(&stack, &catalog).await;
