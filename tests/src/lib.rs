@@ -6,6 +6,7 @@ pub mod chains;
 pub mod chaos;
 pub mod counter;
 pub mod lambda;
+pub mod lane_tables;
 pub mod private;
 pub mod proxy;
 pub mod schedules;

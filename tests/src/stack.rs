@@ -1,7 +1,8 @@
 //! schedkit's stack on LocalStack, deployed from `infra/template.yaml` (one CloudFormation
 //! stack per test, so tests run in parallel without seeing each other's messages; or a lane
-//! of one stage shared by a test binary, its own queues on the stage's tables, for tests
-//! that read only their own keys), and the helpers tests and the demo use on it.
+//! of one stage shared by a test binary, its own queues and tables beside the stage's
+//! functions and schedule group, for tests that drive workers themselves), and the helpers
+//! tests and the demo use on it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,6 +18,8 @@ use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
 use schedkit_worker::jobs::EFFECT_KEY;
+
+use crate::lane_tables::TableShape;
 use serde::Deserialize;
 
 /// Settings of a test's stack.
@@ -151,21 +154,20 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// A stack named `unique(prefix)` on the tests' LocalStack whose queue hides a received
+    /// A lane (see [`Stack::lane`]) named `unique(prefix)` whose queue hides a received
     /// message for one second: a message comes back soon after its worker stops renewing.
     pub async fn with_quick_redelivery(prefix: &str) -> Stack {
         Stack::with_visibility_timeout(prefix, 1).await
     }
 
-    /// A stack named `unique(prefix)` whose queue hides a received message for `seconds`.
+    /// A lane (see [`Stack::lane`]) named `unique(prefix)` whose queue hides a received
+    /// message for `seconds`.
     pub async fn with_visibility_timeout(prefix: &str, seconds: i32) -> Stack {
         let options = StackOptions {
             visibility_timeout: Some(seconds),
             ..StackOptions::default()
         };
-        Stack::create(&crate::localstack().await, &crate::unique(prefix), options)
-            .await
-            .expect("a stack on LocalStack")
+        Stack::lane(prefix, options).await
     }
 
     /// Deploys (or updates) the template as stage `name` and adapts its queue to `options`.
@@ -224,12 +226,21 @@ impl Stack {
         Ok(stack)
     }
 
-    /// A lane of the stage this test binary shares: a jobs queue and a DLQ of its own
-    /// (created in milliseconds), on the tables, schedule group and roles of one stage
-    /// deployed once per process. For tests that read only their own keys: a deploy costs
-    /// LocalStack seconds of CPU, a lane two `CreateQueue` calls. `options` may set the
-    /// queue's visibility timeout and `maxReceiveCount`; the rest is the shared stage's.
+    /// A lane of the stage this test binary shares: a jobs queue, DLQs and tables of its
+    /// own (made as the stage's are, see [`crate::lane_tables`]), on the schedule group,
+    /// roles and functions of one stage deployed once per process. For tests that drive
+    /// workers themselves: a deploy costs LocalStack about five seconds of CPU, a lane three
+    /// `CreateQueue` and three `CreateTable` calls. `options` may set the queue's
+    /// visibility timeout and `maxReceiveCount`; a lane has no worker of its own (the
+    /// stage's function does not consume its queue), so `worker` and `worker_event_source`
+    /// are refused.
     pub async fn lane(prefix: &str, options: StackOptions) -> Stack {
+        assert!(
+            options.worker.is_none() && !options.worker_event_source,
+            "a lane has no worker function of its own: deploy a stack (Stack::create) for {options:?}"
+        );
+        static SHAPES: tokio::sync::OnceCell<Vec<(&str, &str, TableShape)>> =
+            tokio::sync::OnceCell::const_new();
         static SHARED: tokio::sync::OnceCell<HashMap<String, String>> =
             tokio::sync::OnceCell::const_new();
         let sdk = crate::localstack().await;
@@ -266,6 +277,7 @@ impl Stack {
             }
         };
         let dlq_url = create(format!("{name}-dlq"), Vec::new()).await;
+        let schedule_dlq_url = create(format!("{name}-schedule-dlq"), Vec::new()).await;
         let dlq_arn = format!(
             "arn:aws:sqs:us-east-1:000000000000:{}",
             dlq_url.rsplit('/').next().unwrap_or_default()
@@ -305,24 +317,55 @@ impl Stack {
             ],
         )
         .await;
+        let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+        let shapes = SHAPES
+            .get_or_init(|| async {
+                let mut shapes = Vec::new();
+                for (output, suffix) in [
+                    ("ExecutionsTableName", "executions"),
+                    ("EffectsTableName", "effects"),
+                    ("FiringsTableName", "firings"),
+                ] {
+                    let shape = TableShape::of(&ddb, &get(output))
+                        .await
+                        .unwrap_or_else(|e| panic!("the shared stage's {output}: {e:#}"));
+                    shapes.push((output, suffix, shape));
+                }
+                shapes
+            })
+            .await;
         let mut outputs = outputs.clone();
+        for (output, suffix, shape) in shapes {
+            // Named as the template names a stage's tables: the worker reads its stage from it.
+            let table = format!("schedkit-{name}-{suffix}");
+            shape
+                .create(&ddb, &table)
+                .await
+                .unwrap_or_else(|e| panic!("a lane's table {table}: {e:#}"));
+            outputs.insert(output.to_string(), table);
+        }
         outputs.insert("JobsQueueUrl".into(), queue_url.clone());
         outputs.insert("DeadLetterQueueUrl".into(), dlq_url.clone());
+        outputs.insert(
+            "ScheduleDeadLetterQueueUrl".into(),
+            schedule_dlq_url.clone(),
+        );
+        let own = |key: &str| outputs[key].clone();
         Stack {
             name,
             queue_url,
             dlq_url,
-            table: get("ExecutionsTableName"),
-            effects_table: get("EffectsTableName"),
-            schedule_dlq_url: get("ScheduleDeadLetterQueueUrl"),
-            firings_table: get("FiringsTableName"),
+            table: own("ExecutionsTableName"),
+            effects_table: own("EffectsTableName"),
+            schedule_dlq_url,
+            firings_table: own("FiringsTableName"),
             schedule_group: get("ScheduleGroupName"),
             scheduler_role_arn: get("SchedulerRoleArn"),
             worker_function: get("WorkerFunctionName"),
-            auto_pause: AutoPause::new(&sdk, &get("ExecutionsTableName"), get("ScheduleGroupName")),
+            auto_pause: AutoPause::new(&sdk, &own("ExecutionsTableName"), get("ScheduleGroupName")),
             outputs,
             sqs,
-            ddb: aws_sdk_dynamodb::Client::new(&sdk),
+            ddb,
         }
     }
 

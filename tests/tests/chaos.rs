@@ -6,17 +6,11 @@
 //! of the last kill.
 
 use schedkit_testkit::chaos::{self, Plan};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_deliveries_through_killed_pollers_and_an_outage_account_exactly() {
-    let stack = Stack::create(
-        &localstack().await,
-        &unique("chaos"),
-        StackOptions::default(),
-    )
-    .await
-    .unwrap();
+    let stack = Stack::lane("chaos", StackOptions::default()).await;
     let report = chaos::run(&stack, &Plan::standard(1000)).await.unwrap();
     println!("{report}");
     assert!(report.kills >= 30, "{report}");

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use schedkit::{Envelope, JobPolicy, Metrics, Registry, Status};
-use schedkit_testkit::{RequestCounter, Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{RequestCounter, Stack, StackOptions, localstack};
 use schedkit_worker::jobs::RecordInvoice;
 use serde_json::json;
 
@@ -30,10 +30,7 @@ fn registry(stack: &Stack) -> Registry {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_concurrent_deliveries_apply_the_effect_once() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("once"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("once", StackOptions::default()).await;
     let envelope = invoice("acme");
     for _ in 0..20 {
         stack.send_envelope(&envelope).await.unwrap();
@@ -84,9 +81,7 @@ async fn twenty_concurrent_deliveries_apply_the_effect_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("requests"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("requests", StackOptions::default()).await;
     let counter = RequestCounter::all();
     let counted = aws_sdk_dynamodb::Client::from_conf(
         aws_sdk_dynamodb::config::Builder::from(&sdk)

@@ -11,14 +11,12 @@ use chrono::{DateTime, Utc};
 use schedkit::ops::executions::{Filter, Records};
 use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
 use schedkit::{DynamoStore, Status};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions, localstack};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn executions_are_listed_newest_first_across_pages_and_done_ones_stay_off_the_status_index() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("listing"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("listing", StackOptions::default()).await;
     let store = DynamoStore::new(stack.ddb.clone(), &stack.table);
     // 40 records a second apart, in an order unrelated to their keys: every third stays
     // RUNNING, every fifth (of the others) FAILED, the rest DONE.

@@ -118,9 +118,7 @@ enabled = false
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("engine"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("engine", StackOptions::default()).await;
     let queue_arn = stack.arn_of(&stack.queue_url);
     let group = schedules(&sdk, &stack, DAY, &queue_arn).await;
 
@@ -223,9 +221,7 @@ async fn a_fast_forwarded_day_fires_exactly_the_expected_envelopes_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recurring_schedule_with_delete_runs_until_its_end_date_then_is_gone() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("until"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("until", StackOptions::default()).await;
     let queue_arn = stack.arn_of(&stack.queue_url);
     let group = schedules(&sdk, &stack, "", &queue_arn).await;
     let scheduler = aws_sdk_scheduler::Client::new(&sdk);
@@ -283,9 +279,7 @@ async fn a_recurring_schedule_with_delete_runs_until_its_end_date_then_is_gone()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("realtime"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("realtime", StackOptions::default()).await;
     let group = unique("rt");
     let scheduler = aws_sdk_scheduler::Client::new(&sdk);
     let target = OneOffTarget {
@@ -335,9 +329,7 @@ async fn in_real_time_a_due_one_time_schedule_fires_once_and_is_deleted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_target_is_dead_lettered_at_once_and_holds_no_healthy_schedule_back() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("engine-dlq"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("engine-dlq", StackOptions::default()).await;
     let queue_arn = stack.arn_of(&stack.queue_url);
     let healthy = r#"
 [jobs.hourly]
@@ -452,9 +444,7 @@ expression = "cron(30 * * * ? *)"
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flexible_window_spreads_firings_inside_it_reproducibly_by_seed() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("engine-flex"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("engine-flex", StackOptions::default()).await;
     let jobs = r#"
 [jobs.spread]
 owner = "ops"
@@ -509,9 +499,7 @@ flexible_window_minutes = 15
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_runs_end_to_end_to_a_done_record() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("e2e"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("e2e", StackOptions::default()).await;
     let jobs = r#"
 [jobs.flaky-sync]
 owner = "crm"

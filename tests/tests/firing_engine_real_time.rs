@@ -132,9 +132,7 @@ async fn until_delivered(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_a_simulated_hour_down_two_engines_deliver_the_missed_firings_once() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("catch-up"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("catch-up", StackOptions::default()).await;
     let jobs = r#"
 [jobs.every-10m]
 owner = "ops"
@@ -201,9 +199,7 @@ max_event_age_seconds = 3600
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_firing_claimed_by_an_engine_that_died_is_delivered_when_its_claim_lapses() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("lapse"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("lapse", StackOptions::default()).await;
     let group = unique("lapse");
     // Due after the engine starts: an engine without a watermark starts from now.
     let (due, arn) = due_soon(&sdk, &stack, &group, "orphan", 4_000).await;
@@ -241,9 +237,7 @@ async fn a_firing_claimed_by_an_engine_that_died_is_delivered_when_its_claim_lap
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("no-claims"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("no-claims", StackOptions::default()).await;
     let group = unique("no-claims");
     let table = unique("late-claims");
     // Due after the engine starts (with no watermark to read, it starts from now).
@@ -294,9 +288,7 @@ async fn a_claims_table_unreachable_for_a_while_delays_firings_and_loses_none() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_stops_at_once_on_shutdown_even_mid_delivery() {
     let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("stop"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("stop", StackOptions::default()).await;
     let group = unique("stop");
     due_soon(&sdk, &stack, &group, "hangs", 500).await;
     let proxy = proxy::to_localstack().await;

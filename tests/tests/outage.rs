@@ -9,7 +9,7 @@ use schedkit::{
     Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, Status, batch_response,
 };
 use schedkit_testkit::proxy::{self, TcpProxy};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions};
 use serde_json::json;
 
 /// A processor whose store talks to DynamoDB through `proxy`, with short timeouts.
@@ -47,14 +47,11 @@ fn envelope(hour: u32) -> Envelope {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
-    let sdk = localstack().await;
     let options = StackOptions {
         visibility_timeout: Some(1),
         ..StackOptions::default()
     };
-    let stack = Stack::create(&sdk, &unique("outage"), options)
-        .await
-        .unwrap();
+    let stack = Stack::lane("outage", options).await;
     let proxy = proxy::to_localstack().await;
     let worker = through_proxy(&stack, &proxy, jobs(|| {}));
 
@@ -101,14 +98,11 @@ async fn dynamodb_unreachable_acknowledges_nothing_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
-    let sdk = localstack().await;
     let options = StackOptions {
         visibility_timeout: Some(1),
         ..StackOptions::default()
     };
-    let stack = Stack::create(&sdk, &unique("midrun"), options)
-        .await
-        .unwrap();
+    let stack = Stack::lane("midrun", options).await;
     let proxy = Arc::new(proxy::to_localstack().await);
     // The network to DynamoDB fails while the job runs: the claim is written, the
     // completion cannot be.
@@ -157,10 +151,7 @@ async fn dynamodb_lost_mid_run_leaves_a_whole_claim_that_is_reclaimed_later() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_completion_whose_answer_was_lost_is_known_as_applied_when_its_retry_meets_it() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("lost-answer"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("lost-answer", StackOptions::default()).await;
     let proxy = Arc::new(proxy::to_localstack().await);
     // While the job runs, the proxy is told to drop DynamoDB's next answer: the completion
     // is written, the worker's SDK sees the connection close and sends it again, and that

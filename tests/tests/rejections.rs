@@ -6,7 +6,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::batch::{DeadLetterReason, attr};
 use schedkit::{Envelope, Metrics, Outcome, Status};
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions};
 use serde_json::json;
 
 fn invoice(tenant: &str, amount: i64) -> Envelope {
@@ -26,10 +26,7 @@ fn attribute(m: &aws_sdk_sqs::types::Message, name: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_succeeds() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("poison"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("poison", StackOptions::default()).await;
     let poison = [
         ("not json", "nightly export please", "body is not JSON"),
         (
@@ -144,10 +141,7 @@ async fn poison_messages_are_dead_lettered_at_once_and_the_rest_of_the_batch_suc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_key_with_another_payload_is_rejected_as_a_conflict() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("conflict"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("conflict", StackOptions::default()).await;
     let worker = stack.processor(stack.example_registry(), "w", Metrics::capture().0);
     stack.send_envelope(&invoice("acme", 1250)).await.unwrap();
     let first = stack.run_until_drained(std::slice::from_ref(&worker)).await;
@@ -237,13 +231,7 @@ async fn the_dead_letter(stack: &Stack, worker: &schedkit::Processor) -> (String
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_template_that_renders_an_empty_key_is_poison_with_the_reason() {
-    let stack = Stack::create(
-        &localstack().await,
-        &unique("empty-key"),
-        StackOptions::default(),
-    )
-    .await
-    .unwrap();
+    let stack = Stack::lane("empty-key", StackOptions::default()).await;
     stack.send_envelope(&export("")).await.unwrap();
     let worker = worker_on(&stack, stack.store(), export_job());
     let (reason, error) = the_dead_letter(&stack, &worker).await;
@@ -254,13 +242,7 @@ async fn a_key_template_that_renders_an_empty_key_is_poison_with_the_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_dynamodb_refuses_as_invalid_is_dead_lettered_at_once_with_its_answer() {
-    let stack = Stack::create(
-        &localstack().await,
-        &unique("refused"),
-        StackOptions::default(),
-    )
-    .await
-    .unwrap();
+    let stack = Stack::lane("refused", StackOptions::default()).await;
     stack.send_envelope(&export("acme")).await.unwrap();
     // A worker configured with the wrong table: its key schema is not the executions'.
     let wrong = schedkit::DynamoStore::new(stack.ddb.clone(), &stack.effects_table);
@@ -275,13 +257,7 @@ async fn a_request_dynamodb_refuses_as_invalid_is_dead_lettered_at_once_with_its
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_that_no_longer_decodes_is_dead_lettered_at_once_saying_what_did_not_decode() {
-    let stack = Stack::create(
-        &localstack().await,
-        &unique("malformed"),
-        StackOptions::default(),
-    )
-    .await
-    .unwrap();
+    let stack = Stack::lane("malformed", StackOptions::default()).await;
     // A record written by hand (or by another version) whose attempt count is text.
     stack
         .ddb

@@ -9,7 +9,7 @@ use schedkit::store::AttemptOutcome;
 use schedkit::{
     Envelope, JobContext, JobError, JobPolicy, Metrics, Outcome, Registry, RetryPolicy, Status,
 };
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions};
 
 fn policy(max_attempts: u32) -> JobPolicy {
     JobPolicy {
@@ -25,10 +25,7 @@ fn policy(max_attempts: u32) -> JobPolicy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("exhausted"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("exhausted", StackOptions::default()).await;
     let mut quick = policy(3);
     quick.retry.first_delay = Duration::from_secs(1);
     quick.retry.base_delay = Duration::from_secs(1);
@@ -106,15 +103,12 @@ async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_delivery_seen_again_is_dead_lettered_again_and_only_a_redrive_reruns_it() {
-    let sdk = localstack().await;
     // A 1 s visibility: the failed message comes back quickly when it is not deleted.
     let options = StackOptions {
         visibility_timeout: Some(1),
         ..StackOptions::default()
     };
-    let stack = Stack::create(&sdk, &unique("refail"), options)
-        .await
-        .unwrap();
+    let stack = Stack::lane("refail", options).await;
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counter = runs.clone();
     let registry = Registry::new().register("export", policy(1), move |_ctx: JobContext| {

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use schedkit::Envelope;
-use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions};
 use serde_json::{Value, json};
 
 const SECRET: &str = "s3cr3t-card-4242";
@@ -21,10 +21,7 @@ const TRANSITION_FIELDS: [&str; 8] = [
 
 /// Runs the worker in polling mode over a small mixed burst; returns its stdout lines.
 async fn run_worker(log_payloads: bool) -> Vec<String> {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("telemetry"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("telemetry", StackOptions::default()).await;
     let at = "2026-11-01T05:00:00Z".parse().unwrap();
     let mut invoice = Envelope::new("record-invoice", at);
     invoice.payload =
