@@ -110,7 +110,7 @@ package:
 	functions/package.sh --release worker
 
 ## test-only: the tests alone, against a LocalStack that is already running (tests/run.sh: the
-#        integration binary INTEGRATION_THREADS tests at a time, default 4, then every other test).
+#        tests on LocalStack INTEGRATION_THREADS at a time, default 4, beside the rest at idle priority).
 test-only:
 	CARGO=$(CARGO) tests/run.sh
 

@@ -1,50 +1,72 @@
 #!/usr/bin/env bash
 # Every test of the workspace against a LocalStack that is already running (what `make
-# test-only` runs), one test binary after another:
+# test-only` runs), in two lanes at once:
 #
 #   tests/run.sh [COMMAND...]
 #
-# First the integration binary, INTEGRATION_THREADS tests at a time (default 4: its tests
-# mostly wait on LocalStack, a lease to lapse, a heartbeat timeout, a poller's receive, and
-# two at a time left a third of the two cores idle), then every other test target (the
-# library's unit, property and simulation tests, the console's, the demo's), the doc
-# tests, and COMMAND if given (`make test` passes its remaining lints and the simulation's
-# reverts). Nothing runs beside the tests on LocalStack: with other tests or a compile
-# beside them, LocalStack (one process) answered a heartbeat past its 500 ms bound now and
-# then, and a run took an attempt more than its test expects (three fresh-clone runs,
-# 2026-12-02: the demo's report, a chain step, a Lambda-mode job). Every step runs; the exit
-# status is non-zero if any failed.
+# Lane one: every test target that talks to LocalStack (all but the library's), in one
+# cargo command, INTEGRATION_THREADS tests at a time (default 4: these tests mostly wait on
+# LocalStack, a lease to lapse, a heartbeat timeout, a poller's receive). Its lines are
+# prefixed `localstack |`.
 #
-# Each step selects the whole workspace and then its targets: cargo resolves features over
-# the packages selected, so `-p` or `--exclude` would compile dependencies again.
+# Lane two, at the idle scheduling class (SCHED_IDLE: it runs only on CPU lane one leaves
+# idle, about a third of the two cores): the library's unit, property and simulation
+# tests, the other unit tests, the doc tests, then COMMAND if given (`make test` passes its
+# remaining lints and the simulation's reverts). The LocalStack tests have timing bounds (a
+# heartbeat answered within 500 ms, a lease of a second or two): beside work of the same
+# priority, LocalStack (one process) answered late now and then and a run took an attempt
+# more than its test expects (fresh-clone runs of 2026-12-02); at the idle class it keeps
+# the CPU it would have alone.
+#
+# Both lanes run to their end; the exit status is non-zero if either failed. Every cargo
+# command selects the whole workspace and then its targets: cargo resolves features over
+# the packages selected, so `-p` or `--exclude` would compile dependencies again. Cargo
+# holds its build lock only while it compiles: one build first, then the lanes.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo=${CARGO:-cargo}
 threads=${INTEGRATION_THREADS:-4}
 
-# Every test target but the integration binary, from the workspace's metadata (a failure
-# here fails the run: an empty list would skip those tests and pass).
+# The test targets on LocalStack: every one but the library's, from the workspace's
+# metadata (a failure here fails the run: an empty list would skip those tests and pass).
 listed=$("$cargo" metadata --no-deps --format-version 1 --locked | python3 -c '
 import json, sys
 packages = json.load(sys.stdin)["packages"]
 names = {t["name"] for p in packages for t in p["targets"] if "test" in t["kind"]}
-for name in sorted(names - {"integration"}):
+for name in sorted(names - {"library"}):
     print("--test\n" + name)
 ')
-mapfile -t others <<<"$listed"
-if ((${#others[@]} < 2)); then
-    echo "tests/run.sh: the workspace's metadata listed no test target besides integration" >&2
+mapfile -t on_localstack <<<"$listed"
+if ((${#on_localstack[@]} < 2)); then
+    echo "tests/run.sh: the workspace's metadata listed no test target on LocalStack" >&2
     exit 1
 fi
 
-failed=()
-"$cargo" test --workspace --locked --test integration -- --test-threads "$threads" ||
-    failed+=("the integration tests")
-"$cargo" test --workspace --locked --lib --bins "${others[@]}" || failed+=("the other tests")
-"$cargo" test --workspace --locked --doc || failed+=("the doc tests")
-if (($#)); then
-    "$@" || failed+=("$*")
+# Lane two's class: idle where the system has it, else the lowest nice.
+if chrt --idle 0 true 2>/dev/null; then
+    idle=(chrt --idle 0)
+else
+    idle=(nice -n 19)
 fi
+
+"$cargo" test --workspace --locked --no-run
+
+(
+    set +e
+    "$cargo" test --workspace --locked --no-fail-fast "${on_localstack[@]}" -- \
+        --test-threads "$threads" 2>&1 | sed -u 's/^/localstack | /'
+    exit "${PIPESTATUS[0]}"
+) &
+lane_one=$!
+
+failed=()
+"${idle[@]}" "$cargo" test --workspace --locked --no-fail-fast --lib --bins --test library ||
+    failed+=("the library's and the unit tests")
+"${idle[@]}" "$cargo" test --workspace --locked --doc || failed+=("the doc tests")
+if (($#)); then
+    "${idle[@]}" "$@" || failed+=("$*")
+fi
+wait "$lane_one" || failed+=("the tests on LocalStack")
 
 if ((${#failed[@]})); then
     printf 'tests/run.sh: failed: %s\n' "${failed[@]}" >&2

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aws_sdk_sqs::types::MessageAttributeValue;
 use schedkit::batch::attr;
 use schedkit::{Envelope, Metrics};
-use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, unique};
+use schedkit_testkit::{Stack, StackOptions, endpoint};
 use serde_json::json;
 
 pub(crate) struct Console {
@@ -106,10 +106,7 @@ fn replace(text: &str, pattern: &str, replacement: &str) -> String {
 /// A stage with: two invoices DONE, a sync RETRYING, an export FAILED (in the DLQ), and a
 /// poison message (in the DLQ). Processed step by step, so the state is the same each run.
 async fn seeded(prefix: &str) -> (Stack, Console) {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique(prefix), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane(prefix, StackOptions::default()).await;
     let worker = stack.processor(
         stack.example_registry(),
         "worker-seed",
@@ -324,10 +321,7 @@ async fn keys_on(stack: &Stack, url: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_selective_redrive_moves_exactly_one_jobs_dead_letters() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("redrive"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("redrive", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 40), ("report", 35), ("sync", 25)]).await;
     let console = Console::new(&stack.name);
     let out = console.ok(&["dlq", "redrive", "--job", "report", "--yes"]);
@@ -368,10 +362,7 @@ async fn a_selective_redrive_moves_exactly_one_jobs_dead_letters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redrive_killed_half_way_loses_nothing() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("kill"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("kill", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 60), ("report", 40)]).await;
     let console = Console::new(&stack.name);
     let mut child = console
@@ -414,10 +405,7 @@ async fn a_redrive_killed_half_way_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redrive_all_uses_a_move_task_and_reports_progress() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("move"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("move", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 20), ("report", 10)]).await;
     let console = Console::new(&stack.name);
     let out = console.run(&["dlq", "redrive", "--yes"]);
@@ -459,10 +447,7 @@ async fn redrive_all_uses_a_move_task_and_reports_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mistakes_get_one_line_and_a_non_zero_exit() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("errors"), StackOptions::default())
-        .await
-        .unwrap();
+    let stack = Stack::lane("errors", StackOptions::default()).await;
     let console = Console::new(&stack.name);
     let nowhere = Console::new("no-such-stage").run(&["status"]);
     assert_eq!(nowhere.status.code(), Some(2));

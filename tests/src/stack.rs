@@ -276,8 +276,8 @@ impl Stack {
                     .expect("a queue URL")
             }
         };
-        let dlq_url = create(format!("{name}-dlq"), Vec::new()).await;
-        let schedule_dlq_url = create(format!("{name}-schedule-dlq"), Vec::new()).await;
+        let dlq_url = create(format!("schedkit-{name}-dlq"), Vec::new()).await;
+        let schedule_dlq_url = create(format!("schedkit-{name}-schedule-dlq"), Vec::new()).await;
         let dlq_arn = format!(
             "arn:aws:sqs:us-east-1:000000000000:{}",
             dlq_url.rsplit('/').next().unwrap_or_default()
@@ -310,7 +310,7 @@ impl Stack {
                 .expect("the template's visibility timeout"),
         };
         let queue_url = create(
-            format!("{name}-jobs"),
+            format!("schedkit-{name}-jobs"),
             vec![
                 (QueueAttributeName::RedrivePolicy, redrive.to_string()),
                 (QueueAttributeName::VisibilityTimeout, visibility),
