@@ -344,7 +344,8 @@ async fn a_pause_and_a_resume_at_once_leave_the_schedule_agreeing_with_the_recor
 }
 
 /// A stage deployed before pauses moved to the job's item kept a pause under `pause#<job>`:
-/// it still counts (status, jobs and sync keep the job paused), and a resume removes it.
+/// it still counts (status, jobs and sync keep the job paused), no later pause is written
+/// over it (an operator's or the worker's), and a resume removes it.
 /// An execution record under such a key is never taken for a pause, nor removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
@@ -368,6 +369,20 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
     let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
     let kept = pauses.get(&job).await.unwrap().expect("the earlier pause");
     assert_eq!(kept.reason, "paused before the upgrade");
+    // Nobody's pause is written over it: another operator's, or the worker's.
+    let mut over = kept.clone();
+    over.by = "worker".into();
+    over.reason = "2 consecutive runs FAILED".into();
+    use schedkit::store::Paused;
+    assert_eq!(
+        pauses.pause(&over).await.unwrap(),
+        Paused::Already(kept.clone())
+    );
+    assert_eq!(
+        pauses.pause_after_streak(&over, 0).await.unwrap(),
+        Paused::Already(kept.clone())
+    );
+    assert_eq!(pauses.get(&job).await.unwrap().as_ref(), Some(&kept));
     let scheduler = aws_sdk_scheduler::Client::new(&sdk);
     let ended = schedkit::trigger::pause::resume(
         &scheduler,

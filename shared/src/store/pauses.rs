@@ -13,8 +13,9 @@
 //!
 //! Stages deployed before this item existed kept pauses under `pause#<job>`: such a legacy
 //! record still counts as a pause (read with the new one, in the same request; a newer
-//! pause in the job's item is shown instead) and is removed by a resume, but only while it
-//! is not an execution record: keys like `pause#<job>` are ordinary execution keys now.
+//! pause in the job's item is shown instead, and no pause is written over a legacy one)
+//! and is removed by a resume, but only while it is not an execution record: keys like
+//! `pause#<job>` are ordinary execution keys now.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -284,6 +285,12 @@ impl Pauses {
         condition: &str,
         streak: Option<u32>,
     ) -> Result<Paused, StoreError> {
+        // A pause an earlier version kept under `pause#<job>` is a pause all the same, and
+        // is never written over. One read before the write is enough: no legacy record is
+        // written any more, so one can go away (a resume) but never appear.
+        if let Some(legacy) = self.legacy(&pause.job).await? {
+            return Ok(Paused::Already(legacy));
+        }
         let mut request = self
             .ddb
             .update_item()
@@ -323,6 +330,27 @@ impl Pauses {
                 )),
             },
         }
+    }
+
+    /// The pause an earlier version recorded for `job` under `pause#<job>`, if any (one
+    /// strongly consistent read; an execution record under that key is not a pause).
+    async fn legacy(&self, job: &str) -> Result<Option<PauseRecord>, StoreError> {
+        let item = self
+            .ddb
+            .get_item()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, AttributeValue::S(legacy_key(job)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| {
+                failed(
+                    format!("reading the earlier pause record of {job}"),
+                    crate::aws::describe(&e),
+                )
+            })?
+            .item;
+        item.map_or(Ok(None), |item| pause_of(job, &item))
     }
 
     /// Ends the pause of `job` and forgets its run of failures (a resumed job gets its full

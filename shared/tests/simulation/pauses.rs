@@ -84,7 +84,8 @@ pub async fn operator_acts(
     }
 }
 
-/// The sync after the world: each job's schedule set as its record says (no faults now),
+/// The sync after the world: each job's schedule set as its record says (no faults now, in
+/// the store or the Scheduler),
 /// and the state it was left in; an error when it could not be (a job without a schedule
 /// says so).
 pub async fn final_sync(
@@ -94,9 +95,10 @@ pub async fn final_sync(
     now: chrono::DateTime<chrono::Utc>,
 ) -> BTreeMap<&'static str, Result<ScheduleState, String>> {
     let store = store.without_faults();
+    let schedules = schedules.without_faults();
     let mut out = BTreeMap::new();
     for &job in jobs {
-        let left = pause::converge(schedules, &store, GROUP, job, now)
+        let left = pause::converge(&schedules, &store, GROUP, job, now)
             .await
             .map_err(|e| e.to_string());
         out.insert(job, left);

@@ -535,14 +535,14 @@ pub async fn run(seed: u64) -> Report {
         start: Instant::now(),
     };
     let observed = Arc::new(Mutex::new(Observed::default()));
-    let faults = SeededFaults {
+    let faults: Arc<dyn Faults> = Arc::new(SeededFaults {
         draw: draw.clone(),
         trace: trace.clone(),
         verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
         slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
-    };
+    });
     let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");
     let orchestrator = MemoryOrchestrator::default();
     let machines = CHAINS
@@ -552,8 +552,9 @@ pub async fn run(seed: u64) -> Report {
     let world = World {
         chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines),
         orchestrator,
-        schedules: pauses::schedules(&JOBS),
-        store: MemoryStore::new(Arc::new(faults)),
+        // The Scheduler's calls fail as the store's requests do.
+        schedules: pauses::schedules(&JOBS).with_faults(faults.clone()),
+        store: MemoryStore::new(faults),
         queue: MemoryQueue::new(MAX_RECEIVES),
         registry: registry(&draw, &observed, &trace),
         clock: Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap()),

@@ -189,3 +189,63 @@ async fn failed_runs_delivered_again_after_a_resume_do_not_pause_the_job_again()
     );
     assert_eq!(schedules.state("nightly"), Some(ScheduleState::Enabled));
 }
+
+/// The store refuses the first write that ends a streak (and nothing else).
+#[derive(Debug, Default)]
+struct FirstStreakEndRefused(std::sync::atomic::AtomicBool);
+
+impl Faults for FirstStreakEndRefused {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, Fault) {
+        let first = request == "clear_failures.delete"
+            && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+        match first {
+            true => (Duration::ZERO, Fault::Unavailable),
+            false => (Duration::ZERO, Fault::None),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_done_run_whose_end_of_the_streak_was_refused_ends_it_when_its_message_comes_back() {
+    let store = MemoryStore::new(Arc::new(FirstStreakEndRefused::default()));
+    let queue = MemoryQueue::new(10);
+    let schedules = MemorySchedules::enabled(["nightly"]);
+    let worker = worker(&store, &queue, &schedules);
+    assert_eq!(run(&worker, &queue, "bad-1").await, ["dead-lettered"]);
+    // DONE, but the end of its streak was refused: the message is left to come back, and
+    // met again as DONE it ends the streak.
+    let labels = drain_one(&worker, &queue, "good-1").await;
+    run(&worker, &queue, "bad-2").await;
+    assert_eq!(
+        pause_of(&store).await,
+        None,
+        "one failure since the DONE run: not two in a row"
+    );
+    assert_eq!(schedules.state("nightly"), Some(ScheduleState::Enabled));
+    assert_eq!(labels, ["unavailable", "duplicate"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_done_run_met_again_after_a_later_failure_leaves_that_failure_counted() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
+    let schedules = MemorySchedules::enabled(["nightly"]);
+    let worker = worker(&store, &queue, &schedules);
+    run(&worker, &queue, "bad-1").await;
+    run(&worker, &queue, "good-1").await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    run(&worker, &queue, "bad-2").await;
+    // A duplicate of the earlier DONE run: it ends only what came before it.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(run(&worker, &queue, "good-1").await, ["duplicate"]);
+    run(&worker, &queue, "bad-3").await;
+    let paused = pause_of(&store)
+        .await
+        .expect("bad-2 and bad-3 failed in a row after good-1");
+    assert!(paused.reason.contains("bad-3"), "{}", paused.reason);
+}
+
+/// Sends `key` once and drains: each delivery's outcome, the redeliveries included.
+async fn drain_one(processor: &Processor, queue: &MemoryQueue, key: &str) -> Vec<String> {
+    queue.send_body(&envelope("nightly", key));
+    drain(processor, queue, VISIBILITY + Duration::from_secs(5)).await
+}
