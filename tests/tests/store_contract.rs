@@ -312,42 +312,12 @@ async fn script(
             .unwrap();
         log.push(format!("streak after {k}: {n}"));
     }
-    store.clear_failures(&job, None).await.unwrap();
+    store.clear_failures(&job).await.unwrap();
     let n = store
         .count_failure(&job, &key("s4"), "x", 2, at("2026-12-01T15:00:00Z"))
         .await
         .unwrap();
     log.push(format!("streak after clearing: {n}"));
-    // A DONE run met again ends only the failures of runs that finished before it.
-    let streaked = format!("{p}-streaked");
-    for (k, t) in [
-        ("f1", "2026-12-01T17:00:00Z"),
-        ("f2", "2026-12-01T17:10:00Z"),
-    ] {
-        let ClaimOutcome::Claimed { record: r, .. } = store.claim(&req(k, "a", t)).await.unwrap()
-        else {
-            panic!("{log:?}")
-        };
-        let failed = Finish::Failed { error: "x".into() };
-        store.finish(&r, &failed, at(t)).await.unwrap();
-        let n = store
-            .count_failure(&streaked, &key(k), "x", 3, at(t))
-            .await
-            .unwrap();
-        log.push(format!("streak after {k}: {n}"));
-    }
-    store
-        .clear_failures(&streaked, Some(at("2026-12-01T17:05:00Z")))
-        .await
-        .unwrap();
-    let n = store
-        .count_failure(&streaked, &key("f3"), "x", 3, at("2026-12-01T17:20:00Z"))
-        .await
-        .unwrap();
-    log.push(format!(
-        "streak after a DONE run at 17:05 met again, then f3: {n}"
-    ));
-    assert_eq!(n, 2, "f2 (17:10) stays, f1 (17:00) ends: {log:?}");
 
     // Pauses: an automatic one needs its streak, none overwrites another, a resume ends
     // the pause and forgets the streak.

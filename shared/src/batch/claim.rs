@@ -65,7 +65,7 @@ impl Processor {
                     claimed_at,
                 });
             }
-            ClaimOutcome::Duplicate(record) => self.duplicate(job.registered, t, &record).await,
+            ClaimOutcome::Duplicate(record) => self.duplicate(t, &record),
             ClaimOutcome::InProgress(record) => self.in_progress(ctx, t, &record).await,
             ClaimOutcome::AlreadyFailed(record) => {
                 self.already_failed(ctx, job.registered, &record, t).await
@@ -98,16 +98,8 @@ impl Processor {
         }
     }
 
-    /// The run is decided (DONE, or FAILED and this is not a redrive of its letter). A
-    /// DONE run of a job with `pause_after_failures` ends the failures before it again: the
-    /// worker that finished it may have failed to (its message then came back for this),
-    /// and a failure since, a later run's, stays counted.
-    async fn duplicate(
-        &self,
-        registered: &RegisteredJob,
-        t: &Transition<'_>,
-        record: &ExecutionRecord,
-    ) -> Outcome {
+    /// The run is decided (DONE, or FAILED and this is not a redrive of its letter).
+    fn duplicate(&self, t: &Transition<'_>, record: &ExecutionRecord) -> Outcome {
         let note = if record.status == Status::Failed {
             "the run FAILED and this message is not a redrive of its dead letter: not run again"
         } else {
@@ -115,21 +107,6 @@ impl Processor {
         };
         let attempt = record.round_attempt();
         self.emit(t, Event::Duplicate { attempt, note });
-        let finished = record
-            .finished_at
-            .as_deref()
-            .and_then(|at| DateTime::parse_from_rfc3339(at).ok());
-        if record.status == Status::Done
-            && registered.policy.pause_after_failures.is_some()
-            && let Some(finished) = finished
-            && let Err(error) = self
-                .inner
-                .streaks
-                .succeeded(t, Some(finished.with_timezone(&Utc)))
-                .await
-        {
-            return Outcome::Unavailable { error };
-        }
         Outcome::Duplicate
     }
 

@@ -6,10 +6,7 @@
 //! between forgot it, and wins).
 //!
 //! The streak is kept in the executions table ([`ExecutionStore::count_failure`]): a DONE run
-//! ends it, `schedkit jobs resume` forgets it. When the end of a streak could not be
-//! written, the DONE run's message is left to come back (a streak left behind would pause
-//! the job after fewer failures in a row than it says); met again as DONE, it ends the
-//! failures that came before it, and only those (a later run's failure stays counted). Nothing here changes a run's outcome: the
+//! ends it, `schedkit jobs resume` forgets it. Nothing here changes a run's outcome: the
 //! run is FAILED and dead-lettered whether or not the pause succeeds, and a pause that
 //! could not be made is tried again by the next failure (the streak is still long enough),
 //! or by the redelivery of this one.
@@ -154,23 +151,12 @@ impl FailureStreaks {
         self.emit(t, Event::AutoPaused { reason: &reason });
     }
 
-    /// A run of the job ended DONE: its streak, if any, is over (`before`: the run's
-    /// finish, when its DONE outcome is met again; only the failures before it end). An
-    /// error when that could not be written: the message is then left to come back, and
-    /// its next delivery, met as DONE, ends the streak.
-    pub(super) async fn succeeded(
-        &self,
-        t: &Transition<'_>,
-        before: Option<DateTime<Utc>>,
-    ) -> Result<(), String> {
-        self.store
-            .clear_failures(t.job, before)
-            .await
-            .map_err(|e| {
-                let error = e.to_string();
-                self.emit(t, Event::StreakNotCleared { error: &error });
-                format!("the run is DONE, but ending its job's failure streak failed ({error}); its message comes back to end it")
-            })
+    /// A run of the job ended DONE: its streak, if any, is over.
+    pub(super) async fn succeeded(&self, t: &Transition<'_>) {
+        if let Err(e) = self.store.clear_failures(t.job).await {
+            let error = e.to_string();
+            self.emit(t, Event::StreakNotCleared { error: &error });
+        }
     }
 
     fn emit(&self, t: &Transition<'_>, event: Event<'_>) {

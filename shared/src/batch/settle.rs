@@ -76,10 +76,8 @@ impl Processor {
                         duration_ms,
                     },
                 );
-                if policy.pause_after_failures.is_some()
-                    && let Err(error) = self.inner.streaks.succeeded(t, None).await
-                {
-                    return Outcome::Unavailable { error };
+                if policy.pause_after_failures.is_some() {
+                    self.inner.streaks.succeeded(t).await;
                 }
                 Outcome::Succeeded
             }

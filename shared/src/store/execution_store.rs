@@ -128,14 +128,8 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
         failed_at: DateTime<Utc>,
     ) -> StoreCall<'a, Result<u32, StoreError>>;
 
-    /// Ends `job`'s failure streak after a DONE run: every failure it holds, or with
-    /// `before`, only those of runs that did not finish at or after it (a DONE run met
-    /// again ends only the failures that came before it, not a later run's).
-    fn clear_failures<'a>(
-        &'a self,
-        job: &'a str,
-        before: Option<DateTime<Utc>>,
-    ) -> StoreCall<'a, Result<(), StoreError>>;
+    /// Ends `job`'s failure streak after a DONE run.
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>>;
 
     /// Records the start of a chain run; the record already there instead, if any.
     fn start_chain<'a>(
@@ -245,12 +239,8 @@ impl ExecutionStore for DynamoStore {
         ))
     }
 
-    fn clear_failures<'a>(
-        &'a self,
-        job: &'a str,
-        before: Option<DateTime<Utc>>,
-    ) -> StoreCall<'a, Result<(), StoreError>> {
-        Box::pin(DynamoStore::clear_failures(self, job, before))
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(DynamoStore::clear_failures(self, job))
     }
 
     fn start_chain<'a>(

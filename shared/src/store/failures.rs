@@ -75,16 +75,8 @@ impl DynamoStore {
 
     /// Ends `job`'s streak after a DONE run: one read, and a write only when there was a
     /// streak to end (an `UpdateItem` that removes the failures read: the job's pause, if
-    /// any, stays, and so does a failure counted meanwhile). With `before` (a DONE run met
-    /// again, see [`ExecutionStore::clear_failures`](super::ExecutionStore::clear_failures)),
-    /// the failed runs' records are read too (one `BatchGetItem`: a streak holds at most
-    /// the job's `pause_after_failures` keys), and a run that finished at or after `before`
-    /// stays in the streak.
-    pub async fn clear_failures(
-        &self,
-        job: &str,
-        before: Option<DateTime<Utc>>,
-    ) -> Result<(), StoreError> {
+    /// any, stays, and so does a failure counted meanwhile).
+    pub async fn clear_failures(&self, job: &str) -> Result<(), StoreError> {
         let key = job_key(job);
         let read = self
             .client
@@ -96,11 +88,7 @@ impl DynamoStore {
             .expression_attribute_names("#keys", "failed_keys")
             .send();
         let item = self.timed(read).await?.map_err(unavailable)?.item;
-        let mut seen = item.map(|i| keys_of(&i)).unwrap_or_default();
-        if let Some(before) = before {
-            let later = self.finished_since(&seen, before).await?;
-            seen.retain(|k| !later.contains(k));
-        }
+        let seen = item.map(|i| keys_of(&i)).unwrap_or_default();
         if seen.is_empty() {
             return Ok(());
         }
@@ -119,61 +107,4 @@ impl DynamoStore {
             Err(e) => Err(unavailable(e)),
         }
     }
-    /// Those of the runs `keys` whose records say they finished at or after `since` (one
-    /// strongly consistent `BatchGetItem`, asked again for what it did not get to).
-    async fn finished_since(
-        &self,
-        keys: &[String],
-        since: DateTime<Utc>,
-    ) -> Result<Vec<String>, StoreError> {
-        let mut wanted: Vec<std::collections::HashMap<String, AttributeValue>> = keys
-            .iter()
-            .map(|k| std::collections::HashMap::from([(KEY_ATTRIBUTE.to_string(), s(k))]))
-            .collect();
-        let mut later = Vec::new();
-        while !wanted.is_empty() {
-            let request = aws_sdk_dynamodb::types::KeysAndAttributes::builder()
-                .set_keys(Some(std::mem::take(&mut wanted)))
-                .consistent_read(true)
-                .projection_expression("#k, #finished")
-                .expression_attribute_names("#k", KEY_ATTRIBUTE)
-                .expression_attribute_names("#finished", "finished_at")
-                .build()
-                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-            let read = self
-                .client
-                .batch_get_item()
-                .request_items(&self.table, request)
-                .send();
-            let mut answer = self.timed(read).await?.map_err(unavailable)?;
-            for item in answer
-                .responses
-                .as_mut()
-                .and_then(|r| r.remove(&self.table))
-                .unwrap_or_default()
-            {
-                let key = item.get(KEY_ATTRIBUTE).and_then(|v| v.as_s().ok());
-                let at = item.get("finished_at").and_then(|v| v.as_s().ok());
-                if let (Some(key), Some(at)) = (key, at)
-                    && finished_since(at, since)
-                {
-                    later.push(key.clone());
-                }
-            }
-            if let Some(left) = answer
-                .unprocessed_keys
-                .and_then(|mut u| u.remove(&self.table))
-            {
-                wanted = left.keys;
-            }
-        }
-        Ok(later)
-    }
-}
-
-/// Whether a run that finished at `at` (a record's RFC 3339 time) finished at or after
-/// `since`. A time that does not parse is taken as earlier: the failure is cleared, as every
-/// failure was before runs were compared.
-pub(super) fn finished_since(at: &str, since: DateTime<Utc>) -> bool {
-    DateTime::parse_from_rfc3339(at).is_ok_and(|t| t >= since)
 }

@@ -359,38 +359,14 @@ impl MemoryStore {
         .await
     }
 
-    async fn clear_failures(
-        &self,
-        job: &str,
-        before: Option<DateTime<Utc>>,
-    ) -> Result<(), StoreError> {
-        let mut seen = self
+    async fn clear_failures(&self, job: &str) -> Result<(), StoreError> {
+        let seen = self
             .request("clear_failures.read", job, |state| {
                 state.streaks.get(job).cloned().unwrap_or_default()
             })
             .await?;
         if seen.is_empty() {
             return Ok(());
-        }
-        if let Some(before) = before {
-            let finished = self
-                .request("clear_failures.runs", job, |state| {
-                    seen.iter()
-                        .filter_map(|k| {
-                            let at = state.records.get(k)?.finished_at.clone()?;
-                            Some((k.clone(), at))
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .await?;
-            for (key, at) in finished {
-                if super::failures::finished_since(&at, before) {
-                    seen.remove(&key);
-                }
-            }
-            if seen.is_empty() {
-                return Ok(());
-            }
         }
         // Only the failures read: one counted since stays.
         self.request("clear_failures.delete", job, |state| {
@@ -703,12 +679,8 @@ impl ExecutionStore for MemoryStore {
         Box::pin(MemoryStore::count_failure(self, job, key, cap, failed_at))
     }
 
-    fn clear_failures<'a>(
-        &'a self,
-        job: &'a str,
-        before: Option<DateTime<Utc>>,
-    ) -> StoreCall<'a, Result<(), StoreError>> {
-        Box::pin(MemoryStore::clear_failures(self, job, before))
+    fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(MemoryStore::clear_failures(self, job))
     }
 
     fn start_chain<'a>(
