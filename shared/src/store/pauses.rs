@@ -286,8 +286,9 @@ impl Pauses {
         streak: Option<u32>,
     ) -> Result<Paused, StoreError> {
         // A pause an earlier version kept under `pause#<job>` is a pause all the same, and
-        // is never written over. One read before the write is enough: no legacy record is
-        // written any more, so one can go away (a resume) but never appear.
+        // is never written over. One read before the write is enough: this version writes
+        // no legacy record, so one can go away (a resume) but not appear, unless an older
+        // CLI still pauses the stage meanwhile (then both exist, and a resume ends both).
         if let Some(legacy) = self.legacy(&pause.job).await? {
             return Ok(Paused::Already(legacy));
         }
