@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use schedkit::poller::{self, PollOptions};
-use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Processor, Registry, Status};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Processor, Status};
 use schedkit_testkit::{Stack, unique};
 use serde_json::json;
 use tokio::time::Instant;
@@ -93,16 +93,16 @@ pub async fn run(stack: &Stack, plan: Plan, rounds: usize) -> anyhow::Result<Res
 /// last short one finished (its record's `finished_at`).
 async fn once(stack: &Stack, plan: Plan, mode: Receiving, with_long: bool) -> anyhow::Result<f64> {
     let job = unique("sleeps");
-    let registry = Registry::new().register(
-        &job,
-        // Heartbeats keep the long job's lease and its message hidden.
-        JobPolicy::default().with_lease(Duration::from_secs(10)),
-        |ctx: JobContext| async move {
+    let registry = Jobs::new()
+        .add(&job, |ctx: Ctx| async move {
             let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
             tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
-            Ok(json!(null))
-        },
-    );
+            Ok::<_, schedkit::JobError>(json!(null))
+        })
+        .bind_policies(
+            |_| // Heartbeats keep the long job's lease and its message hidden.
+        JobPolicy::default().with_lease(Duration::from_secs(10)),
+        );
     let mut config = stack.config("head-of-line");
     config.concurrency = plan.concurrency;
     let processor = Processor::new(

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use aws_sdk_scheduler::types::ScheduleState;
 use chrono::{DateTime, Utc};
-use schedkit::{Envelope, JobContext, JobError, JobPolicy, Metrics, Registry, RetryPolicy};
+use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Registry, RetryPolicy};
 use schedkit_testkit::{Stack, StackOptions, localstack, metric_total, unique};
 use serde_json::json;
 
@@ -105,18 +105,20 @@ fn registry(failing: Arc<AtomicBool>) -> Registry {
         pause_after_failures: std::num::NonZeroU32::new(3),
         ..JobPolicy::default()
     };
-    Registry::new().register("partner-export", policy, move |_ctx: JobContext| {
-        let failing = failing.load(Ordering::SeqCst);
-        async move {
-            if failing {
-                Err(JobError::permanent(
-                    "export rejected by the partner API: 422 account blocked",
-                ))
-            } else {
-                Ok(json!({"exported": true}))
+    Jobs::new()
+        .add("partner-export", move |_ctx: Ctx| {
+            let failing = failing.load(Ordering::SeqCst);
+            async move {
+                if failing {
+                    Err(JobError::permanent(
+                        "export rejected by the partner API: 422 account blocked",
+                    ))
+                } else {
+                    Ok(json!({"exported": true}))
+                }
             }
-        }
-    })
+        })
+        .bind_policies(|_| policy.clone())
 }
 
 /// After three FAILED runs in a row the worker pauses the job: its schedule DISABLED

@@ -1,7 +1,7 @@
 //! Effects committed with the outcome.
 //!
 //! A job that writes to its own DynamoDB tables can hand the writes to the framework
-//! instead of making them: [`Effects`] (on the [`JobContext`](crate::JobContext)) collects
+//! instead of making them: [`Effects`] (on the [`Ctx`](crate::Ctx)) collects
 //! them, and when the job succeeds they are committed in one `TransactWriteItems` together
 //! with the DONE transition of the run, conditioned on the owner token and a live lease.
 //! Effect and outcome happen together or not at all: a worker killed before the commit

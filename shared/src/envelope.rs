@@ -112,6 +112,27 @@ impl Envelope {
         }
     }
 
+    /// The same envelope with `payload` (a JSON object: what `fire --payload` sends).
+    ///
+    /// # Panics
+    /// When `payload` is not an object: an envelope's payload always is.
+    pub fn with_payload(mut self, payload: Value) -> Self {
+        match payload {
+            Value::Object(map) => self.payload = Some(map),
+            other => panic!(
+                "an envelope's payload is a JSON object, not {}",
+                json_kind(&other)
+            ),
+        }
+        self
+    }
+
+    /// The same envelope with an explicit execution key.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
     /// Parses and validates a message body.
     pub fn parse(body: &str) -> Result<Self, EnvelopeError> {
         let value: Value =

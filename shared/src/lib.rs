@@ -37,6 +37,7 @@ pub mod retry;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;
+pub mod testing;
 pub mod trigger;
 #[cfg(feature = "worker")]
 pub mod worker;
@@ -45,7 +46,10 @@ pub use batch::{MessageReport, Outcome, Processor, ProcessorConfig, batch_respon
 pub use clock::Clock;
 pub use effects::Effects;
 pub use envelope::Envelope;
-pub use job::{ChainStep, Job, JobContext, JobError, JobPolicy, JobResult, Overlap, Registry};
+pub use job::{
+    ChainStep, Ctx, FromRef, JobError, JobPolicy, JobResult, Jobs, Overlap, Payload, Registry,
+    State, permanent,
+};
 pub use retry::RetryPolicy;
 pub use store::{DynamoStore, ExecutionRecord, Status};
 pub use telemetry::Metrics;

@@ -3,6 +3,9 @@
 
 /// Catalog validation names file, job and field for every invalid fixture.
 mod catalog;
+/// The job API through `schedkit::testing`: extractors, `?` on any error, a bad payload
+/// field named, state built once; a duplicate, a retry, a lost lease, a lost answer.
+mod job_api;
 /// Schedule expressions, table-driven against independently worked-out instants.
 mod schedule_expressions;
 /// Properties of cron schedules in any zone, against a minute-by-minute scan.

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use schedkit::batch::attr;
-use schedkit::{Envelope, JobContext, JobError, JobPolicy, Metrics, Processor, Registry, Status};
+use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Processor, Status};
 use schedkit_testkit::Stack;
 use serde_json::json;
 
@@ -27,13 +27,15 @@ fn worker(stack: &Stack) -> Processor {
         ..JobPolicy::default()
     };
     stack.processor(
-        Registry::new().register("export", policy, |ctx: JobContext| async move {
-            match ctx.payload.get("do").and_then(|v| v.as_str()) {
-                Some("fail-big") => Err(JobError::permanent("x".repeat(2 << 20))),
-                Some("return-big") => Ok(json!({ "rows": "r".repeat(2 << 20) })),
-                _ => Ok(json!({"ok": true})),
-            }
-        }),
+        Jobs::new()
+            .add("export", |ctx: Ctx| async move {
+                match ctx.payload.get("do").and_then(|v| v.as_str()) {
+                    Some("fail-big") => Err(JobError::permanent("x".repeat(2 << 20))),
+                    Some("return-big") => Ok(json!({ "rows": "r".repeat(2 << 20) })),
+                    _ => Ok(json!({"ok": true})),
+                }
+            })
+            .bind_policies(|_| policy.clone()),
         "w",
         Metrics::capture().0,
     )

@@ -16,8 +16,8 @@ use schedkit::batch::Chains;
 use schedkit::catalog::Catalog;
 use schedkit::ops::chains::{ChainRuns, Rerun};
 use schedkit::{
-    Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Processor,
-    ProcessorConfig, Registry, RetryPolicy, Status,
+    Ctx, Envelope, ExecutionRecord, JobError, JobPolicy, Jobs, Metrics, Processor, ProcessorConfig,
+    Registry, RetryPolicy, Status,
 };
 use schedkit_testkit::chains::generated_state_machine;
 use schedkit_testkit::{Stack, StackOptions, localstack, metric_total, unique};
@@ -72,7 +72,7 @@ fn registry_with(runs: Runs, broken: Arc<AtomicBool>, overlap: schedkit::Overlap
     let job = |name: &'static str| {
         let runs = runs.clone();
         let broken = broken.clone();
-        move |ctx: JobContext| {
+        move |ctx: Ctx| {
             let runs = runs.clone();
             let broken = broken.load(Ordering::SeqCst);
             async move {
@@ -96,10 +96,15 @@ fn registry_with(runs: Runs, broken: Arc<AtomicBool>, overlap: schedkit::Overlap
             }
         }
     };
-    Registry::new()
-        .register("close-books", policy.clone(), job("close-books"))
-        .register("issue-invoices", policy.clone(), job("issue-invoices"))
-        .register("report", policy, job("report"))
+    Jobs::new()
+        .add("close-books", job("close-books"))
+        .add("issue-invoices", job("issue-invoices"))
+        .add("report", job("report"))
+        .bind_policies(|n| match n {
+            "close-books" => policy.clone(),
+            "issue-invoices" => policy.clone(),
+            _ => policy.clone(),
+        })
 }
 
 /// The chain's generated state machine on LocalStack against `stack`'s jobs queue, and a

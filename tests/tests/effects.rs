@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWrite
 use chrono::{DateTime, Utc};
 use schedkit::batch::attr;
 use schedkit::store::{ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord};
-use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Outcome, Registry, Status};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Status};
 use schedkit_testkit::{Stack, unique};
 use serde_json::json;
 
@@ -24,7 +24,7 @@ fn envelope(job: &str) -> Envelope {
 }
 
 /// `ADD applied 1` on the effects-table item of the run's key.
-fn count_once(table: &str, ctx: &JobContext) -> Update {
+fn count_once(table: &str, ctx: &Ctx) -> Update {
     Update::builder()
         .table_name(table)
         .key(KEY, AttributeValue::S(ctx.key.clone()))
@@ -171,13 +171,8 @@ async fn a_job_cancelled_for_its_lease_leaves_no_effect_and_the_next_attempt_app
     let table = stack.effects_table.clone();
     let slow_once = Arc::new(AtomicBool::new(true));
     let worker = stack.processor(
-        Registry::new().register(
-            "export",
-            JobPolicy {
-                heartbeat: None,
-                ..JobPolicy::default().with_lease(Duration::from_secs(1))
-            },
-            move |ctx: JobContext| {
+        Jobs::new()
+            .add("export", move |ctx: Ctx| {
                 let (table, slow) = (table.clone(), slow_once.clone());
                 async move {
                     ctx.effects().update(count_once(&table, &ctx));
@@ -186,10 +181,13 @@ async fn a_job_cancelled_for_its_lease_leaves_no_effect_and_the_next_attempt_app
                     if slow.swap(false, Ordering::SeqCst) {
                         tokio::time::sleep(Duration::from_millis(1500)).await;
                     }
-                    Ok(json!({}))
+                    Ok::<_, schedkit::JobError>(json!({}))
                 }
-            },
-        ),
+            })
+            .bind_policies(|_| JobPolicy {
+                heartbeat: None,
+                ..JobPolicy::default().with_lease(Duration::from_secs(1))
+            }),
         "w",
         Metrics::capture().0,
     );
@@ -225,22 +223,24 @@ async fn a_refused_effect_condition_fails_the_run_for_good_and_applies_nothing()
     let stack = stack("refused").await;
     let table = stack.effects_table.clone();
     let worker = stack.processor(
-        Registry::new().register("transfer", JobPolicy::default(), move |ctx: JobContext| {
-            let table = table.clone();
-            async move {
-                ctx.effects().update(count_once(&table, &ctx));
-                // The account item does not exist, so this condition cannot hold.
-                ctx.effects().condition_check(
-                    ConditionCheck::builder()
-                        .table_name(&table)
-                        .key(KEY, AttributeValue::S("account:missing".into()))
-                        .condition_expression("attribute_exists(effect_key)")
-                        .build()
-                        .unwrap(),
-                );
-                Ok(json!({}))
-            }
-        }),
+        Jobs::new()
+            .add("transfer", move |ctx: Ctx| {
+                let table = table.clone();
+                async move {
+                    ctx.effects().update(count_once(&table, &ctx));
+                    // The account item does not exist, so this condition cannot hold.
+                    ctx.effects().condition_check(
+                        ConditionCheck::builder()
+                            .table_name(&table)
+                            .key(KEY, AttributeValue::S("account:missing".into()))
+                            .condition_expression("attribute_exists(effect_key)")
+                            .build()
+                            .unwrap(),
+                    );
+                    Ok::<_, schedkit::JobError>(json!({}))
+                }
+            })
+            .bind_policies(|_| JobPolicy::default()),
         "w",
         Metrics::capture().0,
     );
@@ -276,21 +276,23 @@ async fn more_effects_than_a_transaction_takes_fail_the_run_for_good_with_the_li
     let stack = stack("too-many").await;
     let table = stack.effects_table.clone();
     let worker = stack.processor(
-        Registry::new().register("bulk", JobPolicy::default(), move |ctx: JobContext| {
-            let table = table.clone();
-            async move {
-                for i in 0..100 {
-                    ctx.effects().put(
-                        Put::builder()
-                            .table_name(&table)
-                            .item(KEY, AttributeValue::S(format!("{}#{i}", ctx.key)))
-                            .build()
-                            .unwrap(),
-                    );
+        Jobs::new()
+            .add("bulk", move |ctx: Ctx| {
+                let table = table.clone();
+                async move {
+                    for i in 0..100 {
+                        ctx.effects().put(
+                            Put::builder()
+                                .table_name(&table)
+                                .item(KEY, AttributeValue::S(format!("{}#{i}", ctx.key)))
+                                .build()
+                                .unwrap(),
+                        );
+                    }
+                    Ok::<_, schedkit::JobError>(json!({}))
                 }
-                Ok(json!({}))
-            }
-        }),
+            })
+            .bind_policies(|_| JobPolicy::default()),
         "w",
         Metrics::capture().0,
     );

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use schedkit::{Envelope, JobPolicy, Metrics, Registry, Status};
+use schedkit::{Envelope, JobPolicy, Jobs, Metrics, Registry, Status};
 use schedkit_testkit::{RequestCounter, Stack, StackOptions, localstack};
-use schedkit_worker::jobs::RecordInvoice;
+use schedkit_worker::jobs::{EffectsTable, record_invoice};
 use serde_json::json;
 
 fn invoice(tenant: &str) -> Envelope {
@@ -16,16 +16,23 @@ fn invoice(tenant: &str) -> Envelope {
     e
 }
 
-/// `record-invoice` with a short lease, so deliveries bounced as in-progress come back soon.
+/// `record-invoice`'s policy: a short lease, so deliveries bounced as in-progress come back
+/// soon.
+fn invoice_policy() -> JobPolicy {
+    JobPolicy {
+        key_template: Some("invoice:{billing_month}:{tenant}".parse().unwrap()),
+        ..JobPolicy::default().with_lease(Duration::from_secs(2))
+    }
+}
+
+/// `record-invoice` on the stack's effects table.
+fn jobs(stack: &Stack) -> Jobs<EffectsTable> {
+    Jobs::with_state(stack.effects()).add("record-invoice", record_invoice)
+}
+
+/// [`jobs`] under [`invoice_policy`].
 fn registry(stack: &Stack) -> Registry {
-    Registry::new().register(
-        "record-invoice",
-        JobPolicy {
-            key_template: Some("invoice:{billing_month}:{tenant}".parse().unwrap()),
-            ..JobPolicy::default().with_lease(Duration::from_secs(2))
-        },
-        RecordInvoice::new(stack.effects()),
-    )
+    jobs(stack).bind_policies(|_| invoice_policy())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -93,22 +100,21 @@ async fn dynamodb_requests_are_two_per_success_and_one_per_duplicate() {
     let worker = schedkit::Processor::new(
         schedkit::DynamoStore::new(counted, &stack.table),
         stack.sqs.clone(),
-        registry(&stack)
-            .register(
-                "noop",
-                JobPolicy::default(),
-                |_ctx: schedkit::JobContext| async { Ok(json!(null)) },
-            )
+        jobs(&stack)
+            .add("noop", |_ctx: schedkit::Ctx| async {
+                Ok::<_, schedkit::JobError>(json!(null))
+            })
             // Longer than its lease: kept by heartbeats every 500 ms, counted apart (a lease of
             // 2 s leaves room for a slow renewal on a loaded machine).
-            .register(
-                "long",
-                JobPolicy::default().with_lease(Duration::from_secs(2)),
-                |_ctx: schedkit::JobContext| async {
-                    tokio::time::sleep(Duration::from_millis(2600)).await;
-                    Ok(json!(null))
-                },
-            ),
+            .add("long", |_ctx: schedkit::Ctx| async {
+                tokio::time::sleep(Duration::from_millis(2600)).await;
+                Ok::<_, schedkit::JobError>(json!(null))
+            })
+            .bind_policies(|name| match name {
+                "record-invoice" => invoice_policy(),
+                "long" => JobPolicy::default().with_lease(Duration::from_secs(2)),
+                _ => JobPolicy::default(),
+            }),
         stack.config("counted"),
         Metrics::capture().0,
     );

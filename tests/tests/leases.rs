@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use schedkit::store::AttemptOutcome;
 use schedkit::{
-    Clock, Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, Status,
+    Clock, Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Processor, Registry, Status,
 };
 use schedkit_testkit::Stack;
 use schedkit_testkit::proxy::{self, TcpProxy};
@@ -34,7 +34,7 @@ impl Drop for Dropped {
 }
 
 /// Notes, when dropped, whether its job had been told the lease was lost.
-struct Told(JobContext, Arc<AtomicBool>);
+struct Told(Ctx, Arc<AtomicBool>);
 
 impl Drop for Told {
     fn drop(&mut self) {
@@ -79,23 +79,21 @@ async fn a_job_that_outlives_its_lease_is_cancelled_before_anyone_can_reclaim_it
     // Worker A never heartbeats and its job never ends by itself.
     let (a_dropped, a_told) = (dropped.clone(), told.clone());
     let worker_a = stack.processor(
-        Registry::new().register(
-            "export",
-            JobPolicy {
-                heartbeat: None,
-                ..JobPolicy::default().with_lease(lease)
-            },
-            move |ctx: JobContext| {
+        Jobs::new()
+            .add("export", move |ctx: Ctx| {
                 let (dropped, told) = (a_dropped.clone(), a_told.clone());
                 async move {
                     let _guard = Dropped(dropped);
                     let _told = Told(ctx, told);
                     // Never ends by itself: only dropping it stops it.
                     std::future::pending::<()>().await;
-                    Ok(json!({"by": "A"}))
+                    Ok::<_, schedkit::JobError>(json!({"by": "A"}))
                 }
-            },
-        ),
+            })
+            .bind_policies(|_| JobPolicy {
+                heartbeat: None,
+                ..JobPolicy::default().with_lease(lease)
+            }),
         "worker-a",
         Metrics::capture().0,
     );
@@ -130,11 +128,11 @@ async fn a_job_that_outlives_its_lease_is_cancelled_before_anyone_can_reclaim_it
 
     // The next delivery, to a worker whose job ends in time, completes the run.
     let worker_b = stack.processor(
-        Registry::new().register(
-            "export",
-            JobPolicy::default().with_lease(lease),
-            |_ctx: JobContext| async { Ok(json!({"by": "B"})) },
-        ),
+        Jobs::new()
+            .add("export", |_ctx: Ctx| async {
+                Ok::<_, schedkit::JobError>(json!({"by": "B"}))
+            })
+            .bind_policies(|_| JobPolicy::default().with_lease(lease)),
         "worker-b",
         Metrics::capture().0,
     );
@@ -171,11 +169,8 @@ async fn stalled_heartbeats_cancel_the_attempt_before_a_worker_whose_clock_runs_
                started: Option<Arc<Mutex<Option<Instant>>>>,
                running: Option<Arc<Notify>>| {
         let applied = applied.clone();
-        Registry::new().register(
-            "send-statement",
-            // Heartbeats every 500 ms.
-            JobPolicy::default().with_lease(lease),
-            move |_ctx: JobContext| {
+        Jobs::new()
+            .add("send-statement", move |_ctx: Ctx| {
                 let (applied, dropped, started, running) = (
                     applied.clone(),
                     dropped.clone(),
@@ -192,10 +187,11 @@ async fn stalled_heartbeats_cancel_the_attempt_before_a_worker_whose_clock_runs_
                     }
                     tokio::time::sleep(Duration::from_secs(3)).await;
                     applied.fetch_add(1, Ordering::SeqCst);
-                    Ok(json!({}))
+                    Ok::<_, schedkit::JobError>(json!({}))
                 }
-            },
-        )
+            })
+            .bind_policies(|_| // Heartbeats every 500 ms.
+            JobPolicy::default().with_lease(lease))
     };
     let worker_a = through(
         &stack,
@@ -268,10 +264,8 @@ async fn a_completion_held_past_the_lease_keeps_its_lease_by_heartbeats_and_the_
     let armed = Arc::new(Notify::new());
     let registry = {
         let (runs, proxy, armed) = (runs.clone(), proxy.clone(), armed.clone());
-        Registry::new().register(
-            "export",
-            JobPolicy::default().with_lease(lease),
-            move |_ctx: JobContext| {
+        Jobs::new()
+            .add("export", move |_ctx: Ctx| {
                 let (runs, proxy, armed) = (runs.clone(), proxy.clone(), armed.clone());
                 async move {
                     runs.fetch_add(1, Ordering::SeqCst);
@@ -279,10 +273,10 @@ async fn a_completion_held_past_the_lease_keeps_its_lease_by_heartbeats_and_the_
                     // DynamoDB 2.5 leases late; heartbeats go on meanwhile.
                     proxy.hold_request(":finished_at", Duration::from_millis(2500));
                     armed.notify_one();
-                    Ok(json!({}))
+                    Ok::<_, schedkit::JobError>(json!({}))
                 }
-            },
-        )
+            })
+            .bind_policies(|_| JobPolicy::default().with_lease(lease))
     };
     let worker_a = through(&stack, &proxy, registry.clone(), "worker-a");
     let worker_b = stack.processor(registry, "worker-b", Metrics::capture().0);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use schedkit::store::AttemptOutcome;
 use schedkit::{
-    Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, Status, batch_response,
+    Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Processor, Registry, Status, batch_response,
 };
 use schedkit_testkit::proxy::{self, TcpProxy};
 use schedkit_testkit::{Stack, StackOptions};
@@ -25,17 +25,15 @@ fn through_proxy(stack: &Stack, proxy: &TcpProxy, registry: Registry) -> Process
 
 fn jobs(on_run: impl Fn() + Send + Sync + 'static) -> Registry {
     let on_run = Arc::new(on_run);
-    Registry::new().register(
-        "report",
-        JobPolicy::default().with_lease(Duration::from_secs(1)),
-        move |_ctx: JobContext| {
+    Jobs::new()
+        .add("report", move |_ctx: Ctx| {
             let on_run = on_run.clone();
             async move {
                 on_run();
-                Ok(json!({"ok": true}))
+                Ok::<_, schedkit::JobError>(json!({"ok": true}))
             }
-        },
-    )
+        })
+        .bind_policies(|_| JobPolicy::default().with_lease(Duration::from_secs(1)))
 }
 
 fn envelope(hour: u32) -> Envelope {

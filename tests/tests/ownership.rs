@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
 use schedkit::{
-    DynamoStore, Envelope, JobContext, JobError, JobPolicy, Metrics, Overlap, Processor, Registry,
+    Ctx, DynamoStore, Envelope, JobError, JobPolicy, Jobs, Metrics, Overlap, Processor, Registry,
     RetryPolicy, Status,
 };
 use schedkit_testkit::{RequestCounter, Stack, StackOptions, unique};
@@ -114,14 +114,16 @@ fn slow(job: &str, overlap: Overlap) -> Registry {
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    Registry::new().register(job, policy, |ctx: JobContext| async move {
-        if ctx.payload.get("fail_once").is_some() && ctx.attempt == 1 {
-            return Err(JobError::retryable("not yet"));
-        }
-        let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
-        tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
-        Ok(json!({"slept": seconds}))
-    })
+    Jobs::new()
+        .add(job, |ctx: Ctx| async move {
+            if ctx.payload.get("fail_once").is_some() && ctx.attempt == 1 {
+                return Err(JobError::retryable("not yet"));
+            }
+            let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
+            tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
+            Ok(json!({"slept": seconds}))
+        })
+        .bind_policies(|_| policy.clone())
 }
 
 fn slow_run(job: &str, key: &str, payload: serde_json::Value) -> Envelope {
@@ -226,9 +228,11 @@ async fn a_paused_end_with_wide_causes_is_recorded_well_under_the_item_limit() {
     let stack = Stack::lane("wide-causes", lane_options()).await;
     let worker = stack.chain_processor(
         &sdk,
-        Registry::new().register("a", JobPolicy::default(), |_c: JobContext| async {
-            Ok(json!(null))
-        }),
+        Jobs::new()
+            .add("a", |_c: Ctx| async {
+                Ok::<_, schedkit::JobError>(json!(null))
+            })
+            .bind_policies(|_| JobPolicy::default()),
         "[jobs.a]\nowner = \"o\"\n[chains.month-end]\nowner = \"o\"\nstages = [\"a\"]\n",
         Metrics::capture().0,
     );
@@ -309,16 +313,18 @@ async fn a_failed_run_runs_again_only_from_its_dead_letter() {
         },
         ..JobPolicy::default()
     };
-    let registry = Registry::new().register("fails", policy, move |ctx: JobContext| {
-        let counted = counted.clone();
-        async move {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            if ctx.payload.get("fixed").is_none() {
-                return Err(JobError::permanent("the partner account is blocked"));
+    let registry = Jobs::new()
+        .add("fails", move |ctx: Ctx| {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if ctx.payload.get("fixed").is_none() {
+                    return Err(JobError::permanent("the partner account is blocked"));
+                }
+                Ok(json!(null))
             }
-            Ok(json!(null))
-        }
-    });
+        })
+        .bind_policies(|_| policy.clone());
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let firing = Envelope::new("fails", "2026-12-01T09:00:00Z".parse().unwrap());
     let key = "fails#2026-12-01T09:00:00Z".to_string();
@@ -397,17 +403,15 @@ async fn a_failed_step_sent_again_is_answered_from_its_record_not_run() {
     let stack = Stack::lane("failed-step", lane_options()).await;
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counted = runs.clone();
-    let registry = Registry::new().register(
-        "close-books",
-        JobPolicy::default(),
-        move |_ctx: JobContext| {
+    let registry = Jobs::new()
+        .add("close-books", move |_ctx: Ctx| {
             let counted = counted.clone();
             async move {
                 counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(json!(null))
+                Ok::<_, schedkit::JobError>(json!(null))
             }
-        },
-    );
+        })
+        .bind_policies(|_| JobPolicy::default());
     let worker = stack.chain_processor(
         &sdk,
         registry,
@@ -471,11 +475,13 @@ async fn a_long_run_keeps_its_jobs_slot_while_its_lease_is_renewed() {
         timeout: None,
         ..JobPolicy::default().with_lease(Duration::from_secs(2))
     };
-    let registry = Registry::new().register(&job, policy, |ctx: JobContext| async move {
-        let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
-        tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
-        Ok(json!(null))
-    });
+    let registry = Jobs::new()
+        .add(&job, |ctx: Ctx| async move {
+            let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
+            tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
+            Ok::<_, schedkit::JobError>(json!(null))
+        })
+        .bind_policies(|_| policy.clone());
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let (first, second) = (unique("first"), unique("second"));
     stack

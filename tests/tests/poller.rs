@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Registry, Status};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Status};
 use schedkit_testkit::{Stack, StackOptions, unique};
 use serde_json::json;
 
@@ -15,11 +15,13 @@ async fn a_long_job_in_hand_holds_back_no_other_message() {
     let stack = Stack::lane("poller", StackOptions::default()).await;
     let job = unique("sleeps");
     let policy = JobPolicy::default().with_lease(Duration::from_secs(10));
-    let registry = Registry::new().register(&job, policy, |ctx: JobContext| async move {
-        let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
-        tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
-        Ok(json!(null))
-    });
+    let registry = Jobs::new()
+        .add(&job, |ctx: Ctx| async move {
+            let seconds = ctx.payload.get("seconds").and_then(|s| s.as_f64());
+            tokio::time::sleep(Duration::from_secs_f64(seconds.unwrap_or(0.0))).await;
+            Ok::<_, schedkit::JobError>(json!(null))
+        })
+        .bind_policies(|_| policy.clone());
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let run = |key: &str, seconds: f64| {
         let mut e = Envelope::new(&job, "2026-12-02T09:00:00Z".parse().unwrap());

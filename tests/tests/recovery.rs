@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use schedkit::{
-    Envelope, JobContext, JobPolicy, Metrics, Processor, ProcessorConfig, Registry, Status,
+    Ctx, Envelope, JobPolicy, Jobs, Metrics, Processor, ProcessorConfig, Registry, Status,
 };
 use schedkit_testkit::Stack;
 use serde_json::json;
@@ -29,26 +29,21 @@ async fn stack(name: &str) -> Stack {
 /// then returns at once.
 fn registry(slow_started: Arc<Notify>) -> Registry {
     let hang = Arc::new(AtomicBool::new(true));
-    Registry::new()
-        .register(
-            "quick",
-            JobPolicy::default().with_lease(LEASE),
-            |_ctx: JobContext| async { Ok(json!({})) },
-        )
-        .register(
-            "slow",
-            JobPolicy::default().with_lease(LEASE),
-            move |_ctx: JobContext| {
-                let (hang, started) = (hang.clone(), slow_started.clone());
-                async move {
-                    if hang.swap(false, Ordering::SeqCst) {
-                        started.notify_one();
-                        std::future::pending::<()>().await;
-                    }
-                    Ok(json!({}))
+    Jobs::new()
+        .add("quick", |_ctx: Ctx| async {
+            Ok::<_, schedkit::JobError>(json!({}))
+        })
+        .add("slow", move |_ctx: Ctx| {
+            let (hang, started) = (hang.clone(), slow_started.clone());
+            async move {
+                if hang.swap(false, Ordering::SeqCst) {
+                    started.notify_one();
+                    std::future::pending::<()>().await;
                 }
-            },
-        )
+                Ok::<_, schedkit::JobError>(json!({}))
+            }
+        })
+        .bind_policies(|_| JobPolicy::default().with_lease(LEASE))
 }
 
 fn envelope(job: &str, minute: u32) -> Envelope {

@@ -200,9 +200,11 @@ fn export_job() -> schedkit::Registry {
         key_template: Some("{tenant}".parse().unwrap()),
         ..schedkit::JobPolicy::default()
     };
-    schedkit::Registry::new().register("export", policy, |_ctx: schedkit::JobContext| async {
-        Ok(json!({}))
-    })
+    schedkit::Jobs::new()
+        .add("export", |_ctx: schedkit::Ctx| async {
+            Ok::<_, schedkit::JobError>(json!({}))
+        })
+        .bind_policies(|_| policy.clone())
 }
 
 fn export(tenant: &str) -> Envelope {

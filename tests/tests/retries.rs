@@ -6,9 +6,7 @@ use std::time::Duration;
 use chrono::DateTime;
 use schedkit::batch::{DeadLetterReason, attr};
 use schedkit::store::AttemptOutcome;
-use schedkit::{
-    Envelope, JobContext, JobError, JobPolicy, Metrics, Outcome, Registry, RetryPolicy, Status,
-};
+use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Outcome, RetryPolicy, Status};
 use schedkit_testkit::{Stack, StackOptions};
 
 fn policy(max_attempts: u32) -> JobPolicy {
@@ -29,12 +27,14 @@ async fn an_always_failing_job_ends_failed_with_its_history_and_in_the_dlq() {
     let mut quick = policy(3);
     quick.retry.first_delay = Duration::from_secs(1);
     quick.retry.base_delay = Duration::from_secs(1);
-    let registry = Registry::new().register("export", quick, |ctx: JobContext| async move {
-        Err::<serde_json::Value, _>(JobError::retryable(format!(
-            "partner API said 422 (attempt {})",
-            ctx.attempt
-        )))
-    });
+    let registry = Jobs::new()
+        .add("export", |ctx: Ctx| async move {
+            Err::<serde_json::Value, _>(JobError::retryable(format!(
+                "partner API said 422 (attempt {})",
+                ctx.attempt
+            )))
+        })
+        .bind_policies(|_| quick.clone());
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let mut envelope = Envelope::new("export", "2026-11-01T08:00:00Z".parse().unwrap());
     envelope.key = Some("export-2026-11-01".into());
@@ -111,10 +111,12 @@ async fn a_failed_delivery_seen_again_is_dead_lettered_again_and_only_a_redrive_
     let stack = Stack::lane("refail", options).await;
     let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let counter = runs.clone();
-    let registry = Registry::new().register("export", policy(1), move |_ctx: JobContext| {
-        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        async { Err::<serde_json::Value, _>(JobError::retryable("partner API said 422")) }
-    });
+    let registry = Jobs::new()
+        .add("export", move |_ctx: Ctx| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async { Err::<serde_json::Value, _>(JobError::retryable("partner API said 422")) }
+        })
+        .bind_policies(|_| policy(1));
     let worker = stack.processor(registry, "w", Metrics::capture().0);
     let mut envelope = Envelope::new("export", "2026-11-02T08:00:00Z".parse().unwrap());
     envelope.key = Some("export-2026-11-02".into());

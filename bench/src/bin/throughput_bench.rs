@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use schedkit::poller::{PollOptions, poll, to_event_message};
-use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Registry};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 
 #[derive(Parser)]
@@ -77,14 +77,14 @@ async fn main() -> anyhow::Result<()> {
     let peer = plain_consumer(&stack, args.messages).await?;
 
     fill(&stack, args.messages).await?;
-    let registry = Registry::new().register(
-        "noop",
-        JobPolicy {
+    let registry = Jobs::new()
+        .add("noop", |_ctx: Ctx| async {
+            Ok::<_, schedkit::JobError>(serde_json::Value::Null)
+        })
+        .bind_policies(|_| JobPolicy {
             heartbeat: None,
             ..JobPolicy::default()
-        },
-        |_ctx: JobContext| async { Ok(serde_json::Value::Null) },
-    );
+        });
     let mut config = stack.config("bench");
     config.concurrency = args.concurrency;
     let processor = schedkit::Processor::new(

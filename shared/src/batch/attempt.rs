@@ -15,7 +15,7 @@ use super::processor::{DEADLINE_MARGIN, Processor};
 use super::route::Routed;
 use crate::effects::Effects;
 use crate::envelope::Envelope;
-use crate::job::{JobContext, JobError, JobResult, RegisteredJob};
+use crate::job::{Ctx, JobError, JobResult, RegisteredJob};
 use crate::telemetry::{Event, Transition};
 
 /// A finished attempt, its outcome not yet written.
@@ -54,7 +54,7 @@ impl Processor {
         let (lost_tx, lost_rx) = watch::channel(false);
         let keeper = self.keep_lease(ctx, envelope, job, claim, lost_tx);
         let effects = Effects::default();
-        let job_ctx = JobContext::new(
+        let job_ctx = Ctx::new(
             t.job.to_string(),
             claim.record.execution_key.clone(),
             envelope.scheduled_for,
@@ -122,14 +122,14 @@ impl Processor {
         ctx: &MessageCtx<'_>,
         envelope: &Envelope,
         job: &Routed<'_>,
-        mut job_ctx: JobContext,
+        mut job_ctx: Ctx,
         attempt: u32,
         keeper: &LeaseKeeper,
     ) -> JobResult {
         let max_attempts = job.registered.policy.retry.max_attempts;
         if attempt > max_attempts {
             // Earlier attempts were claimed and never finished (killed, or out of time).
-            return Err(JobError::Retryable(format!(
+            return Err(JobError::retryable(format!(
                 "attempt {attempt} of at most {max_attempts}: the earlier ones were claimed and never finished (the worker was stopped or ran out of time); not run again"
             )));
         }
@@ -167,7 +167,7 @@ impl Processor {
 
 /// Runs the job in its own task, so a panic becomes a retryable failure instead of taking
 /// the batch down, and enforces the policy's timeout.
-async fn run_guarded(registered: &RegisteredJob, ctx: JobContext) -> JobResult {
+async fn run_guarded(registered: &RegisteredJob, ctx: Ctx) -> JobResult {
     let future = registered.job.run(ctx);
     let timeout = registered.policy.timeout;
     // The job runs in a task of its own so that a panic is caught; dropping this future

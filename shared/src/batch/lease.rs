@@ -78,7 +78,7 @@ impl std::fmt::Display for Lapse {
 /// Heartbeats of one attempt and the watch on its lease. Dropping it stops the heartbeats.
 pub(crate) struct LeaseKeeper {
     confirmed: watch::Receiver<Confirmed>,
-    /// Tells the job (`JobContext::lease_lost`).
+    /// Tells the job (`Ctx::lease_lost`).
     told: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }

@@ -84,7 +84,7 @@ impl Processor {
             Finish::Retrying { error } => self.retry(ctx, policy, t, &ran, error).await,
             Finish::Failed { error } => {
                 let reason = match result {
-                    Err(JobError::Permanent(_)) => DeadLetterReason::PermanentError,
+                    Err(e) if !e.is_retryable() => DeadLetterReason::PermanentError,
                     _ => DeadLetterReason::AttemptsExhausted,
                 };
                 self.fail(ctx, policy, t, &ran, reason, &error).await
@@ -245,7 +245,7 @@ fn finish_of(result: &JobResult, policy: &JobPolicy, attempt: u32) -> Finish {
         Ok(value) => Finish::Succeeded {
             result: value.clone(),
         },
-        Err(e @ JobError::Retryable(_)) if !policy.retry.exhausted(attempt) => Finish::Retrying {
+        Err(e) if e.is_retryable() && !policy.retry.exhausted(attempt) => Finish::Retrying {
             error: e.to_string(),
         },
         Err(e) => Finish::Failed {

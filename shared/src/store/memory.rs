@@ -86,6 +86,8 @@ pub struct MemoryState {
     pub resumed_at_ms: BTreeMap<String, i64>,
     /// Effects committed, by execution key: how many commits applied effects for it.
     pub effects_applied: BTreeMap<String, u32>,
+    /// The effect items committed, by execution key, in the order they were applied.
+    pub committed_effects: BTreeMap<String, Vec<TransactWriteItem>>,
     /// Requests served, faults included.
     pub requests: u64,
     /// Writes that changed a DONE or SKIPPED record: never expected (the simulation's
@@ -264,6 +266,8 @@ impl MemoryStore {
                 state.records.insert(key.clone(), after.clone());
                 if !effects.is_empty() {
                     *state.effects_applied.entry(key.clone()).or_default() += 1;
+                    let committed = state.committed_effects.entry(key.clone()).or_default();
+                    committed.extend(effects.iter().cloned());
                 }
                 return Ok(after.clone());
             }

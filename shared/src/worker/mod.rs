@@ -1,16 +1,17 @@
 //! The worker entry point: one call turns a set of jobs into a running worker.
 //!
 //! ```no_run
-//! use schedkit::worker::{self, EmbeddedCatalog, Jobs};
+//! use schedkit::worker::{self, EmbeddedCatalog};
+//! use schedkit::{JobError, Jobs};
 //!
 //! const CATALOG: EmbeddedCatalog = EmbeddedCatalog::new("catalog.toml", "[jobs.hello]\nowner = \"me\"\n");
 //!
+//! async fn hello() -> Result<&'static str, JobError> {
+//!     Ok("hello")
+//! }
+//!
 //! fn main() -> std::process::ExitCode {
-//!     worker::main(CATALOG, |_setup| {
-//!         Jobs::new().add("hello", |_ctx: schedkit::JobContext| async {
-//!             Ok(serde_json::json!({"said": "hello"}))
-//!         })
-//!     })
+//!     worker::main(CATALOG, |_setup| Jobs::new().add("hello", hello))
 //! }
 //! ```
 //!
@@ -21,14 +22,13 @@
 //! responses, anywhere else by long-polling the queue itself with the same semantics. It
 //! stops on SIGTERM or Ctrl-C with one line that says what it did and its peak memory.
 
-mod jobs;
 mod lambda;
 mod process;
 mod settings;
 
 use std::process::ExitCode;
 
-pub use jobs::{BindError, Jobs};
+pub use crate::job::{BindError, Jobs};
 pub use settings::Settings;
 
 use crate::aws::SdkConfig;
@@ -83,7 +83,10 @@ impl Setup<'_> {
 /// Runs a worker until it is stopped; the process's exit code: 0 after a clean stop, 1
 /// when the Lambda runtime failed, 2 when it could not start (invalid catalog, a job
 /// without implementation, bad settings).
-pub fn main(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs) -> ExitCode {
+pub fn main<S: Clone + Send + Sync + 'static>(
+    catalog: EmbeddedCatalog,
+    jobs: impl FnOnce(&Setup<'_>) -> Jobs<S>,
+) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,7 +95,10 @@ pub fn main(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs) -> 
 }
 
 /// [`main`] on a runtime of the caller's.
-pub async fn run(catalog: EmbeddedCatalog, jobs: impl FnOnce(&Setup<'_>) -> Jobs) -> ExitCode {
+pub async fn run<S: Clone + Send + Sync + 'static>(
+    catalog: EmbeddedCatalog,
+    jobs: impl FnOnce(&Setup<'_>) -> Jobs<S>,
+) -> ExitCode {
     crate::telemetry::init_logging();
     let settings = Settings::from_args();
     let catalog = match catalog.load() {

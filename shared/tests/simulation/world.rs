@@ -15,7 +15,7 @@ use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
 use schedkit::store::{Fault, Faults, MemoryState, MemoryStore};
 use schedkit::trigger::pause::MemorySchedules;
 use schedkit::{
-    Clock, Envelope, JobContext, JobError, JobPolicy, Metrics, Overlap, Processor, ProcessorConfig,
+    Clock, Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Overlap, Processor, ProcessorConfig,
     Registry, RetryPolicy,
 };
 use serde_json::json;
@@ -204,40 +204,44 @@ impl Drop for Running {
     }
 }
 
-/// The catalog: each job's body and policy.
+/// The catalog: each job's policy.
+fn policy_of(job: &str) -> JobPolicy {
+    let policy = match job {
+        SLOW => JobPolicy::default().with_lease(Duration::from_secs(2)),
+        EXCLUSIVE => JobPolicy {
+            overlap: Overlap::Skip,
+            ..JobPolicy::default().with_lease(Duration::from_secs(4))
+        },
+        QUEUED => JobPolicy {
+            overlap: Overlap::BufferOne,
+            ..JobPolicy::default().with_lease(Duration::from_secs(4))
+        },
+        _ => JobPolicy::default().with_lease(Duration::from_secs(4)),
+    };
+    JobPolicy {
+        retry: RetryPolicy {
+            max_attempts: 3,
+            // `exclusive` retries at once: its retry can meet its own slot entry while
+            // the attempt that failed is still leaving it.
+            first_delay: match job {
+                EXCLUSIVE => Duration::ZERO,
+                _ => RetryPolicy::default().first_delay,
+            },
+            ..RetryPolicy::default()
+        },
+        // Long enough for the long runs of `queued`.
+        timeout: Some(Duration::from_secs(900)),
+        pause_after_failures: pauses::pause_after_failures(job),
+        ..policy
+    }
+}
+
+/// The catalog: each job's body, with its policy.
 fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Registry {
-    let mut registry = Registry::new();
+    let mut jobs = Jobs::new();
     for job in JOBS {
-        let policy = match job {
-            SLOW => JobPolicy::default().with_lease(Duration::from_secs(2)),
-            EXCLUSIVE => JobPolicy {
-                overlap: Overlap::Skip,
-                ..JobPolicy::default().with_lease(Duration::from_secs(4))
-            },
-            QUEUED => JobPolicy {
-                overlap: Overlap::BufferOne,
-                ..JobPolicy::default().with_lease(Duration::from_secs(4))
-            },
-            _ => JobPolicy::default().with_lease(Duration::from_secs(4)),
-        };
-        let policy = JobPolicy {
-            retry: RetryPolicy {
-                max_attempts: 3,
-                // `exclusive` retries at once: its retry can meet its own slot entry while
-                // the attempt that failed is still leaving it.
-                first_delay: match job {
-                    EXCLUSIVE => Duration::ZERO,
-                    _ => RetryPolicy::default().first_delay,
-                },
-                ..RetryPolicy::default()
-            },
-            // Long enough for the long runs of `queued`.
-            timeout: Some(Duration::from_secs(900)),
-            pause_after_failures: pauses::pause_after_failures(job),
-            ..policy
-        };
         let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
-        registry = registry.register(job, policy, move |ctx: JobContext| {
+        jobs = jobs.add(job, move |ctx: Ctx| {
             let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
             async move {
                 // A chain's step never goes through its job's overlap policy: counted apart.
@@ -272,7 +276,7 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
             }
         });
     }
-    registry
+    jobs.bind_policies(policy_of)
 }
 
 /// What a message the world sends is.

@@ -11,9 +11,7 @@ use std::time::Duration;
 use schedkit::batch::attr;
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore};
-use schedkit::{
-    Envelope, JobContext, JobPolicy, Metrics, Outcome, Processor, Registry, RetryPolicy, Status,
-};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Processor, RetryPolicy, Status};
 use serde_json::json;
 use tokio::time::Instant;
 
@@ -33,14 +31,16 @@ fn worker(store: &MemoryStore, queue: &MemoryQueue, runs: Arc<AtomicU32>) -> Pro
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    let registry = Registry::new().register("import", policy, move |_ctx: JobContext| {
-        let runs = runs.clone();
-        async move {
-            runs.fetch_add(1, Ordering::SeqCst);
-            std::future::pending::<()>().await;
-            Ok(json!({}))
-        }
-    });
+    let registry = Jobs::new()
+        .add("import", move |_ctx: Ctx| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+                Ok::<_, schedkit::JobError>(json!({}))
+            }
+        })
+        .bind_policies(|_| policy.clone());
     processor_of(store, queue, registry, "lambda", Metrics::capture().0)
 }
 

@@ -11,9 +11,7 @@ use schedkit::catalog::Catalog;
 use schedkit::orchestrator::MemoryOrchestrator;
 use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore};
-use schedkit::{
-    Envelope, JobContext, JobPolicy, Metrics, Processor, ProcessorConfig, Registry, Status,
-};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Processor, ProcessorConfig, Status};
 use serde_json::json;
 
 use super::{config, drain};
@@ -42,15 +40,20 @@ struct Lane {
 
 fn lane() -> Lane {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(13));
-    let ok = |_ctx: JobContext| async move { Ok(json!({"ok": true})) };
+    let ok = |_ctx: Ctx| async move { Ok::<_, schedkit::JobError>(json!({"ok": true})) };
     let export = JobPolicy {
         key_template: Some("{tenant}".parse().unwrap()),
         ..JobPolicy::default()
     };
-    let registry = Registry::new()
-        .register("export", export, ok)
-        .register("close-books", JobPolicy::default(), ok)
-        .register("report", JobPolicy::default(), ok);
+    let registry = Jobs::new()
+        .add("export", ok)
+        .add("close-books", ok)
+        .add("report", ok)
+        .bind_policies(|n| match n {
+            "export" => export.clone(),
+            "close-books" => JobPolicy::default(),
+            _ => JobPolicy::default(),
+        });
     let catalog = Catalog::parse(CHAINS, "chains.toml").unwrap();
     let chains =
         Chains::with_orchestrator(MemoryOrchestrator::default(), &catalog, BTreeMap::new());

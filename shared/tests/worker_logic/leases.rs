@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use schedkit::queue::MemoryQueue;
 use schedkit::store::MemoryStore;
-use schedkit::{Envelope, JobContext, JobPolicy, Metrics, Registry, Status};
+use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Status};
 use serde_json::json;
 
 use super::{drain_all, processor_of};
@@ -19,20 +19,20 @@ async fn heartbeats_keep_a_job_longer_than_three_leases_from_being_reclaimed() {
     let runs = Arc::new(AtomicU32::new(0));
     let registry = {
         let runs = runs.clone();
-        Registry::new().register(
-            "long-report",
-            // Heartbeats every 250 ms renew the lease and the message's visibility.
-            JobPolicy::default().with_lease(Duration::from_secs(1)),
-            move |ctx: JobContext| {
+        Jobs::new()
+            .add("long-report", move |ctx: Ctx| {
                 let runs = runs.clone();
                 async move {
                     runs.fetch_add(1, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(3500)).await;
                     assert!(!ctx.lease_lost());
-                    Ok(json!({"rows": 35}))
+                    Ok::<_, schedkit::JobError>(json!({"rows": 35}))
                 }
-            },
-        )
+            })
+            .bind_policies(
+                |_| // Heartbeats every 250 ms renew the lease and the message's visibility.
+            JobPolicy::default().with_lease(Duration::from_secs(1)),
+            )
     };
     let workers: Vec<_> = (0..2)
         .map(|i| {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use schedkit::queue::{JobQueue, MemoryQueue};
 use schedkit::store::MemoryStore;
 use schedkit::{
-    Clock, Envelope, JobContext, JobError, JobPolicy, MessageReport, Metrics, Processor,
+    Clock, Ctx, Envelope, JobError, JobPolicy, Jobs, MessageReport, Metrics, Processor,
     ProcessorConfig, Registry,
 };
 use serde_json::json;
@@ -51,15 +51,15 @@ fn envelope(job: &str, key: &str) -> String {
 fn registry(runs: &Arc<AtomicU32>) -> Registry {
     let counted = runs.clone();
     let flaky = runs.clone();
-    Registry::new()
-        .register("counted", JobPolicy::default(), move |_ctx: JobContext| {
+    Jobs::new()
+        .add("counted", move |_ctx: Ctx| {
             let runs = counted.clone();
             async move {
                 runs.fetch_add(1, Ordering::SeqCst);
-                Ok(json!({"ok": true}))
+                Ok::<_, schedkit::JobError>(json!({"ok": true}))
             }
         })
-        .register("flaky", JobPolicy::default(), move |_ctx: JobContext| {
+        .add("flaky", move |_ctx: Ctx| {
             let runs = flaky.clone();
             async move {
                 match runs.fetch_add(1, Ordering::SeqCst) {
@@ -68,6 +68,7 @@ fn registry(runs: &Arc<AtomicU32>) -> Registry {
                 }
             }
         })
+        .bind_policies(|_| JobPolicy::default())
 }
 
 /// A processor of [`registry`] over `store` and `queue`.

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, Finish, MemoryStore};
 use schedkit::{
-    Envelope, ExecutionRecord, JobContext, JobError, JobPolicy, Metrics, Overlap, Registry,
+    Ctx, Envelope, ExecutionRecord, JobError, JobPolicy, Jobs, Metrics, Overlap, Registry,
     RetryPolicy, Status,
 };
 use serde_json::json;
@@ -27,11 +27,13 @@ fn registry(overlap: Overlap) -> Registry {
         timeout: Some(Duration::from_secs(40)),
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    Registry::new().register("slow", policy, |ctx: JobContext| async move {
-        let seconds = ctx.payload["seconds"].as_u64().unwrap_or(3);
-        tokio::time::sleep(Duration::from_secs(seconds)).await;
-        Ok(json!(null))
-    })
+    Jobs::new()
+        .add("slow", |ctx: Ctx| async move {
+            let seconds = ctx.payload["seconds"].as_u64().unwrap_or(3);
+            tokio::time::sleep(Duration::from_secs(seconds)).await;
+            Ok::<_, schedkit::JobError>(json!(null))
+        })
+        .bind_policies(|_| policy.clone())
 }
 
 /// Five firings a minute apart, all due, through three workers at once: the records of
@@ -221,21 +223,23 @@ async fn a_late_leave_never_frees_the_entry_of_the_same_runs_retry() {
     };
     let registry = {
         let (running, most) = (running.clone(), most.clone());
-        Registry::new().register("solo", policy, move |ctx: JobContext| {
-            let (running, most) = (running.clone(), most.clone());
-            async move {
-                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(now, Ordering::SeqCst);
-                let result = if ctx.key == "k1" && ctx.attempt == 1 {
-                    Err(JobError::retryable("not yet"))
-                } else {
-                    tokio::time::sleep(Duration::from_secs(20)).await;
-                    Ok(json!(null))
-                };
-                running.fetch_sub(1, Ordering::SeqCst);
-                result
-            }
-        })
+        Jobs::new()
+            .add("solo", move |ctx: Ctx| {
+                let (running, most) = (running.clone(), most.clone());
+                async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    let result = if ctx.key == "k1" && ctx.attempt == 1 {
+                        Err(JobError::retryable("not yet"))
+                    } else {
+                        tokio::time::sleep(Duration::from_secs(20)).await;
+                        Ok(json!(null))
+                    };
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    result
+                }
+            })
+            .bind_policies(|_| policy.clone())
     };
     let workers: Vec<_> = ["a", "b", "c"]
         .iter()

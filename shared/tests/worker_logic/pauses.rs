@@ -11,9 +11,7 @@ use schedkit::batch::AutoPause;
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{Fault, Faults, MemoryStore, PauseRecord, PauseStore};
 use schedkit::trigger::pause::{self, MemorySchedules};
-use schedkit::{
-    Clock, JobContext, JobError, JobPolicy, Metrics, Processor, ProcessorConfig, Registry,
-};
+use schedkit::{Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Processor, ProcessorConfig};
 use serde_json::json;
 
 use super::{VISIBILITY, config, drain, envelope, metric_total};
@@ -35,12 +33,14 @@ fn worker_counted(
         pause_after_failures: NonZeroU32::new(2),
         ..JobPolicy::default()
     };
-    let registry = Registry::new().register("nightly", policy, |ctx: JobContext| async move {
-        match ctx.key.starts_with("bad") {
-            true => Err(JobError::permanent("the partner is down")),
-            false => Ok(json!(null)),
-        }
-    });
+    let registry = Jobs::new()
+        .add("nightly", |ctx: Ctx| async move {
+            match ctx.key.starts_with("bad") {
+                true => Err(JobError::permanent("the partner is down")),
+                false => Ok(json!(null)),
+            }
+        })
+        .bind_policies(|_| policy.clone());
     let config = ProcessorConfig {
         auto_pause: Some(AutoPause::over(
             Arc::new(schedules.clone()),

@@ -6,9 +6,7 @@ use std::time::Duration;
 use chrono::DateTime;
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{AttemptOutcome, MemoryStore};
-use schedkit::{
-    Envelope, JobContext, JobError, JobPolicy, Metrics, Outcome, Registry, RetryPolicy, Status,
-};
+use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Outcome, RetryPolicy, Status};
 use serde_json::json;
 
 use super::{drain_reports, processor_of};
@@ -29,16 +27,18 @@ async fn a_transient_failure_is_retried_with_growing_jittered_delays_and_succeed
         },
         ..JobPolicy::default().with_lease(Duration::from_secs(10))
     };
-    let registry = Registry::new().register("sync", policy, |ctx: JobContext| async move {
-        if ctx.attempt <= 2 {
-            Err(JobError::retryable(format!(
-                "503 on attempt {}",
-                ctx.attempt
-            )))
-        } else {
-            Ok(json!({"attempt": ctx.attempt}))
-        }
-    });
+    let registry = Jobs::new()
+        .add("sync", |ctx: Ctx| async move {
+            if ctx.attempt <= 2 {
+                Err(JobError::retryable(format!(
+                    "503 on attempt {}",
+                    ctx.attempt
+                )))
+            } else {
+                Ok(json!({"attempt": ctx.attempt}))
+            }
+        })
+        .bind_policies(|_| policy.clone());
     let worker = processor_of(&store, &queue, registry, "w", Metrics::capture().0);
     queue.send_body(&Envelope::new("sync", "2026-11-01T07:00:00Z".parse().unwrap()).to_json());
     let reports = drain_reports(&worker, &queue, Duration::from_secs(60)).await;

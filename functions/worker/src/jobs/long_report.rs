@@ -3,17 +3,23 @@
 
 use std::time::Duration;
 
-use schedkit::{JobContext, JobError, JobResult};
-use serde_json::json;
+use schedkit::{Ctx, JobError, Payload};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
-pub async fn run(ctx: JobContext) -> JobResult {
-    let seconds = ctx
-        .payload
-        .get("seconds")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(5.0);
+#[derive(Deserialize)]
+pub struct LongReport {
+    #[serde(default = "five")]
+    seconds: f64,
+}
+
+fn five() -> f64 {
+    5.0
+}
+
+pub async fn run(ctx: Ctx, Payload(report): Payload<LongReport>) -> Result<Value, JobError> {
     let step = Duration::from_millis(100);
-    let steps = (seconds * 10.0).ceil() as u64;
+    let steps = (report.seconds * 10.0).ceil() as u64;
     for _ in 0..steps {
         if ctx.lease_lost() {
             return Err(JobError::retryable("lease lost; stopping early"));

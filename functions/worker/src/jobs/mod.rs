@@ -9,10 +9,12 @@ mod long_report;
 mod partner_export;
 mod record_invoice;
 
-use schedkit::worker::Jobs;
+use schedkit::Jobs;
 
-pub use partner_export::{ACCOUNT_ITEM, PartnerExport};
-pub use record_invoice::{EFFECT_KEY, RecordInvoice};
+pub use partner_export::ACCOUNT_ITEM;
+pub use record_invoice::EFFECT_KEY;
+/// `record-invoice`, for tests that run it under a policy of their own.
+pub use record_invoice::run as record_invoice;
 
 /// The table the example jobs keep their side effects in (the template's EffectsTable,
 /// `SCHEDKIT_EFFECTS_TABLE`).
@@ -37,12 +39,12 @@ impl EffectsTable {
 }
 
 /// Every example job, by its catalog name.
-pub fn all(effects: EffectsTable) -> Jobs {
-    Jobs::new()
-        .add("record-invoice", RecordInvoice::new(effects.clone()))
+pub fn all(effects: EffectsTable) -> Jobs<EffectsTable> {
+    Jobs::with_state(effects)
+        .add("record-invoice", record_invoice::run)
         .add("long-report", long_report::run)
         .add("flaky-sync", flaky_sync::run)
-        .add("partner-export", PartnerExport::new(effects))
+        .add("partner-export", partner_export::run)
 }
 
 #[cfg(test)]

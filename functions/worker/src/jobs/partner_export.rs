@@ -7,56 +7,35 @@
 //! setting it to `active`.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use schedkit::job::BoxFuture;
-use schedkit::{Job, JobContext, JobError, JobResult};
-use serde_json::json;
+use schedkit::{Ctx, JobError, State};
+use serde_json::{Value, json};
 
 use super::{EFFECT_KEY, EffectsTable};
 
 /// The effects-table item that says whether the partner account works.
 pub const ACCOUNT_ITEM: &str = "config:partner-account";
 
-pub struct PartnerExport {
-    effects: EffectsTable,
-}
-
-impl PartnerExport {
-    pub fn new(effects: EffectsTable) -> Self {
-        PartnerExport { effects }
+pub async fn run(ctx: Ctx, State(effects): State<EffectsTable>) -> Result<Value, JobError> {
+    let (ddb, table) = effects.get()?;
+    // `?` on the SDK's error: retryable, the service's message kept as its source.
+    let item = ddb
+        .get_item()
+        .table_name(&table)
+        .key(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
+        .consistent_read(true)
+        .send()
+        .await?
+        .item;
+    let active = item
+        .as_ref()
+        .and_then(|i| i.get("status"))
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|s| s == "active");
+    if !active {
+        return Err(JobError::retryable(format!(
+            "export rejected by the partner API: 422 account blocked (attempt {})",
+            ctx.attempt
+        )));
     }
-}
-
-impl Job for PartnerExport {
-    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
-        let effects = self.effects.clone();
-        Box::pin(async move {
-            let (ddb, table) = effects.get()?;
-            let item = ddb
-                .get_item()
-                .table_name(&table)
-                .key(EFFECT_KEY, AttributeValue::S(ACCOUNT_ITEM.into()))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| {
-                    JobError::retryable(format!(
-                        "reading the account state: {}",
-                        schedkit::aws::describe(&e)
-                    ))
-                })?
-                .item;
-            let active = item
-                .as_ref()
-                .and_then(|i| i.get("status"))
-                .and_then(|v| v.as_s().ok())
-                .is_some_and(|s| s == "active");
-            if !active {
-                return Err(JobError::retryable(format!(
-                    "export rejected by the partner API: 422 account blocked (attempt {})",
-                    ctx.attempt
-                )));
-            }
-            Ok(json!({"exported": true}))
-        })
-    }
+    Ok(json!({"exported": true}))
 }

@@ -8,77 +8,58 @@
 //! `render_seconds` (payload, default 0) is how long rendering the invoice takes before
 //! the write: a run long enough to lose its worker half-way.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::types::{AttributeValue, Update};
-use schedkit::job::BoxFuture;
-use schedkit::{Job, JobContext, JobError, JobResult};
-use serde_json::json;
+use schedkit::{Ctx, JobError, Payload, State, permanent};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::EffectsTable;
 
 /// Partition key of the effects table.
 pub const EFFECT_KEY: &str = "effect_key";
 
-pub struct RecordInvoice {
-    effects: EffectsTable,
+/// The payload: the amount is required; a payload without it fails for good, naming it.
+#[derive(Deserialize)]
+pub struct Invoice {
+    amount_cents: i64,
+    /// Kept as the JSON it was given (`"acme"` with its quotes, or a number).
+    #[serde(default)]
+    tenant: Option<Value>,
+    #[serde(default)]
+    render_seconds: f64,
 }
 
-impl RecordInvoice {
-    pub fn new(effects: EffectsTable) -> Self {
-        RecordInvoice { effects }
+pub async fn run(
+    ctx: Ctx,
+    State(effects): State<EffectsTable>,
+    Payload(invoice): Payload<Invoice>,
+) -> Result<Value, JobError> {
+    let (_, table) = effects.get()?;
+    // In steps of at most 100 ms, so that a lost lease stops it soon.
+    let until = tokio::time::Instant::now() + Duration::from_secs_f64(invoice.render_seconds);
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        if ctx.lease_lost() {
+            return Err(JobError::retryable("lease lost while rendering; stopping"));
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
     }
-}
-
-impl Job for RecordInvoice {
-    fn run(&self, ctx: JobContext) -> BoxFuture<JobResult> {
-        let effects = self.effects.clone();
-        Box::pin(async move {
-            let (_, table) = effects.get()?;
-            let amount = ctx
-                .payload
-                .get("amount_cents")
-                .and_then(|v| v.as_i64())
-                .ok_or_else(|| {
-                    JobError::permanent("payload field `amount_cents` must be an integer")
-                })?;
-            let tenant = ctx
-                .payload
-                .get("tenant")
-                .map(|t| t.to_string())
-                .unwrap_or_default();
-            let render = ctx
-                .payload
-                .get("render_seconds")
-                .and_then(|v| v.as_f64())
-                .unwrap_or(0.0);
-            // In steps of at most 100 ms, so that a lost lease stops it soon.
-            let until = tokio::time::Instant::now() + std::time::Duration::from_secs_f64(render);
-            loop {
-                let left = until.saturating_duration_since(tokio::time::Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                if ctx.lease_lost() {
-                    return Err(JobError::retryable("lease lost while rendering; stopping"));
-                }
-                tokio::time::sleep(left.min(std::time::Duration::from_millis(100))).await;
-            }
-            let update = Update::builder()
-                .table_name(&table)
-                .key(EFFECT_KEY, AttributeValue::S(ctx.key.clone()))
-                .update_expression(
-                    "SET tenant = :t, amount_cents = :a, written_at = :w ADD applied :one",
-                )
-                .expression_attribute_values(":t", AttributeValue::S(tenant))
-                .expression_attribute_values(":a", AttributeValue::N(amount.to_string()))
-                .expression_attribute_values(
-                    ":w",
-                    AttributeValue::S(chrono::Utc::now().to_rfc3339()),
-                )
-                .expression_attribute_values(":one", AttributeValue::N("1".into()))
-                .build()
-                .map_err(|e| JobError::permanent(format!("the invoice write: {e}")))?;
-            ctx.effects().update(update);
-            Ok(json!({"amount_cents": amount}))
-        })
-    }
+    let tenant = invoice.tenant.map(|t| t.to_string()).unwrap_or_default();
+    let update = Update::builder()
+        .table_name(&table)
+        .key(EFFECT_KEY, AttributeValue::S(ctx.key.clone()))
+        .update_expression("SET tenant = :t, amount_cents = :a, written_at = :w ADD applied :one")
+        .expression_attribute_values(":t", AttributeValue::S(tenant))
+        .expression_attribute_values(":a", AttributeValue::N(invoice.amount_cents.to_string()))
+        .expression_attribute_values(":w", AttributeValue::S(chrono::Utc::now().to_rfc3339()))
+        .expression_attribute_values(":one", AttributeValue::N("1".into()))
+        .build()
+        .map_err(permanent)?;
+    ctx.effects().update(update);
+    Ok(json!({"amount_cents": invoice.amount_cents}))
 }

@@ -5,15 +5,25 @@
 //! without an implementation would fail every run, so the worker refuses to start instead.
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::handler::{Bound, Handler, Job};
+use super::{JobPolicy, RegisteredJob, Registry};
 use crate::catalog::{Catalog, Target};
-use crate::{Job, Registry};
 
-/// Job implementations by catalog name, before their policies are known.
-#[derive(Clone, Default)]
-pub struct Jobs {
+/// Job implementations by catalog name, before their policies are known, with the state
+/// their [`State`](super::State) arguments are cloned from (`()` when there is none).
+#[derive(Clone)]
+pub struct Jobs<S = ()> {
+    state: S,
     jobs: BTreeMap<String, Arc<dyn Job>>,
+}
+
+impl Default for Jobs<()> {
+    fn default() -> Self {
+        Jobs::new()
+    }
 }
 
 /// Why a worker's jobs do not fit its catalog.
@@ -32,20 +42,36 @@ pub enum BindError {
     },
 }
 
-impl Jobs {
-    /// No job yet; [`Jobs::add`] each one.
+impl Jobs<()> {
+    /// No job and no state yet; [`Jobs::add`] each job.
     pub fn new() -> Self {
-        Self::default()
+        Jobs::with_state(())
+    }
+}
+
+impl<S: Clone + Send + Sync + 'static> Jobs<S> {
+    /// No job yet; every job's `State<T>` arguments are taken from `state` (built once:
+    /// SDK clients, table names), `T` being `S` itself or any part with [`FromRef`](super::FromRef).
+    pub fn with_state(state: S) -> Self {
+        Jobs {
+            state,
+            jobs: BTreeMap::new(),
+        }
     }
 
-    /// Adds (or replaces) the implementation of the catalog job `name`.
-    pub fn add(self, name: impl Into<String>, job: impl Job) -> Self {
-        self.add_shared(name, Arc::new(job))
-    }
-
-    /// Adds (or replaces) an implementation already behind an `Arc`.
-    pub fn add_shared(mut self, name: impl Into<String>, job: Arc<dyn Job>) -> Self {
-        self.jobs.insert(name.into(), job);
+    /// Adds (or replaces) the implementation of the catalog job `name`: any `async fn`
+    /// whose arguments are extractors and whose result is `Result<impl Serialize, E>`.
+    pub fn add<H, T>(mut self, name: impl Into<String>, handler: H) -> Self
+    where
+        H: Handler<T, S>,
+        T: 'static,
+    {
+        let bound = Bound {
+            handler,
+            state: self.state.clone(),
+            args: PhantomData,
+        };
+        self.jobs.insert(name.into(), Arc::new(bound));
         self
     }
 
@@ -53,7 +79,7 @@ impl Jobs {
     /// its catalog policy. Implementations the catalog does not list are left out with a
     /// warning (nothing can fire them).
     pub fn bind(mut self, catalog: &Catalog) -> Result<Registry, BindError> {
-        let mut registry = Registry::new();
+        let mut registry = Registry::default();
         for job in catalog.jobs.values().filter(|j| j.target == Target::Queue) {
             let run = self
                 .jobs
@@ -62,7 +88,13 @@ impl Jobs {
                     file: catalog.file.clone(),
                     job: job.name.clone(),
                 })?;
-            registry = registry.register_shared(job.name.clone(), job.policy.clone(), run);
+            registry.insert(
+                job.name.clone(),
+                RegisteredJob {
+                    job: run,
+                    policy: job.policy.clone(),
+                },
+            );
         }
         for name in self.jobs.keys() {
             tracing::warn!(
@@ -73,15 +105,25 @@ impl Jobs {
         }
         Ok(registry)
     }
-}
 
+    /// A registry without a catalog, each job run with `policy(name)`: for tools and tests
+    /// that set policies in code. A worker binds to its catalog ([`Jobs::bind`]).
+    pub fn bind_policies(self, policy: impl Fn(&str) -> JobPolicy) -> Registry {
+        let mut registry = Registry::default();
+        for (name, job) in self.jobs {
+            let policy = policy(&name);
+            registry.insert(name, RegisteredJob { job, policy });
+        }
+        registry
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{JobContext, JobResult};
+    use crate::JobError;
 
-    async fn noop(_ctx: JobContext) -> JobResult {
-        Ok(serde_json::Value::Null)
+    async fn noop() -> Result<(), JobError> {
+        Ok(())
     }
 
     #[test]
