@@ -90,7 +90,7 @@ lint-infra:
 #         dev-dependencies, so `cargo test` would compile most crates a second time.)
 build:
 	$(CARGO) build --workspace --bins --tests --locked
-	functions/package.sh worker probe starter
+	functions/package.sh worker probe
 
 ## sam-build: the AWS path: `sam validate --lint` and `sam build` (release, x86_64) into target/sam/.
 sam-build:

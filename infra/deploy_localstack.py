@@ -4,8 +4,10 @@ copy of it written by `schedkit iac init`).
     infra/deploy-localstack.sh [--stack NAME] [--template PATH] [Parameter=Value ...]
     infra/deploy-localstack.sh --stack NAME --delete
 
-Packages the worker (functions/package.sh with the template's `Binary`, the debug profile
-the tests use; or the zip SCHEDKIT_WORKER_ZIP names) into LocalStack's S3, points the
+Packages the worker (the crate at the template's CodeUri, wherever it is, in the debug
+profile, its binary `Binary` stripped of debug information; this repository's own crates
+through functions/package.sh, as the tests build them; or the zip SCHEDKIT_WORKER_ZIP
+names) into LocalStack's S3, points the
 template's CodeUri at it, uploads the files it refers to (DefinitionUri, relative to the
 template), and deploys the same template as on AWS through a change set. LocalStack
 reports a change set without changes as created rather than failed (as AWS does); it is
@@ -24,6 +26,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 
 import boto3
 from botocore.exceptions import ClientError
@@ -66,21 +69,81 @@ def upload(s3, path):
     return f"s3://{BUCKET}/{key}"
 
 
-def package_worker(binary):
+# Lambda refuses a function whose unzipped code is larger than this.
+UNZIPPED_LIMIT = 250 * 1024 * 1024
+
+
+def package_worker(template, code_uri, binary):
     """The worker's zip: SCHEDKIT_WORKER_ZIP when given (the tests, which must not start
-    cargo while cargo runs them), else `binary` built and packaged now."""
+    cargo while cargo runs them); this repository's own crates through
+    functions/package.sh; any other crate (the template's CodeUri, wherever it is) built
+    and packaged here."""
     if given := os.environ.get("SCHEDKIT_WORKER_ZIP"):
         path = pathlib.Path(given)
         if not path.is_file():
             sys.exit(f"deploy: error: SCHEDKIT_WORKER_ZIP names {path}, which is not a file")
         return path
-    out = subprocess.run([str(ROOT / "functions/package.sh"), binary], capture_output=True, text=True)
-    if out.returncode != 0:
+    crate = (template.parent / code_uri).resolve()
+    if not (crate / "Cargo.toml").is_file():
         sys.exit(
-            f"deploy: error: functions/package.sh {binary} failed ({out.stderr.strip()[-400:]}); "
-            "for a crate outside this workspace, package it yourself and give the zip as SCHEDKIT_WORKER_ZIP"
+            f"deploy: error: {template} has CodeUri {code_uri}, but {crate} has no Cargo.toml "
+            "(CodeUri is the worker crate's folder, relative to the template)"
         )
-    return pathlib.Path(out.stdout.strip().splitlines()[-1])
+    if crate.is_relative_to(ROOT):
+        out = subprocess.run([str(ROOT / "functions/package.sh"), binary], capture_output=True, text=True)
+        if out.returncode != 0:
+            sys.exit(f"deploy: error: functions/package.sh {binary} failed ({out.stderr.strip()[-400:]})")
+        return pathlib.Path(out.stdout.strip().splitlines()[-1])
+    return package_crate(crate, binary)
+
+
+def package_crate(crate, binary):
+    """`binary` of the crate at `crate`, built in the debug profile and zipped as
+    `bootstrap`. Its binaries are built with its tests (one feature set, so a `cargo test`
+    afterwards compiles nothing again), and the debug information is stripped from the
+    copy that is zipped: a debug build with it is larger than Lambda accepts."""
+    log(f"building {binary} in {crate}")
+    build = subprocess.run(
+        ["cargo", "build", "--manifest-path", str(crate / "Cargo.toml"), "--bins", "--tests",
+         "--message-format=json-render-diagnostics"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    if build.returncode != 0:
+        sys.exit(f"deploy: error: cargo build of {crate} failed (its errors are above)")
+    executable = None
+    for line in build.stdout.splitlines():
+        message = json.loads(line)
+        target = message.get("target", {})
+        if (message.get("reason") == "compiler-artifact" and message.get("executable")
+                and target.get("name") == binary and "bin" in target.get("kind", [])
+                and not message.get("profile", {}).get("test")):
+            executable = pathlib.Path(message["executable"])
+    if executable is None:
+        sys.exit(f"deploy: error: {crate} has no binary `{binary}` (the template's Binary)")
+    out_dir = executable.parent / "lambda"
+    out_dir.mkdir(exist_ok=True)
+    stripped = out_dir / binary
+    strip = subprocess.run(["strip", "--strip-debug", "-o", str(stripped), str(executable)],
+                           capture_output=True, text=True)
+    if strip.returncode != 0:
+        sys.exit(f"deploy: error: strip --strip-debug {executable} failed: {strip.stderr.strip()}")
+    size = stripped.stat().st_size
+    if size > UNZIPPED_LIMIT:
+        sys.exit(
+            f"deploy: error: {binary} is {size // (1024 * 1024)} MB without its debug information, "
+            "over Lambda's 250 MB unzipped limit: build it in release (cargo lambda build --release) "
+            "and give the zip as SCHEDKIT_WORKER_ZIP"
+        )
+    archive = out_dir / f"{binary}.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        info = zipfile.ZipInfo.from_file(stripped, arcname="bootstrap")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        # A fixed date: the zip changes only when the binary does (an unchanged deploy is
+        # a no-op).
+        info.date_time = (1980, 1, 1, 0, 0, 0)
+        z.writestr(info, stripped.read_bytes())
+    log(f"packaged {archive} ({size // (1024 * 1024)} MB unzipped)")
+    return archive
 
 
 def one_line(text, template, key):
@@ -95,7 +158,7 @@ def template_body(s3, template):
     """The template as `sam build` + `sam package` leave it: its local files in S3."""
     text = template.read_text()
     code = one_line(text, template, "CodeUri")
-    zip_uri = upload(s3, package_worker(one_line(text, template, "Binary")))
+    zip_uri = upload(s3, package_worker(template, code, one_line(text, template, "Binary")))
     text = text.replace(f"CodeUri: {code}", f"CodeUri: {zip_uri}")
     # One state machine per chain of the catalog (none when it has none), each definition
     # in chains/ beside the template.

@@ -12,6 +12,19 @@ pub async fn generated_state_machine(
     chain: &str,
     queue_url: &str,
 ) -> anyhow::Result<String> {
+    let name = format!("{}-{chain}", crate::unique("sm"));
+    generated_state_machine_named(sfn, catalog, chain, queue_url, &name).await
+}
+
+/// [`generated_state_machine`] named `name` (`schedkit-<stage>-<chain>`, as the template
+/// names it); its ARN.
+pub async fn generated_state_machine_named(
+    sfn: &aws_sdk_sfn::Client,
+    catalog: &Catalog,
+    chain: &str,
+    queue_url: &str,
+    name: &str,
+) -> anyhow::Result<String> {
     let chain = catalog
         .chain(chain)
         .ok_or_else(|| anyhow::anyhow!("no chain `{chain}` in the catalog"))?;
@@ -20,7 +33,7 @@ pub async fn generated_state_machine(
         .replace("${JobsQueueUrl}", queue_url);
     let created = sfn
         .create_state_machine()
-        .name(format!("{}-{}", crate::unique("sm"), chain.name))
+        .name(name)
         .definition(definition)
         .role_arn("arn:aws:iam::000000000000:role/chain")
         .send()

@@ -83,6 +83,10 @@ mod store_model;
 /// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
 /// batch response.
 mod worker_lambda_mode;
+/// The worker binary with the README's settings alone: finds its chains' state machines
+/// by the stage's names, runs a chain to DONE, dead-letters one it cannot start as
+/// `unconfigured`.
+mod worker_settings;
 /// The example worker binary's stdout: EMF metric lines and JSON logs only, without
 /// payloads unless asked.
 mod worker_telemetry;

@@ -1,104 +1,148 @@
-//! The example a team copies (`examples/starter`) goes the README's way, "Run your own
-//! jobs": `schedkit iac init` writes its template, the LocalStack deploy builds a stage of
-//! it with the starter's own bootstrap, `schedkit fire` sends one run of each of its two
-//! jobs, and the deployed Lambda (LocalStack's event source, schedkit's executor) runs both
-//! to DONE; the side effect is written once, and a second delivery of the same signup is
-//! taken off the queue as a duplicate without running again.
+//! A team's crate outside this workspace, taken to a deployed stage by the README's own
+//! commands: the shell block of "From a crate to a stage" is read from README.md and run
+//! as it is, in a temporary directory, with only what the README asks to be set
+//! (`SCHEDKIT_HOME`, `STAGE`, the LocalStack endpoint and credentials). It copies the
+//! starter, makes `schedkit` a path dependency, writes its template, deploys it (the deploy
+//! builds and packages the crate), fires one run of each job and runs the starter's unit
+//! tests. Then every job is DONE through the stage's own worker Lambda, the signup written
+//! once, and a second delivery of the same signup is a duplicate that rewrites nothing.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use schedkit::Status;
-use schedkit_testkit::{Stack, StackOptions, WorkerBuild, binary, localstack, unique};
+use schedkit::{ExecutionRecord, Status};
+use schedkit_testkit::{localstack, root, unique};
 
-fn starter(file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/starter")
-        .join(file)
+/// The first `sh` block after `heading` in README.md.
+fn readme_block(heading: &str) -> String {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split_once(heading)
+        .unwrap_or_else(|| panic!("README.md has no `{heading}`"))
+        .1;
+    let block = section
+        .split_once("```sh\n")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .unwrap_or_else(|| panic!("no sh block under `{heading}`"))
+        .0;
+    block.to_string()
 }
 
-/// `schedkit ARGS` with the starter's catalog, against the stage; its stdout.
-fn schedkit(stack: &Stack, args: &[&str]) -> String {
-    let out = std::process::Command::new(binary("schedkit"))
-        .arg("--catalog")
-        .arg(starter("catalog.toml"))
-        .args(["--stage", &stack.name])
-        .args(args)
-        .envs(stack.worker_env())
-        .env(
-            "SCHEDKIT_AUDIT_LOG",
-            std::env::temp_dir().join(format!("{}.audit", stack.name)),
-        )
-        .output()
-        .expect("schedkit starts");
-    assert!(
-        out.status.success(),
-        "schedkit {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+/// The environment the README asks for, and nothing of `cargo test`'s own (its target
+/// directory, the clippy wrapper `make test` sets): what a user's shell has.
+fn users_shell(dir: &Path, home: &Path, stage: &str) -> tokio::process::Command {
+    let mut shell = tokio::process::Command::new("bash");
+    shell.current_dir(dir).env_clear();
+    for name in [
+        "PATH",
+        "HOME",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "TMPDIR",
+        "LANG",
+    ] {
+        if let Some(value) = std::env::var_os(name) {
+            shell.env(name, value);
+        }
+    }
+    shell
+        .env("SCHEDKIT_HOME", home)
+        .env("STAGE", stage)
+        .env("AWS_ENDPOINT_URL", schedkit_testkit::endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1");
+    shell
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_starter_crate_deploys_and_runs_each_of_its_jobs_to_done() {
+async fn a_crate_outside_the_workspace_deploys_by_the_readmes_commands_and_runs_each_job_to_done() {
     let sdk = localstack().await;
-    let dir = std::env::temp_dir().join(unique("starter"));
-    let template = dir.join("template.yaml");
-    let init = std::process::Command::new(binary("schedkit"))
-        .arg("--catalog")
-        .arg(starter("catalog.toml"))
-        .args(["iac", "init", "--binary", "starter", "--template"])
-        .arg(&template)
-        .output()
-        .unwrap();
+    let home = root().canonicalize().unwrap();
     assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
+        home.join("target/debug/schedkit").exists(),
+        "the README runs $SCHEDKIT_HOME/target/debug/schedkit: build this checkout with `make build` (not with CARGO_TARGET_DIR elsewhere)"
     );
-    let text = std::fs::read_to_string(&template).unwrap();
-    // The starter's alarms are its own jobs'; its schedules are sync's, not the template's.
-    assert!(text.contains("Binary: starter") && text.contains("{ Name: Job, Value: \"greet\" }"));
+    let dir = std::env::temp_dir().join(unique("my-crate"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let stage = unique("mine");
+    let block = readme_block("### From a crate to a stage");
+    let out = users_shell(&dir, &home, &stage)
+        .args(["-euo", "pipefail", "-c", &block])
+        .output()
+        .await
+        .expect("bash runs");
+    let said = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the README's commands failed\n{said}");
+    assert!(
+        said.contains("tests::a_duplicate_delivery_records_the_signup_once ... ok"),
+        "the starter's unit tests ran\n{said}"
+    );
+    let crate_dir = dir.join("my-jobs");
+    assert!(
+        !crate_dir.starts_with(&home),
+        "the crate is outside the checkout"
+    );
 
-    let stack = Stack::create(
-        &sdk,
-        &unique("starter"),
-        StackOptions {
-            worker_event_source: true,
-            worker: Some(WorkerBuild {
-                template,
-                zip: schedkit_testkit::target_dir().join("lambda/debug/starter.zip"),
-            }),
-            ..StackOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-
-    schedkit(&stack, &["fire", "greet", "--payload", r#"{"name":"Ada"}"#]);
-    let signup = r#"{"email":"ada@example.com","plan":"team"}"#;
-    schedkit(&stack, &["fire", "record-signup", "--payload", signup]);
-    let records = wait_for_done(&stack, 2).await;
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let table = format!("schedkit-{stage}-executions");
+    let effects = format!("schedkit-{stage}-effects");
+    let records = wait_for_done(&ddb, &table, 2).await;
     let greet = records.iter().find(|r| r.job == "greet").unwrap();
     let result: serde_json::Value = serde_json::from_str(greet.result.as_deref().unwrap()).unwrap();
     assert_eq!(result, serde_json::json!({"greeting": "Hello, Ada!"}));
 
     // The same signup again: the same key, acknowledged as a duplicate, nothing rewritten.
-    let first = effect(&stack, "signup:ada@example.com")
+    let first = effect(&ddb, &effects, "signup:ada@example.com")
         .await
         .expect("the signup is written");
-    schedkit(&stack, &["fire", "record-signup", "--payload", signup]);
+    let again = users_shell(&crate_dir, &home, &stage)
+        .args(["-c", r#""$SCHEDKIT_HOME/target/debug/schedkit" --catalog catalog.toml --stage "$STAGE" fire record-signup --payload '{"email": "ada@example.com", "plan": "team"}'"#])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(wait_for_done(&stack, 2).await.len(), 2);
-    assert_eq!(effect(&stack, "signup:ada@example.com").await, Some(first));
+    assert_eq!(wait_for_done(&ddb, &table, 2).await.len(), 2);
+    assert_eq!(
+        effect(&ddb, &effects, "signup:ada@example.com").await,
+        Some(first)
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// The stage's records once `n` of them are DONE (at most a minute).
-async fn wait_for_done(stack: &Stack, n: usize) -> Vec<schedkit::ExecutionRecord> {
+async fn wait_for_done(
+    ddb: &aws_sdk_dynamodb::Client,
+    table: &str,
+    n: usize,
+) -> Vec<ExecutionRecord> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let records = stack.records().await.unwrap();
+        let items = ddb
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .items
+            .unwrap_or_default();
+        // A job's overlap slot, pause and failure streak have no status: not records.
+        let items: Vec<_> = items
+            .into_iter()
+            .filter(|i| i.contains_key("status"))
+            .collect();
+        let records: Vec<ExecutionRecord> = serde_dynamo::from_items(items).unwrap();
         if records.iter().filter(|r| r.status == Status::Done).count() >= n {
             return records;
         }
@@ -111,11 +155,10 @@ async fn wait_for_done(stack: &Stack, n: usize) -> Vec<schedkit::ExecutionRecord
 }
 
 /// The `recorded_at` of the effects-table item of `key`, if it exists.
-async fn effect(stack: &Stack, key: &str) -> Option<String> {
-    let item = stack
-        .ddb
+async fn effect(ddb: &aws_sdk_dynamodb::Client, table: &str, key: &str) -> Option<String> {
+    let item = ddb
         .get_item()
-        .table_name(&stack.effects_table)
+        .table_name(table)
         .key("effect_key", AttributeValue::S(key.into()))
         .consistent_read(true)
         .send()

@@ -37,8 +37,9 @@ pub struct SelectArgs {
     /// A message id, whole or its start as `dlq list` prints it.
     #[arg(long = "message-id")]
     pub message_ids: Vec<String>,
-    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error, store-refused, or
-    /// redrive-policy (moved by SQS's redrive policy: the worker never decided).
+    /// poison, unknown-job, key-conflict, attempts-exhausted, permanent-error, store-refused,
+    /// record-mismatch, unconfigured, or redrive-policy (moved by SQS's redrive policy: the
+    /// worker never decided).
     #[arg(long = "reason")]
     pub reasons: Vec<String>,
     /// Only those dead-lettered at least this long ago (90s, 15m, 2h, 1d).

@@ -76,9 +76,7 @@ impl Processor {
             RunMessage::Conflict { key, error } => {
                 reject(DeadLetterReason::KeyConflict, Some(key), error).await
             }
-            RunMessage::Refused { key, error } => {
-                reject(DeadLetterReason::StoreRefused, key, error).await
-            }
+            RunMessage::Refused { reason, key, error } => reject(reason, key, error).await,
         }
     }
 }

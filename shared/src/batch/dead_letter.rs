@@ -49,6 +49,10 @@ pub enum DeadLetterReason {
     /// that chain's, or not from the execution that owns it; a step's message whose job or
     /// key is not its step's. The record is left as it was.
     RecordMismatch,
+    /// The worker cannot do what the message asks with its settings: a chain whose state
+    /// machine it does not know, or that Step Functions refused to start. Fix the worker's
+    /// settings, then redrive.
+    Unconfigured,
 }
 
 impl DeadLetterReason {
@@ -62,6 +66,7 @@ impl DeadLetterReason {
             DeadLetterReason::PermanentError => "permanent-error",
             DeadLetterReason::StoreRefused => "store-refused",
             DeadLetterReason::RecordMismatch => "record-mismatch",
+            DeadLetterReason::Unconfigured => "unconfigured",
         }
     }
 }

@@ -46,8 +46,8 @@ pub struct DeadLetter {
     /// The original body, which a redrive sends back unchanged.
     pub body: String,
     /// `poison`, `unknown-job`, `key-conflict`, `attempts-exhausted`, `permanent-error`,
-    /// `store-refused`, or none when SQS's own redrive policy moved it (the worker died
-    /// before deciding).
+    /// `store-refused`, `record-mismatch`, `unconfigured`, or none when SQS's own redrive
+    /// policy moved it (the worker died before deciding).
     pub reason: Option<String>,
     /// The last error the worker wrote (at most 1024 bytes); None without our attributes.
     pub error: Option<String>,

@@ -22,6 +22,7 @@
 //! responses, anywhere else by long-polling the queue itself with the same semantics. It
 //! stops on SIGTERM or Ctrl-C with one line that says what it did and its peak memory.
 
+mod chains;
 mod lambda;
 mod process;
 mod settings;
@@ -32,7 +33,7 @@ pub use crate::job::{BindError, Jobs};
 pub use settings::Settings;
 
 use crate::aws::SdkConfig;
-use crate::batch::{AutoPause, Chains};
+use crate::batch::AutoPause;
 use crate::catalog::{Catalog, CatalogErrors};
 use crate::poller::{PollOptions, poll};
 use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
@@ -135,7 +136,7 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
             clock: crate::Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
             auto_pause,
-            chains: chains(&sdk, &catalog),
+            chains: chains::chains(&sdk, &settings, &catalog).await,
         },
         Metrics::stdout().for_stage(settings.stage()),
     );
@@ -143,21 +144,6 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
         return lambda::serve(processor, process::shutdown_signal()).await;
     }
     serve_polling(processor, &sdk, &settings).await
-}
-
-/// What the worker runs chains with, when the catalog has any: their state machines are
-/// `SCHEDKIT_STATE_MACHINE_PREFIX` + the chain's name (the template sets it).
-fn chains(sdk: &SdkConfig, catalog: &Catalog) -> Option<Chains> {
-    if catalog.chains.is_empty() {
-        return None;
-    }
-    let prefix = std::env::var("SCHEDKIT_STATE_MACHINE_PREFIX").unwrap_or_default();
-    if prefix.is_empty() {
-        tracing::warn!(
-            "SCHEDKIT_STATE_MACHINE_PREFIX is not set: chain steps are answered, but a chain's trigger cannot start its state machine"
-        );
-    }
-    Some(Chains::new(sdk, catalog, &prefix))
 }
 
 /// The worker's means to pause a job's schedule, when a job of the catalog asks for it

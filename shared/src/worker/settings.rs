@@ -31,6 +31,12 @@ pub struct Settings {
     /// `schedule_group` and the stage, `<group>-<stage>`, as the template names it.
     #[arg(long, env = "SCHEDKIT_SCHEDULE_GROUP")]
     pub schedule_group: Option<String>,
+    /// The stage's state machines' ARN up to the chain's name
+    /// (`arn:aws:states:<region>:<account>:stateMachine:schedkit-<stage>-`; the template
+    /// sets it). Default: each chain's state machine found by its name,
+    /// `schedkit-<stage>-<chain>` (ListStateMachines), when the catalog has chains.
+    #[arg(long, env = "SCHEDKIT_STATE_MACHINE_PREFIX")]
+    pub state_machine_prefix: Option<String>,
     /// Messages of one batch processed at once.
     #[arg(long, env = "SCHEDKIT_CONCURRENCY", default_value_t = 10)]
     pub concurrency: usize,

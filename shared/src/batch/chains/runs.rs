@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Chains;
+use crate::batch::DeadLetterReason;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{chain_execution_name, execution_key, payload_hash};
 use crate::orchestrator::StartError;
@@ -42,9 +43,14 @@ pub(crate) enum RunMessage {
     Mismatch { key: String, error: String },
     /// The key was first used with another payload.
     Conflict { key: String, error: String },
-    /// It can never be done as sent (no state machine for the chain, a bad key, an end
-    /// that names no outcome, a record the store refuses).
-    Refused { key: Option<String>, error: String },
+    /// It can never be done as sent, for `reason`: a bad key or an end that names no
+    /// outcome (poison), a record the store refuses (store-refused), a chain this worker
+    /// cannot start (unconfigured: no state machine known, or Step Functions refused it).
+    Refused {
+        reason: DeadLetterReason,
+        key: Option<String>,
+        error: String,
+    },
     /// Something could not be reached: the message comes back.
     Unavailable { key: String, error: String },
 }
@@ -57,6 +63,7 @@ fn retention() -> Duration {
 fn store_failed(key: &str, e: StoreError) -> RunMessage {
     if e.is_permanent() {
         RunMessage::Refused {
+            reason: DeadLetterReason::StoreRefused,
             key: Some(key.to_string()),
             error: e.to_string(),
         }
@@ -123,6 +130,7 @@ impl Chains {
             Ok(k) => k,
             Err(e) => {
                 return RunMessage::Refused {
+                    reason: DeadLetterReason::Poison,
                     key: None,
                     error: e.to_string(),
                 };
@@ -130,9 +138,10 @@ impl Chains {
         };
         let Some(machine) = self.state_machines.get(&envelope.job) else {
             return RunMessage::Refused {
+                reason: DeadLetterReason::Unconfigured,
                 key: Some(key),
                 error: format!(
-                    "no state machine is known for chain `{}` (the worker needs SCHEDKIT_STATE_MACHINE_PREFIX, which the template sets)",
+                    "this worker knows no state machine for chain `{0}`: it looks for `schedkit-<stage>-{0}` in the stage (SCHEDKIT_STAGE, or the table's name), or takes SCHEDKIT_STATE_MACHINE_PREFIX; fix its settings, then redrive this letter",
                     envelope.job
                 ),
             };
@@ -202,6 +211,7 @@ impl Chains {
             Ok(()) if first => RunMessage::Started { key },
             Ok(()) | Err(StartError::AlreadyExists) => RunMessage::AlreadyStarted { key },
             Err(StartError::Refused(e)) => RunMessage::Refused {
+                reason: DeadLetterReason::Unconfigured,
                 error: format!("starting chain `{}` ({machine}): {e}", envelope.job),
                 key: Some(key),
             },
@@ -234,6 +244,7 @@ impl Chains {
             }
             other => {
                 return RunMessage::Refused {
+                    reason: DeadLetterReason::Poison,
                     key: Some(key.to_string()),
                     error: format!("a chain's end says `done` or `paused`, not {other:?}"),
                 };
