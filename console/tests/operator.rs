@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use aws_sdk_sqs::types::MessageAttributeValue;
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use schedkit::{Envelope, Metrics};
 use schedkit_testkit::{Stack, StackOptions, endpoint};
 use serde_json::json;

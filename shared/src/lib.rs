@@ -22,6 +22,7 @@ pub mod aws;
 pub mod batch;
 pub mod catalog;
 pub mod clock;
+pub mod dead_letter;
 pub mod effects;
 pub mod envelope;
 pub mod hash;

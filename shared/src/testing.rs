@@ -39,12 +39,15 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
+use crate::batch::{Processor, ProcessorConfig};
 use crate::catalog::Catalog;
 use crate::clock::{Clock, DEFAULT_CLOCK_SKEW};
+use crate::envelope::Envelope;
 use crate::job::{BindError, Jobs};
 use crate::queue::{JobQueue, MemoryQueue, Outgoing};
+use crate::store::ExecutionRecord;
 use crate::store::{Fault, Faults, MemoryStore};
-use crate::{Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig};
+use crate::telemetry::Metrics;
 
 /// A request of the execution store that a test can make fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

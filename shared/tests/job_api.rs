@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
-use schedkit::batch::attr;
 use schedkit::catalog::Catalog;
+use schedkit::dead_letter::attr;
 use schedkit::testing::{StoreRequest, TestWorker};
 use schedkit::{Ctx, Envelope, FromRef, JobError, Jobs, Payload, State, Status, permanent};
 use serde::Deserialize;

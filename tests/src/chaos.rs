@@ -15,14 +15,14 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use schedkit::Envelope;
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::Stack;
 use crate::proxy::TcpProxy;
+use crate::stack::Stack;
 
 /// What to throw at the workers.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Processor, Status};
 use schedkit_testkit::Stack;
 use serde_json::json;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, Put, TransactWriteItem, Update};
 use chrono::{DateTime, Utc};
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use schedkit::store::{ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord};
 use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Status};
 use schedkit_testkit::{Stack, unique};

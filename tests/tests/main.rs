@@ -50,6 +50,8 @@ mod layering;
 /// worker within the clock-skew bound can reclaim it; heartbeats run until the outcome is
 /// written. (Heartbeats keeping a long job: `shared/tests/worker_logic/leases.rs`.)
 mod leases;
+/// Inside each crate: no circle of modules, no import through the root's re-exports.
+mod module_graph;
 /// DynamoDB unreachable or losing answers: nothing acknowledged, nothing half-written.
 mod outage;
 /// Every write reaches only the record it owns: keys never name schedkit's own items, a

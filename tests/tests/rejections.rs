@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use schedkit::batch::{DeadLetterReason, attr};
+use schedkit::dead_letter::{DeadLetterReason, attr};
 use schedkit::{Envelope, Metrics, Outcome, Status};
 use schedkit_testkit::{Stack, StackOptions};
 use serde_json::json;

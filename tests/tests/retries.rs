@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use chrono::DateTime;
-use schedkit::batch::{DeadLetterReason, attr};
+use schedkit::dead_letter::{DeadLetterReason, attr};
 use schedkit::store::AttemptOutcome;
 use schedkit::{Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Outcome, RetryPolicy, Status};
 use schedkit_testkit::{Stack, StackOptions};

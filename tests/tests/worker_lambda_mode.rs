@@ -130,8 +130,11 @@ async fn a_job_longer_than_the_function_timeout_ends_failed_with_its_reason_afte
     assert_eq!(letters.len(), 1, "the report's message is dead-lettered");
     let attrs = letters[0].message_attributes.as_ref().unwrap();
     let text = |name: &str| attrs[name].string_value.clone().unwrap_or_default();
-    assert_eq!(text(schedkit::batch::attr::REASON), "attempts-exhausted");
-    let error = text(schedkit::batch::attr::ERROR);
+    assert_eq!(
+        text(schedkit::dead_letter::attr::REASON),
+        "attempts-exhausted"
+    );
+    let error = text(schedkit::dead_letter::attr::ERROR);
     assert!(
         error.starts_with("cancelled before the function's deadline"),
         "{error}"

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use schedkit::batch::attr;
 use schedkit::catalog::Catalog;
+use schedkit::dead_letter::attr;
 use schedkit::{Envelope, Status};
 use schedkit_testkit::chains::generated_state_machine_named;
 use schedkit_testkit::{Stack, StackOptions, binary, localstack};

@@ -4,7 +4,7 @@ use chrono::{SecondsFormat, Utc};
 use clap::Subcommand;
 use serde::Serialize;
 
-use super::{Cli, load_catalog};
+use super::{globals::Globals, globals::load_catalog};
 
 #[derive(Debug, Subcommand)]
 pub enum CatalogCommand {
@@ -23,7 +23,7 @@ struct Row {
     next_run: Option<String>,
 }
 
-pub async fn run(command: &CatalogCommand, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(command: &CatalogCommand, cli: &Globals) -> anyhow::Result<()> {
     match command {
         CatalogCommand::Check => {
             let catalog = load_catalog(cli)?;
@@ -52,7 +52,7 @@ pub async fn run(command: &CatalogCommand, cli: &Cli) -> anyhow::Result<()> {
             for w in &catalog.warnings {
                 eprintln!("warning: {w}");
             }
-            if cli.output == super::Output::Table {
+            if cli.output == super::output::Output::Table {
                 println!("{}: valid, {} jobs\n", catalog.file, rows.len());
             }
             cli.output.rows(

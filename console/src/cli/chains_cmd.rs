@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::status_cmd::clip;
 use super::style::{self, confirm};
-use super::{Cli, Output, UsageError, load_catalog};
+use super::{globals::Globals, globals::load_catalog, output::Output, usage::UsageError};
 
 #[derive(Debug, Subcommand)]
 pub enum ChainsCommand {
@@ -43,7 +43,7 @@ pub struct RerunArgs {
     pub yes: bool,
 }
 
-pub async fn run(command: &ChainsCommand, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     if catalog.chains.is_empty() {
         return Err(UsageError(format!("{} declares no chains", catalog.file)).into());
@@ -51,7 +51,7 @@ pub async fn run(command: &ChainsCommand, cli: &Cli) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let runs = ChainRuns::new(&sdk, &target, &catalog);
-    let failed = |e| super::usage_if_not_found(e, &cli.target);
+    let failed = |e| super::target::usage_if_not_found(e, &cli.target);
     match command {
         ChainsCommand::List { limit } => {
             let list = runs.list(*limit).await.map_err(failed)?;

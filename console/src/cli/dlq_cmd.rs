@@ -9,9 +9,9 @@ use serde_json::json;
 
 use super::status_cmd::clip;
 use super::style::{Progress, confirm};
-use super::{Cli, Output, UsageError};
+use super::{globals::Globals, output::Output, usage::UsageError};
 use schedkit::ops::audit;
-use schedkit::ops::dlq::{self, DeadLetter, Selection};
+use schedkit::ops::dlq::{self, HeldLetter, Selection};
 use schedkit::ops::executions::Records;
 
 #[derive(Debug, Subcommand)]
@@ -109,11 +109,11 @@ fn age(d: Duration) -> String {
     }
 }
 
-pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let store = Records::new(&sdk, &target.table);
-    let not_found = |e| super::usage_if_not_found(e, &cli.target);
+    let not_found = |e| super::target::usage_if_not_found(e, &cli.target);
     match command {
         DlqCommand::List => {
             let letters = dlq::peek(&sdk, &target.dlq_url).await?;
@@ -165,9 +165,9 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
                                 d.message_id.chars().take(8).collect(),
                                 d.job.clone().unwrap_or_else(|| "-".into()),
                                 clip(d.key.as_deref().unwrap_or("-"), 40),
-                                d.reason
-                                    .clone()
-                                    .unwrap_or_else(|| dlq::REDRIVE_POLICY.into()),
+                                d.reason.clone().unwrap_or_else(|| {
+                                    schedkit::dead_letter::REDRIVE_POLICY.into()
+                                }),
                                 d.attempts
                                     .map(|a| a.to_string())
                                     .unwrap_or_else(|| "-".into()),
@@ -184,7 +184,7 @@ pub async fn run(command: &DlqCommand, cli: &Cli) -> anyhow::Result<()> {
         }
         DlqCommand::Show { id } => {
             let letters = dlq::peek(&sdk, &target.dlq_url).await?;
-            let matching: Vec<&DeadLetter> = letters
+            let matching: Vec<&HeldLetter> = letters
                 .iter()
                 .filter(|d| d.message_id.starts_with(id.as_str()))
                 .collect();

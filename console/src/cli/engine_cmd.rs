@@ -6,7 +6,7 @@ use chrono::SecondsFormat;
 use clap::Args;
 use serde::Serialize;
 
-use super::{Cli, UsageError, load_catalog, parse_instant};
+use super::{globals::Globals, globals::load_catalog, globals::parse_instant, usage::UsageError};
 use schedkit::ops::audit;
 use schedkit::trigger::once_group;
 use schedkit_firing_engine::{Delivery, Engine, EngineOptions};
@@ -47,10 +47,10 @@ struct Row {
     delivery: String,
 }
 
-pub async fn run(a: &EngineArgs, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(a: &EngineArgs, cli: &Globals) -> anyhow::Result<()> {
     audit::ensure_writable()?;
     let groups = if a.groups.is_empty() {
-        let group = super::stage_group(&load_catalog(cli)?, cli);
+        let group = super::globals::stage_group(&load_catalog(cli)?, cli);
         vec![once_group(&group), group]
     } else {
         a.groups.clone()

@@ -5,7 +5,7 @@ use schedkit::Status;
 use schedkit::ops::executions::{Filter, Records};
 
 use super::status_cmd::clip;
-use super::{Cli, Output, UsageError, parse_instant, style};
+use super::{globals::Globals, globals::parse_instant, output::Output, style, usage::UsageError};
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
@@ -41,7 +41,7 @@ fn parse_status(text: &str) -> Result<Status, String> {
     })
 }
 
-pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let table = cli.target.stage_ref().table();
     let store = Records::new(&sdk, &table);
@@ -64,7 +64,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             let (records, next) = store
                 .list(&filter)
                 .await
-                .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+                .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
             if cli.output == Output::Json {
                 println!(
                     "{}",
@@ -115,7 +115,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Cli) -> anyhow::Result<()> {
             let record = store
                 .get(key)
                 .await
-                .map_err(|e| super::usage_if_not_found(e, &cli.target))?
+                .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?
                 .ok_or_else(|| UsageError(format!("no execution `{key}` in {table}")))?;
             if cli.output == Output::Json {
                 println!("{}", serde_json::to_string_pretty(&record)?);

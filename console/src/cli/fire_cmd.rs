@@ -10,7 +10,10 @@ use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
 use schedkit::trigger::sync;
 use serde_json::{Map, Value};
 
-use super::{Cli, Output, UsageError, load_catalog, parse_instant, stage_group};
+use super::{
+    globals::Globals, globals::load_catalog, globals::parse_instant, globals::stage_group,
+    output::Output, usage::UsageError,
+};
 
 #[derive(Debug, Args)]
 pub struct FireArgs {
@@ -41,14 +44,14 @@ pub struct FireArgs {
     pub dead_letter_arn: Option<String>,
 }
 
-pub async fn run(a: &FireArgs, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     // A job, or a chain: a chain's run is its trigger on the jobs queue, which the worker
     // turns into one execution named after the key.
     let (name, default_payload, template) = match catalog.chain(&a.job) {
         Some(chain) => (chain.name.clone(), chain.payload(), None),
         None => {
-            let job = super::catalog_job(&catalog, &a.job)?;
+            let job = super::globals::catalog_job(&catalog, &a.job)?;
             (
                 job.name.clone(),
                 job.payload(),

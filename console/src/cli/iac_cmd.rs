@@ -7,7 +7,7 @@ use clap::Args;
 
 use schedkit::iac;
 
-use super::{Cli, UsageError, load_catalog};
+use super::{globals::Globals, globals::load_catalog, usage::UsageError};
 
 #[derive(Debug, Args)]
 pub struct RenderArgs {
@@ -19,7 +19,7 @@ pub struct RenderArgs {
     pub check: bool,
 }
 
-pub async fn render(a: &RenderArgs, cli: &Cli) -> anyhow::Result<()> {
+pub async fn render(a: &RenderArgs, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let template = std::fs::read_to_string(&a.template)
         .map_err(|e| UsageError(format!("{}: {e}", a.template.display())))?;
@@ -112,7 +112,7 @@ pub struct InitArgs {
     pub binary: String,
 }
 
-pub fn init(a: &InitArgs, cli: &Cli) -> anyhow::Result<()> {
+pub fn init(a: &InitArgs, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let dir = a.template.parent().unwrap_or(std::path::Path::new(""));
     let usage = |e: iac::IacError| UsageError(e.to_string());

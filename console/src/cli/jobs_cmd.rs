@@ -12,7 +12,10 @@ use serde::Serialize;
 
 use schedkit::ops::executions::Records;
 
-use super::{Cli, Output, UsageError, load_catalog, stage_group, style};
+use super::{
+    globals::Globals, globals::load_catalog, globals::stage_group, output::Output, style,
+    usage::UsageError,
+};
 
 #[derive(Debug, Args)]
 pub struct JobsArgs {
@@ -39,7 +42,7 @@ pub enum JobsAction {
 }
 
 /// Pauses or resumes `job` on the stage; audited.
-async fn pause_or_resume(action: &JobsAction, cli: &Cli) -> anyhow::Result<()> {
+async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let (JobsAction::Pause { job, .. } | JobsAction::Resume { job }) = action;
     if catalog.job(job).is_none_or(|j| j.schedule.is_none()) {
@@ -202,7 +205,7 @@ struct Row {
     recent_runs: usize,
 }
 
-pub async fn run(a: &JobsArgs, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
     if let Some(action) = &a.action {
         return pause_or_resume(action, cli).await;
     }
@@ -219,7 +222,7 @@ pub async fn run(a: &JobsArgs, cli: &Cli) -> anyhow::Result<()> {
         let recent = records
             .recent_of(&job.name, 20)
             .await
-            .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+            .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
         let done = recent.iter().filter(|r| r.status == Status::Done).count();
         let failed = recent.iter().filter(|r| r.status == Status::Failed).count();
         let spec = job.spec.schedule.as_ref();

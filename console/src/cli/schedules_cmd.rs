@@ -10,7 +10,10 @@ use schedkit::ops::audit;
 use schedkit::trigger::sync::{self, SyncTargets};
 
 use super::style::confirm;
-use super::{Cli, Output, UsageError, load_catalog, parse_instant};
+use super::{
+    globals::Globals, globals::load_catalog, globals::parse_instant, output::Output,
+    usage::UsageError,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum SchedulesCommand {
@@ -96,7 +99,7 @@ struct Run {
     local: String,
 }
 
-pub async fn run(command: &SchedulesCommand, cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(command: &SchedulesCommand, cli: &Globals) -> anyhow::Result<()> {
     match command {
         SchedulesCommand::Next(a) => next(a, cli.output),
         SchedulesCommand::Sync(a) => sync_catalog(a, cli).await,
@@ -141,10 +144,10 @@ fn next(a: &NextArgs, output: Output) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn backfill(a: &BackfillArgs, cli: &Cli) -> anyhow::Result<()> {
+async fn backfill(a: &BackfillArgs, cli: &Globals) -> anyhow::Result<()> {
     use schedkit::trigger::backfill;
     let catalog = load_catalog(cli)?;
-    let job = super::catalog_job(&catalog, &a.job)?;
+    let job = super::globals::catalog_job(&catalog, &a.job)?;
     let now = Utc::now();
     let from = parse_instant(&a.from).map_err(UsageError)?;
     let to = parse_instant(&a.to).map_err(UsageError)?;
@@ -247,12 +250,12 @@ async fn targets(a: &SyncArgs, client: &sync::Client, group: &str) -> anyhow::Re
     Ok(targets)
 }
 
-async fn sync_catalog(a: &SyncArgs, cli: &Cli) -> anyhow::Result<()> {
+async fn sync_catalog(a: &SyncArgs, cli: &Globals) -> anyhow::Result<()> {
     let mut catalog = load_catalog(cli)?;
     catalog.settings.schedule_group = a
         .group
         .clone()
-        .unwrap_or_else(|| super::stage_group(&catalog, cli));
+        .unwrap_or_else(|| super::globals::stage_group(&catalog, cli));
     for w in &catalog.warnings {
         eprintln!("warning: {w}");
     }

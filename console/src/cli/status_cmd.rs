@@ -2,15 +2,15 @@
 
 use schedkit::ops::status;
 
-use super::{Cli, Output, load_catalog, style};
+use super::{globals::Globals, globals::load_catalog, output::Output, style};
 
-pub async fn run(cli: &Cli) -> anyhow::Result<()> {
+pub async fn run(cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let report = status::gather(&sdk, &target, &catalog)
         .await
-        .map_err(|e| super::usage_if_not_found(e, &cli.target))?;
+        .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
     if cli.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use indicatif::{ProgressBar, ProgressStyle};
 use schedkit::Status;
 
-use super::UsageError;
+use super::usage::UsageError;
 
 fn colour() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()

@@ -5,6 +5,8 @@ use clap::Args;
 use schedkit::aws::SdkConfig;
 use schedkit::ops::stage::{Stage, StageRef};
 
+use super::usage::UsageError;
+
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// The deployed stage (the template's `Stage`).
@@ -43,7 +45,7 @@ impl TargetArgs {
         self.stage_ref()
             .queue_url(sdk)
             .await
-            .map_err(|e| super::usage_if_not_found(e, self))
+            .map_err(|e| usage_if_not_found(e, self))
     }
 
     /// The stage's resources; a stage that is not deployed is a usage error (exit 2).
@@ -51,6 +53,31 @@ impl TargetArgs {
         self.stage_ref()
             .resolve(sdk)
             .await
-            .map_err(|e| super::usage_if_not_found(e, self))
+            .map_err(|e| usage_if_not_found(e, self))
     }
+}
+
+/// An operation's error as the user should see it: something the input named that is not
+/// there (a stage not deployed), or a page token no page printed, is a usage error (exit 2)
+/// that says which flag to give; anything else is a failure (exit 1).
+pub fn usage_if_not_found(e: schedkit::ops::OpsError, target: &TargetArgs) -> anyhow::Error {
+    use schedkit::ops::OpsError;
+    let stage = target.stage();
+    let hint = match &e {
+        OpsError::NotFound { kind: "table", .. } if target.table.is_some() => {
+            "check --table".into()
+        }
+        OpsError::NotFound { kind: "table", .. } => {
+            format!("is stage `{stage}` deployed? Give --stage, or --table")
+        }
+        OpsError::NotFound { .. } => {
+            format!("is stage `{stage}` deployed? Give --stage, or --queue-url/--dlq-url")
+        }
+        OpsError::Refused(_) => return UsageError(e.to_string()).into(),
+        OpsError::BadPageToken => {
+            return UsageError("--page is not a token printed by a previous page".into()).into();
+        }
+        _ => return e.into(),
+    };
+    UsageError(format!("{e}: {hint}")).into()
 }

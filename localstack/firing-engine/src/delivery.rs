@@ -9,6 +9,7 @@ use aws_config::SdkConfig;
 use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::MessageAttributeValue;
+use schedkit::dead_letter::SchedulerDeadLetter;
 
 /// Why an attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,68 +151,31 @@ impl Targets {
         Ok(url)
     }
 
-    /// Sends an undeliverable firing to `dlq_arn` with the attributes EventBridge
-    /// Scheduler puts on its dead letters: `ERROR_CODE` (the target's code, when it gave
-    /// one), `ERROR_MESSAGE`, `EXHAUSTED_RETRY_CONDITION` (absent for an error no retry can
-    /// cure), `RETRY_ATTEMPTS`, `SCHEDULE_ARN`, `TARGET_ARN`.
-    pub async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Result<(), String> {
-        let text = |v: &str| {
-            MessageAttributeValue::builder()
-                .data_type("String")
-                .string_value(v)
-                .build()
-                .expect("type and value set")
-        };
-        let url = self
-            .queue_url(letter.dlq_arn)
-            .await
-            .map_err(|e| e.message)?;
+    /// Sends an undeliverable firing to `dlq_arn` as EventBridge Scheduler does: its input
+    /// as the body, and the attributes of [`SchedulerDeadLetter`] (schedkit's one
+    /// description of that format).
+    pub async fn dead_letter(
+        &self,
+        dlq_arn: &str,
+        letter: &SchedulerDeadLetter<'_>,
+    ) -> Result<(), String> {
+        let url = self.queue_url(dlq_arn).await.map_err(|e| e.message)?;
         let mut send = self
             .sqs
             .send_message()
             .queue_url(url)
-            .message_body(letter.input)
-            .message_attributes(
-                "ERROR_CODE",
-                text(
-                    letter
-                        .error
-                        .code
-                        .as_deref()
-                        .unwrap_or("TargetDeliveryFailed"),
-                ),
-            )
-            .message_attributes(
-                "ERROR_MESSAGE",
-                text(&letter.error.message.chars().take(1024).collect::<String>()),
-            )
-            .message_attributes("RETRY_ATTEMPTS", text(&letter.retries.to_string()))
-            .message_attributes("SCHEDULE_ARN", text(letter.schedule_arn))
-            .message_attributes("TARGET_ARN", text(letter.target_arn));
-        if let Some(condition) = letter.condition {
-            send = send.message_attributes("EXHAUSTED_RETRY_CONDITION", text(condition));
+            .message_body(letter.input);
+        for (name, value) in letter.attributes() {
+            let value = MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(value)
+                .build()
+                .expect("type and value set");
+            send = send.message_attributes(name, value);
         }
         send.send()
             .await
             .map(|_| ())
             .map_err(|e| schedkit::aws::describe(&e))
     }
-}
-
-/// A firing the scheduler gave up on.
-pub struct DeadLetter<'a> {
-    /// The schedule's dead-letter queue.
-    pub dlq_arn: &'a str,
-    /// The input as the last attempt sent it.
-    pub input: &'a str,
-    /// The last attempt's failure.
-    pub error: &'a DeliveryError,
-    /// Why retrying stopped; None when no retry could cure the error.
-    pub condition: Option<&'static str>,
-    /// Attempts after the first.
-    pub retries: u32,
-    /// The schedule.
-    pub schedule_arn: &'a str,
-    /// The target it could not reach.
-    pub target_arn: &'a str,
 }

@@ -29,13 +29,14 @@ use aws_sdk_scheduler::types::{ActionAfterCompletion, FlexibleTimeWindowMode, Sc
 use chrono::{DateTime, Utc};
 use schedkit::Clock;
 use schedkit::aws::{AwsError, AwsResultExt};
+use schedkit::dead_letter::SchedulerDeadLetter;
 use schedkit::schedule::Schedule;
 use schedkit::trigger::stored_schedule;
 use schedkit::trigger::template::{FireContext, substitute};
 use tokio::task::JoinSet;
 
 use crate::claims::{Claim, Claims};
-use crate::delivery::{DeadLetter, DeliveryError, Targets};
+use crate::delivery::{DeliveryError, Targets};
 use crate::policy::{self, Next};
 
 /// How an engine runs.
@@ -725,16 +726,16 @@ impl Inner {
                 error: error.message.clone(),
             };
         };
-        let letter = DeadLetter {
-            dlq_arn: dlq,
+        let letter = SchedulerDeadLetter {
             input,
-            error,
+            error_code: error.code.as_deref(),
+            error_message: &error.message,
             condition,
             retries: attempts - 1,
             schedule_arn: &s.arn,
             target_arn: &s.target_arn,
         };
-        match self.targets.dead_letter(&letter).await {
+        match self.targets.dead_letter(dlq, &letter).await {
             Ok(()) => Delivery::DeadLettered {
                 attempts,
                 error: error.message.clone(),

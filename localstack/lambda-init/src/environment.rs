@@ -4,7 +4,6 @@
 //! one), and the START / END / REPORT log lines around the function's own output.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,23 +14,9 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+use crate::config::FunctionConfig;
 use crate::report;
 use crate::runtime_api::{Answer, Event, RuntimeApi};
-
-/// What the environment runs, and under which limits.
-#[derive(Debug, Clone)]
-pub struct FunctionConfig {
-    /// The executable (`<code>/bootstrap` for `provided.*` runtimes).
-    pub bootstrap: PathBuf,
-    /// Working directory and `LAMBDA_TASK_ROOT` (the unzipped code).
-    pub task_root: PathBuf,
-    /// The function's environment, as the bootstrap should see it (without the init's
-    /// own variables; `AWS_LAMBDA_RUNTIME_API` is added here).
-    pub env: Vec<(String, String)>,
-    pub timeout: Duration,
-    pub memory_mb: u32,
-    pub version: String,
-}
 
 /// One invocation request.
 #[derive(Debug, Clone)]

@@ -10,9 +10,11 @@
 //! [`environment::Environment`] is usable on its own: it is also the Runtime API emulator
 //! the worker's tests drive the Lambda binary with.
 
+pub mod config;
 pub mod environment;
 pub mod localstack;
 pub mod report;
 pub mod runtime_api;
 
-pub use environment::{Environment, FunctionConfig, Invoke, Invoked, Outcome, StartError};
+pub use config::FunctionConfig;
+pub use environment::{Environment, Invoke, Invoked, Outcome, StartError};

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use schedkit_lambda_init::environment::{Environment, FunctionConfig};
+use schedkit_lambda_init::FunctionConfig;
+use schedkit_lambda_init::environment::Environment;
 use schedkit_lambda_init::localstack::{Callbacks, bind, serve_invocations};
 
 /// Variables for the init only, never passed to the function.

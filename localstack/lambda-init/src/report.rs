@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::environment::FunctionConfig;
+use crate::config::FunctionConfig;
 
 /// `START`, the function's output, `END` and `REPORT`, as CloudWatch Logs shows them.
 pub fn lines(

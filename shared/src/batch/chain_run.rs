@@ -3,10 +3,10 @@
 //! here each decision becomes the message's outcome and its event.
 
 use super::chains::{Chains, RunMessage};
-use super::dead_letter::DeadLetterReason;
 use super::outcome::Outcome;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
+use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::telemetry::{Event, Transition};
 

@@ -10,12 +10,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use super::dead_letter::{DeadLetter, DeadLetterReason};
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::{DEADLINE_MARGIN, Processor};
 use super::requeue;
 use super::route::Routed;
+use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::envelope::{Envelope, format_instant};
 use crate::job::RegisteredJob;
 use crate::key::payload_hash;
@@ -172,18 +172,10 @@ impl Processor {
         if let Some(limit) = policy.pause_after_failures {
             self.inner.streaks.failed(limit, t, &error, failed_at).await;
         }
-        let letter = DeadLetter {
-            body: ctx.body(),
-            reason,
-            error: &error,
-            job: Some(t.job),
-            key: Some(t.key),
-            attempts,
-            failed_at,
-            source_queue: &self.inner.config.queue_url,
-            source_message_id: ctx.message_id(),
-        };
-        self.dead_letter(&letter).await
+        let letter = DeadLetter::written(ctx.body(), reason, &error, attempts, failed_at)
+            .of_run(Some(t.job), Some(t.key))
+            .from_queue(&self.inner.config.queue_url, ctx.message_id());
+        self.dead_letter(&letter, reason).await
     }
 
     /// The key was first used with another payload: dead-lettered, never run.

@@ -7,10 +7,19 @@ use std::collections::BTreeMap;
 
 use aws_lambda_events::event::sqs::{SqsMessage, SqsMessageAttribute};
 
-use super::dead_letter::attr;
-use super::requeue::{ORIGIN, WAITS};
+use crate::dead_letter::attr;
 use crate::queue::Attribute;
 use crate::store::Redrive;
+
+/// Message attribute: how many times the run's message waited and was sent again.
+pub const WAITS: &str = "schedkit.waits";
+
+/// Message attribute: the id of the delivery a copy sent again stands for (the first
+/// copy's). The claim records and compares that id, so the store knows the copy for the
+/// same delivery: a run that FAILED on it, whose answer was lost, is dead-lettered when
+/// the copy comes, not answered as another message's duplicate (which left it without a
+/// letter: the simulation's seed 65507).
+pub const ORIGIN: &str = "schedkit.origin";
 
 /// One received copy of a message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -2,10 +2,10 @@
 //! payload, or `<job>#<scheduled_for>` (see `crate::key`). A key that cannot be derived,
 //! or that names one of schedkit's own items, makes the message poison.
 
-use super::dead_letter::DeadLetterReason;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
 use super::route::Routed;
+use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::key::execution_key;
 

@@ -6,7 +6,6 @@ mod attempt;
 mod chain_run;
 mod chains;
 mod claim;
-pub mod dead_letter;
 mod delivery;
 mod draws;
 mod failure_streak;
@@ -23,9 +22,8 @@ mod settle;
 mod visibility;
 
 pub use chains::Chains;
-pub use dead_letter::{DeadLetterReason, attr};
 pub use delivery::Delivery;
+pub use delivery::WAITS;
 pub use failure_streak::{AutoPause, PAUSED_BY_WORKER};
 pub use outcome::{MessageReport, Outcome, batch_response};
 pub use processor::{Processor, ProcessorConfig, UNKNOWN_JOB};
-pub use requeue::WAITS;

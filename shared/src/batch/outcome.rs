@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsBatchResponse;
 
-use super::dead_letter::DeadLetterReason;
+use crate::dead_letter::DeadLetterReason;
 
 /// The fate of one message.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,9 +1,9 @@
 //! Step 1: the body as an envelope. Anything that does not parse is poison: dead-lettered
 //! at once with the parser's reason, never retried.
 
-use super::dead_letter::DeadLetterReason;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
+use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 
 impl Processor {

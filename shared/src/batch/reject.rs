@@ -2,10 +2,10 @@
 //! store refused for good), or, when the store or the DLQ cannot be reached, left for the
 //! queue to deliver again.
 
-use super::dead_letter::{self, DeadLetter, DeadLetterReason};
 use super::outcome::Outcome;
 use super::pipeline::MessageCtx;
 use super::processor::{NO_JOB, Processor, UNKNOWN_JOB};
+use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::store::StoreError;
 use crate::telemetry::{Event, Transition};
 
@@ -19,18 +19,11 @@ impl Processor {
         job: Option<&str>,
         key: Option<&str>,
     ) -> Outcome {
-        let letter = DeadLetter {
-            body: ctx.body(),
-            reason,
-            error,
-            job,
-            key,
-            attempts: 0,
-            failed_at: self.inner.config.clock.now(),
-            source_queue: &self.inner.config.queue_url,
-            source_message_id: ctx.message_id(),
-        };
-        let outcome = self.dead_letter(&letter).await;
+        let now = self.inner.config.clock.now();
+        let letter = DeadLetter::written(ctx.body(), reason, error, 0, now)
+            .of_run(job, key)
+            .from_queue(&self.inner.config.queue_url, ctx.message_id());
+        let outcome = self.dead_letter(&letter, reason).await;
         let job = job.unwrap_or(NO_JOB);
         // The job's name comes from an untrusted message: a name this worker does not know
         // is counted as `(unknown)`, not as a new metric each.
@@ -59,17 +52,20 @@ impl Processor {
 
     /// Sends a dead letter: the message's outcome once it is sent, or unavailable (the
     /// message is kept, and comes back to send it).
-    pub(super) async fn dead_letter(&self, letter: &DeadLetter<'_>) -> Outcome {
-        let outgoing = dead_letter::outgoing(letter);
-        match self.inner.queue.dead_letter(&outgoing).await {
+    pub(super) async fn dead_letter(
+        &self,
+        letter: &DeadLetter,
+        reason: DeadLetterReason,
+    ) -> Outcome {
+        match self.inner.queue.dead_letter(&letter.outgoing()).await {
             Ok(()) => Outcome::DeadLettered {
-                reason: letter.reason,
-                error: letter.error.to_string(),
+                reason,
+                error: letter.error.clone().unwrap_or_default(),
             },
             Err(error) => {
                 let error = error.to_string();
                 tracing::error!(
-                    message_id = letter.source_message_id,
+                    message_id = letter.source_message_id.as_deref().unwrap_or_default(),
                     error,
                     "dead letter not sent; message kept"
                 );

@@ -11,21 +11,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::delivery::Delivery;
+use super::delivery::{Delivery, ORIGIN, WAITS};
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use crate::queue::{Attribute, Outgoing};
 use crate::retry::MAX_VISIBILITY;
-
-/// Message attribute: how many times the run's message waited and was sent again.
-pub const WAITS: &str = "schedkit.waits";
-
-/// Message attribute: the id of the delivery a copy sent again stands for (the first
-/// copy's). The claim records and compares that id, so the store knows the copy for the
-/// same delivery: a run that FAILED on it, whose answer was lost, is dead-lettered when
-/// the copy comes, not answered as another message's duplicate (which left it without a
-/// letter: the simulation's seed 65507).
-pub const ORIGIN: &str = "schedkit.origin";
 
 /// Looks for which a delivery in progress elsewhere is hidden instead of sent again: a
 /// hide is one request and most runs end within a few seconds; these few receives are
@@ -114,12 +104,12 @@ mod tests {
     #[test]
     fn a_copy_sent_again_keeps_the_messages_attributes_and_counts_its_waits() {
         let m = delivery(&[
-            (super::super::attr::REASON, "permanent-error"),
+            (crate::dead_letter::attr::REASON, "permanent-error"),
             (WAITS, "2"),
         ]);
         let again = attributes_again(&m);
         assert_eq!(
-            again[super::super::attr::REASON].string.as_deref(),
+            again[crate::dead_letter::attr::REASON].string.as_deref(),
             Some("permanent-error"),
             "a redrive's mark stays"
         );

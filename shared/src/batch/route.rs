@@ -6,9 +6,9 @@
 //! [`Routed`] value says so to every later step.
 
 use super::chains::Chains;
-use super::dead_letter::DeadLetterReason;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
+use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::job::RegisteredJob;
 

@@ -12,12 +12,12 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 
 use super::attempt::Attempted;
-use super::dead_letter::{DeadLetter, DeadLetterReason};
 use super::outcome::Outcome;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use super::route::Routed;
-use crate::JobPolicy;
+use crate::dead_letter::{DeadLetter, DeadLetterReason};
+use crate::job::JobPolicy;
 use crate::job::{JobError, JobResult};
 use crate::store::{CommitError, ExecutionRecord, Finish, TransitionError};
 use crate::telemetry::{Event, Transition};
@@ -224,18 +224,10 @@ impl Processor {
         if let Some(limit) = policy.pause_after_failures {
             self.inner.streaks.failed(limit, t, error, ran.now).await;
         }
-        let letter = DeadLetter {
-            body: ctx.body(),
-            reason,
-            error,
-            job: Some(t.job),
-            key: Some(t.key),
-            attempts: attempt,
-            failed_at: ran.now,
-            source_queue: &self.inner.config.queue_url,
-            source_message_id: ctx.message_id(),
-        };
-        self.dead_letter(&letter).await
+        let letter = DeadLetter::written(ctx.body(), reason, error, attempt, ran.now)
+            .of_run(Some(t.job), Some(t.key))
+            .from_queue(&self.inner.config.queue_url, ctx.message_id());
+        self.dead_letter(&letter, reason).await
     }
 }
 

@@ -17,9 +17,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::CatalogError;
+use super::error::CatalogError;
 use super::model::{ChainSpec, JobSpec, StageSpec};
-use super::validate::{check_schedule, name_rule, valid_name};
+use super::rules::{check_schedule, name_rule, valid_name};
 use crate::schedule::Schedule;
 
 /// A validated chain.

@@ -4,7 +4,8 @@
 
 use std::fmt::Write;
 
-use super::{JobAlarm, NOTIFY, definition_file, logical_id, q};
+use super::chain_definition::definition_file;
+use super::resources::{JobAlarm, NOTIFY, logical_id, q};
 use crate::catalog::{Catalog, Chain};
 
 /// Writes every chain's resources; nothing when the catalog has none.

@@ -12,6 +12,7 @@
 
 mod chain_definition;
 mod chain_resources;
+mod resources;
 
 use std::fmt::Write;
 
@@ -19,7 +20,10 @@ pub use chain_definition::{
     chain_files, definition, definition_file, render_definition, step_timeouts,
 };
 
+pub use resources::logical_id;
+
 use crate::catalog::{Catalog, Job, Target};
+use resources::{JobAlarm, NOTIFY, q};
 
 /// Why the template cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -63,23 +67,6 @@ pub struct Rendered {
     pub mappings: String,
     /// Per-job alarms, the storm alarm, the pause permission and the dashboard.
     pub resources: String,
-}
-
-/// `long-report` → `LongReport`: a CloudFormation logical id.
-pub fn logical_id(name: &str) -> String {
-    name.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let mut c = p.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
-
-fn q(text: &str) -> String {
-    serde_json::to_string(text).expect("a string serialises")
 }
 
 /// Receives a message may take beyond its attempts before SQS's redrive policy moves it:
@@ -153,8 +140,6 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     })
 }
 
-const NOTIFY: &str = "[!If [CreateTopic, !Ref NotificationTopic, !Ref NotificationTarget]]";
-
 fn failure_alarms(r: &mut String, job: &Job) {
     let id = logical_id(&job.name);
     let owner = &job.spec.owner;
@@ -213,60 +198,6 @@ fn paused_alarm(r: &mut String, job: &Job) {
         notify: true,
     };
     alarm.write(r, &job.name);
-}
-
-/// An alarm on one of a job's metrics (its Sum over 5 minutes at least 1), of this stage.
-struct JobAlarm<'a> {
-    /// The logical id.
-    resource: String,
-    /// `schedkit-<stage>-<job>-<suffix>`.
-    suffix: &'a str,
-    description: &'a str,
-    metric: &'a str,
-    /// Whether it notifies by itself (or only feeds a composite alarm).
-    notify: bool,
-}
-
-impl JobAlarm<'_> {
-    /// Writes it for the job (or chain) `name`, whose metrics carry it as `Job`.
-    fn write(&self, r: &mut String, name: &str) {
-        writeln!(r, "  {}:", self.resource).unwrap();
-        writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
-        writeln!(r, "    Properties:").unwrap();
-        writeln!(
-            r,
-            "      AlarmName: !Sub schedkit-${{Stage}}-{}-{}",
-            name, self.suffix
-        )
-        .unwrap();
-        writeln!(r, "      AlarmDescription: {}", q(self.description)).unwrap();
-        writeln!(
-            r,
-            "      Namespace: schedkit\n      MetricName: {}",
-            self.metric
-        )
-        .unwrap();
-        writeln!(
-            r,
-            "      Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
-            q(name)
-        )
-        .unwrap();
-        writeln!(
-            r,
-            "      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 1"
-        )
-        .unwrap();
-        writeln!(
-            r,
-            "      ComparisonOperator: GreaterThanOrEqualToThreshold\n      TreatMissingData: notBreaching"
-        )
-        .unwrap();
-        if self.notify {
-            writeln!(r, "      AlarmActions: {NOTIFY}").unwrap();
-        }
-        writeln!(r).unwrap();
-    }
 }
 
 /// The worker's permission to pause the schedules of the jobs that ask for it, and those

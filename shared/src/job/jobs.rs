@@ -120,7 +120,7 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::JobError;
+    use crate::job::JobError;
 
     async fn noop() -> Result<(), JobError> {
         Ok(())

@@ -18,9 +18,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::OpsError;
-use crate::Envelope;
 use crate::aws::{AwsResultExt, SdkConfig};
-use crate::batch::attr;
+use crate::dead_letter::{DeadLetter, REDRIVE_POLICY};
 
 /// How long a message stays hidden while the console holds it: it comes back by itself
 /// if the console dies. `SCHEDKIT_DLQ_HOLD_SECONDS` changes it (default 60).
@@ -32,35 +31,18 @@ fn hold() -> Duration {
     Duration::from_secs(secs)
 }
 
-/// The reason shown for a letter that SQS's own redrive policy moved (no reason attribute).
-pub const REDRIVE_POLICY: &str = "redrive-policy";
-
-/// A dead letter with what schedkit wrote on it.
+/// A dead letter the console holds: the letter (what schedkit wrote on it, read back),
+/// and the DLQ's own facts about the message.
 #[derive(Debug, Clone, Serialize)]
-pub struct DeadLetter {
+pub struct HeldLetter {
     /// The message's id on the DLQ; `--message-id` selects by it or by a prefix of it.
     pub message_id: String,
     /// The receipt of this read, valid only while the console holds the message.
     #[serde(skip)]
     pub receipt_handle: String,
-    /// The original body, which a redrive sends back unchanged.
-    pub body: String,
-    /// `poison`, `unknown-job`, `key-conflict`, `attempts-exhausted`, `permanent-error`,
-    /// `store-refused`, `record-mismatch`, `unconfigured`, or none when SQS's own redrive
-    /// policy moved it (the worker died before deciding).
-    pub reason: Option<String>,
-    /// The last error the worker wrote (at most 1024 bytes); None without our attributes.
-    pub error: Option<String>,
-    /// From the letter's attribute, else from the body when it parses as an envelope.
-    pub job: Option<String>,
-    /// From the letter's attribute, else the body's explicit `key`.
-    pub key: Option<String>,
-    /// Attempts of the failed round; 0 for a message rejected unrun, None without our attributes.
-    pub attempts: Option<u32>,
-    /// When the worker gave up, RFC 3339 as written on the letter.
-    pub failed_at: Option<String>,
-    /// URL of the queue the message came from, as the worker wrote it.
-    pub source_queue: Option<String>,
+    /// The letter: its body and why it was dead-lettered.
+    #[serde(flatten)]
+    pub letter: DeadLetter,
     /// When it reached the dead-letter queue.
     pub dead_lettered_at: DateTime<Utc>,
     /// Every message attribute as received, schedkit's and any others.
@@ -68,31 +50,31 @@ pub struct DeadLetter {
     pub attributes: HashMap<String, MessageAttributeValue>,
 }
 
-impl DeadLetter {
-    fn from(m: Message) -> DeadLetter {
+/// A held letter reads as its letter (`held.job`, `held.reason`).
+impl std::ops::Deref for HeldLetter {
+    type Target = DeadLetter;
+    fn deref(&self) -> &DeadLetter {
+        &self.letter
+    }
+}
+
+impl HeldLetter {
+    fn from(m: Message) -> HeldLetter {
         let attributes = m.message_attributes.unwrap_or_default();
-        let text = |name: &str| attributes.get(name).and_then(|v| v.string_value.clone());
-        let body = m.body.unwrap_or_default();
-        // Without schedkit's attributes, the body may still say which job it was.
-        let envelope = Envelope::parse(&body).ok();
         let sent_ms: i64 = m
             .attributes
             .as_ref()
             .and_then(|a| a.get(&MessageSystemAttributeName::SentTimestamp))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        DeadLetter {
+        let letter = DeadLetter::read(m.body.unwrap_or_default(), |name| {
+            attributes.get(name).and_then(|v| v.string_value.clone())
+        });
+        HeldLetter {
             message_id: m.message_id.unwrap_or_default(),
             receipt_handle: m.receipt_handle.unwrap_or_default(),
-            reason: text(attr::REASON),
-            error: text(attr::ERROR),
-            job: text(attr::JOB).or_else(|| envelope.as_ref().map(|e| e.job.clone())),
-            key: text(attr::KEY).or_else(|| envelope.as_ref().and_then(|e| e.key.clone())),
-            attempts: text(attr::ATTEMPTS).and_then(|a| a.parse().ok()),
-            failed_at: text(attr::FAILED_AT),
-            source_queue: text(attr::SOURCE_QUEUE),
+            letter,
             dead_lettered_at: DateTime::from_timestamp_millis(sent_ms).unwrap_or_default(),
-            body,
             attributes,
         }
     }
@@ -132,7 +114,7 @@ impl Selection {
     }
 
     /// Whether `d` meets every criterion; ages count back from `now`.
-    pub fn matches(&self, d: &DeadLetter, now: DateTime<Utc>) -> bool {
+    pub fn matches(&self, d: &HeldLetter, now: DateTime<Utc>) -> bool {
         let any = |list: &[String], value: &Option<String>| {
             list.is_empty() || value.as_ref().is_some_and(|v| list.contains(v))
         };
@@ -194,7 +176,7 @@ async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> Result<(
 }
 
 /// Every dead letter, oldest first, left in the queue.
-pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<DeadLetter>, OpsError> {
+pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<HeldLetter>, OpsError> {
     let sqs = &Client::new(sdk);
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -205,7 +187,7 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<DeadLetter>, Ops
         let received = batch.len();
         let before = out.len();
         for m in batch {
-            let d = DeadLetter::from(m);
+            let d = HeldLetter::from(m);
             if seen.insert(d.message_id.clone()) {
                 out.push(d);
             } else {
@@ -288,8 +270,8 @@ pub async fn purge_selected(
 async fn send_back(
     sqs: &Client,
     queue_url: &str,
-    letters: Vec<DeadLetter>,
-) -> (Vec<DeadLetter>, Option<OpsError>) {
+    letters: Vec<HeldLetter>,
+) -> (Vec<HeldLetter>, Option<OpsError>) {
     let mut sent = Vec::with_capacity(letters.len());
     let mut failures = Vec::new();
     let sizes: Vec<usize> = letters
@@ -310,7 +292,7 @@ async fn send_back(
         .collect();
     let mut letters = letters.into_iter();
     for count in batch_sizes(&sizes, 10, BATCH_BYTES) {
-        let batch: Vec<DeadLetter> = letters.by_ref().take(count).collect();
+        let batch: Vec<HeldLetter> = letters.by_ref().take(count).collect();
         let entries = batch
             .iter()
             .enumerate()
@@ -413,8 +395,8 @@ async fn each_selected<F, Fut>(
     progress: &mut impl FnMut(usize),
 ) -> Result<Handled, OpsError>
 where
-    F: Fn(Vec<DeadLetter>) -> Fut,
-    Fut: std::future::Future<Output = (Vec<DeadLetter>, Option<OpsError>)>,
+    F: Fn(Vec<HeldLetter>) -> Fut,
+    Fut: std::future::Future<Output = (Vec<HeldLetter>, Option<OpsError>)>,
 {
     let now = Utc::now();
     let scan = std::cell::RefCell::new(Scan {
@@ -433,7 +415,7 @@ where
             {
                 let mut scan = scan.borrow_mut();
                 for m in batch {
-                    let d = DeadLetter::from(m);
+                    let d = HeldLetter::from(m);
                     if !scan.seen.insert(d.message_id.clone()) {
                         // Held by us earlier and back already: keep its new receipt to release.
                         scan.held.push(d.receipt_handle);
@@ -493,7 +475,7 @@ where
 /// Deletes handled letters from the DLQ, ten to a request; how many were deleted, or
 /// which were not (sent back already: a later redrive would send them again, and the
 /// execution store would answer that copy as a duplicate).
-async fn delete(sqs: &Client, dlq_url: &str, letters: &[DeadLetter]) -> Result<usize, OpsError> {
+async fn delete(sqs: &Client, dlq_url: &str, letters: &[HeldLetter]) -> Result<usize, OpsError> {
     let mut deleted = 0;
     let mut failures = Vec::new();
     for chunk in letters.chunks(10) {
@@ -620,18 +602,15 @@ mod tests {
         );
     }
 
-    fn letter(job: &str, reason: &str, age_s: i64) -> DeadLetter {
-        DeadLetter {
+    fn letter(job: &str, reason: &str, age_s: i64) -> HeldLetter {
+        HeldLetter {
             message_id: format!("m-{job}"),
             receipt_handle: String::new(),
-            body: String::new(),
-            reason: Some(reason.into()),
-            error: None,
-            job: Some(job.into()),
-            key: None,
-            attempts: None,
-            failed_at: None,
-            source_queue: None,
+            letter: DeadLetter {
+                reason: Some(reason.into()),
+                job: Some(job.into()),
+                ..DeadLetter::default()
+            },
             dead_lettered_at: Utc::now() - chrono::Duration::seconds(age_s),
             attributes: HashMap::new(),
         }
@@ -704,7 +683,7 @@ mod tests {
             ..Default::default()
         };
         assert!(!by_policy.matches(&d, now));
-        d.reason = None;
+        d.letter.reason = None;
         assert!(by_policy.matches(&d, now));
     }
 }

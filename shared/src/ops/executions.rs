@@ -11,7 +11,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::OpsError;
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
-use crate::{ExecutionRecord, Status};
+use crate::store::{ExecutionRecord, Status};
 
 /// Which records, and how many.
 #[derive(Debug, Clone, Default)]
@@ -80,7 +80,7 @@ impl Records {
 
     /// One record by key, whole.
     pub async fn get(&self, key: &str) -> Result<Option<ExecutionRecord>, OpsError> {
-        crate::DynamoStore::new(self.ddb.clone(), &self.table)
+        crate::store::DynamoStore::new(self.ddb.clone(), &self.table)
             .get(key)
             .await
             .map_err(|e| self.store_error(e))

@@ -12,9 +12,9 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use super::OpsError;
-use crate::Status;
 use crate::aws::AwsResultExt;
 use crate::store::LIST_SHARDS;
+use crate::store::Status;
 
 type Item = HashMap<String, AttributeValue>;
 

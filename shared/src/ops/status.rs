@@ -10,9 +10,9 @@ use serde::Serialize;
 use super::OpsError;
 use super::executions::{Filter, Records};
 use super::stage::Stage;
-use crate::Status;
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
+use crate::store::Status;
 
 /// A queue's approximate message counts, as SQS reports them.
 #[derive(Debug, Clone, Serialize)]

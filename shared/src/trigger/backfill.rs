@@ -7,9 +7,9 @@ use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::TriggerError;
-use crate::Envelope;
 use crate::aws::{AwsResultExt, SdkConfig};
 use crate::catalog::Job;
+use crate::envelope::Envelope;
 use crate::schedule::Expression;
 
 /// The most occurrences one backfill enqueues: a span that holds more is refused (split it).

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::template::{ATTEMPT_NUMBER, EXECUTION_ID, SCHEDULE_ARN};
 use super::{TriggerError, once_group};
-use crate::Envelope;
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
+use crate::envelope::Envelope;
 
 /// SQS's longest message delay.
 pub const MAX_DELAY_SECONDS: i64 = 900;

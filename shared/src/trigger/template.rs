@@ -68,7 +68,7 @@ pub fn substitute(input: &str, ctx: &FireContext) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Envelope;
+    use crate::envelope::Envelope;
     use serde_json::json;
 
     #[test]

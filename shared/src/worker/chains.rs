@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::Settings;
+use super::settings::Settings;
 use crate::aws::SdkConfig;
 use crate::batch::Chains;
 use crate::catalog::Catalog;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 
-use crate::{Processor, batch_response};
+use crate::batch::{Processor, batch_response};
 
 /// Serves SQS events until the runtime ends or `shutdown` resolves (Lambda sends SIGTERM
 /// when it retires an environment that has extensions; a container platform always does).

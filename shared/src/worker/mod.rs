@@ -34,9 +34,12 @@ pub use settings::Settings;
 
 use crate::aws::SdkConfig;
 use crate::batch::AutoPause;
+use crate::batch::{Processor, ProcessorConfig};
 use crate::catalog::{Catalog, CatalogErrors};
+use crate::clock::Clock;
 use crate::poller::{PollOptions, poll};
-use crate::{DynamoStore, Metrics, Processor, ProcessorConfig};
+use crate::store::DynamoStore;
+use crate::telemetry::Metrics;
 
 /// A job catalog compiled into the binary (`include_str!`), which `SCHEDKIT_CATALOG` can
 /// replace at start-up with a file.
@@ -133,7 +136,7 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
                 .clone()
                 .unwrap_or_else(process::default_worker_id),
             clock_skew: crate::clock::DEFAULT_CLOCK_SKEW,
-            clock: crate::Clock::system(),
+            clock: Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
             auto_pause,
             chains: chains::chains(&sdk, &settings, &catalog).await,

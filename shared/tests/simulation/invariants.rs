@@ -1,7 +1,7 @@
 //! What must hold after every seed, whatever befell it.
 
 use schedkit::Status;
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use schedkit::orchestrator::Answer;
 
 use super::world::{CHAINS, EXCLUSIVE, INVOICE, QUEUED, Report, What, key_of};

@@ -55,7 +55,7 @@ async fn a_message_that_is_no_envelope_goes_to_the_dlq_with_its_reason() {
     assert_eq!(labels, ["dead-lettered"]);
     let state = queue.lock();
     assert_eq!(state.dead_letters.len(), 1);
-    let reason = &state.dead_letters[0].attributes[schedkit::batch::attr::REASON];
+    let reason = &state.dead_letters[0].attributes[schedkit::dead_letter::attr::REASON];
     assert_eq!(reason.string.as_deref(), Some("poison"));
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use schedkit::batch::attr;
+use schedkit::dead_letter::attr;
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore};
 use schedkit::{Ctx, Envelope, JobPolicy, Jobs, Metrics, Outcome, Processor, RetryPolicy, Status};

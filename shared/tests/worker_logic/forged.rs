@@ -6,8 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use schedkit::batch::{Chains, attr};
+use schedkit::batch::Chains;
 use schedkit::catalog::Catalog;
+use schedkit::dead_letter::attr;
 use schedkit::orchestrator::MemoryOrchestrator;
 use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore};

@@ -4,6 +4,7 @@
 //! Their policies (attempts, backoff, lease, key template) come from the job catalog, not
 //! from here: the code says *what* a job does, the catalog *how* it is run.
 
+mod effects_table;
 mod flaky_sync;
 mod long_report;
 mod partner_export;
@@ -11,32 +12,10 @@ mod record_invoice;
 
 use schedkit::Jobs;
 
+pub use effects_table::{EFFECT_KEY, EffectsTable};
 pub use partner_export::ACCOUNT_ITEM;
-pub use record_invoice::EFFECT_KEY;
 /// `record-invoice`, for tests that run it under a policy of their own.
 pub use record_invoice::run as record_invoice;
-
-/// The table the example jobs keep their side effects in (the template's EffectsTable,
-/// `SCHEDKIT_EFFECTS_TABLE`).
-#[derive(Clone)]
-pub struct EffectsTable {
-    ddb: aws_sdk_dynamodb::Client,
-    table: Option<String>,
-}
-
-impl EffectsTable {
-    pub fn new(ddb: aws_sdk_dynamodb::Client, table: Option<String>) -> Self {
-        EffectsTable { ddb, table }
-    }
-
-    /// The client and the table name; a job without a table cannot run (permanently).
-    pub fn get(&self) -> Result<(aws_sdk_dynamodb::Client, String), schedkit::JobError> {
-        let table = self.table.clone().ok_or_else(|| {
-            schedkit::JobError::permanent("no effects table configured (SCHEDKIT_EFFECTS_TABLE)")
-        })?;
-        Ok((self.ddb.clone(), table))
-    }
-}
 
 /// Every example job, by its catalog name.
 pub fn all(effects: EffectsTable) -> Jobs<EffectsTable> {

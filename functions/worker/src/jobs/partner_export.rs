@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::{Ctx, JobError, State};
 use serde_json::{Value, json};
 
-use super::{EFFECT_KEY, EffectsTable};
+use super::effects_table::{EFFECT_KEY, EffectsTable};
 
 /// The effects-table item that says whether the partner account works.
 pub const ACCOUNT_ITEM: &str = "config:partner-account";

@@ -15,10 +15,7 @@ use schedkit::{Ctx, JobError, Payload, State, permanent};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::EffectsTable;
-
-/// Partition key of the effects table.
-pub const EFFECT_KEY: &str = "effect_key";
+use super::effects_table::{EFFECT_KEY, EffectsTable};
 
 /// The payload: the amount is required; a payload without it fails for good, naming it.
 #[derive(Deserialize)]

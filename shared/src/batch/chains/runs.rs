@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
 use super::Chains;
-use crate::batch::DeadLetterReason;
+use crate::dead_letter::DeadLetterReason;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{chain_execution_name, execution_key, payload_hash};
 use crate::orchestrator::StartError;
@@ -57,7 +57,7 @@ pub(crate) enum RunMessage {
 
 /// Where a chain run's record expires: as long as a job's by default.
 fn retention() -> Duration {
-    crate::JobPolicy::default().record_retention
+    crate::job::JobPolicy::default().record_retention
 }
 
 fn store_failed(key: &str, e: StoreError) -> RunMessage {

@@ -1,0 +1,111 @@
+//! The validated catalog: its jobs with their policies and schedules, its chains, its
+//! settings. Built only by validation (`validate.rs`), read by everything else.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::chains::Chain;
+use super::error::CatalogError;
+use super::model::{JobSpec, Settings};
+use crate::job::JobPolicy;
+use crate::key::KeyTemplate;
+use crate::retry::RetryPolicy;
+use crate::schedule::Schedule;
+
+/// Where a job's envelopes go: the worker's jobs queue, the one target a job has (a chain
+/// is `[chains.<name>]`, whose steps are jobs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The worker's jobs queue.
+    Queue,
+}
+
+/// A validated job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The name under `[jobs.<name>]`; envelopes and the worker's registry use it.
+    pub name: String,
+    /// The job's table as written, for what the policy does not carry (owner, payload).
+    pub spec: JobSpec,
+    /// Where its envelopes go, parsed from `spec.target`.
+    pub target: Target,
+    /// The worker's policy for this job.
+    pub policy: JobPolicy,
+    /// The parsed schedule, when the job has one.
+    pub schedule: Option<Schedule>,
+}
+
+impl Job {
+    /// The payload scheduled runs carry (empty when none is given).
+    pub fn payload(&self) -> Map<String, Value> {
+        self.spec.payload.clone().unwrap_or_default()
+    }
+}
+
+/// A validated catalog.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// The file it was read from (for messages).
+    pub file: String,
+    /// Settings shared by every job, defaults filled in.
+    pub settings: Settings,
+    /// Every job, validated, by name.
+    pub jobs: BTreeMap<String, Job>,
+    /// Every chain, validated, by name.
+    pub chains: BTreeMap<String, Chain>,
+    /// What is allowed but worth saying (a one-time job whose time has passed): printed by
+    /// `catalog check` and sync, never a reason to refuse to start.
+    pub warnings: Vec<CatalogError>,
+}
+
+impl Catalog {
+    /// The job called `name`, if the catalog lists it.
+    pub fn job(&self, name: &str) -> Option<&Job> {
+        self.jobs.get(name)
+    }
+
+    /// The chain called `name`, if the catalog lists it.
+    pub fn chain(&self, name: &str) -> Option<&Chain> {
+        self.chains.get(name)
+    }
+
+    /// The jobs that have a schedule.
+    pub fn scheduled(&self) -> impl Iterator<Item = &Job> {
+        self.jobs.values().filter(|j| j.schedule.is_some())
+    }
+}
+
+/// The worker policy a job spec describes (the spec is already validated).
+pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
+    let secs = |s: u32| Duration::from_secs(u64::from(s));
+    let lease = secs(spec.lease_seconds);
+    let retention_days = spec
+        .record_retention_days
+        .unwrap_or(settings.queue_retention_days + settings.dlq_retention_days + 3);
+    JobPolicy {
+        retry: RetryPolicy {
+            max_attempts: spec.retry.max_attempts,
+            first_delay: secs(spec.retry.first_delay_seconds),
+            base_delay: secs(spec.retry.base_delay_seconds),
+            max_delay: secs(spec.retry.max_delay_seconds),
+        },
+        lease,
+        heartbeat: Some(spec.heartbeat_seconds.map(secs).unwrap_or(lease / 4)),
+        // Every job has a timeout: the function's when the catalog gives none.
+        timeout: Some(secs(
+            spec.timeout_seconds
+                .unwrap_or(settings.function_timeout_seconds),
+        )),
+        key_template: spec
+            .key_template
+            .as_deref()
+            .map(|t| t.parse::<KeyTemplate>().expect("validated")),
+        record_retention: Duration::from_secs(u64::from(retention_days) * 86_400),
+        overlap: spec.overlap,
+        pause_after_failures: spec
+            .pause_after_failures
+            .map(|n| std::num::NonZeroU32::new(n).expect("validated")),
+    }
+}
