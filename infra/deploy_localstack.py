@@ -89,12 +89,24 @@ def package_worker(template, code_uri, binary):
             f"deploy: error: {template} has CodeUri {code_uri}, but {crate} has no Cargo.toml "
             "(CodeUri is the worker crate's folder, relative to the template)"
         )
-    if crate.is_relative_to(ROOT):
+    if workspace_root(crate) == ROOT:
+        # A member of this workspace: packaged as the tests build it (one feature set).
         out = subprocess.run([str(ROOT / "functions/package.sh"), binary], capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"deploy: error: functions/package.sh {binary} failed ({out.stderr.strip()[-400:]})")
         return pathlib.Path(out.stdout.strip().splitlines()[-1])
     return package_crate(crate, binary)
+
+
+def workspace_root(crate):
+    """The root of the workspace the crate at `crate` builds in (itself when it has none)."""
+    out = subprocess.run(
+        ["cargo", "metadata", "--no-deps", "--format-version", "1", "--manifest-path", str(crate / "Cargo.toml")],
+        capture_output=True, text=True,
+    )
+    if out.returncode != 0:
+        sys.exit(f"deploy: error: cargo metadata of {crate} failed: {out.stderr.strip()[-400:]}")
+    return pathlib.Path(json.loads(out.stdout)["workspace_root"]).resolve()
 
 
 def package_crate(crate, binary):
@@ -110,38 +122,63 @@ def package_crate(crate, binary):
     )
     if build.returncode != 0:
         sys.exit(f"deploy: error: cargo build of {crate} failed (its errors are above)")
+    executable = pick_executable(build.stdout.splitlines(), crate, binary)
+    if executable is None:
+        sys.exit(f"deploy: error: {crate} has no binary `{binary}` (the template's Binary)")
+    return bundle(executable, binary)
+
+
+def pick_executable(messages, crate, binary):
+    """The executable of the crate's own binary `binary` among cargo's JSON messages (not a
+    test binary, not another package's binary of the same name); None when there is none."""
+    manifest = (crate / "Cargo.toml").resolve()
     executable = None
-    for line in build.stdout.splitlines():
+    for line in messages:
         message = json.loads(line)
         target = message.get("target", {})
         if (message.get("reason") == "compiler-artifact" and message.get("executable")
                 and target.get("name") == binary and "bin" in target.get("kind", [])
-                and not message.get("profile", {}).get("test")):
+                and not message.get("profile", {}).get("test")
+                and pathlib.Path(message.get("manifest_path", "")).resolve() == manifest):
             executable = pathlib.Path(message["executable"])
-    if executable is None:
-        sys.exit(f"deploy: error: {crate} has no binary `{binary}` (the template's Binary)")
+    return executable
+
+
+def bundle(executable, binary):
+    """`executable` without its debug information, zipped as `bootstrap` beside it in
+    `lambda/<binary>.zip`; refused over Lambda's unzipped limit. Written under names of
+    this deploy's own and renamed into place: two deploys of one crate at once never upload
+    a half-written zip."""
     out_dir = executable.parent / "lambda"
     out_dir.mkdir(exist_ok=True)
-    stripped = out_dir / binary
-    strip = subprocess.run(["strip", "--strip-debug", "-o", str(stripped), str(executable)],
-                           capture_output=True, text=True)
+    stripped = out_dir / f"{binary}.{os.getpid()}"
+    try:
+        strip = subprocess.run(["strip", "--strip-debug", "-o", str(stripped), str(executable)],
+                               capture_output=True, text=True)
+    except FileNotFoundError:
+        sys.exit("deploy: error: `strip` (GNU binutils) is not on PATH; install binutils, "
+                 "or package the crate yourself and give the zip as SCHEDKIT_WORKER_ZIP")
     if strip.returncode != 0:
         sys.exit(f"deploy: error: strip --strip-debug {executable} failed: {strip.stderr.strip()}")
     size = stripped.stat().st_size
     if size > UNZIPPED_LIMIT:
+        stripped.unlink()
         sys.exit(
             f"deploy: error: {binary} is {size // (1024 * 1024)} MB without its debug information, "
             "over Lambda's 250 MB unzipped limit: build it in release (cargo lambda build --release) "
             "and give the zip as SCHEDKIT_WORKER_ZIP"
         )
     archive = out_dir / f"{binary}.zip"
-    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+    partial = out_dir / f"{binary}.zip.{os.getpid()}"
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as z:
         info = zipfile.ZipInfo.from_file(stripped, arcname="bootstrap")
         info.compress_type = zipfile.ZIP_DEFLATED
         # A fixed date: the zip changes only when the binary does (an unchanged deploy is
         # a no-op).
         info.date_time = (1980, 1, 1, 0, 0, 0)
         z.writestr(info, stripped.read_bytes())
+    stripped.unlink()
+    os.replace(partial, archive)
     log(f"packaged {archive} ({size // (1024 * 1024)} MB unzipped)")
     return archive
 

@@ -29,9 +29,17 @@
 //!
 //! Run the tests on tokio's paused clock (`#[tokio::test(start_paused = true)]`, tokio's
 //! `test-util` feature): a retry's backoff of minutes, a lease running out, take no time.
+//! (A job that waits on real I/O, a mock server on a thread, needs a runtime whose clock
+//! runs: on a paused one, time jumps ahead while it waits, and its timeout fires.)
 //! Store faults ([`TestWorker::refuse`], [`TestWorker::lose_answer`]) show what a DynamoDB
-//! outage or a lost answer does to a run: a lost heartbeat loses the lease, a lost commit
+//! outage or a lost answer does to a run: refused heartbeats lose the lease, a lost commit
 //! answer brings the message back as a duplicate, and effects are applied once throughout.
+//! A fault waits for the next request of its kind (one that never comes, such as a commit
+//! of a run without effects, leaves it waiting).
+//!
+//! What it does not check: effects are recorded as the job handed them, not applied to
+//! tables, so their conditions, two writes to one item and missing tables (which DynamoDB
+//! refuses, failing the run for good) are for a test against LocalStack.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -56,9 +64,11 @@ pub enum StoreRequest {
     Claim,
     /// Renewing a running attempt's lease.
     Heartbeat,
-    /// Writing DONE with the job's effects, in one transaction.
+    /// Writing DONE with the job's effects, in one transaction (a run that handed some
+    /// to `ctx.effects()`).
     Commit,
-    /// Writing RETRYING or FAILED.
+    /// Writing an outcome without effects: DONE (a run that handed none), RETRYING or
+    /// FAILED.
     Finish,
 }
 

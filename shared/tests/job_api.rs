@@ -27,6 +27,12 @@ lease_seconds = 10
 [jobs.import.retry]
 max_attempts = 3
 
+[jobs.fragile]
+owner = "data"
+lease_seconds = 10
+[jobs.fragile.retry]
+max_attempts = 2
+
 [jobs.render]
 owner = "billing"
 lease_seconds = 4
@@ -97,6 +103,19 @@ async fn import(State(Attempts(attempts)): State<Attempts>) -> Result<u32, JobEr
     Ok(attempt)
 }
 
+/// A payload type whose deserialisation panics (a `deserialize_with` that unwraps).
+struct Fragile;
+
+impl<'de> serde::Deserialize<'de> for Fragile {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        panic!("a bug in the payload's type")
+    }
+}
+
+async fn fragile(Payload(_): Payload<Fragile>) -> Result<(), JobError> {
+    Ok(())
+}
+
 /// Works longer than its 4 s lease, kept by heartbeats every second.
 async fn render(ctx: Ctx, State(Table(table)): State<Table>) -> Result<(), JobError> {
     tokio::time::sleep(Duration::from_secs(12)).await;
@@ -119,7 +138,8 @@ fn worker() -> (TestWorker, Attempts) {
     let jobs = Jobs::with_state(app)
         .add("invoice", invoice)
         .add("import", import)
-        .add("render", render);
+        .add("render", render)
+        .add("fragile", fragile);
     (TestWorker::new(&catalog, jobs).unwrap(), attempts)
 }
 
@@ -150,9 +170,9 @@ async fn a_bad_payload_field_is_a_permanent_error_naming_its_path() {
     let record = worker.record("inv-bad").unwrap();
     assert_eq!((record.status, record.attempt), (Status::Failed, 1));
     let error = record.last_error.unwrap();
-    assert!(
-        error.starts_with("payload field `lines[1].amount_cents`: invalid type: string \"12.50\""),
-        "{error}"
+    assert_eq!(
+        error,
+        "payload field `lines[1].amount_cents`: invalid type: string, expected i64"
     );
     let letters = worker.dead_letters();
     assert_eq!(letters.len(), 1);
@@ -211,4 +231,18 @@ async fn a_lost_commit_answer_is_answered_from_the_record_not_run_again() {
     worker.send(&run("invoice", "inv-lost", lines));
     assert_eq!(worker.run_until_idle().await, ["unavailable", "duplicate"]);
     assert_eq!(worker.effects("inv-lost").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panic_while_making_the_arguments_is_a_failed_attempt_that_says_so() {
+    let (worker, _) = worker();
+    worker.send(&run("fragile", "f-1", json!({})));
+    assert_eq!(worker.run_until_idle().await, ["retrying", "dead-lettered"]);
+    let record = worker.record("f-1").unwrap();
+    assert_eq!((record.status, record.attempt), (Status::Failed, 2));
+    let error = record.last_error.unwrap_or_default();
+    assert!(
+        error.contains("job panicked: a bug in the payload's type"),
+        "{error}"
+    );
 }

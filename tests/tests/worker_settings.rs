@@ -1,8 +1,9 @@
 //! The worker binary started with the settings the README documents, and nothing else: it
 //! finds its chains' state machines by the stage's names (`schedkit-<stage>-<chain>`, the
-//! stage read from the table's name) and runs a chain to DONE; a chain whose state machine
-//! it cannot find is dead-lettered under a reason of its own, `unconfigured`, saying which
-//! setting is missing.
+//! stage read from the table's name) when a chain's first trigger comes, even one created
+//! after it started, and runs the chain to DONE; a chain whose machine of that name sends
+//! its steps to another queue (another stage's) is dead-lettered under a reason of its
+//! own, `unconfigured`, saying which setting to give.
 
 use std::time::Duration;
 
@@ -25,7 +26,7 @@ stages = ["invoice"]
 job = "record-invoice"
 payload = { tenant = "acme", amount_cents = 100 }
 
-# No state machine is created for this one.
+# Its state machine of the stage's name sends its steps to another queue.
 [chains.orphan]
 owner = "billing"
 stages = ["invoice"]
@@ -61,14 +62,24 @@ fn documented_worker(stack: &Stack, catalog: &std::path::Path) -> tokio::process
 async fn a_poller_with_only_the_documented_settings_runs_a_chain_to_done() {
     let stack = Stack::lane("settings", StackOptions::default()).await;
     let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+    let file = std::env::temp_dir().join(format!("{}-catalog.toml", stack.name));
+    std::fs::write(&file, CATALOG).unwrap();
+    // Started before the chain's state machine exists (a worker that starts while its
+    // stage deploys): it looks the machine up when the trigger comes, not at start.
+    let mut worker = documented_worker(&stack, &file);
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let sfn = aws_sdk_sfn::Client::new(&localstack().await);
     let name = format!("schedkit-{}-settle", stack.name);
     generated_state_machine_named(&sfn, &catalog, "settle", &stack.queue_url, &name)
         .await
         .unwrap();
-    let file = std::env::temp_dir().join(format!("{}-catalog.toml", stack.name));
-    std::fs::write(&file, CATALOG).unwrap();
-    let mut worker = documented_worker(&stack, &file);
+    // `orphan`'s machine of the right name sends its steps to another queue: another
+    // stage's, not this worker's to start.
+    let other_queue = stack.dlq_url.replace("-dlq", "-elsewhere");
+    let orphan = format!("schedkit-{}-orphan", stack.name);
+    generated_state_machine_named(&sfn, &catalog, "orphan", &other_queue, &orphan)
+        .await
+        .unwrap();
 
     let at = "2026-12-01T03:00:00Z".parse().unwrap();
     stack
@@ -115,8 +126,7 @@ async fn a_poller_with_only_the_documented_settings_runs_a_chain_to_done() {
     assert_eq!(attribute(attr::REASON), "unconfigured");
     let error = attribute(attr::ERROR);
     assert!(
-        error.contains("schedkit-<stage>-orphan")
-            && error.contains("SCHEDKIT_STATE_MACHINE_PREFIX"),
+        error.contains("another queue") && error.contains("SCHEDKIT_STATE_MACHINE_PREFIX"),
         "{error}"
     );
 }

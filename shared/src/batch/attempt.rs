@@ -168,11 +168,13 @@ impl Processor {
 /// Runs the job in its own task, so a panic becomes a retryable failure instead of taking
 /// the batch down, and enforces the policy's timeout.
 async fn run_guarded(registered: &RegisteredJob, ctx: Ctx) -> JobResult {
-    let future = registered.job.run(ctx);
+    let job = registered.job.clone();
     let timeout = registered.policy.timeout;
-    // The job runs in a task of its own so that a panic is caught; dropping this future
+    // The job runs in a task of its own so that a panic is caught, its arguments' making
+    // included (a payload type's `Deserialize`, a state's `FromRef`); dropping this future
     // (a cancelled attempt) aborts it, dropping the job's future at its next await.
     let mut task = AbortOnDrop(tokio::spawn(async move {
+        let future = job.run(ctx);
         match timeout {
             Some(limit) => tokio::time::timeout(limit, future)
                 .await

@@ -24,8 +24,9 @@ impl<S> FromRun<S> for Ctx {
 }
 
 /// The envelope's payload deserialised as `T`. A payload that does not fit is a permanent
-/// error naming the path of the bad field (`payload field `lines[2].amount`: invalid
-/// type...`): the same message will fail the same way every time.
+/// error naming the path of the bad field and what was wrong with it, never its value
+/// (``payload field `lines[2].amount`: invalid type: string, expected i64``): the same
+/// message will fail the same way every time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Payload<T>(pub T);
 
@@ -35,7 +36,7 @@ impl<S, T: DeserializeOwned> FromRun<S> for Payload<T> {
             .map(Payload)
             .map_err(|e| {
                 let path = e.path().to_string();
-                let inner = e.into_inner();
+                let inner = without_values(&e.into_inner().to_string());
                 if path == "." {
                     JobError::permanent(format!("payload: {inner}"))
                 } else {
@@ -43,6 +44,29 @@ impl<S, T: DeserializeOwned> FromRun<S> for Payload<T> {
                 }
             })
     }
+}
+
+/// serde's message without the value it met (`invalid type: string "4111...", expected
+/// i64` → `invalid type: string, expected i64`): the error goes to the record, the log line
+/// and the dead letter, where payload values never go unless asked
+/// (`SCHEDKIT_LOG_PAYLOADS`). Written by hand: serde formats the value into its message.
+fn without_values(message: &str) -> String {
+    for prefix in ["invalid type: ", "invalid value: ", "unknown variant "] {
+        let Some(rest) = message.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some(end) = rest.rfind(", expected") else {
+            return format!("{}(value withheld)", prefix);
+        };
+        // The kind serde names before the value (`integer`, `floating point`, `string`).
+        let kind = rest[..end]
+            .split(['`', '"'])
+            .next()
+            .unwrap_or_default()
+            .trim_end();
+        return format!("{prefix}{kind}{}", &rest[end..]).replace("variant , ", "variant, ");
+    }
+    message.to_string()
 }
 
 /// State built once at start-up and lent to every run (clients, table names): the worker's
@@ -66,5 +90,40 @@ impl<T: Clone> FromRef<T> for T {
 impl<S, T: FromRef<S>> FromRun<S> for State<T> {
     fn from_run(_: &Ctx, state: &S) -> Result<Self, JobError> {
         Ok(State(T::from_ref(state)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_values;
+
+    #[test]
+    fn serdes_messages_keep_the_kind_and_lose_the_value() {
+        let cases = [
+            (
+                "invalid type: integer `4111111111111111`, expected a string",
+                "invalid type: integer, expected a string",
+            ),
+            (
+                "invalid type: string \"secret \\\"quoted\\\" value\", expected i64",
+                "invalid type: string, expected i64",
+            ),
+            (
+                "invalid value: floating point `1.5`, expected u8",
+                "invalid value: floating point, expected u8",
+            ),
+            (
+                "unknown variant `ada@example.com`, expected `a` or `b`",
+                "unknown variant, expected `a` or `b`",
+            ),
+            ("missing field `email`", "missing field `email`"),
+            (
+                "unknown field `x`, expected `y`",
+                "unknown field `x`, expected `y`",
+            ),
+        ];
+        for (serde, shown) in cases {
+            assert_eq!(without_values(serde), shown, "{serde}");
+        }
     }
 }

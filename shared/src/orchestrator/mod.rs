@@ -32,6 +32,22 @@ pub enum StartError {
     Unavailable(String),
 }
 
+/// What a look for a chain's state machine by name found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The state machine, sending its steps to this worker's queue.
+    Machine(String),
+    /// None of that name.
+    Missing,
+    /// One of that name that sends its steps to another queue (another stage's, whose
+    /// name and chain's name joined make the same name): not this worker's to start.
+    Foreign(String),
+    /// The service refused to say (access denied): it will not say later either.
+    Refused(String),
+    /// The service could not be reached: look again later.
+    Unavailable(String),
+}
+
 /// What the worker asks of Step Functions. A task answer for a token the service no longer
 /// waits for (the task timed out and its step was sent again) is not an error: the other
 /// message's run answers its own token.
@@ -62,4 +78,16 @@ pub trait Orchestrator: Send + Sync + std::fmt::Debug + 'static {
 
     /// Keeps the task `token` alive past its heartbeat timeout.
     fn task_heartbeat<'a>(&'a self, token: &'a str) -> OrchestratorCall<'a, Result<(), String>>;
+
+    /// The state machine called `name`, and whether its definition sends its steps to
+    /// `queue_url`: how a worker started without the template's prefix finds its chains'.
+    /// An orchestrator that knows no names finds none.
+    fn find_state_machine<'a>(
+        &'a self,
+        name: &'a str,
+        queue_url: &'a str,
+    ) -> OrchestratorCall<'a, Found> {
+        let _ = (name, queue_url);
+        Box::pin(std::future::ready(Found::Missing))
+    }
 }

@@ -4,7 +4,7 @@ use aws_sdk_sfn::Client;
 use aws_sdk_sfn::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sfn::operation::start_execution::StartExecutionError;
 
-use super::{Orchestrator, OrchestratorCall, StartError};
+use super::{Found, Orchestrator, OrchestratorCall, StartError};
 
 /// Step Functions through the SDK.
 #[derive(Debug, Clone)]
@@ -122,5 +122,95 @@ impl Orchestrator for SfnOrchestrator {
                 .await;
             settled(sent.map(|_| ()))
         })
+    }
+
+    fn find_state_machine<'a>(
+        &'a self,
+        name: &'a str,
+        queue_url: &'a str,
+    ) -> OrchestratorCall<'a, Found> {
+        Box::pin(async move {
+            let mut pages = self.sfn.list_state_machines().into_paginator().send();
+            let mut arn = None;
+            while let Some(page) = pages.next().await {
+                let page = match page {
+                    Ok(page) => page,
+                    Err(e) => return not_found(&e),
+                };
+                if let Some(m) = page.state_machines.into_iter().find(|m| m.name == name) {
+                    arn = Some(m.state_machine_arn);
+                    break;
+                }
+            }
+            let Some(arn) = arn else {
+                return Found::Missing;
+            };
+            let described = self
+                .sfn
+                .describe_state_machine()
+                .state_machine_arn(&arn)
+                .send()
+                .await;
+            match described {
+                Ok(d) if sends_to(&d.definition, queue_url) => Found::Machine(arn),
+                Ok(_) => Found::Foreign(arn),
+                Err(e) => not_found(&e),
+            }
+        })
+    }
+}
+
+/// Why a look found nothing: refused for good (access denied, bad credentials), or not
+/// answered (try again).
+fn not_found<E, R>(e: &SdkError<E, R>) -> Found
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug + 'static,
+{
+    let denied = e
+        .code()
+        .is_some_and(|c| c.starts_with("AccessDenied") || c == "UnrecognizedClientException");
+    if denied {
+        Found::Refused(crate::aws::describe(e))
+    } else {
+        Found::Unavailable(crate::aws::describe(e))
+    }
+}
+
+/// Whether a definition sends its steps to the queue `queue_url` names: its account and
+/// name (`/<account>/<queue>`), whichever endpoint form the URL was written in.
+fn sends_to(definition: &str, queue_url: &str) -> bool {
+    let mut parts = queue_url.trim_end_matches('/').rsplit('/');
+    match (parts.next(), parts.next()) {
+        (Some(queue), Some(account)) if !queue.is_empty() => {
+            definition.contains(&format!("/{account}/{queue}\""))
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sends_to;
+
+    #[test]
+    fn a_definition_is_this_workers_when_it_names_its_queue_in_any_endpoint_form() {
+        let definition = r#"{"Parameters":{"QueueUrl":"https://sqs.eu-west-1.amazonaws.com/123/schedkit-prod-jobs"}}"#;
+        assert!(sends_to(
+            definition,
+            "https://sqs.eu-west-1.amazonaws.com/123/schedkit-prod-jobs"
+        ));
+        assert!(sends_to(
+            definition,
+            "https://eu-west-1.queue.amazonaws.com/123/schedkit-prod-jobs"
+        ));
+        assert!(!sends_to(
+            definition,
+            "https://sqs.eu-west-1.amazonaws.com/123/schedkit-prod-eu-jobs"
+        ));
+        assert!(!sends_to(
+            definition,
+            "https://sqs.eu-west-1.amazonaws.com/456/schedkit-prod-jobs"
+        ));
     }
 }

@@ -139,7 +139,7 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
             clock: Clock::system(),
             visibility_on_claim: std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some(),
             auto_pause,
-            chains: chains::chains(&sdk, &settings, &catalog).await,
+            chains: chains::chains(&sdk, &settings, &catalog),
         },
         Metrics::stdout().for_stage(settings.stage()),
     );

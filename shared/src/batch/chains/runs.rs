@@ -17,7 +17,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::Chains;
+use super::{Chains, Machine};
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{chain_execution_name, execution_key, payload_hash};
@@ -136,16 +136,18 @@ impl Chains {
                 };
             }
         };
-        let Some(machine) = self.state_machines.get(&envelope.job) else {
-            return RunMessage::Refused {
-                reason: DeadLetterReason::Unconfigured,
-                key: Some(key),
-                error: format!(
-                    "this worker knows no state machine for chain `{0}`: it looks for `schedkit-<stage>-{0}` in the stage (SCHEDKIT_STAGE, or the table's name), or takes SCHEDKIT_STATE_MACHINE_PREFIX; fix its settings, then redrive this letter",
-                    envelope.job
-                ),
-            };
+        let machine = match self.state_machine(&envelope.job).await {
+            Machine::Known(arn) => arn,
+            Machine::Unconfigured(error) => {
+                return RunMessage::Refused {
+                    reason: DeadLetterReason::Unconfigured,
+                    key: Some(key),
+                    error,
+                };
+            }
+            Machine::Unavailable(error) => return RunMessage::Unavailable { key, error },
         };
+        let machine = machine.as_str();
         let req = ClaimRequest {
             key: key.clone(),
             job: envelope.job.clone(),
