@@ -20,6 +20,10 @@ mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.
 mod chaos;
+/// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
+/// by the README's own commands, each of its jobs run to DONE. (Named to sort early: its
+/// cold build of the crate is the longest test, and tests start in name order.)
+mod crate_anywhere;
 /// Effects committed with the outcome: all or nothing, fenced, late commits refused,
 /// conditions and limits failing the run for good.
 mod effects;
@@ -74,8 +78,6 @@ mod retries;
 mod sam_build;
 /// Schedule sync creates, changes and deletes schedules, and writes nothing the second time.
 mod schedule_sync;
-/// The example a team copies: its own template, deployed, each of its jobs run to DONE.
-mod starter;
 /// The memory store answers every transition as the DynamoDB store does: the same calls
 /// on both, the same answers and records.
 mod store_contract;
