@@ -3,7 +3,7 @@
 //!
 //! Lease expiry is written by the owner's clock and read by a claimer's: a claimer whose
 //! clock runs ahead takes over early. The worker stays correct as long as any two workers'
-//! clocks differ by at most [`DEFAULT_CLOCK_SKEW`] (or the bound configured in
+//! clocks differ by at most `DEFAULT_CLOCK_SKEW` (or the bound configured in
 //! [`ProcessorConfig::clock_skew`](crate::ProcessorConfig)): an owner cancels its attempt
 //! that much before its confirmed lease runs out, so it has stopped before any claimer
 //! within the bound can see the lease expired. On AWS, Lambda and EC2 hosts keep time with
@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 /// How far two workers' wall clocks may disagree, by default.
-pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_millis(500);
+pub(crate) const DEFAULT_CLOCK_SKEW: Duration = Duration::from_millis(500);
 
 /// A wall clock: the system's, or the system's shifted by a fixed offset (to test what
 /// skewed clocks do), or one that follows tokio's clock from a given instant (so that

@@ -22,9 +22,9 @@ use aws_sdk_dynamodb::types::{
 
 /// Items one `TransactWriteItems` may hold (DynamoDB's limit), one of them the record's own
 /// transition.
-pub const MAX_EFFECTS: usize = 99;
+pub(crate) const MAX_EFFECTS: usize = 99;
 /// DynamoDB's limit on a transaction's total size, bytes.
-pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
 
 /// The writes a job hands the framework, committed with its outcome if it succeeds.
 /// Cheap to clone: clones share one list.
@@ -35,7 +35,7 @@ pub struct Effects {
 
 /// Effects that cannot be committed as they are: the job's mistake, not an outage.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EffectsError {
+pub(crate) enum EffectsError {
     /// More writes than one transaction takes.
     #[error(
         "the job handed {count} effects; at most {MAX_EFFECTS} commit with the outcome (DynamoDB's 100 items per transaction, one of them the run's record)"

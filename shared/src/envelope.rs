@@ -95,7 +95,7 @@ pub enum EnvelopeError {
 }
 
 /// Longest explicit key accepted (DynamoDB allows 2048 bytes; leave room for prefixes).
-pub const MAX_KEY_BYTES: usize = 1024;
+pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
 impl Envelope {
     /// A new envelope for `job` scheduled at `scheduled_for`, no payload or key.
@@ -175,7 +175,7 @@ impl Envelope {
 }
 
 /// `scheduled_for` as written in keys and records: RFC 3339, UTC, `Z`.
-pub fn format_instant(t: &DateTime<Utc>) -> String {
+pub(crate) fn format_instant(t: &DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 

@@ -75,7 +75,7 @@ pub enum KeyError {
     /// The key came out empty (a template over empty fields): DynamoDB takes no empty key.
     #[error("derived key is empty: the payload fields the key template names are empty")]
     Empty,
-    /// The key is over [`MAX_KEY_BYTES`]; holds its length in bytes.
+    /// The key is over `MAX_KEY_BYTES`; holds its length in bytes.
     #[error("derived key is {0} bytes long; keys are limited to 1024 bytes")]
     TooLong(usize),
     /// The key (explicit or derived) lies in the space of schedkit's own items
@@ -152,7 +152,7 @@ impl fmt::Display for KeyTemplate {
 
 impl KeyTemplate {
     /// The text every key it renders starts with (up to its first field).
-    pub fn literal_prefix(&self) -> &str {
+    pub(crate) fn literal_prefix(&self) -> &str {
         match self.parts.first() {
             Some(Part::Literal(s)) => s,
             _ => "",

@@ -11,6 +11,15 @@
 //! scheduler in sync and enqueues one-off runs, [`iac`] renders the template's
 //! catalog-derived parts, and [`ops`] is what an operator does to a deployed stage.
 //!
+//! What a team may rely on: [`worker`] (`main`, `EmbeddedCatalog`, `Settings`), the job
+//! API at the root ([`Jobs`], [`Ctx`], [`Payload`], [`State`], [`FromRef`], [`JobError`],
+//! [`permanent`], [`ChainStep`]), [`testing`] (its jobs through the real pipeline without
+//! AWS), [`catalog`] (loading and validating a catalog), [`Envelope`] (what a schedule or a
+//! tool puts on the queue), [`dead_letter`] (what a letter says), and, for tools of its
+//! own, [`ops`] and [`trigger`]. Everything else is public because schedkit's own console,
+//! firing engine, tests and simulation use it: it may change with them. What nothing
+//! outside the library uses is crate-private.
+//!
 //! Features: `worker` (default) for the entry point, `trigger` for schedule sync and
 //! one-off runs (EventBridge Scheduler), `ops` for operator actions (CloudWatch, STS):
 //! a worker compiles only the SDK crates it calls.

@@ -64,8 +64,8 @@ pub struct PollStats {
 ///
 /// Up to the processor's `concurrency` messages are in hand at once, each handled on its
 /// own: a receive for as many as there is room for goes out as soon as room frees (see
-/// [`Room`]), so a long job never holds back the messages the worker could run beside it.
-/// Each message is deleted soon after its outcome is durable (see [`acknowledge`]). The
+/// `Room`), so a long job never holds back the messages the worker could run beside it.
+/// Each message is deleted soon after its outcome is durable (see `acknowledge`). The
 /// messages in hand when shutdown comes are finished first.
 pub async fn poll(
     processor: &Processor,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rand::Rng;
 
 /// SQS refuses visibility timeouts above 12 hours.
-pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
+pub(crate) const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// Per-job retry settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ impl Default for RetryPolicy {
 
 impl RetryPolicy {
     /// The nominal (un-jittered) delay after attempt `failed` (1-based) failed.
-    pub fn nominal_delay(&self, failed: u32) -> Duration {
+    pub(crate) fn nominal_delay(&self, failed: u32) -> Duration {
         let nominal = match failed {
             0 | 1 => self.first_delay,
             n => {
@@ -53,7 +53,7 @@ impl RetryPolicy {
     /// `[nominal / 2, nominal]`. Half the delay is kept so delays still grow from one
     /// attempt to the next (the bands of consecutive doublings only touch), and half is
     /// random so a burst of failures spreads out.
-    pub fn delay_after(&self, failed: u32, rng: &mut impl Rng) -> Duration {
+    pub(crate) fn delay_after(&self, failed: u32, rng: &mut impl Rng) -> Duration {
         let nominal = self.nominal_delay(failed).as_millis() as u64;
         let half = nominal / 2;
         Duration::from_millis(half + rng.random_range(0..=nominal - half))

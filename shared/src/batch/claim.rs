@@ -174,7 +174,7 @@ impl Processor {
         }
         let letter = DeadLetter::written(ctx.body(), reason, &error, attempts, failed_at)
             .of_run(Some(t.job), Some(t.key))
-            .from_queue(&self.inner.config.queue_url, ctx.message_id());
+            .sent_from(&self.inner.config.queue_url, ctx.message_id());
         self.dead_letter(&letter, reason).await
     }
 

@@ -19,7 +19,7 @@ pub const WAITS: &str = "schedkit.waits";
 /// same delivery: a run that FAILED on it, whose answer was lost, is dead-lettered when
 /// the copy comes, not answered as another message's duplicate (which left it without a
 /// letter: the simulation's seed 65507).
-pub const ORIGIN: &str = "schedkit.origin";
+pub(crate) const ORIGIN: &str = "schedkit.origin";
 
 /// One received copy of a message.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -157,7 +157,7 @@ impl Processor {
     /// [`Processor::process`], handing each report to `done` as soon as its outcome is
     /// durable (the poller deletes a finished message then, not when the whole batch ends),
     /// and ending by `deadline` (Lambda's invocation deadline): a message is not started
-    /// within [`DEADLINE_MARGIN`] of it, and a running attempt is cancelled then and
+    /// within `DEADLINE_MARGIN` of it, and a running attempt is cancelled then and
     /// recorded RETRYING, so that every outcome is written before the function is stopped.
     pub async fn process_each<M: Into<Delivery>>(
         &self,
@@ -249,4 +249,4 @@ fn unfinished(delivery: &Delivery) -> MessageReport {
 
 /// How long before an invocation's deadline a running attempt is cancelled (and no new
 /// message is started): time to write the outcome and answer the runtime.
-pub const DEADLINE_MARGIN: Duration = Duration::from_secs(1);
+pub(crate) const DEADLINE_MARGIN: Duration = Duration::from_secs(1);

@@ -23,7 +23,11 @@ struct JobOf<'a> {
 /// Hides each message of `messages` whose job `registry` knows for that job's lease (best
 /// effort: one that stays visible comes back after its current timeout, as before). Done
 /// before any claim, so that a retry's own visibility, set later, wins.
-pub async fn hide_for_leases(queue: &dyn JobQueue, registry: &Registry, messages: &[Delivery]) {
+pub(crate) async fn hide_for_leases(
+    queue: &dyn JobQueue,
+    registry: &Registry,
+    messages: &[Delivery],
+) {
     let entries: Vec<(String, i32)> = messages
         .iter()
         .filter_map(|m| {

@@ -72,13 +72,6 @@ impl Chain {
     }
 }
 
-impl Stage {
-    /// Whether its steps run side by side (more than one step).
-    pub fn is_parallel(&self) -> bool {
-        self.steps.len() > 1
-    }
-}
-
 /// Checks every chain against the catalog's jobs; errors and warnings name file, chain and
 /// field.
 pub(super) fn check_chains(

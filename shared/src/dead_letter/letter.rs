@@ -55,14 +55,14 @@ impl DeadLetter {
     }
 
     /// The same letter, of `job` and `key` when they are known.
-    pub fn of_run(mut self, job: Option<&str>, key: Option<&str>) -> DeadLetter {
+    pub(crate) fn of_run(mut self, job: Option<&str>, key: Option<&str>) -> DeadLetter {
         self.job = job.map(str::to_string);
         self.key = key.map(str::to_string);
         self
     }
 
     /// The same letter, taken from `source_queue` (its message id there when known).
-    pub fn from_queue(mut self, source_queue: &str, source_message_id: &str) -> DeadLetter {
+    pub(crate) fn sent_from(mut self, source_queue: &str, source_message_id: &str) -> DeadLetter {
         self.source_queue = Some(source_queue.to_string());
         self.source_message_id = Some(source_message_id.to_string()).filter(|id| !id.is_empty());
         self
@@ -87,7 +87,7 @@ impl DeadLetter {
 
     /// The letter as the dead-letter queue receives it: its body as it came, and its
     /// reason, error and run as attributes (as many as fit SQS's size limit).
-    pub fn outgoing(&self) -> Outgoing {
+    pub(crate) fn outgoing(&self) -> Outgoing {
         let attributes = fit(self.body.len(), attributes(self))
             .into_iter()
             .map(|(name, data_type, value)| {
@@ -224,7 +224,7 @@ mod tests {
         let failed_at = "2026-11-01T00:00:01Z".parse().unwrap();
         DeadLetter::written(body, DeadLetterReason::PermanentError, error, 1, failed_at)
             .of_run(Some("export"), Some("export#2026-11-01T00:00:00Z"))
-            .from_queue(
+            .sent_from(
                 "https://sqs.us-east-1.amazonaws.com/1/schedkit-prod-jobs",
                 "m-1",
             )

@@ -52,7 +52,7 @@ pub enum IacError {
 }
 
 /// The first line of a generated block; the block ends at [`END`].
-pub const BEGIN: &str =
+pub(crate) const BEGIN: &str =
     "# BEGIN GENERATED FROM the job catalog by `schedkit iac render`: do not edit by hand";
 /// The last line of a generated block.
 pub const END: &str = "# END GENERATED";

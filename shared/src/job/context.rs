@@ -66,7 +66,7 @@ impl Ctx {
     }
 
     /// The same run, as a step of a chain run.
-    pub fn with_chain(mut self, step: ChainStep) -> Self {
+    pub(crate) fn with_chain(mut self, step: ChainStep) -> Self {
         self.chain = Some(step);
         self
     }

@@ -54,7 +54,7 @@ impl JobError {
     }
 
     /// True for a failure worth another attempt.
-    pub fn is_retryable(&self) -> bool {
+    pub(crate) fn is_retryable(&self) -> bool {
         self.kind == ErrorKind::Retryable
     }
 

@@ -71,7 +71,7 @@ pub struct JobPolicy {
     /// What a run that arrives while another run of the job is RUNNING does.
     pub overlap: Overlap,
     /// After this many consecutive FAILED runs the worker pauses the job's schedule (see
-    /// [`crate::batch::FailureStreaks`]). `None`: failures never pause it.
+    /// `crate::batch::FailureStreaks`). `None`: failures never pause it.
     pub pause_after_failures: Option<std::num::NonZeroU32>,
 }
 
@@ -151,7 +151,7 @@ impl Registry {
 
     /// The longest lease of the registered jobs (None when there are none): how long a
     /// received message may stay hidden before its worker is presumed dead.
-    pub fn longest_lease(&self) -> Option<Duration> {
+    pub(crate) fn longest_lease(&self) -> Option<Duration> {
         self.jobs.values().map(|j| j.policy.lease).max()
     }
 }

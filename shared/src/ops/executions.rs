@@ -59,7 +59,7 @@ impl Records {
     }
 
     /// The newest record of a job, if any.
-    pub async fn last_of(&self, job: &str) -> Result<Option<ExecutionRecord>, OpsError> {
+    pub(crate) async fn last_of(&self, job: &str) -> Result<Option<ExecutionRecord>, OpsError> {
         let f = Filter {
             job: Some(job.into()),
             limit: 1,

@@ -74,7 +74,10 @@ pub struct StatusReport {
 }
 
 /// Messages on a queue: visible, in flight and delayed.
-pub async fn queue_depth(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<QueueDepth, OpsError> {
+pub(crate) async fn queue_depth(
+    sqs: &aws_sdk_sqs::Client,
+    url: &str,
+) -> Result<QueueDepth, OpsError> {
     let names = [
         QueueAttributeName::ApproximateNumberOfMessages,
         QueueAttributeName::ApproximateNumberOfMessagesNotVisible,

@@ -16,7 +16,7 @@ pub use memory::{Answer, MemoryOrchestrator, OrchestratorState};
 pub use sfn::SfnOrchestrator;
 
 /// An orchestrator call in flight.
-pub type OrchestratorCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type OrchestratorCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Why an execution was not started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -17,7 +17,7 @@ pub use memory::{MemoryQueue, QueueState, Stored};
 pub use sqs::SqsQueue;
 
 /// A queue call in flight.
-pub type QueueCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type QueueCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A message attribute as SQS keeps it: a data type (`String`, `Number`, `Binary`, with an
 /// optional custom suffix) and a string or binary value.

@@ -247,7 +247,7 @@ fn is_weekend(d: NaiveDate) -> bool {
     matches!(d.weekday(), Weekday::Sat | Weekday::Sun)
 }
 
-pub fn last_day(year: i32, month: u32) -> u32 {
+pub(crate) fn last_day(year: i32, month: u32) -> u32 {
     let (y, m) = if month == 12 {
         (year + 1, 1)
     } else {

@@ -41,7 +41,7 @@ impl ScheduleExpression {
     }
 
     /// True for `at(...)`: it fires once, and start and end dates do not apply.
-    pub fn is_one_time(&self) -> bool {
+    pub(crate) fn is_one_time(&self) -> bool {
         matches!(self.kind, Expression::At(_))
     }
 }

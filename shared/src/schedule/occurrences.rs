@@ -143,11 +143,6 @@ impl Schedule {
     pub fn same_runs_from(&self, other: &Schedule, now: DateTime<Utc>) -> bool {
         self.next_n(now, 3) == other.next_n(now, 3)
     }
-
-    /// Whether `t` is an occurrence of this schedule.
-    pub fn is_occurrence(&self, t: DateTime<Utc>) -> bool {
-        self.next_after(t - Duration::nanoseconds(1)) == Some(t)
-    }
 }
 
 /// The earliest instant a wall-clock time occurs in `tz`, if it occurs at all.

@@ -75,14 +75,14 @@ pub enum TransitionError {
 
 /// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or RUNNING with an
 /// expired lease; and always the same payload. A FAILED run is claimed only by a redrive
-/// ([`REDRIVE_CLAIM_CONDITION`]).
+/// (`REDRIVE_CLAIM_CONDITION`).
 pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))";
 /// Claim condition of a redrive (a dead letter moved back): as [`CLAIM_CONDITION`], or
 /// FAILED no later than its letter says (a second letter of a round that already ran again
 /// and failed reopens nothing) and brought by another message than the one that failed
 /// (the failed delivery itself, seen again after a crash between dead-lettering and
 /// deleting it, must not start a new round).
-pub const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+pub(crate) const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))";
 
 /// What a letter that does not say when its run failed stands for in `:failed_at`: any
 /// round (RFC 3339 timestamps compare as text).
@@ -140,8 +140,7 @@ pub struct DynamoStore {
     call_timeout: Duration,
 }
 
-/// How long one store call may take, the SDK's own retries included, unless set with
-/// [`DynamoStore::with_call_timeout`]. Shorter than any sensible heartbeat interval: a call
+/// How long one store call may take, the SDK's own retries included. Shorter than any sensible heartbeat interval: a call
 /// that hangs must not outlive the lease it is meant to keep (heartbeats are bounded by
 /// their interval as well).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -154,12 +153,6 @@ impl DynamoStore {
             table: table.into(),
             call_timeout: DEFAULT_CALL_TIMEOUT,
         }
-    }
-
-    /// The same store with another bound on each call.
-    pub fn with_call_timeout(mut self, limit: Duration) -> Self {
-        self.call_timeout = limit;
-        self
     }
 
     /// Bounds one call: no answer within the call timeout is an unavailable store.

@@ -31,10 +31,10 @@ pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first
 /// listing of every record reads one page from each and merges them.
-pub const LIST_SHARDS: u64 = 8;
+pub(crate) const LIST_SHARDS: u64 = 8;
 
 /// The `by-shard` partition of the record of `key` (`"0"` to `"7"`): fixed at its first
 /// claim, from a stable hash of the key, so writes spread evenly and never move.
-pub fn list_shard(key: &str) -> String {
+pub(crate) fn list_shard(key: &str) -> String {
     (crate::hash::stable_hash([key.as_bytes()]) % LIST_SHARDS).to_string()
 }

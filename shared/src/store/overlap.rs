@@ -281,7 +281,7 @@ impl DynamoStore {
     /// Gives the claim `claimed` back without running it: the record as it was before the
     /// claim (`before`), or, for a run that had none, REGISTERED with no attempt spent. One
     /// `PutItem` fenced on the claim's owner.
-    pub async fn give_back(
+    pub(crate) async fn give_back(
         &self,
         claimed: &ExecutionRecord,
         before: Option<&ExecutionRecord>,
@@ -293,7 +293,7 @@ impl DynamoStore {
 
     /// Records the claimed run `claimed` SKIPPED, unrun, because `running` held its job's
     /// slot: one `PutItem` fenced on the claim's owner.
-    pub async fn skip_claimed(
+    pub(crate) async fn skip_claimed(
         &self,
         claimed: &ExecutionRecord,
         req: &ClaimRequest,

@@ -128,7 +128,7 @@ pub struct ExecutionRecord {
     pub lease_expires_at: Option<i64>,
     /// SHA-256 (hex) of the job and canonical payload: the key with another hash is a conflict.
     pub payload_hash: String,
-    /// The envelope as received, capped at [`SNAPSHOT_CAP`] bytes.
+    /// The envelope as received, capped at `SNAPSHOT_CAP` bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
     /// When the key was first claimed, RFC 3339 with milliseconds, UTC.
@@ -150,7 +150,7 @@ pub struct ExecutionRecord {
     /// The last 10 attempts, oldest first, with each one's outcome and error.
     #[serde(default)]
     pub history: Vec<AttemptEntry>,
-    /// The job's result (JSON), capped at [`SNAPSHOT_CAP`] bytes.
+    /// The job's result (JSON), capped at `SNAPSHOT_CAP` bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<String>,
     /// SQS id of the message behind the latest claim: a FAILED run is claimed again only by
@@ -171,7 +171,7 @@ impl ExecutionRecord {
     /// Whether this record, returned with a refused write, already holds `attempted`: the
     /// outcome the same claim tried to write. That happens when a write was applied but
     /// its answer was lost and the SDK retried it; the retry is refused by its own effect.
-    pub fn holds_outcome(&self, attempted: &ExecutionRecord) -> bool {
+    pub(crate) fn holds_outcome(&self, attempted: &ExecutionRecord) -> bool {
         self.owner.is_some()
             && self.owner == attempted.owner
             && self.attempt == attempted.attempt
@@ -181,7 +181,7 @@ impl ExecutionRecord {
 
     /// How many attempts the last FAILED round took: the history entries after the
     /// previous FAILED one.
-    pub fn failed_round_attempts(&self) -> u32 {
+    pub(crate) fn failed_round_attempts(&self) -> u32 {
         let earlier = self.history.iter().rev().skip(1);
         let before = earlier
             .take_while(|h| h.outcome != AttemptOutcome::Failed)
@@ -190,7 +190,7 @@ impl ExecutionRecord {
     }
 
     /// Whether the lease is still held at `now`.
-    pub fn lease_live(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn lease_live(&self, now: DateTime<Utc>) -> bool {
         self.status == Status::Running
             && self
                 .lease_expires_at

@@ -20,7 +20,7 @@ pub fn init_logging() {
 }
 
 /// Whether payloads may appear in logs (`SCHEDKIT_LOG_PAYLOADS=1`).
-pub fn payload_logging() -> bool {
+pub(crate) fn payload_logging() -> bool {
     matches!(
         std::env::var("SCHEDKIT_LOG_PAYLOADS").as_deref(),
         Ok("1" | "true" | "yes")

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value, json};
 
 /// The metrics namespace in CloudWatch.
-pub const NAMESPACE: &str = "schedkit";
+pub(crate) const NAMESPACE: &str = "schedkit";
 /// The job dimension every metric carries (with [`STAGE_DIMENSION`]).
-pub const DIMENSION: &str = "Job";
+pub(crate) const DIMENSION: &str = "Job";
 /// The stage dimension every metric carries: stages of one account share the namespace,
 /// and their alarms must not see each other's failures.
-pub const STAGE_DIMENSION: &str = "Stage";
+pub(crate) const STAGE_DIMENSION: &str = "Stage";
 /// The stage value of a worker that was given none.
 pub const NO_STAGE: &str = "-";
 
@@ -56,25 +56,6 @@ pub enum Metric {
 }
 
 impl Metric {
-    /// Every metric once, in declaration order, for code that must cover them all.
-    pub const ALL: [Metric; 15] = [
-        Metric::Started,
-        Metric::Succeeded,
-        Metric::Retried,
-        Metric::Failed,
-        Metric::Duplicate,
-        Metric::InProgressConflict,
-        Metric::LeaseLost,
-        Metric::Rejected,
-        Metric::Skipped,
-        Metric::OverlapWaited,
-        Metric::AutoPaused,
-        Metric::ChainDone,
-        Metric::ChainPaused,
-        Metric::Duration,
-        Metric::ScheduleLag,
-    ];
-
     /// The metric's name in CloudWatch.
     pub fn name(self) -> &'static str {
         match self {
@@ -156,7 +137,7 @@ impl Metrics {
     }
 
     /// One EMF line with the given values for `job`.
-    pub fn emit(&self, job: &str, values: &[(Metric, f64)]) {
+    pub(crate) fn emit(&self, job: &str, values: &[(Metric, f64)]) {
         if values.is_empty() {
             return;
         }
@@ -175,7 +156,12 @@ impl Metrics {
 }
 
 /// The EMF document for one set of values of `job` in `stage`.
-pub fn emf_line(stage: &str, job: &str, values: &[(Metric, f64)], timestamp_ms: i64) -> String {
+pub(crate) fn emf_line(
+    stage: &str,
+    job: &str,
+    values: &[(Metric, f64)],
+    timestamp_ms: i64,
+) -> String {
     let definitions: Vec<Value> = values
         .iter()
         .map(|(m, _)| json!({"Name": m.name(), "Unit": m.unit()}))

@@ -13,7 +13,7 @@ use crate::envelope::Envelope;
 use crate::schedule::Expression;
 
 /// The most occurrences one backfill enqueues: a span that holds more is refused (split it).
-pub const MAX_OCCURRENCES: usize = 100_000;
+pub(crate) const MAX_OCCURRENCES: usize = 100_000;
 
 /// Why a span cannot be backfilled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

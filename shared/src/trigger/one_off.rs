@@ -20,7 +20,7 @@ use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::envelope::Envelope;
 
 /// SQS's longest message delay.
-pub const MAX_DELAY_SECONDS: i64 = 900;
+pub(crate) const MAX_DELAY_SECONDS: i64 = 900;
 
 /// Whether a run at `at` goes through a one-time schedule rather than straight to its
 /// target: further ahead than SQS can delay a message. Decided in milliseconds, in one
@@ -133,7 +133,7 @@ pub async fn enqueue(
 
 /// The envelope as a one-time schedule's input: its own values, plus the scheduler's
 /// context attributes for the execution id, schedule and attempt.
-pub fn one_time_input(envelope: &Envelope) -> String {
+pub(crate) fn one_time_input(envelope: &Envelope) -> String {
     let mut value = serde_json::to_value(envelope).expect("an envelope serialises");
     let map = value.as_object_mut().expect("an envelope is an object");
     map.insert("execution_id".into(), Value::String(EXECUTION_ID.into()));

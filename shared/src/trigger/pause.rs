@@ -69,7 +69,7 @@ pub struct Decided<T> {
 
 /// Records the pause of `job` (unless it is paused already: that pause is kept, who, when
 /// and why) and disables its schedule in `group`. An error: nothing was written that can
-/// be told apart from another's (see [`written`]).
+/// be told apart from another's (see `written`).
 pub async fn pause(
     scheduler: &dyn ScheduleSwitch,
     pauses: &dyn PauseStore,
@@ -164,7 +164,7 @@ pub async fn converge(
 
 /// [`converge`] for a schedule whose state when not paused is `unpaused` (a sync keeps a
 /// job the catalog says `enabled = false` DISABLED).
-pub async fn converge_to(
+pub(crate) async fn converge_to(
     scheduler: &dyn ScheduleSwitch,
     pauses: &dyn PauseStore,
     group: &str,

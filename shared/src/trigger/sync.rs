@@ -77,7 +77,7 @@ pub struct ScheduleConfig {
 impl ScheduleConfig {
     /// What the catalog wants for a scheduled job, sent at `now` (a start date that has
     /// passed is sent as the next run on its phase). `None` for a job without a schedule.
-    pub fn from_job(
+    pub(crate) fn from_job(
         job: &Job,
         targets: &SyncTargets,
         now: DateTime<Utc>,
@@ -99,7 +99,7 @@ impl ScheduleConfig {
     /// What the catalog wants for a scheduled chain: its firings go to the jobs queue as
     /// its trigger (an envelope with the chain's name as job), which the worker turns into
     /// one execution. `None` for a chain without a schedule.
-    pub fn from_chain(
+    pub(crate) fn from_chain(
         chain: &Chain,
         targets: &SyncTargets,
         now: DateTime<Utc>,
@@ -141,7 +141,7 @@ impl ScheduleConfig {
     }
 
     /// What the scheduler holds.
-    pub fn from_schedule(s: &GetScheduleOutput) -> ScheduleConfig {
+    pub(crate) fn from_schedule(s: &GetScheduleOutput) -> ScheduleConfig {
         let target = s.target.as_ref();
         let retry = target.and_then(|t| t.retry_policy.as_ref());
         ScheduleConfig {
@@ -174,7 +174,7 @@ impl ScheduleConfig {
     }
 
     /// `field: old → new` for every field that differs.
-    pub fn differences(&self, wanted: &ScheduleConfig) -> Vec<String> {
+    pub(crate) fn differences(&self, wanted: &ScheduleConfig) -> Vec<String> {
         let mut out = Vec::new();
         let mut diff = |field: &str, a: String, b: String| {
             if a != b {
@@ -330,11 +330,11 @@ pub mod tags {
     /// Who created the group (`stack <name>`).
     pub const OWNER: &str = "schedkit:owner";
     /// The jobs queue's ARN.
-    pub const JOBS_QUEUE: &str = "schedkit:jobs-queue";
+    pub(crate) const JOBS_QUEUE: &str = "schedkit:jobs-queue";
     /// The role the scheduler assumes.
     pub const SCHEDULER_ROLE: &str = "schedkit:scheduler-role";
     /// The schedule dead-letter queue's ARN.
-    pub const SCHEDULE_DLQ: &str = "schedkit:schedule-dlq";
+    pub(crate) const SCHEDULE_DLQ: &str = "schedkit:schedule-dlq";
 }
 
 /// The targets a stack recorded on its schedule group (its tags), so a sync of a stage

@@ -5,13 +5,13 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
 /// Becomes the firing's scheduled time (RFC 3339, to the second): `scheduled_for`.
-pub const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
+pub(crate) const SCHEDULED_TIME: &str = "<aws.scheduler.scheduled-time>";
 /// Becomes the scheduler's id for the firing: `execution_id`.
-pub const EXECUTION_ID: &str = "<aws.scheduler.execution-id>";
+pub(crate) const EXECUTION_ID: &str = "<aws.scheduler.execution-id>";
 /// Becomes the ARN of the schedule that fired: `schedule_arn`.
 pub const SCHEDULE_ARN: &str = "<aws.scheduler.schedule-arn>";
 /// Becomes the scheduler's delivery attempt, from 1 (its retries, not the worker's): `attempt`.
-pub const ATTEMPT_NUMBER: &str = "<aws.scheduler.attempt-number>";
+pub(crate) const ATTEMPT_NUMBER: &str = "<aws.scheduler.attempt-number>";
 
 /// The target `Input` for a job: the envelope with the context attributes in place of the
 /// values only known at fire time. Keys are written in a fixed order, so the same catalog

@@ -1,7 +1,7 @@
 //! What the worker asks of its process: when to stop, who it is, how much memory it took.
 
 /// Ctrl-C or SIGTERM (what Lambda and container platforms send before stopping).
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler installs");
     tokio::select! {
@@ -24,7 +24,7 @@ pub fn peak_rss_kb() -> u64 {
 
 /// Who holds a lease, for operators reading a record: the function and its execution
 /// environment (log stream) inside Lambda, the host and process elsewhere.
-pub fn default_worker_id() -> String {
+pub(crate) fn default_worker_id() -> String {
     let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     match (
         var("AWS_LAMBDA_FUNCTION_NAME"),

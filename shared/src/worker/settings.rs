@@ -77,7 +77,7 @@ impl Settings {
 
     /// The process's settings; prints the usage and exits (2) on bad flags, as any CLI.
     /// Help and errors name the binary the user ran, not this library.
-    pub fn from_args() -> Settings {
+    pub(crate) fn from_args() -> Settings {
         let name = std::env::args()
             .next()
             .and_then(|a| {

@@ -144,7 +144,7 @@ impl Chains {
     }
 
     /// Whether `name` is a chain (its trigger and end messages carry it as their job).
-    pub fn is_chain(&self, name: &str) -> bool {
+    pub(crate) fn is_chain(&self, name: &str) -> bool {
         self.chains.contains_key(name)
     }
 }
