@@ -5,6 +5,7 @@
 pub mod chains;
 pub mod chaos;
 pub mod counter;
+pub mod graph;
 pub mod lambda;
 pub mod lane_tables;
 pub mod private;

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use schedkit_testkit::graph::cycle_through;
 use serde_json::Value;
 
 /// Workspace crates → (their workspace dependencies of any kind, of the normal kind).
@@ -75,24 +76,6 @@ fn graph() -> Graph {
         }
     }
     g
-}
-
-/// A path from `from` back to itself through `edges`, if there is one.
-fn cycle_through(from: &str, edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    let mut stack = vec![vec![from.to_string()]];
-    let mut seen = BTreeSet::new();
-    while let Some(path) = stack.pop() {
-        let last = path.last().unwrap();
-        for next in edges.get(last).into_iter().flatten() {
-            if next == from {
-                return Some([path.clone(), vec![next.clone()]].concat());
-            }
-            if seen.insert(next.clone()) {
-                stack.push([path.clone(), vec![next.clone()]].concat());
-            }
-        }
-    }
-    None
 }
 
 #[test]

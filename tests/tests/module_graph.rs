@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use schedkit_testkit::graph::cycle_through;
+
 /// The source folders of the workspace's crates.
 fn crate_sources() -> Vec<PathBuf> {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
@@ -324,23 +326,6 @@ fn graph(src: &Path) -> Graph {
     g
 }
 
-/// A circle through `from`, if there is one.
-fn circle(from: &str, edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
-    let mut stack = vec![vec![from.to_string()]];
-    let mut seen = BTreeSet::new();
-    while let Some(path) = stack.pop() {
-        for next in edges.get(path.last().unwrap()).into_iter().flatten() {
-            if next == from {
-                return Some([path.clone(), vec![next.clone()]].concat());
-            }
-            if seen.insert(next.clone()) {
-                stack.push([path.clone(), vec![next.clone()]].concat());
-            }
-        }
-    }
-    None
-}
-
 #[test]
 fn no_crate_has_a_circle_of_modules() {
     let mut circles = Vec::new();
@@ -348,7 +333,7 @@ fn no_crate_has_a_circle_of_modules() {
         let g = graph(&src);
         let mut reported = BTreeSet::new();
         for module in g.edges.keys() {
-            if let Some(c) = circle(module, &g.edges)
+            if let Some(c) = cycle_through(module, &g.edges)
                 && reported.insert(c.iter().cloned().collect::<BTreeSet<_>>())
             {
                 circles.push(format!("{}: {}", src.display(), c.join(" -> ")));
@@ -408,7 +393,7 @@ fn the_scanner_sees_the_circles_and_root_imports_it_is_meant_to_refuse() {
     assert_eq!(g.edges.get(""), None);
     assert_eq!(g.edges["b"], BTreeSet::from(["a".to_string()]));
     assert_eq!(
-        circle("b", &g.edges),
+        cycle_through("b", &g.edges),
         Some(vec!["b".to_string(), "a".to_string(), "b".to_string()])
     );
     std::fs::remove_dir_all(&dir).ok();
