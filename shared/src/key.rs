@@ -159,6 +159,14 @@ impl KeyTemplate {
         }
     }
 
+    /// The payload fields it reads, in order.
+    pub fn fields(&self) -> impl Iterator<Item = &str> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Field(name) => Some(name.as_str()),
+            Part::Literal(_) => None,
+        })
+    }
+
     /// Fills the template from the payload's top-level fields.
     pub fn render(&self, payload: Option<&Map<String, Value>>) -> Result<String, KeyError> {
         let mut out = String::new();

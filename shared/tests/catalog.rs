@@ -25,7 +25,7 @@ fn every_invalid_fixture_fails_naming_file_job_and_field() {
         );
         checked += 1;
     }
-    assert!(checked >= 32, "only {checked} fixtures");
+    assert!(checked >= 39, "only {checked} fixtures");
 }
 
 #[test]
@@ -140,5 +140,51 @@ fn the_shipped_catalog_is_valid() {
             .retry
             .max_attempts,
         3
+    );
+}
+
+#[test]
+fn limits_are_read_into_the_catalog_and_each_job() {
+    let text = r#"
+[limits.partner-api]
+concurrency = 3
+rate = "20/minute"
+
+[jobs.partner-export]
+owner = "ops"
+limits = ["partner-api"]
+concurrency = { limit = 1, key = "{account}" }
+max_wait_seconds = 3600
+"#;
+    let catalog = Catalog::parse(text, "c.toml").unwrap();
+    let limit = &catalog.limits["partner-api"];
+    assert_eq!(limit.concurrency.map(|n| n.get()), Some(3));
+    assert_eq!(
+        limit.rate.map(|r| r.to_string()).as_deref(),
+        Some("20/minute")
+    );
+    let job = &catalog.jobs["partner-export"].limits;
+    assert_eq!(job.shared, ["partner-api"]);
+    let own = job.concurrency.as_ref().unwrap();
+    assert_eq!(own.limit.get(), 1);
+    assert_eq!(
+        own.key.as_ref().map(|k| k.to_string()).as_deref(),
+        Some("{account}")
+    );
+    assert_eq!(job.max_wait, Some(std::time::Duration::from_secs(3600)));
+    assert!(
+        !catalog
+            .jobs
+            .values()
+            .any(|j| j.name != "partner-export" && j.limits.any())
+    );
+    // Until the worker enforces them, the catalog says so rather than let them look active.
+    assert!(
+        catalog
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("does not enforce them yet")),
+        "{:?}",
+        catalog.warnings
     );
 }

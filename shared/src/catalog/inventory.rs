@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::chains::Chain;
 use super::error::CatalogError;
+use super::limits::{JobLimits, Limit};
 use super::model::{JobSpec, Settings};
 use crate::job::JobPolicy;
 use crate::key::KeyTemplate;
@@ -35,6 +36,8 @@ pub struct Job {
     pub policy: JobPolicy,
     /// The parsed schedule, when the job has one.
     pub schedule: Option<Schedule>,
+    /// What limits its runs: shared limits, its own concurrency, how long a run may wait.
+    pub limits: JobLimits,
 }
 
 impl Job {
@@ -55,6 +58,8 @@ pub struct Catalog {
     pub jobs: BTreeMap<String, Job>,
     /// Every chain, validated, by name.
     pub chains: BTreeMap<String, Chain>,
+    /// Every shared limit, validated, by name.
+    pub limits: BTreeMap<String, Limit>,
     /// What is allowed but worth saying (a one-time job whose time has passed): printed by
     /// `catalog check` and sync, never a reason to refuse to start.
     pub warnings: Vec<CatalogError>,

@@ -8,6 +8,7 @@
 mod chains;
 mod error;
 mod inventory;
+mod limits;
 pub mod model;
 mod rules;
 mod validate;
@@ -17,8 +18,10 @@ use std::path::Path;
 pub use chains::{Chain, Stage, Step};
 pub use error::{CatalogError, CatalogErrors};
 pub use inventory::{Catalog, Job, Target};
+pub use limits::{JobLimits, KeyedConcurrency, Limit, Rate};
 pub use model::{
-    CatalogFile, ChainSpec, JobSpec, RetrySpec, ScheduleSpec, Settings, StageSpec, StepSpec,
+    CatalogFile, ChainSpec, ConcurrencySpec, JobSpec, LimitSpec, RetrySpec, ScheduleSpec, Settings,
+    StageSpec, StepSpec,
 };
 
 impl Catalog {

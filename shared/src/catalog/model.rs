@@ -20,6 +20,32 @@ pub struct CatalogFile {
     /// Every multi-step chain by name, from the `[chains.<name>]` tables.
     #[serde(default)]
     pub chains: BTreeMap<String, ChainSpec>,
+    /// Flow-control limits jobs share, from the `[limits.<name>]` tables.
+    #[serde(default)]
+    pub limits: BTreeMap<String, LimitSpec>,
+}
+
+/// A limit that every job naming it shares: runs at once, starts per window, or both.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSpec {
+    /// Runs of all its jobs at once.
+    #[serde(default)]
+    pub concurrency: Option<u32>,
+    /// Starts per window: `<starts>/<second|minute|hour>` (`20/minute`).
+    #[serde(default)]
+    pub rate: Option<String>,
+}
+
+/// A job's own concurrency: runs at once, per key when `key` is given.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencySpec {
+    /// Runs at once (per key).
+    pub limit: u32,
+    /// A template over payload fields (`{tenant}`): runs of one key count together.
+    #[serde(default)]
+    pub key: Option<String>,
 }
 
 /// A chain: stages run one after another, each one step or a parallel group of steps; a
@@ -139,6 +165,16 @@ pub struct JobSpec {
     /// Omitted for jobs that only run when fired (one-off, or by hand).
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,
+    /// The `[limits.<name>]` the job's runs count against.
+    #[serde(default)]
+    pub limits: Vec<String>,
+    /// The job's own concurrency (`{ limit = 1, key = "{account}" }`).
+    #[serde(default)]
+    pub concurrency: Option<ConcurrencySpec>,
+    /// A run that waited longer than this for its limits is dead-lettered (`limit-wait`).
+    /// Omitted: it waits as long as the queue keeps its message.
+    #[serde(default)]
+    pub max_wait_seconds: Option<u32>,
 }
 
 fn default_target() -> String {

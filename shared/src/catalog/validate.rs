@@ -1,10 +1,13 @@
 //! Reading and checking a catalog. Every rule names the job and the field it is about.
 
+use std::collections::BTreeMap;
+
 use serde_path_to_error::Segment;
 
 use super::chains::check_chains;
 use super::error::{CatalogError, CatalogErrors};
 use super::inventory::{Catalog, Job, Target, policy};
+use super::limits;
 use super::model::{CatalogFile, JobSpec, RetrySpec, ScheduleSpec, Settings};
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::key::KeyTemplate;
@@ -105,6 +108,16 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
     };
     let now = chrono::Utc::now();
     check_settings(&raw.settings, &mut found);
+    let mut limit_errors = Vec::new();
+    let mut report = |job: Option<&str>, field: String, message: String| {
+        limit_errors.push(limits::finding(file, job, field, message));
+    };
+    let shared_limits = limits::check_limits(&raw.limits, &mut report);
+    let mut job_limits = BTreeMap::new();
+    for (name, spec) in &raw.jobs {
+        let checked = limits::check_job_limits(name, spec, &raw.limits, &raw.settings, &mut report);
+        job_limits.insert(name.clone(), checked);
+    }
     let mut checked = Vec::new();
     for (name, spec) in &raw.jobs {
         check_job(name, spec, &raw.settings, &mut found);
@@ -120,6 +133,21 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         mut warnings,
         ..
     } = found;
+    errors.extend(limit_errors);
+    if !raw.limits.is_empty()
+        || raw
+            .jobs
+            .values()
+            .any(|j| !j.limits.is_empty() || j.concurrency.is_some())
+    {
+        warnings.push(CatalogError {
+            file: file.to_string(),
+            job: None,
+            chain: None,
+            field: Some("limits".into()),
+            message: "limits and job concurrency are checked, but this version of schedkit does not enforce them yet: runs start as if they were not there".into(),
+        });
+    }
     let chains = check_chains(
         &raw.chains,
         &raw.jobs,
@@ -141,6 +169,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
                 target,
                 policy: policy(spec, &raw.settings),
                 schedule,
+                limits: job_limits.remove(name).unwrap_or_default(),
             };
             (name.clone(), job)
         })
@@ -150,6 +179,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         settings: raw.settings,
         jobs,
         chains: chains.into_iter().map(|c| (c.name.clone(), c)).collect(),
+        limits: shared_limits,
         warnings,
     })
 }

@@ -1,0 +1,296 @@
+//! Flow control in the catalog: `[limits.<name>]` that jobs share (runs at once, starts per
+//! window), and a job's own concurrency, per key of its payload. Checked here; enforced by
+//! the worker with permits held like leases.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use super::error::CatalogError;
+use super::model::{JobSpec, LimitSpec, Settings};
+use super::rules::{name_rule, valid_name};
+use crate::key::KeyTemplate;
+
+/// A limit jobs share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limit {
+    /// The name under `[limits.<name>]`.
+    pub name: String,
+    /// Runs of all its jobs at once.
+    pub concurrency: Option<NonZeroU32>,
+    /// Starts per window.
+    pub rate: Option<Rate>,
+}
+
+/// Starts per window: a token bucket of `starts` tokens refilled over `per`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts allowed in one window.
+    pub starts: NonZeroU32,
+    /// The window: a second, a minute or an hour.
+    pub per: Duration,
+}
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+
+    /// `<starts>/<second|minute|hour>`, as the catalog writes it (`20/minute`).
+    fn from_str(text: &str) -> Result<Rate, String> {
+        let refuse = || {
+            format!(
+                "`{text}` is not a rate: write `<starts>/<second|minute|hour>` with at least one start, e.g. `20/minute`"
+            )
+        };
+        let (starts, per) = text.split_once('/').ok_or_else(refuse)?;
+        let starts = starts
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(NonZeroU32::new)
+            .ok_or_else(refuse)?;
+        let per = match per.trim() {
+            "second" => Duration::from_secs(1),
+            "minute" => Duration::from_secs(60),
+            "hour" => Duration::from_secs(3600),
+            _ => return Err(refuse()),
+        };
+        Ok(Rate { starts, per })
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per = match self.per.as_secs() {
+            1 => "second",
+            60 => "minute",
+            _ => "hour",
+        };
+        write!(f, "{}/{per}", self.starts)
+    }
+}
+
+/// What limits a job's runs: the shared limits it names, its own concurrency, and how long
+/// a run may wait for them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JobLimits {
+    /// The `[limits.<name>]` it names, in the order written.
+    pub shared: Vec<String>,
+    /// Its own concurrency (per key when keyed).
+    pub concurrency: Option<KeyedConcurrency>,
+    /// A run that waited longer is dead-lettered as `limit-wait`.
+    pub max_wait: Option<Duration>,
+}
+
+impl JobLimits {
+    /// Whether anything limits the job.
+    pub fn any(&self) -> bool {
+        !self.shared.is_empty() || self.concurrency.is_some()
+    }
+}
+
+/// A job's own concurrency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyedConcurrency {
+    /// Runs at once (per key).
+    pub limit: NonZeroU32,
+    /// Runs whose payloads render the same key count together; None: all runs of the job.
+    pub key: Option<KeyTemplate>,
+}
+
+/// One problem found in the limits, said of `job` (None: of a `[limits]` table).
+pub(super) type Report<'a> = dyn FnMut(Option<&str>, String, String) + 'a;
+
+/// The `[limits.<name>]` tables, checked; a bad one is reported and left out.
+pub(super) fn check_limits(
+    specs: &BTreeMap<String, LimitSpec>,
+    report: &mut Report<'_>,
+) -> BTreeMap<String, Limit> {
+    let mut out = BTreeMap::new();
+    for (name, spec) in specs {
+        let field = |f: &str| format!("limits.{name}{f}");
+        let mut ok = true;
+        if !valid_name(name) {
+            report(None, field(""), name_rule(name));
+            ok = false;
+        }
+        if spec.concurrency.is_none() && spec.rate.is_none() {
+            report(
+                None,
+                field(""),
+                "gives neither `concurrency` nor `rate`: it would limit nothing".into(),
+            );
+            ok = false;
+        }
+        let concurrency = match spec.concurrency {
+            Some(0) => {
+                report(
+                    None,
+                    field(".concurrency"),
+                    "must be at least 1: a limit of 0 would never let a run start".into(),
+                );
+                ok = false;
+                None
+            }
+            n => n.and_then(NonZeroU32::new),
+        };
+        let rate = match spec.rate.as_deref().map(str::parse::<Rate>) {
+            Some(Err(e)) => {
+                report(None, field(".rate"), e);
+                ok = false;
+                None
+            }
+            Some(Ok(r)) => Some(r),
+            None => None,
+        };
+        if ok {
+            let limit = Limit {
+                name: name.clone(),
+                concurrency,
+                rate,
+            };
+            out.insert(name.clone(), limit);
+        }
+    }
+    out
+}
+
+/// A job's limits, checked against the catalog's `[limits]` (all of them, `known`, valid
+/// or not) and its payload.
+pub(super) fn check_job_limits(
+    job: &str,
+    spec: &JobSpec,
+    known: &BTreeMap<String, LimitSpec>,
+    settings: &Settings,
+    report: &mut Report<'_>,
+) -> JobLimits {
+    let mut fail = |field: &str, message: String| report(Some(job), field.to_string(), message);
+    let mut shared = Vec::new();
+    for name in &spec.limits {
+        if !known.contains_key(name) {
+            let names: Vec<&str> = known.keys().map(String::as_str).collect();
+            let listed = if names.is_empty() {
+                "it has none".to_string()
+            } else {
+                format!("its limits: {}", names.join(", "))
+            };
+            fail(
+                "limits",
+                format!("`{name}` is not a `[limits.<name>]` of the catalog ({listed})"),
+            );
+        } else if shared.contains(name) {
+            fail("limits", format!("`{name}` is named twice"));
+        } else {
+            shared.push(name.clone());
+        }
+    }
+    let concurrency = spec.concurrency.as_ref().and_then(|c| {
+        let limit = NonZeroU32::new(c.limit);
+        if limit.is_none() {
+            fail(
+                "concurrency.limit",
+                "must be at least 1: a limit of 0 would never let a run start".into(),
+            );
+        }
+        let key = match c.key.as_deref().map(str::parse::<KeyTemplate>) {
+            Some(Err(e)) => {
+                fail("concurrency.key", e.to_string());
+                return None;
+            }
+            Some(Ok(t)) => Some(t),
+            None => None,
+        };
+        if let (Some(t), Some(payload)) = (&key, &spec.payload) {
+            for field in t.fields().filter(|f| !payload.contains_key(*f)) {
+                fail(
+                    "concurrency.key",
+                    format!(
+                        "`{t}` reads payload field `{field}`, which the job's payload does not have (its fields: {})",
+                        payload.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+        }
+        Some(KeyedConcurrency { limit: limit?, key })
+    });
+    let max_wait = max_wait(spec, settings, &mut fail);
+    if max_wait.is_some() && shared.is_empty() && concurrency.is_none() {
+        fail(
+            "max_wait_seconds",
+            "the job has no limits to wait for (`limits` or `concurrency`)".into(),
+        );
+    }
+    JobLimits {
+        shared,
+        concurrency,
+        max_wait,
+    }
+}
+
+/// How long a run of the job may wait for its limits: at least a second, at most what the
+/// queue keeps a message.
+fn max_wait(
+    spec: &JobSpec,
+    settings: &Settings,
+    fail: &mut dyn FnMut(&str, String),
+) -> Option<Duration> {
+    let kept = Duration::from_secs(u64::from(settings.queue_retention_days) * 86_400);
+    match spec.max_wait_seconds {
+        Some(0) => {
+            fail(
+                "max_wait_seconds",
+                "must be at least 1 (omit it to wait as long as the queue keeps the message)"
+                    .into(),
+            );
+            None
+        }
+        Some(s) if Duration::from_secs(u64::from(s)) > kept => {
+            fail(
+                "max_wait_seconds",
+                format!(
+                    "{s} s is longer than the queue keeps a message ({} days, `settings.queue_retention_days`): the message would expire while it waits",
+                    settings.queue_retention_days
+                ),
+            );
+            None
+        }
+        s => s.map(|s| Duration::from_secs(u64::from(s))),
+    }
+}
+
+/// A problem of a limit or a job's limits, as the catalog reports it.
+pub(super) fn finding(
+    file: &str,
+    job: Option<&str>,
+    field: String,
+    message: String,
+) -> CatalogError {
+    CatalogError {
+        file: file.to_string(),
+        job: job.map(str::to_string),
+        chain: None,
+        field: Some(field),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_print_as_written() {
+        for text in ["20/minute", "1/second", "500/hour"] {
+            assert_eq!(text.parse::<Rate>().unwrap().to_string(), text);
+        }
+        for bad in [
+            "0/minute",
+            "20/fortnight",
+            "1.5/second",
+            "minute",
+            "-3/hour",
+            "/minute",
+        ] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+    }
+}
