@@ -34,6 +34,7 @@ pub mod clock;
 pub mod dead_letter;
 pub mod effects;
 pub mod envelope;
+pub mod flow;
 pub mod hash;
 pub mod iac;
 pub mod job;

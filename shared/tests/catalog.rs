@@ -178,13 +178,19 @@ max_wait_seconds = 3600
             .values()
             .any(|j| j.name != "partner-export" && j.limits.any())
     );
-    // Until the worker enforces them, the catalog says so rather than let them look active.
-    assert!(
-        catalog
-            .warnings
-            .iter()
-            .any(|w| w.to_string().contains("does not enforce them yet")),
-        "{:?}",
-        catalog.warnings
+    // What the worker enforces: its own keyed concurrency first, then the shared limit.
+    let flow = &catalog.jobs["partner-export"].policy.flow;
+    let payload = serde_json::json!({"account": "acme"});
+    let gates = flow.gates("partner-export", payload.as_object()).unwrap();
+    let items: Vec<_> = gates.iter().map(|g| g.item.as_str()).collect();
+    assert_eq!(
+        items,
+        [
+            ".schedkit/concurrency/partner-export/acme",
+            ".schedkit/limit/partner-api"
+        ]
     );
+    assert_eq!(gates[1].spacing, Some(std::time::Duration::from_secs(3)));
+    assert_eq!(flow.max_wait, Some(std::time::Duration::from_secs(3600)));
+    assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
 }

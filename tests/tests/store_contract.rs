@@ -304,6 +304,62 @@ async fn script(
         .unwrap();
     log.push(format!("after leaving: {after:?}"));
 
+    // Permits: a gate holds as many runs as its limit; a holder whose lease has run out
+    // (beyond the skew bound) is dropped by the next taker, a live one is not; only its
+    // own claim gives a permit back; a rate spaces starts.
+    let gate = format!(".schedkit/concurrency/{p}/t");
+    let paced = format!(".schedkit/limit/{p}-paced");
+    let t1 = "2026-12-01T17:00:00Z";
+    for (k, o) in [("p1", "p1"), ("p2", "p2"), ("p3", "p3")] {
+        store.claim(&req(k, o, t1)).await.unwrap();
+    }
+    let permit = |k: &str, o: &str, item: &str, now: &str, spacing: Option<u64>| {
+        let (k, o, item, now) = (key(k), owner(o), item.to_string(), at(now));
+        async move {
+            let taken = store
+                .take_permit(schedkit::store::PermitRequest {
+                    item: &item,
+                    key: &k,
+                    owner: &o,
+                    concurrency: spacing.is_none().then_some(2),
+                    spacing: spacing.map(Duration::from_secs),
+                    now,
+                    lease,
+                    skew: Duration::from_secs(1),
+                })
+                .await
+                .unwrap();
+            format!("{k} at {now}: {taken:?}")
+        }
+    };
+    log.push(permit("p1", "p1", &gate, t1, None).await);
+    log.push(permit("p2", "p2", &gate, t1, None).await);
+    log.push(permit("p3", "p3", &gate, t1, None).await);
+    log.push(permit("p1", "p1", &gate, "2026-12-01T17:00:05Z", None).await);
+    // p2's lease runs out at 17:01:00; p1 heartbeats.
+    store
+        .heartbeat(&key("p1"), &owner("p1"), at("2026-12-01T17:00:50Z"), lease)
+        .await
+        .unwrap();
+    log.push(permit("p3", "p3", &gate, "2026-12-01T17:01:00.500Z", None).await);
+    log.push(permit("p3", "p3", &gate, "2026-12-01T17:01:01.500Z", None).await);
+    store
+        .release_permit(&gate, &key("p1"), &owner("other"))
+        .await
+        .unwrap();
+    log.push(permit("p2", "p2", &gate, "2026-12-01T17:01:02Z", None).await);
+    store
+        .release_permit(&gate, &key("p1"), &owner("p1"))
+        .await
+        .unwrap();
+    log.push(permit("p2", "p2", &gate, "2026-12-01T17:01:03Z", None).await);
+    log.push(permit("p1", "p1", &paced, t1, Some(2)).await);
+    log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:01Z", Some(2)).await);
+    log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:02Z", Some(2)).await);
+    for line in log.iter_mut() {
+        *line = line.replace(p, "P");
+    }
+
     // Failure streaks.
     for k in ["s1", "s1", "s2", "s3"] {
         let n = store
@@ -474,6 +530,31 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         assert_eq!(d, m, "step {i} differs (DynamoDB, then memory)");
     }
     assert_eq!(on_dynamo.len(), on_memory.len());
+    let first = on_memory
+        .iter()
+        .position(|l| l.starts_with("P-p1 at"))
+        .unwrap();
+    let permits: Vec<&str> = on_memory[first..first + 11]
+        .iter()
+        .map(|l| l.split_once(": ").unwrap().1)
+        .collect();
+    assert_eq!(
+        permits,
+        [
+            "Taken",
+            "Taken",
+            r#"Full { holders: ["P-p1", "P-p2"] }"#,
+            "Taken",
+            r#"Full { holders: ["P-p1", "P-p2"] }"#,
+            "Taken",
+            r#"Full { holders: ["P-p1", "P-p3"] }"#,
+            "Taken",
+            "Taken",
+            "TooSoon { next_start_ms: 1796144402000 }",
+            "Taken",
+        ],
+        "{on_memory:#?}"
+    );
     assert_eq!(
         memory.snapshot().effects_applied.len(),
         1,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::claim::Claim;
 use super::outcome::Outcome;
-use super::pipeline::{MessageCtx, Step};
+use super::pipeline::{MessageCtx, Step, outcome_written};
 use super::processor::Processor;
 use super::route::Routed;
 use crate::job::Overlap;
@@ -76,17 +76,7 @@ impl Processor {
                 return Err(self.wait(ctx, claim, retry_in, t).await);
             }
             Ok(Gate::Skip { running }) => running,
-            Err(e) => {
-                let given = store
-                    .give_back(&claim.record, claim.before.as_ref(), &claim.request)
-                    .await;
-                if let Err(kept) = given {
-                    // The claim lapses after its lease; the message comes back to decide.
-                    let error = kept.to_string();
-                    self.emit(t, Event::ClaimKept { error: &error });
-                }
-                return Err(self.store_failed(ctx, t, e).await);
-            }
+            Err(e) => return Err(self.give_back_after(ctx, claim, e, t).await),
         };
         if !is_new(claim.before.as_ref()) {
             let retry_in = next_look(SLOT_RECHECK, ctx.delivery.looks());
@@ -99,12 +89,15 @@ impl Processor {
     /// or an unknown outcome: the run may still be going on elsewhere, and the slot lapses
     /// by itself (or is taken over once the run is decided).
     pub(super) async fn leave(&self, admission: Admission, outcome: &Outcome, t: &Transition<'_>) {
-        let ended = matches!(
-            outcome,
-            Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
-        );
+        if outcome_written(outcome) {
+            self.leave_entered(admission, t).await;
+        }
+    }
+
+    /// Leaves the slot the run entered: its outcome is written, or it did not run (its
+    /// limits held it back).
+    pub(super) async fn leave_entered(&self, admission: Admission, t: &Transition<'_>) {
         if let Some(owner) = admission.entered.as_deref()
-            && ended
             && let Err(e) = self.inner.store.leave_slot(t.job, t.key, owner).await
         {
             let error = e.to_string();
@@ -156,9 +149,30 @@ impl Processor {
         Outcome::Waiting { retry_in, resent }
     }
 
+    /// The store failed while the run was being admitted: its claim is given back (or
+    /// lapses after its lease), and the message comes back to decide.
+    pub(super) async fn give_back_after(
+        &self,
+        ctx: &MessageCtx<'_>,
+        claim: &Claim,
+        e: crate::store::StoreError,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let given = self
+            .inner
+            .store
+            .give_back(&claim.record, claim.before.as_ref(), &claim.request)
+            .await;
+        if let Err(kept) = given {
+            let error = kept.to_string();
+            self.emit(t, Event::ClaimKept { error: &error });
+        }
+        self.store_failed(ctx, t, e).await
+    }
+
     /// A claim that could not be given back (or recorded SKIPPED): it lapses after its
     /// lease, and the message comes back to decide again.
-    async fn claim_not_given_back(
+    pub(super) async fn claim_not_given_back(
         &self,
         ctx: &MessageCtx<'_>,
         t: &Transition<'_>,

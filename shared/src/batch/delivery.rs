@@ -14,6 +14,11 @@ use crate::store::Redrive;
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
 
+/// Message attribute: since when (epoch ms) the run has waited for its job's limits: set on
+/// the first copy sent again because a limit was full, kept by the copies after it, so
+/// that `max_wait_seconds` counts the whole wait.
+pub const WAITING_SINCE: &str = "schedkit.waiting-since";
+
 /// Message attribute: the id of the delivery a copy sent again stands for (the first
 /// copy's). The claim records and compares that id, so the store knows the copy for the
 /// same delivery: a run that FAILED on it, whose answer was lost, is dead-lettered when
@@ -52,6 +57,11 @@ impl Delivery {
     /// How many times this copy waited and was sent again.
     pub(crate) fn waits(&self) -> u32 {
         self.text(WAITS).and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
+    /// Since when (epoch ms) the run has waited for its job's limits, if it has.
+    pub(crate) fn waiting_since(&self) -> Option<i64> {
+        self.text(WAITING_SINCE).and_then(|n| n.parse().ok())
     }
 
     /// How many times the run has looked so far: this copy's receives and the waits of the

@@ -36,6 +36,16 @@ impl Draws {
         }
     }
 
+    /// A random part of `span`, from none of it to all of it: spreads the looks of runs
+    /// that wait for the same limit.
+    pub(crate) fn jitter(&self, span: Duration) -> Duration {
+        let fraction: f64 = match self {
+            Draws::Thread => rand::rng().random(),
+            Draws::Seeded(rng) => rng.lock().unwrap_or_else(|p| p.into_inner()).random(),
+        };
+        span.mul_f64(fraction)
+    }
+
     /// A fresh unique token for an owner (the part after `<worker id>:`).
     pub(crate) fn token(&self) -> String {
         match self {

@@ -11,6 +11,7 @@ mod draws;
 mod failure_streak;
 mod key;
 mod lease;
+mod limits;
 mod outcome;
 mod parse;
 mod pipeline;

@@ -57,6 +57,18 @@ pub enum Outcome {
         /// [`Outcome::InProgress`].
         resent: bool,
     },
+    /// Not run yet: a limit of its job is full, or its rate allows no start yet (see
+    /// [`crate::flow`]); its claim given back and the message back after `retry_in`. Not
+    /// an attempt.
+    Throttled {
+        /// The limit that held it back.
+        limit: String,
+        /// When it looks again.
+        retry_in: Duration,
+        /// Sent again with `retry_in` as its delay and this copy acknowledged, as for
+        /// [`Outcome::InProgress`].
+        resent: bool,
+    },
     /// Not started: too close to the invocation's deadline to finish. Nothing was claimed
     /// (no attempt spent); the message is back at once for the next invocation.
     Deferred {
@@ -78,6 +90,7 @@ impl Outcome {
                 | Outcome::DeadLettered { .. }
                 | Outcome::InProgress { resent: true, .. }
                 | Outcome::Waiting { resent: true, .. }
+                | Outcome::Throttled { resent: true, .. }
                 | Outcome::Deferred { resent: true }
         )
     }
@@ -88,6 +101,7 @@ impl Outcome {
             self,
             Outcome::InProgress { resent: true, .. }
                 | Outcome::Waiting { resent: true, .. }
+                | Outcome::Throttled { resent: true, .. }
                 | Outcome::Deferred { resent: true }
         )
     }
@@ -105,6 +119,7 @@ impl Outcome {
             Outcome::Deferred { .. } => "deferred",
             Outcome::Skipped => "skipped",
             Outcome::Waiting { .. } => "waiting",
+            Outcome::Throttled { .. } => "throttled",
         }
     }
 }

@@ -8,7 +8,8 @@
 //! 3. [`key`](super::key): the run's execution key (unusable → DLQ);
 //! 4. [`claim`](super::claim): the run claimed in the store; a decided run, a run in
 //!    progress elsewhere and a key conflict are answered there;
-//! 5. [`admit`](super::admit): the job's overlap slot (enter, wait, or skip);
+//! 5. [`admit`](super::admit): the job's overlap slot (enter, wait, or skip), then
+//!    [`limits`](super::limits): a permit of each of its flow-control gates (or wait);
 //! 6. [`attempt`](super::attempt): the job run under its lease keeper and deadlines;
 //! 7. [`settle`](super::settle): the outcome written (a commit with the job's effects, or a
 //!    finish), then the message's fate (acknowledged, hidden for the backoff, dead-lettered)
@@ -118,10 +119,25 @@ impl Processor {
         let run_key = self.key(ctx, envelope, &job).await?;
         *key = Some(run_key.clone());
         let t = ctx.transition(envelope, &run_key);
+        let gates = self.gates(ctx, envelope, &job, &t).await?;
         let claim = self.claim(ctx, envelope, &job, &t).await?;
         let admission = self.admit(ctx, &job, &claim, &t).await?;
+        let permits = match self
+            .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
+            .await
+        {
+            Ok(permits) => permits,
+            Err(outcome) => {
+                // Not run: nothing goes on under the slot's entry.
+                self.leave_entered(admission, &t).await;
+                return Err(outcome);
+            }
+        };
         let attempted = self.attempt(ctx, envelope, &job, &claim, &t).await;
         let outcome = self.settle(ctx, &job, &claim.record, attempted, &t).await;
+        if outcome_written(&outcome) {
+            self.release_permits(permits, &t).await;
+        }
         self.leave(admission, &outcome, &t).await;
         Ok(outcome)
     }
@@ -130,4 +146,14 @@ impl Processor {
     pub(super) fn emit(&self, t: &Transition<'_>, event: Event<'_>) {
         event.record(t, &self.inner.metrics);
     }
+}
+
+/// Whether the run's outcome is written, so that what it held (its permits) may be given
+/// back: not after a lost lease or an unknown outcome, when the run may still be going on
+/// elsewhere (the holder's record then says when its permits are free).
+pub(super) fn outcome_written(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
+    )
 }

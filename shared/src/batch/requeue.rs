@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::delivery::{Delivery, ORIGIN, WAITS};
+use super::delivery::{Delivery, ORIGIN, WAITING_SINCE, WAITS};
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use crate::queue::{Attribute, Outgoing};
@@ -28,9 +28,13 @@ const MAX_DELAY: Duration = Duration::from_secs(900);
 /// SQS's most message attributes on a message.
 const MAX_ATTRIBUTES: usize = 10;
 
-/// The attributes of the copy sent again: the delivery's own, its waits counted and its
-/// origin named (when SQS's ten attributes leave room).
-fn attributes_again(delivery: &Delivery) -> BTreeMap<String, Attribute> {
+/// The attributes of the copy sent again: the delivery's own, its waits counted, its
+/// origin named and, for a run that waits for its limits, since when (when SQS's ten
+/// attributes leave room; a redriven letter's copy may have none left for the last).
+fn attributes_again(
+    delivery: &Delivery,
+    waiting_since: Option<i64>,
+) -> BTreeMap<String, Attribute> {
     let mut out = delivery.attributes.clone();
     if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
         let counted = Attribute::number(delivery.waits().saturating_add(1));
@@ -38,6 +42,11 @@ fn attributes_again(delivery: &Delivery) -> BTreeMap<String, Attribute> {
     }
     if !out.contains_key(ORIGIN) && out.len() < MAX_ATTRIBUTES && !delivery.message_id.is_empty() {
         out.insert(ORIGIN.into(), Attribute::text(&delivery.message_id));
+    }
+    if let Some(since) = waiting_since
+        && (out.contains_key(WAITING_SINCE) || out.len() < MAX_ATTRIBUTES)
+    {
+        out.insert(WAITING_SINCE.into(), Attribute::number(since));
     }
     out
 }
@@ -49,9 +58,20 @@ impl Processor {
     /// visibility would let it be received, and sent again, a second time. When the send
     /// fails, the copy in hand is hidden for `delay` instead.
     pub(super) async fn come_back(&self, ctx: &MessageCtx<'_>, delay: Duration) -> bool {
+        self.come_back_waiting(ctx, delay, None).await
+    }
+
+    /// [`Processor::come_back`] for a run waiting for its limits since `since` (epoch ms),
+    /// which the copy carries.
+    pub(super) async fn come_back_waiting(
+        &self,
+        ctx: &MessageCtx<'_>,
+        delay: Duration,
+        since: Option<i64>,
+    ) -> bool {
         let again = Outgoing {
             body: ctx.delivery.body.clone(),
-            attributes: attributes_again(ctx.delivery),
+            attributes: attributes_again(ctx.delivery, since),
             delay_seconds: Some(delay.min(MAX_DELAY).as_secs_f64().ceil() as i32),
         };
         match self.inner.queue.send(&again).await {
@@ -107,7 +127,7 @@ mod tests {
             (crate::dead_letter::attr::REASON, "permanent-error"),
             (WAITS, "2"),
         ]);
-        let again = attributes_again(&m);
+        let again = attributes_again(&m, None);
         assert_eq!(
             again[crate::dead_letter::attr::REASON].string.as_deref(),
             Some("permanent-error"),
@@ -115,19 +135,19 @@ mod tests {
         );
         assert_eq!(again[WAITS], Attribute::number(3));
         let fresh = delivery(&[]);
-        assert_eq!(attributes_again(&fresh)[WAITS], Attribute::number(1));
+        assert_eq!(attributes_again(&fresh, None)[WAITS], Attribute::number(1));
     }
 
     #[test]
     fn a_copy_sent_again_stands_for_its_first_delivery() {
         let first = delivery(&[]);
-        let again = attributes_again(&first);
+        let again = attributes_again(&first, None);
         assert_eq!(again[ORIGIN], Attribute::text("m1"));
         let mut copy = delivery(&[(ORIGIN, "m1")]);
         copy.message_id = "m2".into();
         assert_eq!(copy.origin_id(), "m1");
         assert_eq!(
-            attributes_again(&copy)[ORIGIN],
+            attributes_again(&copy, None)[ORIGIN],
             Attribute::text("m1"),
             "a copy of a copy"
         );
@@ -138,7 +158,7 @@ mod tests {
     fn ten_attributes_of_its_own_leave_no_room_to_count_waits() {
         let own: Vec<(String, String)> = (0..10).map(|i| (format!("a{i}"), "v".into())).collect();
         let refs: Vec<(&str, &str)> = own.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let again = attributes_again(&delivery(&refs));
+        let again = attributes_again(&delivery(&refs), None);
         assert_eq!(again.len(), 10);
         assert!(!again.contains_key(WAITS));
     }

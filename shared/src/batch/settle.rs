@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 
 use super::attempt::Attempted;
+use super::claim::Claim;
 use super::outcome::Outcome;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
@@ -170,6 +171,34 @@ impl Processor {
                 Outcome::Unavailable { error }
             }
         }
+    }
+
+    /// Ends a claimed run that never ran as FAILED for `reason` (it waited for its limits
+    /// longer than its job allows): the finish written, then the dead letter.
+    pub(super) async fn fail_unrun(
+        &self,
+        ctx: &MessageCtx<'_>,
+        job: &Routed<'_>,
+        claim: &Claim,
+        reason: DeadLetterReason,
+        error: &str,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let now = self.inner.config.clock.now();
+        let finish = Finish::Failed {
+            error: error.to_string(),
+        };
+        let ran = Ran {
+            attempt: claim.record.round_attempt(),
+            duration_ms: 0,
+            now,
+            error,
+        };
+        if let Err(e) = self.inner.store.finish(&claim.record, &finish, now).await {
+            return self.not_written(ctx, t, e, &ran).await;
+        }
+        let policy = &job.registered.policy;
+        self.fail(ctx, policy, t, &ran, reason, error).await
     }
 
     /// RETRYING is written: the message is hidden for the backoff.

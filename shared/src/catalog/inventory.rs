@@ -112,5 +112,7 @@ pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
         pause_after_failures: spec
             .pause_after_failures
             .map(|n| std::num::NonZeroU32::new(n).expect("validated")),
+        // Filled in once the shared limits are checked (`JobLimits::flow`).
+        flow: crate::flow::FlowControl::default(),
     }
 }

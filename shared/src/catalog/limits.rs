@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::error::CatalogError;
 use super::model::{JobSpec, LimitSpec, Settings};
 use super::rules::{name_rule, valid_name};
+use crate::flow::{FlowControl, FlowLimit, Rate, Scope};
 use crate::key::KeyTemplate;
 
 /// A limit jobs share.
@@ -20,53 +21,6 @@ pub struct Limit {
     pub concurrency: Option<NonZeroU32>,
     /// Starts per window.
     pub rate: Option<Rate>,
-}
-
-/// Starts per window: a token bucket of `starts` tokens refilled over `per`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rate {
-    /// Starts allowed in one window.
-    pub starts: NonZeroU32,
-    /// The window: a second, a minute or an hour.
-    pub per: Duration,
-}
-
-impl std::str::FromStr for Rate {
-    type Err = String;
-
-    /// `<starts>/<second|minute|hour>`, as the catalog writes it (`20/minute`).
-    fn from_str(text: &str) -> Result<Rate, String> {
-        let refuse = || {
-            format!(
-                "`{text}` is not a rate: write `<starts>/<second|minute|hour>` with at least one start, e.g. `20/minute`"
-            )
-        };
-        let (starts, per) = text.split_once('/').ok_or_else(refuse)?;
-        let starts = starts
-            .trim()
-            .parse::<u32>()
-            .ok()
-            .and_then(NonZeroU32::new)
-            .ok_or_else(refuse)?;
-        let per = match per.trim() {
-            "second" => Duration::from_secs(1),
-            "minute" => Duration::from_secs(60),
-            "hour" => Duration::from_secs(3600),
-            _ => return Err(refuse()),
-        };
-        Ok(Rate { starts, per })
-    }
-}
-
-impl std::fmt::Display for Rate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let per = match self.per.as_secs() {
-            1 => "second",
-            60 => "minute",
-            _ => "hour",
-        };
-        write!(f, "{}/{per}", self.starts)
-    }
 }
 
 /// What limits a job's runs: the shared limits it names, its own concurrency, and how long
@@ -85,6 +39,37 @@ impl JobLimits {
     /// Whether anything limits the job.
     pub fn any(&self) -> bool {
         !self.shared.is_empty() || self.concurrency.is_some()
+    }
+
+    /// What the worker enforces: the shared limits it names (from the catalog's
+    /// `shared`, all of them valid by now) and its own concurrency.
+    pub(super) fn flow(&self, shared: &BTreeMap<String, Limit>) -> FlowControl {
+        let mut limits: Vec<FlowLimit> = self
+            .shared
+            .iter()
+            .filter_map(|name| shared.get(name))
+            .map(|l| FlowLimit {
+                scope: Scope::Shared(l.name.clone()),
+                concurrency: l.concurrency,
+                rate: l.rate,
+                key: None,
+            })
+            .collect();
+        if let Some(own) = &self.concurrency {
+            limits.insert(
+                0,
+                FlowLimit {
+                    scope: Scope::Job,
+                    concurrency: Some(own.limit),
+                    rate: None,
+                    key: own.key.clone(),
+                },
+            );
+        }
+        FlowControl {
+            limits,
+            max_wait: self.max_wait,
+        }
     }
 }
 
@@ -270,27 +255,5 @@ pub(super) fn finding(
         chain: None,
         field: Some(field),
         message,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rates_parse_and_print_as_written() {
-        for text in ["20/minute", "1/second", "500/hour"] {
-            assert_eq!(text.parse::<Rate>().unwrap().to_string(), text);
-        }
-        for bad in [
-            "0/minute",
-            "20/fortnight",
-            "1.5/second",
-            "minute",
-            "-3/hour",
-            "/minute",
-        ] {
-            assert!(bad.parse::<Rate>().is_err(), "{bad}");
-        }
     }
 }

@@ -18,7 +18,7 @@ use std::path::Path;
 pub use chains::{Chain, Stage, Step};
 pub use error::{CatalogError, CatalogErrors};
 pub use inventory::{Catalog, Job, Target};
-pub use limits::{JobLimits, KeyedConcurrency, Limit, Rate};
+pub use limits::{JobLimits, KeyedConcurrency, Limit};
 pub use model::{
     CatalogFile, ChainSpec, ConcurrencySpec, JobSpec, LimitSpec, RetrySpec, ScheduleSpec, Settings,
     StageSpec, StepSpec,

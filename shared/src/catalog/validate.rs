@@ -134,20 +134,6 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         ..
     } = found;
     errors.extend(limit_errors);
-    if !raw.limits.is_empty()
-        || raw
-            .jobs
-            .values()
-            .any(|j| !j.limits.is_empty() || j.concurrency.is_some())
-    {
-        warnings.push(CatalogError {
-            file: file.to_string(),
-            job: None,
-            chain: None,
-            field: Some("limits".into()),
-            message: "limits and job concurrency are checked, but this version of schedkit does not enforce them yet: runs start as if they were not there".into(),
-        });
-    }
     let chains = check_chains(
         &raw.chains,
         &raw.jobs,
@@ -163,13 +149,16 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
     let jobs = checked
         .into_iter()
         .map(|(name, spec, target, schedule)| {
+            let limits = job_limits.remove(name).unwrap_or_default();
+            let mut policy = policy(spec, &raw.settings);
+            policy.flow = limits.flow(&shared_limits);
             let job = Job {
                 name: name.clone(),
                 spec: spec.clone(),
                 target,
-                policy: policy(spec, &raw.settings),
+                policy,
                 schedule,
-                limits: job_limits.remove(name).unwrap_or_default(),
+                limits,
             };
             (name.clone(), job)
         })

@@ -60,6 +60,10 @@ pub enum DeadLetterReason {
     /// machine it does not know, or that Step Functions refused to start. Fix the worker's
     /// settings, then redrive.
     Unconfigured,
+    /// The run waited for its job's limits longer than the job's `max_wait_seconds`
+    /// (see [`crate::flow`]): its record is FAILED, unrun. Raise the limit or the wait,
+    /// then redrive.
+    LimitWait,
 }
 
 impl DeadLetterReason {
@@ -74,6 +78,7 @@ impl DeadLetterReason {
             DeadLetterReason::StoreRefused => "store-refused",
             DeadLetterReason::RecordMismatch => "record-mismatch",
             DeadLetterReason::Unconfigured => "unconfigured",
+            DeadLetterReason::LimitWait => "limit-wait",
         }
     }
 }

@@ -47,9 +47,9 @@ const DONE: &str = "done";
 /// How long a step's task may go without a heartbeat, and how long it may take in all, in
 /// seconds. A healthy step is silent longest while its message waits for a retry (the
 /// job's longest retry delay) or for a takeover after its worker died (a lease, and one
-/// more to claim and beat): the heartbeat timeout covers both, so only a step no worker
-/// holds any more is sent again. The total covers every attempt at its timeout and every
-/// wait between them.
+/// more to claim and beat) or between two looks at its job's limits: the heartbeat timeout
+/// covers them all, so only a step no worker holds any more is sent again. The total covers
+/// every attempt at its timeout, every wait between them, and its wait for its limits.
 pub fn step_timeouts(catalog: &Catalog, step: &Step) -> (u64, u64) {
     let policy = catalog
         .job(&step.job)
@@ -57,11 +57,33 @@ pub fn step_timeouts(catalog: &Catalog, step: &Step) -> (u64, u64) {
         .unwrap_or_default();
     let lease = policy.lease.as_secs();
     let max_delay = policy.retry.max_delay.as_secs();
-    let heartbeat = max_delay.max(lease) + 2 * lease + HEARTBEAT_SLACK_SECONDS;
+    let (look, wait) = limit_waits(catalog, &policy.flow);
+    let heartbeat = max_delay.max(lease).max(look) + 2 * lease + HEARTBEAT_SLACK_SECONDS;
     let attempt = policy.timeout.map_or(lease, |t| t.as_secs()) + lease;
     let attempts = u64::from(policy.retry.max_attempts);
-    let total = attempts * attempt + attempts.saturating_sub(1) * max_delay + heartbeat;
+    let total = attempts * attempt + attempts.saturating_sub(1) * max_delay + heartbeat + wait;
     (heartbeat, total)
+}
+
+/// For a step whose job has limits: the longest it goes between two looks while it waits
+/// (each look beats the step's task: at most two spacings of its slowest rate, at most
+/// SQS's 15-minute delay), and the longest it may wait in all (its `max_wait_seconds`, or
+/// as long as the queue keeps its message), in seconds.
+fn limit_waits(catalog: &Catalog, flow: &crate::flow::FlowControl) -> (u64, u64) {
+    if !flow.any() {
+        return (0, 0);
+    }
+    let slowest = flow
+        .limits
+        .iter()
+        .filter_map(|l| l.rate)
+        .map(|r| r.spacing().as_secs() * 2)
+        .max()
+        .unwrap_or(0);
+    let look = slowest.clamp(3, 900);
+    let kept = u64::from(catalog.settings.queue_retention_days) * 86_400;
+    let wait = flow.max_wait.map_or(kept, |w| w.as_secs());
+    (look, wait)
 }
 
 /// The envelope a step's task puts on the jobs queue (Step Functions fills in the `.$`
@@ -423,6 +445,39 @@ job = "close-books"
             step_timeouts(&catalog, close),
             (900 + 60 + 30, 5 * 90 + 4 * 900 + 990)
         );
+    }
+
+    #[test]
+    fn a_step_waiting_for_its_limits_beats_between_looks_and_its_wait_is_in_its_timeout() {
+        let text = r#"
+[limits.slow-partner]
+rate = "2/hour"
+[jobs.pull]
+owner = "t"
+lease_seconds = 20
+retry = { max_attempts = 1, first_delay_seconds = 5, base_delay_seconds = 5, max_delay_seconds = 10 }
+limits = ["slow-partner"]
+max_wait_seconds = 7200
+[jobs.plain]
+owner = "t"
+lease_seconds = 20
+retry = { max_attempts = 1, first_delay_seconds = 5, base_delay_seconds = 5, max_delay_seconds = 10 }
+[chains.c]
+owner = "t"
+stages = ["pull", "plain"]
+[chains.c.steps.pull]
+job = "pull"
+[chains.c.steps.plain]
+job = "plain"
+"#;
+        let catalog = Catalog::parse(text, "c.toml").unwrap();
+        let chain = catalog.chain("c").unwrap();
+        let (pull, plain) = (chain.step("pull").unwrap(), chain.step("plain").unwrap());
+        let (beat, total) = step_timeouts(&catalog, pull);
+        let (plain_beat, plain_total) = step_timeouts(&catalog, plain);
+        // A look every two spacings of 30 minutes at most, cut to SQS's 15-minute delay.
+        assert_eq!(beat - plain_beat, 900 - 20);
+        assert_eq!(total - plain_total, 7200 + beat - plain_beat);
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct JobPolicy {
     /// After this many consecutive FAILED runs the worker pauses the job's schedule (see
     /// `crate::batch::FailureStreaks`). `None`: failures never pause it.
     pub pause_after_failures: Option<std::num::NonZeroU32>,
+    /// The limits its runs enter before they start (see [`crate::flow`]).
+    pub flow: crate::flow::FlowControl,
 }
 
 /// A job's overlap policy: what happens to a run (another key of the same job) that arrives
@@ -105,6 +107,7 @@ impl Default for JobPolicy {
             record_retention: Duration::from_secs(21 * 24 * 60 * 60),
             overlap: Overlap::Allow,
             pause_after_failures: None,
+            flow: crate::flow::FlowControl::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::overlap::Gate;
+use super::permits::{Permit, PermitRequest};
 use super::record::{ClaimOutcome, ClaimRequest, ExecutionRecord, Finish};
 use crate::job::Overlap;
 
@@ -89,6 +90,21 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Enters the job's overlap slot for a claimed run.
     fn enter_slot<'a>(&'a self, entry: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>>;
+
+    /// Takes a permit of a flow-control gate for a claimed run (see [`crate::flow`]).
+    fn take_permit<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+    ) -> StoreCall<'a, Result<Permit, StoreError>>;
+
+    /// Gives back the permit of the gate `item` the run `key` took under the claim
+    /// `owner`; nothing when the entry is no longer that claim's.
+    fn release_permit<'a>(
+        &'a self,
+        item: &'a str,
+        key: &'a str,
+        owner: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>>;
 
     /// Gives the job's slot back after the run `key` ended; nothing when the slot is no
     /// longer this entry's: another run's, or the same run's entered again under another
@@ -206,6 +222,22 @@ impl ExecutionStore for DynamoStore {
         owner: &'a str,
     ) -> StoreCall<'a, Result<(), StoreError>> {
         Box::pin(DynamoStore::leave_slot(self, job, key, owner))
+    }
+
+    fn take_permit<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+    ) -> StoreCall<'a, Result<Permit, StoreError>> {
+        Box::pin(async move { DynamoStore::take_permit(self, &req).await })
+    }
+
+    fn release_permit<'a>(
+        &'a self,
+        item: &'a str,
+        key: &'a str,
+        owner: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(DynamoStore::release_permit(self, item, key, owner))
     }
 
     fn give_back<'a>(

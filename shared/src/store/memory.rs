@@ -22,6 +22,7 @@ use super::dynamo::{CommitError, StoreError, TransitionError};
 use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
 use super::overlap::{Gate, look_again_in};
 use super::pauses::PauseRecord;
+use super::permits::{Permit, PermitRequest};
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
     finished_record, lease_until, timestamp,
@@ -90,6 +91,11 @@ pub struct MemoryState {
     pub committed_effects: BTreeMap<String, Vec<TransactWriteItem>>,
     /// Requests served, faults included.
     pub requests: u64,
+    /// Flow-control gates by item key: their holders and next starts.
+    pub gates: BTreeMap<String, super::permits::GateItem>,
+    /// Writes that left a gate with more holders than its limit: never expected (the
+    /// simulation's invariant), each said in a line.
+    pub permit_breaches: Vec<String>,
     /// Writes that changed a DONE or SKIPPED record: never expected (the simulation's
     /// invariant), each said in a line.
     pub rewrites: Vec<String>,
@@ -643,6 +649,22 @@ impl ExecutionStore for MemoryStore {
 
     fn enter_slot<'a>(&'a self, e: SlotEntry<'a>) -> StoreCall<'a, Result<Gate, StoreError>> {
         Box::pin(MemoryStore::enter_slot(self, e))
+    }
+
+    fn take_permit<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+    ) -> StoreCall<'a, Result<Permit, StoreError>> {
+        Box::pin(async move { MemoryStore::take_permit(self, &req).await })
+    }
+
+    fn release_permit<'a>(
+        &'a self,
+        item: &'a str,
+        key: &'a str,
+        owner: &'a str,
+    ) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(MemoryStore::release_permit(self, item, key, owner))
     }
 
     fn leave_slot<'a>(

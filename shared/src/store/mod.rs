@@ -9,8 +9,10 @@ mod failures;
 mod internal;
 mod memory;
 mod memory_pauses;
+mod memory_permits;
 mod overlap;
 mod pauses;
+mod permits;
 mod record;
 
 pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
@@ -23,6 +25,7 @@ pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
 pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
+pub use permits::{GateItem, Holder, Permit, PermitRequest};
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Redrive,
     Status,

@@ -96,6 +96,23 @@ pub enum Event<'a> {
     },
     /// Waiting for its job's overlap slot; its claim given back.
     Waiting,
+    /// A limit of its job held the run back; its claim given back.
+    Throttled {
+        /// The limit.
+        limit: &'a str,
+        /// Why, as the log line says it (full, or the rate's next start).
+        why: &'a str,
+    },
+    /// The run entered its job's limits after waiting for them.
+    LimitsEntered {
+        /// How long it waited, from its first refusal.
+        waited_ms: f64,
+    },
+    /// A permit could not be given back (its holder's record lets the next taker drop it).
+    PermitKept {
+        /// What failed.
+        error: &'a str,
+    },
     /// The overlap slot could not be left (it lapses by itself).
     SlotKept {
         /// What failed.
@@ -160,6 +177,9 @@ impl Event<'_> {
             Event::Skipped { .. } => "SKIPPED",
             Event::Waiting => "WAITING",
             Event::SlotKept { .. } => "SLOT_KEPT",
+            Event::Throttled { .. } => "THROTTLED",
+            Event::LimitsEntered { .. } => "LIMITS_ENTERED",
+            Event::PermitKept { .. } => "PERMIT_KEPT",
             Event::ClaimKept { .. } => "CLAIM_KEPT",
             Event::ChainStarted => "CHAIN_STARTED",
             Event::ChainEnded { paused: true } | Event::AutoPaused { .. } => "PAUSED",
@@ -218,6 +238,8 @@ impl Event<'_> {
             | Event::LeaseLost { error: text, .. }
             | Event::Unavailable { error: text, .. }
             | Event::SlotKept { error: text }
+            | Event::PermitKept { error: text }
+            | Event::Throttled { why: text, .. }
             | Event::ClaimKept { error: text }
             | Event::StreakNotCounted { error: text }
             | Event::StreakNotCleared { error: text }
@@ -262,6 +284,8 @@ impl Event<'_> {
             Event::LeaseLost { .. } => vec![(Metric::LeaseLost, 1.0)],
             Event::Skipped { .. } => vec![(Metric::Skipped, 1.0)],
             Event::Waiting => vec![(Metric::OverlapWaited, 1.0)],
+            Event::Throttled { .. } => vec![(Metric::Throttled, 1.0)],
+            Event::LimitsEntered { waited_ms } => vec![(Metric::LimitWait, waited_ms)],
             Event::ChainStarted => vec![(Metric::Started, 1.0)],
             Event::ChainEnded { paused: true } => vec![(Metric::ChainPaused, 1.0)],
             Event::ChainEnded { paused: false } => vec![(Metric::ChainDone, 1.0)],
@@ -285,7 +309,10 @@ impl Event<'_> {
         }
         .log();
         let (values, dimension) = self.metrics();
-        metrics.emit(dimension.unwrap_or(t.job), &values);
+        match self {
+            Event::Throttled { limit, .. } => metrics.emit_for_limit(t.job, limit, &values),
+            _ => metrics.emit(dimension.unwrap_or(t.job), &values),
+        }
     }
 }
 

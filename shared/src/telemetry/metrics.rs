@@ -15,6 +15,8 @@ pub(crate) const DIMENSION: &str = "Job";
 /// The stage dimension every metric carries: stages of one account share the namespace,
 /// and their alarms must not see each other's failures.
 pub(crate) const STAGE_DIMENSION: &str = "Stage";
+/// The dimension a limit's metrics carry beside the job's (see [`Metrics::emit_for_limit`]).
+pub(crate) const LIMIT_DIMENSION: &str = "Limit";
 /// The stage value of a worker that was given none.
 pub const NO_STAGE: &str = "-";
 
@@ -49,6 +51,12 @@ pub enum Metric {
     /// A chain run paused on a step that failed for good; the chain's paused alarm
     /// watches it.
     ChainPaused,
+    /// A run was held back by a limit of its job (dimensions `Job`, and `Limit`); its
+    /// message comes back. Not an attempt.
+    Throttled,
+    /// Milliseconds a run waited for its job's limits, from its first refusal to its
+    /// start (dimension `Job`).
+    LimitWait,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -72,6 +80,8 @@ impl Metric {
             Metric::AutoPaused => "AutoPaused",
             Metric::ChainDone => "ChainDone",
             Metric::ChainPaused => "ChainPaused",
+            Metric::Throttled => "Throttled",
+            Metric::LimitWait => "LimitWait",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }
@@ -80,7 +90,7 @@ impl Metric {
     /// The EMF unit: `Milliseconds` for durations, `Count` for the rest.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::Duration | Metric::ScheduleLag => "Milliseconds",
+            Metric::Duration | Metric::ScheduleLag | Metric::LimitWait => "Milliseconds",
             _ => "Count",
         }
     }
@@ -147,6 +157,27 @@ impl Metrics {
             values,
             chrono::Utc::now().timestamp_millis(),
         ));
+    }
+
+    /// One EMF line with the given values for `job` held back by the limit `limit`:
+    /// counted per job and per limit (a limit shared by several jobs sums theirs).
+    pub(crate) fn emit_for_limit(&self, job: &str, limit: &str, values: &[(Metric, f64)]) {
+        if values.is_empty() {
+            return;
+        }
+        let line = emf_line(
+            &self.stage,
+            job,
+            values,
+            chrono::Utc::now().timestamp_millis(),
+        );
+        let mut doc: Value = serde_json::from_str(&line).expect("an EMF line is JSON");
+        doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([
+            [STAGE_DIMENSION, DIMENSION],
+            [STAGE_DIMENSION, LIMIT_DIMENSION]
+        ]);
+        doc[LIMIT_DIMENSION] = Value::String(limit.into());
+        (self.sink)(&doc.to_string());
     }
 
     /// Shorthand for a single count of 1.

@@ -8,6 +8,7 @@ mod basics;
 mod deadlines;
 mod forged;
 mod leases;
+mod limits;
 mod overlap;
 mod pauses;
 mod retries;

@@ -1,0 +1,243 @@
+//! Step 5, admission, second half: the run's flow-control limits (see [`crate::flow`]).
+//! After its claim decided the run will run and its overlap slot let it in, the run takes a
+//! permit of each of its gates, in order; a gate that refuses (full, or its rate allows no
+//! start yet) gives back the permits taken and the claim (no attempt spent), and the
+//! message comes back later with a delay and jitter, carrying since when it has waited. A
+//! run that has waited longer than its job's `max_wait_seconds` is FAILED unrun and
+//! dead-lettered `limit-wait`. The permits are given back once the outcome is written
+//! ([`Processor::release_permits`]); a worker that dies holding them leaves entries that the
+//! next taker drops once the run's record shows its lease ran out.
+
+use std::time::Duration;
+
+use super::claim::Claim;
+use super::outcome::Outcome;
+use super::pipeline::{MessageCtx, Step};
+use super::processor::Processor;
+use super::route::Routed;
+use crate::dead_letter::DeadLetterReason;
+use crate::envelope::Envelope;
+use crate::flow::Gate;
+use crate::store::{Permit, PermitRequest};
+use crate::telemetry::{Event, Transition};
+
+/// The longest a run waits between two looks at a full gate: short enough that a permit a
+/// dead worker left is taken again within a few seconds of its lease running out (the
+/// issue's bound is the lease and 5 s), long enough that hundreds of waiting runs do not
+/// crowd the table. Each look costs the claim, the take, the give-back and the copy sent
+/// again.
+const LONGEST_LOOK: Duration = Duration::from_secs(3);
+
+/// When a run refused by a full gate looks again: after 1 s at its first refusal, then
+/// anywhere from 1 s to [`LONGEST_LOOK`] (SQS delays are whole seconds), so that waiting
+/// runs spread over the time a permit may come free.
+fn full_gate_look(waits: u32, jitter: Duration) -> Duration {
+    let span = LONGEST_LOOK - Duration::from_secs(1);
+    match waits {
+        0 => Duration::from_secs(1),
+        _ => Duration::from_secs(1) + jitter.min(span),
+    }
+}
+
+/// When a run refused by a gate's rate looks again: at the next start, plus up to one
+/// spacing of jitter (the runs that wait for it do not all come at once).
+fn rate_look(next_start_ms: i64, now_ms: i64, jitter: Duration) -> Duration {
+    Duration::from_millis((next_start_ms - now_ms).max(0) as u64) + jitter
+}
+
+/// The permits an admitted run holds until its outcome is written.
+#[must_use = "permits are given back once the outcome is written (`Processor::release_permits`)"]
+pub(super) struct Permits {
+    /// The claim that took them.
+    owner: String,
+    /// The gates' item keys.
+    items: Vec<String>,
+}
+
+impl Processor {
+    /// The gates a run must pass, from its payload; a payload that cannot name its gate
+    /// (a field the job's concurrency key reads is missing) is dead-lettered as poison,
+    /// before anything is claimed.
+    pub(super) async fn gates(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        job: &Routed<'_>,
+        t: &Transition<'_>,
+    ) -> Step<Vec<Gate>> {
+        let flow = &job.registered.policy.flow;
+        if !flow.any() {
+            return Ok(Vec::new());
+        }
+        match flow.gates(t.job, envelope.payload.as_ref()) {
+            Ok(gates) => Ok(gates),
+            Err(e) => {
+                let error = format!("the job's concurrency key cannot be read: {e}");
+                let reason = DeadLetterReason::Poison;
+                Err(self
+                    .reject(ctx, reason, &error, Some(t.job), Some(t.key))
+                    .await)
+            }
+        }
+    }
+
+    /// Takes a permit of each gate for the claimed run, or ends the walk: the run waits
+    /// (or, past its job's `max_wait_seconds`, is dead-lettered `limit-wait`).
+    pub(super) async fn enter_limits(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        job: &Routed<'_>,
+        claim: &Claim,
+        gates: &[Gate],
+        t: &Transition<'_>,
+    ) -> Step<Permits> {
+        let owner = claim.request.owner.clone();
+        let mut taken = Permits {
+            owner,
+            items: Vec::new(),
+        };
+        if gates.is_empty() {
+            return Ok(taken);
+        }
+        let now = self.inner.config.clock.now();
+        for gate in gates {
+            let req = PermitRequest {
+                item: &gate.item,
+                key: t.key,
+                owner: &taken.owner,
+                concurrency: gate.concurrency,
+                spacing: gate.spacing,
+                now,
+                lease: job.registered.policy.lease,
+                skew: self.inner.config.clock_skew,
+            };
+            match self.inner.store.take_permit(req).await {
+                Ok(Permit::Taken) => taken.items.push(gate.item.clone()),
+                Ok(refused) => {
+                    self.release_permits(taken, t).await;
+                    return Err(self
+                        .held_back(ctx, envelope, job, claim, gate, refused, t)
+                        .await);
+                }
+                Err(e) => {
+                    self.release_permits(taken, t).await;
+                    return Err(self.give_back_after(ctx, claim, e, t).await);
+                }
+            }
+        }
+        if let Some(since) = ctx.delivery.waiting_since() {
+            let waited_ms = (now.timestamp_millis() - since).max(0) as f64;
+            self.emit(t, Event::LimitsEntered { waited_ms });
+        }
+        Ok(taken)
+    }
+
+    /// Gives the run's permits back once its outcome is written (or it did not start).
+    /// One that cannot be given back is logged; its entry is dropped by the next taker once
+    /// the run's record shows it no longer holds it.
+    pub(super) async fn release_permits(&self, permits: Permits, t: &Transition<'_>) {
+        for item in &permits.items {
+            let released = self
+                .inner
+                .store
+                .release_permit(item, t.key, &permits.owner)
+                .await;
+            if let Err(e) = released {
+                let error = e.to_string();
+                self.emit(t, Event::PermitKept { error: &error });
+            }
+        }
+    }
+
+    /// A gate refused the run: it waits (its claim given back, its message back later),
+    /// or, having waited longer than its job allows, fails unrun.
+    #[allow(clippy::too_many_arguments)]
+    async fn held_back(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        job: &Routed<'_>,
+        claim: &Claim,
+        gate: &Gate,
+        refused: Permit,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let now = self.inner.config.clock.now();
+        let now_ms = now.timestamp_millis();
+        let since = ctx.delivery.waiting_since().unwrap_or(now_ms);
+        let waited = Duration::from_millis((now_ms - since).max(0) as u64);
+        if let Some(max) = job.registered.policy.flow.max_wait
+            && waited > max
+        {
+            let error = format!(
+                "waited {} s for limit `{}`, longer than the job's max_wait_seconds ({} s); not run",
+                waited.as_secs(),
+                gate.limit,
+                max.as_secs()
+            );
+            let reason = DeadLetterReason::LimitWait;
+            return self.fail_unrun(ctx, job, claim, reason, &error, t).await;
+        }
+        let draws = &self.inner.draws;
+        let (retry_in, why) = match refused {
+            Permit::TooSoon { next_start_ms } => {
+                let jitter = draws.jitter(gate.spacing.unwrap_or_default());
+                let wait_ms = (next_start_ms - now_ms).max(0);
+                let why = format!("rate of `{}`: next start in {wait_ms} ms", gate.limit);
+                (rate_look(next_start_ms, now_ms, jitter), why)
+            }
+            Permit::Full { holders } => {
+                let jitter = draws.jitter(LONGEST_LOOK);
+                let why = format!(
+                    "`{}` is full: {} of {} held",
+                    gate.limit,
+                    holders.len(),
+                    gate.concurrency.unwrap_or_default()
+                );
+                (full_gate_look(ctx.delivery.waits(), jitter), why)
+            }
+            Permit::Taken => unreachable!("a refusal"),
+        };
+        let given = self
+            .inner
+            .store
+            .give_back(&claim.record, claim.before.as_ref(), &claim.request)
+            .await;
+        if let Err(e) = given {
+            return self.claim_not_given_back(ctx, t, e).await;
+        }
+        // A chain's step keeps its Step Functions task alive while it waits.
+        if let Some(task) = job.step_of.and_then(|c| c.heartbeat_of(envelope)) {
+            task.beat().await;
+        }
+        let resent = self.come_back_waiting(ctx, retry_in, Some(since)).await;
+        let limit = &gate.limit;
+        self.emit(t, Event::Throttled { limit, why: &why });
+        Outcome::Throttled {
+            limit: limit.clone(),
+            retry_in,
+            resent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_at_a_full_gate_looks_again_within_a_few_seconds() {
+        let s = Duration::from_secs;
+        assert_eq!(full_gate_look(0, s(2)), s(1), "first at once");
+        assert_eq!(full_gate_look(4, Duration::ZERO), s(1));
+        assert_eq!(full_gate_look(4, s(9)), LONGEST_LOOK, "never later");
+    }
+
+    #[test]
+    fn a_run_held_back_by_a_rate_looks_again_at_its_next_start() {
+        let ms = Duration::from_millis;
+        assert_eq!(rate_look(10_500, 10_000, ms(300)), ms(800));
+        assert_eq!(rate_look(9_000, 10_000, ms(0)), ms(0));
+    }
+}

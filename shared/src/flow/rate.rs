@@ -1,0 +1,91 @@
+//! A rate: starts per window.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+/// Starts per window, as the catalog writes it (`20/minute`): kept as evenly spaced starts,
+/// one every `per / starts` ([`Rate::spacing`]), so that no window of length `per` holds more
+/// than `starts`, whichever window is looked at (a bucket that let a burst through would
+/// allow twice as many in a window straddling two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    /// Starts allowed in one window.
+    pub starts: NonZeroU32,
+    /// The window: a second, a minute or an hour.
+    pub per: Duration,
+}
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+
+    /// `<starts>/<second|minute|hour>`, as the catalog writes it (`20/minute`).
+    fn from_str(text: &str) -> Result<Rate, String> {
+        let refuse = || {
+            format!(
+                "`{text}` is not a rate: write `<starts>/<second|minute|hour>` with at least one start, e.g. `20/minute`"
+            )
+        };
+        let (starts, per) = text.split_once('/').ok_or_else(refuse)?;
+        let starts = starts
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .and_then(NonZeroU32::new)
+            .ok_or_else(refuse)?;
+        let per = match per.trim() {
+            "second" => Duration::from_secs(1),
+            "minute" => Duration::from_secs(60),
+            "hour" => Duration::from_secs(3600),
+            _ => return Err(refuse()),
+        };
+        Ok(Rate { starts, per })
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let per = match self.per.as_secs() {
+            1 => "second",
+            60 => "minute",
+            _ => "hour",
+        };
+        write!(f, "{}/{per}", self.starts)
+    }
+}
+
+impl Rate {
+    /// The least time between two starts.
+    pub fn spacing(self) -> Duration {
+        self.per / self.starts.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_parse_and_print_as_written() {
+        for text in ["20/minute", "1/second", "500/hour"] {
+            assert_eq!(text.parse::<Rate>().unwrap().to_string(), text);
+        }
+        for bad in [
+            "0/minute",
+            "20/fortnight",
+            "1.5/second",
+            "minute",
+            "-3/hour",
+            "/minute",
+        ] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_rate_spaces_its_starts_evenly_over_its_window() {
+        let at = |t: &str| t.parse::<Rate>().unwrap().spacing();
+        assert_eq!(at("30/minute"), Duration::from_secs(2));
+        assert_eq!(at("4/second"), Duration::from_millis(250));
+        assert_eq!(at("7/hour"), Duration::from_secs(3600) / 7);
+    }
+}

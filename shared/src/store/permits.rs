@@ -1,0 +1,397 @@
+//! Permits of flow-control gates (see [`crate::flow`]): who holds a gate, and when its next
+//! start may take place.
+//!
+//! Each gate is one item in the executions table, under schedkit's own key space: `holders`,
+//! a map from the run's key to the claim that took the permit (`owner`) and a hint of when
+//! its lease may run out (`until`, epoch ms: the claim's lease when taken); and `next_start`,
+//! epoch ms, for a gate with a rate. Taking a permit is one conditional `UpdateItem` that
+//! adds the run to `holders` while fewer than the limit hold it (and moves `next_start` on by
+//! the gate's spacing when it has passed); giving it back is another that removes the run's
+//! entry, conditioned on its claim.
+//!
+//! Whether a holder still holds the gate is decided by its run's record, as for the overlap
+//! slot: it holds it while its record is RUNNING under the same claim with a lease that,
+//! allowing for the clock-skew bound, has not run out. A taker that finds the gate full
+//! reads the records of the holders whose hint has passed (a run that ended without giving
+//! its permit back, a worker that died) and drops those that no longer hold it in the same
+//! conditional write that adds itself, conditioned on each dropped entry being the one it
+//! read. So a permit never outlives its run's lease by more than the skew bound, heartbeats
+//! keep it as they keep the lease, and a holder fenced out of its run is fenced out of its
+//! permit with it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use chrono::{DateTime, Utc};
+
+use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
+use super::{DynamoStore, ExecutionRecord, Status, StoreError};
+
+/// A run asks for a permit of a gate.
+#[derive(Debug, Clone, Copy)]
+pub struct PermitRequest<'a> {
+    /// The gate's item key.
+    pub item: &'a str,
+    /// The run that asks.
+    pub key: &'a str,
+    /// Its claim's owner token: what names its entry.
+    pub owner: &'a str,
+    /// Runs holding the gate at once, if the gate counts them.
+    pub concurrency: Option<u32>,
+    /// The least time between two starts, if the gate has a rate.
+    pub spacing: Option<Duration>,
+    /// When.
+    pub now: DateTime<Utc>,
+    /// The run's lease: until when its entry surely holds without a look at its record.
+    pub lease: Duration,
+    /// How far clocks may disagree: a holder's lease must be this long past before its
+    /// entry is dropped.
+    pub skew: Duration,
+}
+
+/// What asking for a permit found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permit {
+    /// The run holds a permit now.
+    Taken,
+    /// As many runs as the limit allows hold the gate.
+    Full {
+        /// The runs that hold it.
+        holders: Vec<String>,
+    },
+    /// The gate's rate allows no start before `next_start_ms` (epoch ms).
+    TooSoon {
+        /// The earliest next start, epoch ms.
+        next_start_ms: i64,
+    },
+}
+
+/// One holder's entry, as the gate's item keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The claim that took the permit.
+    pub owner: String,
+    /// Until when its lease surely lasts (the claim's lease when it took it), epoch ms.
+    pub until_ms: i64,
+}
+
+/// A gate's item: its holders and, with a rate, its next start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GateItem {
+    /// Whether the item has a `holders` map at all (a new gate's first taker creates it).
+    pub counted: bool,
+    /// The runs that hold it, by key.
+    pub holders: BTreeMap<String, Holder>,
+    /// The earliest next start, epoch ms, when the gate has a rate.
+    pub next_start_ms: Option<i64>,
+}
+
+/// Whether the gate's rate lets a run start at `now_ms`.
+pub(crate) fn rate_allows(item: &GateItem, now_ms: i64) -> bool {
+    item.next_start_ms.is_none_or(|next| next <= now_ms)
+}
+
+/// The holders whose hint has passed: their records say whether they still hold.
+pub(crate) fn to_look_at<'i>(
+    item: &'i GateItem,
+    req: &PermitRequest<'_>,
+) -> impl Iterator<Item = (&'i String, &'i Holder)> {
+    let now = req.now.timestamp_millis();
+    let skew = req.skew.as_millis() as i64;
+    item.holders
+        .iter()
+        .filter(move |(k, h)| k.as_str() != req.key && h.until_ms + skew < now)
+}
+
+/// Whether the run of `record` no longer holds a permit its claim `owner` took: it is not
+/// RUNNING under that claim, or its lease ran out more than the skew bound ago.
+pub(crate) fn holder_gone(
+    record: Option<&ExecutionRecord>,
+    owner: &str,
+    now: DateTime<Utc>,
+    skew: Duration,
+) -> bool {
+    let alive_after = now.timestamp_millis() - skew.as_millis() as i64;
+    !record.is_some_and(|r| {
+        r.status == Status::Running
+            && r.owner.as_deref() == Some(owner)
+            && r.lease_expires_at.is_some_and(|t| t >= alive_after)
+    })
+}
+
+/// Whether a run may enter `item` once the holders `dropped` are gone: it holds the gate
+/// already, or fewer than the limit would hold it.
+pub(crate) fn room_for(item: &GateItem, req: &PermitRequest<'_>, dropped: usize) -> bool {
+    let Some(limit) = req.concurrency else {
+        return true;
+    };
+    item.holders.contains_key(req.key) || item.holders.len() - dropped < limit as usize
+}
+
+/// The entry a run writes for itself.
+pub(crate) fn entry_of(req: &PermitRequest<'_>) -> Holder {
+    Holder {
+        owner: req.owner.to_string(),
+        until_ms: req.now.timestamp_millis() + req.lease.as_millis() as i64,
+    }
+}
+
+/// The next start after a run starts at `now_ms`.
+pub(crate) fn next_start(req: &PermitRequest<'_>) -> Option<i64> {
+    req.spacing
+        .map(|s| req.now.timestamp_millis() + s.as_millis() as i64)
+}
+
+/// How long a gate's item is kept after its last permit: longer than any run holds one.
+const GATE_KEPT: i64 = 30 * 86_400;
+
+/// Attempts at a permit before a run is told the gate is full: each lost race means
+/// another run took a place meanwhile.
+const TRIES: usize = 3;
+
+fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
+    let number = |v: &AttributeValue| v.as_n().ok().and_then(|n| n.parse::<i64>().ok());
+    let holders = item.get("holders").and_then(|h| h.as_m().ok());
+    GateItem {
+        counted: holders.is_some(),
+        holders: holders
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| {
+                        let entry = v.as_m().ok()?;
+                        Some((
+                            k.clone(),
+                            Holder {
+                                owner: entry.get("owner")?.as_s().ok()?.clone(),
+                                until_ms: entry.get("until").and_then(number).unwrap_or(0),
+                            },
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        next_start_ms: item.get("next_start").and_then(number),
+    }
+}
+
+fn holder_value(h: &Holder) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("owner".to_string(), s(&h.owner)),
+        ("until".to_string(), n(h.until_ms)),
+    ]))
+}
+
+impl DynamoStore {
+    /// Takes a permit of the gate `req.item` for the run `req.key` (one `UpdateItem`; a
+    /// full gate costs a read of each holder whose hint has passed and, when one has gone,
+    /// a second write that drops it and enters).
+    pub async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
+        let mut seen: Option<GateItem> = None;
+        for _ in 0..TRIES {
+            let mut dropped = Vec::new();
+            if let Some(item) = &seen {
+                if !rate_allows(item, req.now.timestamp_millis()) {
+                    let next_start_ms = item.next_start_ms.unwrap_or_default();
+                    return Ok(Permit::TooSoon { next_start_ms });
+                }
+                for (key, holder) in to_look_at(item, req) {
+                    let record = self.get(key).await?;
+                    if holder_gone(record.as_ref(), &holder.owner, req.now, req.skew) {
+                        dropped.push((key.clone(), holder.owner.clone()));
+                    }
+                }
+                if item.counted && !room_for(item, req, dropped.len()) {
+                    let holders = item.holders.keys().cloned().collect();
+                    return Ok(Permit::Full { holders });
+                }
+            }
+            let fresh = seen.as_ref().is_some_and(|i| !i.counted);
+            match self.enter_gate(req, &dropped, fresh).await? {
+                Ok(()) => return Ok(Permit::Taken),
+                Err(item) => seen = Some(gate_item(&item)),
+            }
+        }
+        let item = seen.unwrap_or_default();
+        Ok(match rate_allows(&item, req.now.timestamp_millis()) {
+            false => Permit::TooSoon {
+                next_start_ms: item.next_start_ms.unwrap_or_default(),
+            },
+            true => Permit::Full {
+                holders: item.holders.keys().cloned().collect(),
+            },
+        })
+    }
+
+    /// The write that enters the gate: the run's entry added (dropping the entries
+    /// `dropped`, each conditioned on the claim it named), or, for a gate whose item has no
+    /// holders yet (`fresh`), the holders map created with it; the rate's next start moved
+    /// on. The item as it was when refused.
+    async fn enter_gate(
+        &self,
+        req: &PermitRequest<'_>,
+        dropped: &[(String, String)],
+        fresh: bool,
+    ) -> Result<Result<(), HashMap<String, AttributeValue>>, StoreError> {
+        let mut set = vec!["#expires_at = :ttl".to_string()];
+        let mut remove = Vec::new();
+        let mut conditions = Vec::new();
+        let mut names: Vec<(String, String)> = Vec::new();
+        let mut values = vec![(":ttl".to_string(), n(req.now.timestamp() + GATE_KEPT))];
+        if let Some(limit) = req.concurrency {
+            let entry = holder_value(&entry_of(req));
+            if fresh {
+                set.push("#holders = :holders".into());
+                conditions.push("attribute_not_exists(#holders)".to_string());
+                let holders = HashMap::from([(req.key.to_string(), entry)]);
+                values.push((":holders".into(), AttributeValue::M(holders)));
+            } else {
+                set.push("#holders.#me = :entry".into());
+                names.push(("#me".into(), req.key.to_string()));
+                values.push((":entry".into(), entry));
+                for (i, (key, owner)) in dropped.iter().enumerate() {
+                    remove.push(format!("#holders.#g{i}"));
+                    conditions.push(format!("#holders.#g{i}.#owner = :g{i}"));
+                    names.push((format!("#g{i}"), key.clone()));
+                    values.push((format!(":g{i}"), s(owner)));
+                }
+                conditions.push(
+                    "attribute_exists(#holders) AND (size(#holders) < :limit OR attribute_exists(#holders.#me))"
+                        .into(),
+                );
+                let limit = i64::from(limit) + dropped.len() as i64;
+                values.push((":limit".into(), n(limit)));
+            }
+        }
+        if let Some(next) = next_start(req) {
+            set.push("#next_start = :next".into());
+            conditions.push("(attribute_not_exists(#next_start) OR #next_start <= :now)".into());
+            values.push((":next".into(), n(next)));
+            values.push((":now".into(), n(req.now.timestamp_millis())));
+        }
+        let mut update = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            update.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let condition = match conditions.is_empty() {
+            true => "attribute_exists(#expires_at) OR attribute_not_exists(#expires_at)".into(),
+            false => conditions.join(" AND "),
+        };
+        let mut request = self.update(req.item, &update, &condition);
+        for (name, value) in names {
+            request = request.expression_attribute_names(name, value);
+        }
+        for (name, value) in values {
+            request = request.expression_attribute_values(name, value);
+        }
+        match self.timed(request.send()).await? {
+            Ok(_) => Ok(Ok(())),
+            Err(e) if is_condition_failure(&e) => Ok(Err(refused_item(&e).unwrap_or_default())),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Gives back the permit of the gate `item` the run `key` took under the claim `owner`
+    /// (one `UpdateItem`); nothing when the entry is no longer that claim's.
+    pub async fn release_permit(
+        &self,
+        item: &str,
+        key: &str,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        let result = self
+            .update(item, "REMOVE #holders.#me", "#holders.#me.#owner = :owner")
+            .expression_attribute_names("#me", key)
+            .expression_attribute_values(":owner", s(owner))
+            .send();
+        match self.timed(result).await? {
+            Ok(_) => Ok(()),
+            Err(e) if is_condition_failure(&e) => Ok(()),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(key: &'a str, now: DateTime<Utc>) -> PermitRequest<'a> {
+        PermitRequest {
+            item: ".schedkit/limit/partner",
+            key,
+            owner: "w:1",
+            concurrency: Some(2),
+            spacing: None,
+            now,
+            lease: Duration::from_secs(10),
+            skew: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn only_holders_whose_lease_hint_passed_by_the_skew_bound_are_looked_at() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let ms = now.timestamp_millis();
+        let holder = |until_ms| Holder {
+            owner: "w:0".into(),
+            until_ms,
+        };
+        let item = GateItem {
+            counted: true,
+            holders: BTreeMap::from([
+                ("fresh".to_string(), holder(ms + 5_000)),
+                ("within-skew".to_string(), holder(ms - 500)),
+                ("past".to_string(), holder(ms - 1_500)),
+                ("me".to_string(), holder(ms - 9_000)),
+            ]),
+            next_start_ms: None,
+        };
+        let looked: Vec<_> = to_look_at(&item, &request("me", now))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(looked, ["past"]);
+        assert!(room_for(&item, &request("me", now), 0), "it holds already");
+        assert!(!room_for(&item, &request("new", now), 0));
+        assert!(!room_for(&item, &request("new", now), 1), "four less one");
+        assert!(room_for(&item, &request("new", now), 3));
+    }
+
+    #[test]
+    fn a_holder_holds_while_its_record_runs_under_its_claim_and_lease() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let skew = Duration::from_secs(1);
+        let mut r: ExecutionRecord = serde_json::from_value(serde_json::json!({
+            "execution_key": "k", "job": "j", "scheduled_for": "2026-12-01T00:00:00Z",
+            "status": "RUNNING", "payload_hash": "h", "created_at": "", "updated_at": "",
+            "expires_at": 0, "owner": "w:1",
+            "lease_expires_at": now.timestamp_millis() - 500,
+        }))
+        .unwrap();
+        assert!(!holder_gone(Some(&r), "w:1", now, skew), "within the skew");
+        assert!(holder_gone(Some(&r), "w:2", now, skew), "another claim");
+        r.lease_expires_at = Some(now.timestamp_millis() - 1_001);
+        assert!(holder_gone(Some(&r), "w:1", now, skew), "its lease ran out");
+        r.lease_expires_at = Some(now.timestamp_millis() + 60_000);
+        r.status = Status::Done;
+        assert!(holder_gone(Some(&r), "w:1", now, skew), "decided");
+        assert!(holder_gone(None, "w:1", now, skew));
+    }
+
+    #[test]
+    fn a_rate_moves_the_next_start_on_by_its_spacing() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let req = PermitRequest {
+            spacing: Some(Duration::from_secs(2)),
+            ..request("me", now)
+        };
+        let ms = now.timestamp_millis();
+        assert_eq!(next_start(&req), Some(ms + 2_000));
+        let mut item = GateItem::default();
+        assert!(rate_allows(&item, ms));
+        item.next_start_ms = Some(ms + 1);
+        assert!(!rate_allows(&item, ms));
+        item.next_start_ms = Some(ms);
+        assert!(rate_allows(&item, ms));
+    }
+}

@@ -1,0 +1,357 @@
+//! Flow control through three workers over the memory store: a keyed concurrency never
+//! runs more than its limit per key, a shared limit holds across two jobs, a rate spaces
+//! starts so that no window holds more than it allows, a dead holder's permit comes back
+//! once its lease has run out, a run that waits too long is dead-lettered `limit-wait`,
+//! and a payload that cannot name its gate is poison. Every run that waits is counted
+//! (`Throttled`, `LimitWait`) and never spends an attempt.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use schedkit::catalog::Catalog;
+use schedkit::queue::MemoryQueue;
+use schedkit::store::{
+    ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore, Permit, PermitRequest,
+};
+use schedkit::{Clock, Ctx, Envelope, Jobs, Metrics, Processor, Registry, Status};
+use serde_json::json;
+
+use super::{drain_all, metric_total, processor_of};
+
+const CATALOG: &str = r#"
+[limits.partner-api]
+concurrency = 3
+
+[limits.paced]
+rate = "30/minute"
+
+[jobs.export]
+owner = "t"
+payload = { tenant = "a", seconds = 1 }
+lease_seconds = 10
+concurrency = { limit = 2, key = "{tenant}" }
+
+[jobs.sync]
+owner = "t"
+lease_seconds = 10
+limits = ["partner-api"]
+
+[jobs.push]
+owner = "t"
+lease_seconds = 10
+limits = ["partner-api"]
+
+[jobs.paced]
+owner = "t"
+lease_seconds = 10
+limits = ["paced"]
+
+[jobs.impatient]
+owner = "t"
+lease_seconds = 10
+concurrency = { limit = 1 }
+max_wait_seconds = 20
+"#;
+
+/// What the bodies saw: how many ran at once in each group (a tenant, or the shared
+/// limit), the most ever, and when each started (ms of the run's clock).
+#[derive(Debug, Default)]
+struct Seen {
+    now: BTreeMap<String, u32>,
+    most: BTreeMap<String, u32>,
+    starts: Vec<i64>,
+}
+
+fn group_of(job: &str, payload: &serde_json::Value) -> String {
+    match job {
+        "export" => format!("tenant {}", payload["tenant"].as_str().unwrap_or_default()),
+        "sync" | "push" => "partner-api".into(),
+        other => other.into(),
+    }
+}
+
+/// Every job of the catalog: it counts itself in its group while it sleeps `seconds`
+/// (1 by default).
+fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
+    let catalog = Catalog::parse(CATALOG, "limits.toml").expect("the test's catalog");
+    let mut jobs = Jobs::new();
+    for job in ["export", "sync", "push", "paced", "impatient"] {
+        let (seen, clock) = (seen.clone(), clock);
+        jobs = jobs.add(job, move |ctx: Ctx| {
+            let (seen, clock) = (seen.clone(), clock);
+            async move {
+                let group = group_of(job, &ctx.payload);
+                {
+                    let mut s = seen.lock().unwrap();
+                    let n = s.now.entry(group.clone()).or_default();
+                    *n += 1;
+                    let n = *n;
+                    let most = s.most.entry(group.clone()).or_default();
+                    *most = (*most).max(n);
+                    s.starts.push(clock.now().timestamp_millis());
+                }
+                let seconds = ctx.payload["seconds"].as_u64().unwrap_or(1);
+                tokio::time::sleep(Duration::from_secs(seconds)).await;
+                *seen.lock().unwrap().now.get_mut(&group).unwrap() -= 1;
+                Ok::<_, schedkit::JobError>(json!(null))
+            }
+        });
+    }
+    jobs.bind(&catalog).expect("every job implemented")
+}
+
+struct World {
+    store: MemoryStore,
+    queue: MemoryQueue,
+    seen: Arc<Mutex<Seen>>,
+    workers: Vec<Processor>,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+fn world() -> World {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let (metrics, lines) = Metrics::capture();
+    let clock = super::config().clock;
+    let workers = ["a", "b", "c"]
+        .iter()
+        .map(|w| {
+            let registry = registry(&seen, clock);
+            processor_of(&store, &queue, registry, w, metrics.clone())
+        })
+        .collect();
+    World {
+        store,
+        queue,
+        seen,
+        workers,
+        lines,
+    }
+}
+
+fn send(queue: &MemoryQueue, job: &str, key: &str, payload: serde_json::Value) {
+    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.into());
+    e.payload = payload.as_object().cloned();
+    queue.send_body(&e.to_json());
+}
+
+fn statuses(store: &MemoryStore) -> BTreeMap<Status, usize> {
+    let mut out = BTreeMap::new();
+    for r in store.snapshot().records.values() {
+        *out.entry(r.status).or_default() += 1;
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_concurrency_never_runs_more_than_its_limit_per_key_and_every_run_ends_done() {
+    let w = world();
+    for i in 0..90 {
+        let tenant = ["a", "b", "c"][i % 3];
+        let payload = json!({"tenant": tenant, "seconds": 1 + i % 3});
+        send(&w.queue, "export", &format!("export-{i}"), payload);
+    }
+    let labels = drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    let seen = w.seen.lock().unwrap();
+    for tenant in ["a", "b", "c"] {
+        assert_eq!(seen.most[&format!("tenant {tenant}")], 2, "{:?}", seen.most);
+    }
+    assert_eq!(statuses(&w.store), BTreeMap::from([(Status::Done, 90)]));
+    assert!(w.queue.lock().dead_letters.is_empty());
+    let records = w.store.snapshot().records;
+    assert!(
+        records.values().all(|r| r.attempt == 1),
+        "a wait is not an attempt"
+    );
+    let throttled = labels.iter().filter(|l| *l == "throttled").count();
+    assert!(throttled > 0, "{labels:?}");
+    assert_eq!(metric_total(&w.lines, "Throttled"), throttled as f64);
+    assert!(metric_total(&w.lines, "LimitWait") > 0.0);
+    // Every permit was given back.
+    let gates = w.store.snapshot().gates;
+    assert!(gates.values().all(|g| g.holders.is_empty()), "{gates:#?}");
+    assert!(w.store.snapshot().permit_breaches.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_limit_holds_across_the_jobs_that_name_it() {
+    let w = world();
+    for i in 0..40 {
+        let job = if i % 2 == 0 { "sync" } else { "push" };
+        send(&w.queue, job, &format!("{job}-{i}"), json!({"seconds": 2}));
+    }
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
+    assert_eq!(statuses(&w.store), BTreeMap::from([(Status::Done, 40)]));
+    let line = w
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains("\"Throttled\""))
+        .cloned()
+        .expect("a Throttled line");
+    let doc: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(doc["Limit"], "partner-api", "counted per limit: {line}");
+    assert!(["sync", "push"].contains(&doc["Job"].as_str().unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_never_lets_a_window_hold_more_starts_than_it_allows() {
+    let w = world();
+    // Two arrivals a second for three minutes: twice what the rate lets start.
+    let mut sent = 0;
+    for second in 0..180 {
+        for _ in 0..2 {
+            send(
+                &w.queue,
+                "paced",
+                &format!("paced-{sent}"),
+                json!({"seconds": 0}),
+            );
+            sent += 1;
+        }
+        let queue = w.queue.clone();
+        let workers = w.workers.clone();
+        if second == 0 {
+            tokio::spawn(async move {
+                drain_all(&workers, &queue, 10, Duration::from_secs(400)).await;
+            });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let starts = w.seen.lock().unwrap().starts.clone();
+    let first = starts.iter().copied().min().unwrap();
+    let in_three_minutes = starts.iter().filter(|s| **s < first + 180_000).count();
+    assert!(
+        in_three_minutes >= 85,
+        "{in_three_minutes} starts in 3 minutes"
+    );
+    for s in &starts {
+        let window = starts
+            .iter()
+            .filter(|t| **t >= *s && **t < s + 60_000)
+            .count();
+        assert!(window <= 30, "{window} starts in the minute from {s}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
+    let store = MemoryStore::default();
+    let clock = super::config().clock;
+    let claim = |key: &str, owner: &str, now: DateTime<Utc>| ClaimRequest {
+        key: key.into(),
+        job: "export".into(),
+        scheduled_for: "2026-12-02T09:00:00Z".into(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: None,
+        owner: owner.into(),
+        now,
+        lease: Duration::from_secs(10),
+        retention: Duration::from_secs(3600),
+        redrive: None,
+    };
+    let take = |key: &'static str, owner: &'static str, now| PermitRequest {
+        item: ".schedkit/concurrency/export/a",
+        key,
+        owner,
+        concurrency: Some(1),
+        spacing: None,
+        now,
+        lease: Duration::from_secs(10),
+        skew: Duration::from_secs(1),
+    };
+    let t0 = clock.now();
+    let held = store.claim(&claim("one", "dead:1", t0)).await.unwrap();
+    assert!(matches!(held, ClaimOutcome::Claimed { .. }));
+    assert_eq!(
+        store.take_permit(take("one", "dead:1", t0)).await.unwrap(),
+        Permit::Taken
+    );
+    // Its worker dies. Within its lease and the skew bound, the permit is still its.
+    store.claim(&claim("two", "live:1", t0)).await.unwrap();
+    let at = |s: i64| t0 + chrono::Duration::milliseconds(s);
+    for ms in [0, 9_000, 10_999] {
+        let refused = store
+            .take_permit(take("two", "live:1", at(ms)))
+            .await
+            .unwrap();
+        assert_eq!(
+            refused,
+            Permit::Full {
+                holders: vec!["one".into()]
+            },
+            "at {ms} ms"
+        );
+    }
+    assert_eq!(
+        store
+            .take_permit(take("two", "live:1", at(11_001)))
+            .await
+            .unwrap(),
+        Permit::Taken,
+        "the lease and the skew bound are over"
+    );
+    let gate = &store.snapshot().gates[".schedkit/concurrency/export/a"];
+    assert_eq!(gate.holders.keys().collect::<Vec<_>>(), ["two"]);
+    // A late release by the dead holder's claim takes nothing from the new one.
+    store
+        .release_permit(".schedkit/concurrency/export/a", "one", "dead:1")
+        .await
+        .unwrap();
+    store
+        .release_permit(".schedkit/concurrency/export/a", "two", "other:9")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.snapshot().gates[".schedkit/concurrency/export/a"]
+            .holders
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_waits_longer_than_max_wait_is_dead_lettered_limit_wait_unrun() {
+    let w = world();
+    send(&w.queue, "impatient", "long", json!({"seconds": 60}));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    send(&w.queue, "impatient", "waiting", json!({"seconds": 1}));
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(90)).await;
+    let records = w.store.snapshot().records;
+    assert_eq!(records["long"].status, Status::Done);
+    let waited = &records["waiting"];
+    assert_eq!(waited.status, Status::Failed);
+    let error = waited.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("max_wait_seconds (20 s)"), "{error}");
+    let letters = w.queue.lock().dead_letters.clone();
+    assert_eq!(letters.len(), 1);
+    let reason = &letters[0].attributes[schedkit::dead_letter::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("limit-wait"));
+    assert_eq!(
+        w.seen.lock().unwrap().starts.len(),
+        1,
+        "the waiting run never ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_payload_without_the_concurrency_keys_field_is_poison_before_any_claim() {
+    let w = world();
+    send(&w.queue, "export", "no-tenant", json!({"seconds": 1}));
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    assert!(w.store.snapshot().records.is_empty(), "nothing claimed");
+    let letters = w.queue.lock().dead_letters.clone();
+    let reason = &letters[0].attributes[schedkit::dead_letter::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("poison"));
+    let error = &letters[0].attributes[schedkit::dead_letter::attr::ERROR];
+    assert!(
+        error.string.as_deref().unwrap().contains("tenant"),
+        "{error:?}"
+    );
+}
