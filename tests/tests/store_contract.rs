@@ -353,6 +353,18 @@ async fn script(
         .await
         .unwrap();
     log.push(permit("p2", "p2", &gate, "2026-12-01T17:01:03Z", None).await);
+    // A claim that lost its run (taken over once its lease ran out) never takes the
+    // permit from the claim that holds the run now, however late its take lands; the
+    // current claim replaces an entry the lost one left.
+    let stale_gate = format!(".schedkit/concurrency/{p}/stale");
+    store.claim(&req("q", "old", t1)).await.unwrap();
+    store
+        .claim(&req("q", "new", "2026-12-01T17:01:01Z"))
+        .await
+        .unwrap();
+    log.push(permit("q", "old", &stale_gate, "2026-12-01T17:00:01Z", None).await);
+    log.push(permit("q", "new", &stale_gate, "2026-12-01T17:01:02Z", None).await);
+    log.push(permit("q", "old", &stale_gate, "2026-12-01T17:01:03Z", None).await);
     log.push(permit("p1", "p1", &paced, t1, Some(2)).await);
     log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:01Z", Some(2)).await);
     log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:02Z", Some(2)).await);
@@ -534,7 +546,7 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         .iter()
         .position(|l| l.starts_with("P-p1 at"))
         .unwrap();
-    let permits: Vec<&str> = on_memory[first..first + 11]
+    let permits: Vec<&str> = on_memory[first..first + 14]
         .iter()
         .map(|l| l.split_once(": ").unwrap().1)
         .collect();
@@ -549,6 +561,9 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
             "Taken",
             r#"Full { holders: ["P-p1", "P-p3"] }"#,
             "Taken",
+            "Taken",
+            "Taken",
+            r#"Full { holders: ["P-q"] }"#,
             "Taken",
             "TooSoon { next_start_ms: 1796144402000 }",
             "Taken",

@@ -45,6 +45,24 @@ fn rate_look(next_start_ms: i64, now_ms: i64, jitter: Duration) -> Duration {
     Duration::from_millis((next_start_ms - now_ms).max(0) as u64) + jitter
 }
 
+/// A rate's start taken with a late answer is not used: the rate's next start was set from
+/// the time the request was sent (DynamoDB has no clock of its own to offer), so a run that
+/// started long after it could start closer to the next one than the rate allows. Past the
+/// clock-skew bound the start is given up (the rate runs below its maximum, never above) and
+/// the run looks again at its next start.
+fn late_start(
+    gate: &Gate,
+    sent: chrono::DateTime<chrono::Utc>,
+    answered: chrono::DateTime<chrono::Utc>,
+    skew: Duration,
+) -> Option<Permit> {
+    let spacing = gate.spacing?;
+    let late = (answered - sent).to_std().unwrap_or_default() > skew;
+    late.then(|| Permit::TooSoon {
+        next_start_ms: sent.timestamp_millis() + spacing.as_millis() as i64,
+    })
+}
+
 /// The permits an admitted run holds until its outcome is written.
 #[must_use = "permits are given back once the outcome is written (`Processor::release_permits`)"]
 pub(super) struct Permits {
@@ -100,8 +118,10 @@ impl Processor {
         if gates.is_empty() {
             return Ok(taken);
         }
-        let now = self.inner.config.clock.now();
+        let clock = self.inner.config.clock;
+        let skew = self.inner.config.clock_skew;
         for gate in gates {
+            let now = clock.now();
             let req = PermitRequest {
                 item: &gate.item,
                 key: t.key,
@@ -110,10 +130,18 @@ impl Processor {
                 spacing: gate.spacing,
                 now,
                 lease: job.registered.policy.lease,
-                skew: self.inner.config.clock_skew,
+                skew,
             };
-            match self.inner.store.take_permit(req).await {
-                Ok(Permit::Taken) => taken.items.push(gate.item.clone()),
+            let mut answer = self.inner.store.take_permit(req).await;
+            if matches!(answer, Ok(Permit::Taken)) {
+                // Held (a gate with a rate may count runs too) until given back below.
+                taken.items.push(gate.item.clone());
+                if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
+                    answer = Ok(too_late);
+                }
+            }
+            match answer {
+                Ok(Permit::Taken) => {}
                 Ok(refused) => {
                     self.release_permits(taken, t).await;
                     return Err(self
@@ -127,7 +155,7 @@ impl Processor {
             }
         }
         if let Some(since) = ctx.delivery.waiting_since() {
-            let waited_ms = (now.timestamp_millis() - since).max(0) as f64;
+            let waited_ms = (clock.now().timestamp_millis() - since).max(0) as f64;
             self.emit(t, Event::LimitsEntered { waited_ms });
         }
         Ok(taken)

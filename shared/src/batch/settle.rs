@@ -20,7 +20,7 @@ use super::route::Routed;
 use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::job::JobPolicy;
 use crate::job::{JobError, JobResult};
-use crate::store::{CommitError, ExecutionRecord, Finish, TransitionError};
+use crate::store::{CommitError, ExecutionRecord, Finish, TransitionError, timestamp};
 use crate::telemetry::{Event, Transition};
 
 /// What the attempt's event says besides its outcome.
@@ -50,6 +50,12 @@ impl Processor {
         } = attempted;
         let policy = &job.registered.policy;
         let now = self.inner.config.clock.now();
+        // The record says when the attempt began, not when it was claimed: a run its
+        // limits admitted began once it held its permits.
+        let record = &ExecutionRecord {
+            started_at: Some(timestamp(started)),
+            ..record.clone()
+        };
         let (finish, written) = self
             .write(record, &mut result, effects, policy, attempt, now)
             .await;

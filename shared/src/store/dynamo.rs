@@ -465,6 +465,13 @@ impl FinishWrite {
             (":attempt_base", n(after.attempt_base as i64)),
         ];
         let optional = [
+            // The attempt's own start, after its admission (its limits may have held it
+            // back after the claim): what its duration and the records' timelines read.
+            (
+                "#started_at = :started_at",
+                ":started_at",
+                &after.started_at,
+            ),
             (
                 "#finished_at = :finished_at",
                 ":finished_at",

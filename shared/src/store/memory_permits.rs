@@ -24,7 +24,8 @@ fn enter(
     let dropped_still = dropped
         .iter()
         .all(|(k, owner)| item.holders.get(k).is_some_and(|h| &h.owner == owner));
-    let counted_ok = req.concurrency.is_none() || room_for(item, req, dropped.len());
+    let counted_ok = req.concurrency.is_none()
+        || (item.counted || item.holders.is_empty()) && room_for(item, req, dropped);
     if !dropped_still || !counted_ok || !rate_allows(item, now) {
         return Err(item.clone());
     }
@@ -83,7 +84,7 @@ impl MemoryStore {
                     dropped.push((key, owner));
                 }
             }
-            if !room_for(&seen, req, dropped.len()) {
+            if !room_for(&seen, req, &dropped) {
                 break;
             }
         }

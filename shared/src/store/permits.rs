@@ -92,7 +92,9 @@ pub(crate) fn rate_allows(item: &GateItem, now_ms: i64) -> bool {
     item.next_start_ms.is_none_or(|next| next <= now_ms)
 }
 
-/// The holders whose hint has passed: their records say whether they still hold.
+/// The holders whose records say whether they still hold: those whose hint has passed, and
+/// an entry of the same run under another claim (a claim that took the permit before it lost
+/// the run, or a late answer of one: it never counts for the claim that asks now).
 pub(crate) fn to_look_at<'i>(
     item: &'i GateItem,
     req: &PermitRequest<'_>,
@@ -101,7 +103,10 @@ pub(crate) fn to_look_at<'i>(
     let skew = req.skew.as_millis() as i64;
     item.holders
         .iter()
-        .filter(move |(k, h)| k.as_str() != req.key && h.until_ms + skew < now)
+        .filter(move |(k, h)| match k.as_str() == req.key {
+            true => h.owner != req.owner,
+            false => h.until_ms + skew < now,
+        })
 }
 
 /// Whether the run of `record` no longer holds a permit its claim `owner` took: it is not
@@ -120,13 +125,23 @@ pub(crate) fn holder_gone(
     })
 }
 
-/// Whether a run may enter `item` once the holders `dropped` are gone: it holds the gate
-/// already, or fewer than the limit would hold it.
-pub(crate) fn room_for(item: &GateItem, req: &PermitRequest<'_>, dropped: usize) -> bool {
+/// Whether the run may enter `item` once the holders `dropped` (key and claim) are gone: it
+/// holds the gate already under its own claim, or, counting the gate as it would be, there
+/// is room. An entry of the same run under another claim is replaced only when dropped.
+pub(crate) fn room_for(
+    item: &GateItem,
+    req: &PermitRequest<'_>,
+    dropped: &[(String, String)],
+) -> bool {
     let Some(limit) = req.concurrency else {
         return true;
     };
-    item.holders.contains_key(req.key) || item.holders.len() - dropped < limit as usize
+    let left = item.holders.len() - dropped.len();
+    match item.holders.get(req.key) {
+        Some(h) if h.owner == req.owner => true,
+        Some(_) if !dropped.iter().any(|(k, _)| k == req.key) => false,
+        _ => left < limit as usize,
+    }
 }
 
 /// The entry a run writes for itself.
@@ -201,7 +216,7 @@ impl DynamoStore {
                         dropped.push((key.clone(), holder.owner.clone()));
                     }
                 }
-                if item.counted && !room_for(item, req, dropped.len()) {
+                if item.counted && !room_for(item, req, &dropped) {
                     let holders = item.holders.keys().cloned().collect();
                     return Ok(Permit::Full { holders });
                 }
@@ -249,18 +264,36 @@ impl DynamoStore {
                 set.push("#holders.#me = :entry".into());
                 names.push(("#me".into(), req.key.to_string()));
                 values.push((":entry".into(), entry));
+                values.push((":owner".into(), s(req.owner)));
+                let mut others = 0i64;
+                let mut stale = None;
                 for (i, (key, owner)) in dropped.iter().enumerate() {
+                    if key == req.key {
+                        // The same run's entry under a claim that no longer holds it:
+                        // replaced, not removed (one path may not be both).
+                        stale = Some(owner);
+                        continue;
+                    }
+                    others += 1;
                     remove.push(format!("#holders.#g{i}"));
                     conditions.push(format!("#holders.#g{i}.#owner = :g{i}"));
                     names.push((format!("#g{i}"), key.clone()));
                     values.push((format!(":g{i}"), s(owner)));
                 }
-                conditions.push(
-                    "attribute_exists(#holders) AND (size(#holders) < :limit OR attribute_exists(#holders.#me))"
-                        .into(),
-                );
-                let limit = i64::from(limit) + dropped.len() as i64;
+                let limit = i64::from(limit) + others;
                 values.push((":limit".into(), n(limit)));
+                let mut me = vec![
+                    "(attribute_not_exists(#holders.#me) AND size(#holders) < :limit)",
+                    "#holders.#me.#owner = :owner",
+                ];
+                if let Some(stale) = stale {
+                    me.push("(#holders.#me.#owner = :stale AND size(#holders) <= :limit)");
+                    values.push((":stale".into(), s(stale)));
+                }
+                conditions.push(format!(
+                    "attribute_exists(#holders) AND ({})",
+                    me.join(" OR ")
+                ));
             }
         }
         if let Some(next) = next_start(req) {
@@ -350,11 +383,37 @@ mod tests {
         let looked: Vec<_> = to_look_at(&item, &request("me", now))
             .map(|(k, _)| k.as_str())
             .collect();
+        assert_eq!(
+            looked,
+            ["me", "past"],
+            "its own run under another claim, whatever its hint"
+        );
+        let mine = PermitRequest {
+            owner: "w:0",
+            ..request("me", now)
+        };
+        let looked: Vec<_> = to_look_at(&item, &mine).map(|(k, _)| k.as_str()).collect();
         assert_eq!(looked, ["past"]);
-        assert!(room_for(&item, &request("me", now), 0), "it holds already");
-        assert!(!room_for(&item, &request("new", now), 0));
-        assert!(!room_for(&item, &request("new", now), 1), "four less one");
-        assert!(room_for(&item, &request("new", now), 3));
+        assert!(room_for(&item, &mine, &[]), "it holds already");
+        assert!(!room_for(&item, &request("new", now), &[]));
+        let dropped = |keys: &[&str]| -> Vec<(String, String)> {
+            keys.iter()
+                .map(|k| (k.to_string(), "w:0".to_string()))
+                .collect()
+        };
+        let past = dropped(&["past"]);
+        assert!(
+            !room_for(&item, &request("new", now), &past),
+            "four less one"
+        );
+        let three = dropped(&["past", "fresh", "within-skew"]);
+        assert!(room_for(&item, &request("new", now), &three));
+        assert!(
+            !room_for(&item, &request("me", now), &three),
+            "its run's entry under another claim, not dropped"
+        );
+        let with_me = dropped(&["past", "fresh", "me"]);
+        assert!(room_for(&item, &request("me", now), &with_me), "replaced");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod conductor;
 mod invariants;
+mod limits;
 mod pauses;
 mod world;
 
@@ -22,6 +23,16 @@ fn run_seed(seed: u64) -> world::Report {
         .build()
         .expect("a runtime");
     runtime.block_on(world::run(seed))
+}
+
+/// Runs one seed of the flow-control world.
+fn run_limits_seed(seed: u64) -> limits::LimitReport {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(limits::run(seed))
 }
 
 fn env(name: &str) -> Option<u64> {
@@ -86,5 +97,71 @@ fn a_seed_replays_the_same_run() {
     for seed in [3, 17] {
         let (a, b) = (run_seed(seed), run_seed(seed));
         assert_eq!(a.trace, b.trace, "seed {seed} ran two ways");
+    }
+}
+
+/// The flow-control world (`limits.rs`): `SCHEDKIT_SIM_LIMIT_SEEDS` seeds (default 300,
+/// what CI runs), or the one `SCHEDKIT_SIM_LIMIT_SEED` with its trace.
+#[test]
+fn every_limits_seed_keeps_every_invariant() {
+    if let Some(seed) = env("SCHEDKIT_SIM_LIMIT_SEED") {
+        let report = run_limits_seed(seed);
+        println!("{}", report.trace.join("\n"));
+        let broken = limits::check(&report);
+        assert!(broken.is_empty(), "seed {seed}: {broken:#?}");
+        return;
+    }
+    let seeds = env("SCHEDKIT_SIM_LIMIT_SEEDS").unwrap_or(300);
+    let started = Instant::now();
+    let (mut throttled, mut limit_waits) = (0usize, 0usize);
+    for seed in 1..=seeds {
+        let report = run_limits_seed(seed);
+        let broken = limits::check(&report);
+        assert!(
+            broken.is_empty(),
+            "limits seed {seed} broke {} invariant(s):\n{}\n\ntrace:\n{}\n\nreplay: SCHEDKIT_SIM_LIMIT_SEED={seed} cargo test -p schedkit --test library simulation -- --nocapture",
+            broken.len(),
+            broken.join("\n"),
+            report.trace.join("\n")
+        );
+        throttled += report
+            .trace
+            .iter()
+            .filter(|l| l.ends_with(": throttled"))
+            .count();
+        limit_waits += report
+            .dead_letters
+            .iter()
+            .filter(|l| {
+                l.attributes
+                    .get(schedkit::dead_letter::attr::REASON)
+                    .and_then(|r| r.string.as_deref())
+                    == Some("limit-wait")
+            })
+            .count();
+    }
+    println!(
+        "limits simulation: {seeds} seeds in {:.1} s; {throttled} throttled deliveries, {limit_waits} limit-wait letters",
+        started.elapsed().as_secs_f64()
+    );
+    if seeds >= 100 {
+        assert!(
+            throttled > 0 && limit_waits > 0,
+            "the limits were never reached"
+        );
+    }
+}
+
+/// Limits seeds that once broke an invariant. 798: a claim's take of a shared gate answered
+/// after its lease had run out and the run had been claimed again; the late take replaced
+/// the new claim's entry (same run) with its own, the next taker dropped it as gone, and
+/// three runs held a gate of two.
+const LIMIT_DEFECT_SEEDS: &[u64] = &[798];
+
+#[test]
+fn the_limits_seeds_that_found_defects_keep_every_invariant() {
+    for &seed in LIMIT_DEFECT_SEEDS {
+        let broken = limits::check(&run_limits_seed(seed));
+        assert!(broken.is_empty(), "limits seed {seed}: {broken:#?}");
     }
 }

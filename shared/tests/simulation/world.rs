@@ -90,19 +90,19 @@ const GIVE_UP: Duration = Duration::from_secs(3 * 3600);
 
 /// One random source for the whole world.
 #[derive(Debug, Clone)]
-struct Draw(Arc<Mutex<StdRng>>);
+pub(super) struct Draw(pub(super) Arc<Mutex<StdRng>>);
 
 impl Draw {
-    fn lock(&self) -> MutexGuard<'_, StdRng> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, StdRng> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
-    fn chance(&self, p: f64) -> bool {
+    pub(super) fn chance(&self, p: f64) -> bool {
         self.lock().random_bool(p)
     }
-    fn millis(&self, lo: u64, hi: u64) -> Duration {
+    pub(super) fn millis(&self, lo: u64, hi: u64) -> Duration {
         Duration::from_millis(self.lock().random_range(lo..hi))
     }
-    fn below(&self, n: usize) -> usize {
+    pub(super) fn below(&self, n: usize) -> usize {
         self.lock().random_range(0..n)
     }
 }
@@ -110,8 +110,8 @@ impl Draw {
 /// What happened, in order, with the simulated time.
 #[derive(Debug, Clone)]
 pub struct Trace {
-    lines: Arc<Mutex<Vec<String>>>,
-    start: Instant,
+    pub(super) lines: Arc<Mutex<Vec<String>>>,
+    pub(super) start: Instant,
 }
 
 impl Trace {
@@ -127,16 +127,16 @@ impl Trace {
 /// Store faults drawn from the seed: a delay on every request, now and then a slow one, a
 /// refusal or a lost answer.
 #[derive(Debug)]
-struct SeededFaults {
-    draw: Draw,
-    trace: Trace,
+pub(super) struct SeededFaults {
+    pub(super) draw: Draw,
+    pub(super) trace: Trace,
     /// Every request in the trace, not only the faulty ones (`SCHEDKIT_SIM_VERBOSE`).
-    verbose: bool,
-    refused: f64,
-    lost: f64,
+    pub(super) verbose: bool,
+    pub(super) refused: f64,
+    pub(super) lost: f64,
     /// The share of requests that take seconds: rare in most worlds, common in some (a
     /// rare interleaving made common, FoundationDB's "buggify").
-    slow: f64,
+    pub(super) slow: f64,
 }
 
 impl Faults for SeededFaults {

@@ -1,0 +1,467 @@
+//! The simulation of flow control: runs of limited jobs (a keyed concurrency, a limit two
+//! jobs share, a rate, a job with a short `max_wait`) through several workers that are
+//! killed and restarted, over a store whose requests are slow, refused or lose their
+//! answers, with duplicate deliveries and skewed clocks. A world of its own, so that the
+//! main world's seeds still draw what they drew.
+//!
+//! Its invariants: never more bodies of a gate at once than its limit; no two starts of a
+//! rate closer than its spacing (less the clocks' skew); every run decided (DONE, or FAILED
+//! with its letter and reason: attempts exhausted, or `limit-wait`); and once every run is
+//! decided no permit is kept: a new run takes each gate at once, whatever the dead runs
+//! left behind.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use schedkit::catalog::Catalog;
+use schedkit::dead_letter::attr;
+use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
+use schedkit::store::{
+    ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore, Permit,
+    PermitRequest,
+};
+use schedkit::{Clock, Ctx, Envelope, JobError, Jobs, Metrics, Processor, ProcessorConfig, Status};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio::time::{Duration, Instant};
+
+use super::world::{Draw, SeededFaults, Trace};
+
+const CATALOG: &str = r#"
+[limits.partner]
+concurrency = 2
+
+[limits.paced]
+rate = "12/minute"
+
+[jobs.tenant]
+owner = "sim"
+payload = { tenant = "a" }
+lease_seconds = 3
+concurrency = { limit = 2, key = "{tenant}" }
+retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }
+
+[jobs.partner-a]
+owner = "sim"
+lease_seconds = 3
+limits = ["partner"]
+retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }
+
+[jobs.partner-b]
+owner = "sim"
+lease_seconds = 3
+limits = ["partner"]
+concurrency = { limit = 1 }
+retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }
+
+[jobs.paced]
+owner = "sim"
+lease_seconds = 3
+limits = ["paced"]
+
+[jobs.impatient]
+owner = "sim"
+lease_seconds = 3
+concurrency = { limit = 1 }
+max_wait_seconds = 20
+"#;
+
+const JOBS: [&str; 5] = ["tenant", "partner-a", "partner-b", "paced", "impatient"];
+/// The rate of `paced`: one start every five seconds.
+const PACED_SPACING: Duration = Duration::from_secs(5);
+/// How far apart two workers' clocks may be (each is off by at most half of it).
+const SKEW: Duration = Duration::from_millis(400);
+/// The workers' clock-skew bound.
+const BOUND: Duration = Duration::from_millis(500);
+const GIVE_UP: Duration = Duration::from_secs(3 * 3600);
+
+/// The groups a body of `job` with `tenant` counts in, with their limits.
+fn groups(job: &str, tenant: &str) -> Vec<(String, u32)> {
+    match job {
+        "tenant" => vec![(format!("tenant/{tenant}"), 2)],
+        "partner-a" => vec![("partner".into(), 2)],
+        "partner-b" => vec![("partner".into(), 2), ("partner-b".into(), 1)],
+        "impatient" => vec![("impatient".into(), 1)],
+        _ => Vec::new(),
+    }
+}
+
+/// What the bodies saw.
+#[derive(Debug, Default)]
+pub struct Seen {
+    now: BTreeMap<String, u32>,
+    /// Bodies of a group at once, beyond its limit: each said in a line.
+    pub over: Vec<String>,
+    /// When each body of `paced` started, on the world's clock (ms).
+    pub paced_starts: Vec<i64>,
+}
+
+/// Everything the invariants read.
+#[derive(Debug)]
+pub struct LimitReport {
+    pub trace: Vec<String>,
+    pub sent: Vec<String>,
+    pub store: MemoryState,
+    pub dead_letters: Vec<Outgoing>,
+    pub left_in_queue: usize,
+    pub seen: Seen,
+    /// Gates a new run could not take once every run was decided.
+    pub kept: Vec<String>,
+}
+
+fn registry(
+    draw: &Draw,
+    seen: &Arc<Mutex<Seen>>,
+    clock: Clock,
+    trace: &Trace,
+) -> schedkit::Registry {
+    let catalog = Catalog::parse(CATALOG, "limits.toml").expect("the simulation's catalog");
+    let mut jobs = Jobs::new();
+    for job in JOBS {
+        let (draw, seen, trace) = (draw.clone(), seen.clone(), trace.clone());
+        jobs = jobs.add(job, move |ctx: Ctx| {
+            let (draw, seen, trace) = (draw.clone(), seen.clone(), trace.clone());
+            async move {
+                let tenant = ctx.payload["tenant"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let _body = Body::start(&seen, job, &tenant, clock, &ctx.key);
+                trace.say(format!("{} attempt {} runs", ctx.key, ctx.attempt));
+                let takes = match draw.chance(0.1) {
+                    // Longer than its lease: kept by heartbeats.
+                    true => draw.millis(4_000, 12_000),
+                    false => draw.millis(10, 2_500),
+                };
+                tokio::time::sleep(takes).await;
+                match job != "paced" && draw.chance(0.15) {
+                    true => Err(JobError::retryable("not now")),
+                    false => Ok(json!(null)),
+                }
+            }
+        });
+    }
+    jobs.bind(&catalog).expect("every job implemented")
+}
+
+/// Counts a body in its groups until dropped (ended or cancelled).
+struct Body {
+    seen: Arc<Mutex<Seen>>,
+    groups: Vec<(String, u32)>,
+}
+
+impl Body {
+    fn start(seen: &Arc<Mutex<Seen>>, job: &str, tenant: &str, clock: Clock, key: &str) -> Body {
+        let groups = groups(job, tenant);
+        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        for (group, limit) in &groups {
+            let n = s.now.entry(group.clone()).or_default();
+            *n += 1;
+            if *n > *limit {
+                let line = format!("{group}: {n} bodies at once (limit {limit}), {key} among them");
+                s.over.push(line);
+            }
+        }
+        if job == "paced" {
+            s.paced_starts.push(clock.now().timestamp_millis());
+        }
+        Body {
+            seen: seen.clone(),
+            groups,
+        }
+    }
+}
+
+impl Drop for Body {
+    fn drop(&mut self) {
+        let mut s = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for (group, _) in &self.groups {
+            if let Some(n) = s.now.get_mut(group) {
+                *n -= 1;
+            }
+        }
+    }
+}
+
+struct World {
+    draw: Draw,
+    trace: Trace,
+    store: MemoryStore,
+    queue: MemoryQueue,
+    registry: schedkit::Registry,
+    clock: Clock,
+}
+
+fn spawn_worker(name: String, world: &World) -> JoinHandle<()> {
+    let half = SKEW.as_millis() as i64 / 2;
+    let skew = world.draw.lock().random_range(-half..=half);
+    let config = ProcessorConfig {
+        queue_url: "memory://jobs".into(),
+        dlq_url: "memory://dlq".into(),
+        concurrency: 4,
+        worker_id: name.clone(),
+        clock_skew: BOUND,
+        clock: world.clock.shifted_by_ms(skew),
+        visibility_on_claim: false,
+        auto_pause: None,
+        chains: None,
+    };
+    let seed = world.draw.lock().random();
+    let processor = Processor::with_queue(
+        world.store.clone(),
+        world.queue.clone(),
+        world.registry.clone(),
+        config,
+        Metrics::capture().0,
+    )
+    .seeded(seed);
+    let (queue, trace) = (world.queue.clone(), world.trace.clone());
+    tokio::spawn(async move {
+        loop {
+            let messages = queue.receive(4, Duration::from_secs(10));
+            if messages.is_empty() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+            for report in processor.process(messages, None).await {
+                let label = report.outcome.label();
+                trace.say(format!("{name} {}: {label}", report.message_id));
+                if report.outcome.acknowledged()
+                    && !report.outcome.deleted()
+                    && let Some(receipt) = &report.receipt_handle
+                {
+                    let _ = queue.delete(receipt).await;
+                }
+            }
+        }
+    })
+}
+
+/// The runs of a seed: a handful of each job, some sent twice.
+fn runs(draw: &Draw) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for i in 0..10 + draw.below(20) {
+        let job = JOBS[draw.below(JOBS.len())];
+        let key = format!("{job}-{i}");
+        let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+        e.key = Some(key.clone());
+        let tenant = ["a", "b"][draw.below(2)];
+        e.payload = json!({"tenant": tenant}).as_object().cloned();
+        let body = e.to_json();
+        if draw.chance(0.2) {
+            out.push((key.clone(), body.clone()));
+        }
+        out.push((key, body));
+    }
+    out
+}
+
+/// Runs the limits world of `seed` until its queue is drained.
+pub async fn run(seed: u64) -> LimitReport {
+    let draw = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
+        seed ^ 0x11_4175,
+    ))));
+    let trace = Trace {
+        lines: Arc::default(),
+        start: Instant::now(),
+    };
+    let faults: Arc<dyn Faults> = Arc::new(SeededFaults {
+        draw: draw.clone(),
+        trace: trace.clone(),
+        verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
+        refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
+        lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
+        slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
+    });
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let clock = Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap());
+    let world = World {
+        registry: registry(&draw, &seen, clock, &trace),
+        store: MemoryStore::new(faults),
+        queue: MemoryQueue::new(15),
+        clock,
+        draw,
+        trace,
+    };
+    let sent = runs(&world.draw);
+    let mut pending: Vec<(Duration, String)> = sent
+        .iter()
+        .map(|(_, body)| (world.draw.millis(0, 20_000), body.clone()))
+        .collect();
+    pending.sort_by_key(|(at, _)| *at);
+    let mut workers: Vec<JoinHandle<()>> = (0..2 + world.draw.below(2))
+        .map(|i| spawn_worker(format!("w{i}"), &world))
+        .collect();
+    let (started, mut lives) = (Instant::now(), 0usize);
+    let mut ids = Vec::new();
+    loop {
+        tokio::time::sleep(world.draw.millis(200, 3_000)).await;
+        let now = started.elapsed();
+        while pending.first().is_some_and(|(at, _)| *at <= now) {
+            let (_, body) = pending.remove(0);
+            ids.push(world.queue.send_body(&body));
+        }
+        if now < Duration::from_secs(90) {
+            if world.draw.chance(0.15) {
+                let i = world.draw.below(workers.len());
+                workers[i].abort();
+                lives += 1;
+                world.trace.say(format!("w{i} killed"));
+                workers[i] = spawn_worker(format!("w{i}.{lives}"), &world);
+            }
+            if world.draw.chance(0.05) && !ids.is_empty() {
+                let id = ids[world.draw.below(ids.len())].clone();
+                if let Some(copy) = world.queue.duplicate(&id) {
+                    world.trace.say(format!("{copy}: a duplicate delivery"));
+                }
+            }
+        }
+        let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
+        if drained || now > GIVE_UP {
+            break;
+        }
+    }
+    for w in &workers {
+        w.abort();
+    }
+    let kept = probe_every_gate(&world.store.without_faults(), world.clock).await;
+    let store = world.store.snapshot();
+    let (dead_letters, left_in_queue) = {
+        let q = world.queue.lock();
+        (q.dead_letters.clone(), q.messages.len())
+    };
+    let trace = world.trace.lines.lock().unwrap().clone();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    LimitReport {
+        trace,
+        sent: sent.into_iter().map(|(k, _)| k).collect(),
+        store,
+        dead_letters,
+        left_in_queue,
+        seen,
+        kept,
+    }
+}
+
+/// Once every run is decided, a new run claims and takes each gate that counts runs, one
+/// lease and the skew bound later: the gates it could not take.
+async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<String> {
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let now = clock.now();
+    let gates: Vec<String> = store
+        .snapshot()
+        .gates
+        .into_iter()
+        .filter(|(_, g)| g.counted)
+        .map(|(item, _)| item)
+        .collect();
+    let mut kept = Vec::new();
+    for (i, item) in gates.iter().enumerate() {
+        let key = format!("probe-{i}");
+        let claim = ClaimRequest {
+            key: key.clone(),
+            job: "probe".into(),
+            scheduled_for: "2026-12-02T09:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: "probe:1".into(),
+            now,
+            lease: Duration::from_secs(3),
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        };
+        let claimed = store.claim(&claim).await;
+        assert!(matches!(claimed, Ok(ClaimOutcome::Claimed { .. })));
+        let taken = store
+            .take_permit(PermitRequest {
+                item,
+                key: &key,
+                owner: "probe:1",
+                concurrency: Some(1),
+                spacing: None,
+                now,
+                lease: Duration::from_secs(3),
+                skew: BOUND,
+            })
+            .await;
+        if !matches!(taken, Ok(Permit::Taken)) {
+            kept.push(format!("{item}: {taken:?}"));
+        }
+    }
+    kept
+}
+
+/// Every invariant `report` breaks, each said in a line.
+pub fn check(report: &LimitReport) -> Vec<String> {
+    let mut broken = Vec::new();
+    if report.left_in_queue > 0 {
+        broken.push(format!(
+            "not drained: {} messages left",
+            report.left_in_queue
+        ));
+    }
+    broken.extend(report.seen.over.iter().cloned());
+    broken.extend(report.store.permit_breaches.iter().cloned());
+    broken.extend(
+        report
+            .kept
+            .iter()
+            .map(|k| format!("a permit kept after every run ended: {k}")),
+    );
+    // The clocks' disagreement, and the skew bound a late answer may add (`late_start`).
+    let least = PACED_SPACING.saturating_sub(SKEW + BOUND).as_millis() as i64;
+    for pair in report.seen.paced_starts.windows(2) {
+        if pair[1] - pair[0] < least {
+            broken.push(format!(
+                "paced: two starts {} ms apart (spacing {} ms)",
+                pair[1] - pair[0],
+                PACED_SPACING.as_millis()
+            ));
+        }
+    }
+    for letter in &report.dead_letters {
+        if !letter.attributes.contains_key(attr::REASON) {
+            broken.push(format!("a dead letter without a reason: {}", letter.body));
+        }
+    }
+    for key in &report.sent {
+        let Some(record) = report.store.records.get(key) else {
+            broken.push(format!("{key}: no record"));
+            continue;
+        };
+        match record.status {
+            Status::Done => {}
+            Status::Failed => {
+                let lettered = report.dead_letters.iter().any(|l| {
+                    super::world::key_of(&l.body).as_deref() == Some(key.as_str())
+                        && l.attributes
+                            .get(attr::REASON)
+                            .and_then(|r| r.string.as_deref())
+                            .is_some_and(|r| {
+                                ["attempts-exhausted", "permanent-error", "limit-wait"].contains(&r)
+                            })
+                });
+                if !lettered {
+                    let reasons: Vec<_> = report
+                        .dead_letters
+                        .iter()
+                        .filter(|l| super::world::key_of(&l.body).as_deref() == Some(key.as_str()))
+                        .map(|l| {
+                            l.attributes
+                                .get(attr::REASON)
+                                .and_then(|r| r.string.clone())
+                        })
+                        .collect();
+                    broken.push(format!(
+                        "{key}: FAILED without its letter (letters: {reasons:?})"
+                    ));
+                }
+            }
+            other => broken.push(format!("{key}: left {other}")),
+        }
+    }
+    broken
+}
