@@ -194,3 +194,35 @@ max_wait_seconds = 3600
     assert_eq!(flow.max_wait, Some(std::time::Duration::from_secs(3600)));
     assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
 }
+
+#[test]
+fn limits_a_gate_cannot_hold_or_a_run_would_spend_twice_are_refused() {
+    let text = r#"
+[limits.huge]
+concurrency = 301
+[limits.a]
+rate = "1/minute"
+[limits.b]
+rate = "2/minute"
+[jobs.two-rates]
+owner = "ops"
+limits = ["a", "b"]
+[jobs.wide]
+owner = "ops"
+concurrency = { limit = 1000 }
+"#;
+    let errors = Catalog::parse(text, "c.toml").unwrap_err().to_string();
+    assert!(
+        errors.contains("limits.huge.concurrency")
+            && errors.contains("301 is more than a limit can hold (300"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("names more than one limit with a rate (a, b)"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("1000 is more than a limit can hold"),
+        "{errors}"
+    );
+}

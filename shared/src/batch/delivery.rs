@@ -14,9 +14,10 @@ use crate::store::Redrive;
 /// Message attribute: how many times the run's message waited and was sent again.
 pub const WAITS: &str = "schedkit.waits";
 
-/// Message attribute: since when (epoch ms) the run has waited for its job's limits: set on
-/// the first copy sent again because a limit was full, kept by the copies after it, so
-/// that `max_wait_seconds` counts the whole wait.
+/// Message attribute: since when the run has waited for its job's limits, for which of its
+/// attempts (`<attempt>@<epoch ms>`): set on the first copy sent again because a limit held
+/// the run back, kept by the copies after it, so that `max_wait_seconds` counts the whole
+/// wait; a later attempt (the copy hidden for a retry carries it still) waits afresh.
 pub const WAITING_SINCE: &str = "schedkit.waiting-since";
 
 /// Message attribute: the id of the delivery a copy sent again stands for (the first
@@ -59,9 +60,13 @@ impl Delivery {
         self.text(WAITS).and_then(|n| n.parse().ok()).unwrap_or(0)
     }
 
-    /// Since when (epoch ms) the run has waited for its job's limits, if it has.
-    pub(crate) fn waiting_since(&self) -> Option<i64> {
-        self.text(WAITING_SINCE).and_then(|n| n.parse().ok())
+    /// Since when (epoch ms) the run's attempt `attempt` has waited for its job's limits,
+    /// if it has.
+    pub(crate) fn waiting_since(&self, attempt: u32) -> Option<i64> {
+        let (of, since) = self.text(WAITING_SINCE)?.split_once('@')?;
+        (of.parse::<u32>().ok()? == attempt)
+            .then(|| since.parse().ok())
+            .flatten()
     }
 
     /// How many times the run has looked so far: this copy's receives and the waits of the

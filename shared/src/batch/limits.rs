@@ -149,12 +149,15 @@ impl Processor {
                         .await);
                 }
                 Err(e) => {
+                    // Its answer may be lost with the take applied: given back too (a
+                    // release names the claim, so it never frees another's).
+                    taken.items.push(gate.item.clone());
                     self.release_permits(taken, t).await;
                     return Err(self.give_back_after(ctx, claim, e, t).await);
                 }
             }
         }
-        if let Some(since) = ctx.delivery.waiting_since() {
+        if let Some(since) = ctx.delivery.waiting_since(claim.record.attempt) {
             let waited_ms = (clock.now().timestamp_millis() - since).max(0) as f64;
             self.emit(t, Event::LimitsEntered { waited_ms });
         }
@@ -193,7 +196,8 @@ impl Processor {
     ) -> Outcome {
         let now = self.inner.config.clock.now();
         let now_ms = now.timestamp_millis();
-        let since = ctx.delivery.waiting_since().unwrap_or(now_ms);
+        let attempt = claim.record.attempt;
+        let since = ctx.delivery.waiting_since(attempt).unwrap_or(now_ms);
         let waited = Duration::from_millis((now_ms - since).max(0) as u64);
         if let Some(max) = job.registered.policy.flow.max_wait
             && waited > max
@@ -239,7 +243,9 @@ impl Processor {
         if let Some(task) = job.step_of.and_then(|c| c.heartbeat_of(envelope)) {
             task.beat().await;
         }
-        let resent = self.come_back_waiting(ctx, retry_in, Some(since)).await;
+        let resent = self
+            .come_back_waiting(ctx, retry_in, Some((attempt, since)))
+            .await;
         let limit = &gate.limit;
         self.emit(t, Event::Throttled { limit, why: &why });
         Outcome::Throttled {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::delivery::{Delivery, ORIGIN, WAITING_SINCE, WAITS};
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
+use crate::dead_letter::attr;
 use crate::queue::{Attribute, Outgoing};
 use crate::retry::MAX_VISIBILITY;
 
@@ -28,14 +29,27 @@ const MAX_DELAY: Duration = Duration::from_secs(900);
 /// SQS's most message attributes on a message.
 const MAX_ATTRIBUTES: usize = 10;
 
-/// The attributes of the copy sent again: the delivery's own, its waits counted, its
-/// origin named and, for a run that waits for its limits, since when (when SQS's ten
-/// attributes leave room; a redriven letter's copy may have none left for the last).
+/// What a dead letter says only for the operator who reads it: a redriven letter's copy sent
+/// again leaves them behind (the mark of a redrive, its reason and failure time, stays), so
+/// that SQS's ten attributes leave room for the wait's own.
+const LETTER_ONLY: [&str; 6] = [
+    attr::ERROR,
+    attr::JOB,
+    attr::KEY,
+    attr::ATTEMPTS,
+    attr::SOURCE_QUEUE,
+    attr::SOURCE_MESSAGE_ID,
+];
+
+/// The attributes of the copy sent again: the delivery's own (less what only its letter
+/// said), its waits counted, its origin named and, for a run that waits for its limits,
+/// since when and for which attempt (when SQS's ten attributes leave room).
 fn attributes_again(
     delivery: &Delivery,
-    waiting_since: Option<i64>,
+    waiting_since: Option<(u32, i64)>,
 ) -> BTreeMap<String, Attribute> {
     let mut out = delivery.attributes.clone();
+    out.retain(|name, _| !LETTER_ONLY.contains(&name.as_str()));
     if out.contains_key(WAITS) || out.len() < MAX_ATTRIBUTES {
         let counted = Attribute::number(delivery.waits().saturating_add(1));
         out.insert(WAITS.into(), counted);
@@ -43,10 +57,11 @@ fn attributes_again(
     if !out.contains_key(ORIGIN) && out.len() < MAX_ATTRIBUTES && !delivery.message_id.is_empty() {
         out.insert(ORIGIN.into(), Attribute::text(&delivery.message_id));
     }
-    if let Some(since) = waiting_since
+    if let Some((attempt, since)) = waiting_since
         && (out.contains_key(WAITING_SINCE) || out.len() < MAX_ATTRIBUTES)
     {
-        out.insert(WAITING_SINCE.into(), Attribute::number(since));
+        let value = Attribute::text(format!("{attempt}@{since}"));
+        out.insert(WAITING_SINCE.into(), value);
     }
     out
 }
@@ -61,13 +76,13 @@ impl Processor {
         self.come_back_waiting(ctx, delay, None).await
     }
 
-    /// [`Processor::come_back`] for a run waiting for its limits since `since` (epoch ms),
-    /// which the copy carries.
+    /// [`Processor::come_back`] for a run whose attempt `since.0` has waited for its limits
+    /// since `since.1` (epoch ms), which the copy carries.
     pub(super) async fn come_back_waiting(
         &self,
         ctx: &MessageCtx<'_>,
         delay: Duration,
-        since: Option<i64>,
+        since: Option<(u32, i64)>,
     ) -> bool {
         let again = Outgoing {
             body: ctx.delivery.body.clone(),
@@ -123,13 +138,10 @@ mod tests {
 
     #[test]
     fn a_copy_sent_again_keeps_the_messages_attributes_and_counts_its_waits() {
-        let m = delivery(&[
-            (crate::dead_letter::attr::REASON, "permanent-error"),
-            (WAITS, "2"),
-        ]);
+        let m = delivery(&[(attr::REASON, "permanent-error"), (WAITS, "2")]);
         let again = attributes_again(&m, None);
         assert_eq!(
-            again[crate::dead_letter::attr::REASON].string.as_deref(),
+            again[attr::REASON].string.as_deref(),
             Some("permanent-error"),
             "a redrive's mark stays"
         );
@@ -152,6 +164,29 @@ mod tests {
             "a copy of a copy"
         );
         assert_eq!(first.origin_id(), "m1");
+    }
+
+    #[test]
+    fn a_redriven_letters_copy_keeps_its_mark_and_has_room_for_its_wait() {
+        let letter: Vec<(&str, &str)> = vec![
+            (attr::REASON, "limit-wait"),
+            (attr::FAILED_AT, "2026-12-01T00:00:00Z"),
+            (attr::ERROR, "waited"),
+            (attr::JOB, "j"),
+            (attr::KEY, "k"),
+            (attr::ATTEMPTS, "1"),
+            (attr::SOURCE_QUEUE, "q"),
+            (attr::SOURCE_MESSAGE_ID, "m0"),
+        ];
+        let again = attributes_again(&delivery(&letter), Some((2, 1_000)));
+        let copy = Delivery {
+            attributes: again,
+            ..Delivery::default()
+        };
+        assert!(copy.redrive().is_some(), "still a redrive");
+        assert_eq!(copy.waiting_since(2), Some(1_000));
+        assert_eq!(copy.waiting_since(3), None, "a later attempt waits afresh");
+        assert_eq!(copy.waits(), 1);
     }
 
     #[test]

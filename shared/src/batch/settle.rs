@@ -256,7 +256,11 @@ impl Processor {
                 error: ran.error,
             },
         );
-        if let Some(limit) = policy.pause_after_failures {
+        // A run its limits held back too long did not fail by itself: contention never
+        // pauses a schedule.
+        if let Some(limit) = policy.pause_after_failures
+            && reason != DeadLetterReason::LimitWait
+        {
             self.inner.streaks.failed(limit, t, error, ran.now).await;
         }
         let letter = DeadLetter::written(ctx.body(), reason, error, attempt, ran.now)

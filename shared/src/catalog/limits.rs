@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::error::CatalogError;
 use super::model::{JobSpec, LimitSpec, Settings};
 use super::rules::{name_rule, valid_name};
-use crate::flow::{FlowControl, FlowLimit, Rate, Scope};
+use crate::flow::{FlowControl, FlowLimit, MOST_AT_ONCE, Rate, Scope};
 use crate::key::KeyTemplate;
 
 /// A limit jobs share.
@@ -116,6 +116,11 @@ pub(super) fn check_limits(
                 ok = false;
                 None
             }
+            Some(n) if n > MOST_AT_ONCE => {
+                report(None, field(".concurrency"), too_many(n));
+                ok = false;
+                None
+            }
             n => n.and_then(NonZeroU32::new),
         };
         let rate = match spec.rate.as_deref().map(str::parse::<Rate>) {
@@ -168,13 +173,29 @@ pub(super) fn check_job_limits(
             shared.push(name.clone());
         }
     }
+    let paced: Vec<&str> = shared
+        .iter()
+        .filter(|name| known.get(*name).is_some_and(|l| l.rate.is_some()))
+        .map(String::as_str)
+        .collect();
+    if paced.len() > 1 {
+        fail(
+            "limits",
+            format!(
+                "names more than one limit with a rate ({}): a run the second holds back would have spent a start of the first; name one of them, or give this job's calls a limit of their own",
+                paced.join(", ")
+            ),
+        );
+    }
     let concurrency = spec.concurrency.as_ref().and_then(|c| {
-        let limit = NonZeroU32::new(c.limit);
-        if limit.is_none() {
+        let limit = NonZeroU32::new(c.limit).filter(|n| n.get() <= MOST_AT_ONCE);
+        if c.limit == 0 {
             fail(
                 "concurrency.limit",
                 "must be at least 1: a limit of 0 would never let a run start".into(),
             );
+        } else if limit.is_none() {
+            fail("concurrency.limit", too_many(c.limit));
         }
         let key = match c.key.as_deref().map(str::parse::<KeyTemplate>) {
             Some(Err(e)) => {
@@ -240,6 +261,13 @@ fn max_wait(
         }
         s => s.map(|s| Duration::from_secs(u64::from(s))),
     }
+}
+
+/// Why a concurrency of `n` is refused.
+fn too_many(n: u32) -> String {
+    format!(
+        "{n} is more than a limit can hold ({MOST_AT_ONCE}: its holders are kept in one DynamoDB item); for more runs at once, cap the queue's `MaximumConcurrency` instead"
+    )
 }
 
 /// A problem of a limit or a job's limits, as the catalog reports it.

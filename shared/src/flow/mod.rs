@@ -78,6 +78,11 @@ pub enum Scope {
     Job,
 }
 
+/// The most runs a gate holds at once: its holders live in one DynamoDB item (at most
+/// 400 KB), each under its run's key (up to 1 KB). For more runs at once, cap the jobs
+/// queue's event source (`MaximumConcurrency`) instead.
+pub const MOST_AT_ONCE: u32 = 300;
+
 /// Longest key text kept as it is in a gate's item key; longer ones are hashed.
 const LONGEST_KEY_TEXT: usize = 256;
 
@@ -86,8 +91,9 @@ impl FlowLimit {
     pub fn gate(&self, job: &str, payload: Option<&Map<String, Value>>) -> Result<Gate, KeyError> {
         let (name, item) = match &self.scope {
             Scope::Shared(name) => (name.clone(), format!("{INTERNAL_PREFIX}limit/{name}")),
+            // Named apart from any shared limit (whose names have no `/`).
             Scope::Job => (
-                job.to_string(),
+                format!("{job}/concurrency"),
                 format!("{INTERNAL_PREFIX}concurrency/{job}"),
             ),
         };
@@ -151,7 +157,10 @@ mod tests {
         assert_eq!(a.item, ".schedkit/concurrency/export/a");
         assert_ne!(a.item, b.item);
         assert!(crate::store::is_internal(&a.item));
-        assert_eq!((a.limit.as_str(), a.concurrency), ("export", Some(2)));
+        assert_eq!(
+            (a.limit.as_str(), a.concurrency),
+            ("export/concurrency", Some(2))
+        );
         let missing = own.gate("export", Some(&payload(json!({"other": 1}))));
         assert!(missing.unwrap_err().to_string().contains("tenant"));
         let long = "x".repeat(1000);

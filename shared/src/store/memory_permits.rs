@@ -5,8 +5,8 @@
 use super::StoreError;
 use super::memory::{MemoryState, MemoryStore};
 use super::permits::{
-    GateItem, Permit, PermitRequest, entry_of, holder_gone, next_start, rate_allows, room_for,
-    to_look_at,
+    GateItem, Permit, PermitRequest, entry_of, holder_gone, looks_further, next_start, rate_allows,
+    room_for, to_look_at,
 };
 
 /// Tries before a run is told the gate is full, as DynamoDB's implementation does.
@@ -71,10 +71,10 @@ impl MemoryStore {
                 break;
             }
             dropped.clear();
-            let look: Vec<(String, String)> = to_look_at(&seen, req)
-                .map(|(k, h)| (k.clone(), h.owner.clone()))
-                .collect();
-            for (key, owner) in look {
+            for (key, owner) in to_look_at(&seen, req) {
+                if !looks_further(&seen, req, &dropped) {
+                    break;
+                }
                 let record = self
                     .request("take_permit.holder", &key, |state| {
                         state.records.get(&key).cloned()

@@ -92,21 +92,38 @@ pub(crate) fn rate_allows(item: &GateItem, now_ms: i64) -> bool {
     item.next_start_ms.is_none_or(|next| next <= now_ms)
 }
 
-/// The holders whose records say whether they still hold: those whose hint has passed, and
-/// an entry of the same run under another claim (a claim that took the permit before it lost
-/// the run, or a late answer of one: it never counts for the claim that asks now).
-pub(crate) fn to_look_at<'i>(
-    item: &'i GateItem,
-    req: &PermitRequest<'_>,
-) -> impl Iterator<Item = (&'i String, &'i Holder)> {
+/// The holders whose records say whether they still hold, in the order they are looked at:
+/// an entry of the same run under another claim first (a claim that took the permit before
+/// it lost the run, or a late answer of one: it never counts for the claim that asks now),
+/// then those whose hint has passed, the longest past first.
+pub(crate) fn to_look_at(item: &GateItem, req: &PermitRequest<'_>) -> Vec<(String, String)> {
     let now = req.now.timestamp_millis();
     let skew = req.skew.as_millis() as i64;
-    item.holders
+    let mut out: Vec<(&String, &Holder)> = item
+        .holders
         .iter()
-        .filter(move |(k, h)| match k.as_str() == req.key {
+        .filter(|(k, h)| match k.as_str() == req.key {
             true => h.owner != req.owner,
             false => h.until_ms + skew < now,
         })
+        .collect();
+    out.sort_by_key(|(k, h)| (k.as_str() != req.key, h.until_ms));
+    out.into_iter()
+        .map(|(k, h)| (k.clone(), h.owner.clone()))
+        .collect()
+}
+
+/// The most entries one take drops: only as many as it needs, so that its condition stays
+/// far within DynamoDB's 4 KB expression limit however many dead holders a gate gathered.
+pub(crate) const MOST_DROPPED: usize = 16;
+
+/// Whether a taker that found `item` full, having dropped `dropped`, looks at another holder.
+pub(crate) fn looks_further(
+    item: &GateItem,
+    req: &PermitRequest<'_>,
+    dropped: &[(String, String)],
+) -> bool {
+    !room_for(item, req, dropped) && dropped.len() < MOST_DROPPED
 }
 
 /// Whether the run of `record` no longer holds a permit its claim `owner` took: it is not
@@ -199,8 +216,8 @@ fn holder_value(h: &Holder) -> AttributeValue {
 
 impl DynamoStore {
     /// Takes a permit of the gate `req.item` for the run `req.key` (one `UpdateItem`; a
-    /// full gate costs a read of each holder whose hint has passed and, when one has gone,
-    /// a second write that drops it and enters).
+    /// full gate costs a read of holders whose hint has passed, until one is found gone,
+    /// and then a second write that drops it and enters).
     pub async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
         let mut seen: Option<GateItem> = None;
         for _ in 0..TRIES {
@@ -210,10 +227,13 @@ impl DynamoStore {
                     let next_start_ms = item.next_start_ms.unwrap_or_default();
                     return Ok(Permit::TooSoon { next_start_ms });
                 }
-                for (key, holder) in to_look_at(item, req) {
-                    let record = self.get(key).await?;
-                    if holder_gone(record.as_ref(), &holder.owner, req.now, req.skew) {
-                        dropped.push((key.clone(), holder.owner.clone()));
+                for (key, owner) in to_look_at(item, req) {
+                    if !looks_further(item, req, &dropped) {
+                        break;
+                    }
+                    let record = self.get(&key).await?;
+                    if holder_gone(record.as_ref(), &owner, req.now, req.skew) {
+                        dropped.push((key, owner));
                     }
                 }
                 if item.counted && !room_for(item, req, &dropped) {
@@ -380,9 +400,8 @@ mod tests {
             ]),
             next_start_ms: None,
         };
-        let looked: Vec<_> = to_look_at(&item, &request("me", now))
-            .map(|(k, _)| k.as_str())
-            .collect();
+        let keys = |v: Vec<(String, String)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        let looked = keys(to_look_at(&item, &request("me", now)));
         assert_eq!(
             looked,
             ["me", "past"],
@@ -392,7 +411,7 @@ mod tests {
             owner: "w:0",
             ..request("me", now)
         };
-        let looked: Vec<_> = to_look_at(&item, &mine).map(|(k, _)| k.as_str()).collect();
+        let looked = keys(to_look_at(&item, &mine));
         assert_eq!(looked, ["past"]);
         assert!(room_for(&item, &mine, &[]), "it holds already");
         assert!(!room_for(&item, &request("new", now), &[]));

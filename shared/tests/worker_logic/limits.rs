@@ -53,6 +53,13 @@ owner = "t"
 lease_seconds = 10
 concurrency = { limit = 1 }
 max_wait_seconds = 20
+
+[jobs.patient]
+owner = "t"
+lease_seconds = 10
+concurrency = { limit = 1 }
+max_wait_seconds = 30
+retry = { max_attempts = 3, first_delay_seconds = 6, base_delay_seconds = 6, max_delay_seconds = 10 }
 "#;
 
 /// What the bodies saw: how many ran at once in each group (a tenant, or the shared
@@ -77,7 +84,7 @@ fn group_of(job: &str, payload: &serde_json::Value) -> String {
 fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
     let catalog = Catalog::parse(CATALOG, "limits.toml").expect("the test's catalog");
     let mut jobs = Jobs::new();
-    for job in ["export", "sync", "push", "paced", "impatient"] {
+    for job in ["export", "sync", "push", "paced", "impatient", "patient"] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
             let (seen, clock) = (seen.clone(), clock);
@@ -92,9 +99,16 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
                     *most = (*most).max(n);
                     s.starts.push(clock.now().timestamp_millis());
                 }
-                let seconds = ctx.payload["seconds"].as_u64().unwrap_or(1);
+                let retried = ctx.payload["fail_first"] == json!(true) && ctx.attempt > 1;
+                let seconds = match retried {
+                    true => 1,
+                    false => ctx.payload["seconds"].as_u64().unwrap_or(1),
+                };
                 tokio::time::sleep(Duration::from_secs(seconds)).await;
                 *seen.lock().unwrap().now.get_mut(&group).unwrap() -= 1;
+                if ctx.payload["fail_first"] == json!(true) && ctx.attempt == 1 {
+                    return Err(schedkit::JobError::retryable("first attempts fail"));
+                }
                 Ok::<_, schedkit::JobError>(json!(null))
             }
         });
@@ -353,5 +367,128 @@ async fn a_payload_without_the_concurrency_keys_field_is_poison_before_any_claim
     assert!(
         error.string.as_deref().unwrap().contains("tenant"),
         "{error:?}"
+    );
+}
+
+/// A run that waited, ran and failed is retried with the same message, which still says
+/// since when its first attempt waited: its retry waits afresh (from 46 s, not from 0 s)
+/// and is not dead-lettered for the first attempt's wait and run.
+#[tokio::test(start_paused = true)]
+async fn a_retry_waits_afresh_and_is_not_held_to_its_first_attempts_wait() {
+    let w = world();
+    send(&w.queue, "patient", "a", json!({"seconds": 5}));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    send(
+        &w.queue,
+        "patient",
+        "b",
+        json!({"seconds": 40, "fail_first": true}),
+    );
+    let (queue, workers) = (w.queue.clone(), w.workers.clone());
+    let drained =
+        tokio::spawn(async move { drain_all(&workers, &queue, 10, Duration::from_secs(30)).await });
+    tokio::time::sleep(Duration::from_secs(44)).await;
+    send(&w.queue, "patient", "c", json!({"seconds": 20}));
+    drained.await.unwrap();
+    let records = w.store.snapshot().records;
+    let b = &records["b"];
+    assert_eq!((b.status, b.attempt), (Status::Done, 2), "{b:#?}");
+    let letters = w.queue.lock().dead_letters.clone();
+    assert!(letters.is_empty(), "{letters:#?} {records:#?}");
+    assert_eq!(records["c"].status, Status::Done);
+    let c_started = records["c"].started_at.clone().unwrap();
+    assert!(
+        c_started < b.started_at.clone().unwrap(),
+        "the retry waited for c: {records:#?}"
+    );
+}
+
+/// A take whose answer is lost (applied, the worker told the store failed) leaves no
+/// holder behind: the worker gives that gate back too, and the run ends DONE once.
+#[tokio::test(start_paused = true)]
+async fn a_take_whose_answer_is_lost_leaves_no_holder() {
+    #[derive(Debug)]
+    struct LoseFirstTake(std::sync::atomic::AtomicBool);
+    impl schedkit::store::Faults for LoseFirstTake {
+        fn request(&self, request: &'static str, _: &str) -> (Duration, schedkit::store::Fault) {
+            let first =
+                request == "take_permit" && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+            match first {
+                true => (Duration::ZERO, schedkit::store::Fault::LoseAnswer),
+                false => (Duration::ZERO, schedkit::store::Fault::None),
+            }
+        }
+    }
+    let store = MemoryStore::new(Arc::new(LoseFirstTake(Default::default())));
+    let queue = MemoryQueue::new(5);
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let worker = processor_of(
+        &store,
+        &queue,
+        registry(&seen, super::config().clock),
+        "a",
+        Metrics::capture().0,
+    );
+    send(&queue, "impatient", "one", json!({"seconds": 1}));
+    let labels = drain_all(&[worker], &queue, 10, Duration::from_secs(30)).await;
+    assert_eq!(labels, ["unavailable", "succeeded"], "{labels:?}");
+    assert_eq!(store.snapshot().records["one"].status, Status::Done);
+    let gates = store.snapshot().gates;
+    assert!(gates.values().all(|g| g.holders.is_empty()), "{gates:#?}");
+}
+
+/// A gate that gathered many dead holders (a fleet restarted, its releases lost) is taken
+/// again by dropping only as many as the taker needs: its write stays small however many
+/// there are, and the rest are dropped by the takers after it.
+#[tokio::test(start_paused = true)]
+async fn a_taker_drops_only_the_dead_holders_it_needs() {
+    let store = MemoryStore::default();
+    let t0 = super::config().clock.now();
+    let item = ".schedkit/limit/wide";
+    let take = |key: String, now| {
+        let store = store.clone();
+        async move {
+            let claim = ClaimRequest {
+                key: key.clone(),
+                job: "sync".into(),
+                scheduled_for: "2026-12-02T09:00:00Z".into(),
+                payload_hash: "h".into(),
+                input: "{}".into(),
+                message_id: None,
+                owner: format!("{key}:1"),
+                now,
+                lease: Duration::from_secs(10),
+                retention: Duration::from_secs(3600),
+                redrive: None,
+            };
+            store.claim(&claim).await.unwrap();
+            let owner = format!("{key}:1");
+            store
+                .take_permit(PermitRequest {
+                    item,
+                    key: &key,
+                    owner: &owner,
+                    concurrency: Some(200),
+                    spacing: None,
+                    now,
+                    lease: Duration::from_secs(10),
+                    skew: Duration::from_secs(1),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    for i in 0..200 {
+        assert_eq!(take(format!("dead-{i}"), t0).await, Permit::Taken);
+    }
+    let later = t0 + chrono::Duration::seconds(20);
+    let requests = store.snapshot().requests;
+    assert_eq!(take("new".into(), later).await, Permit::Taken);
+    let holders = store.snapshot().gates[item].holders.len();
+    assert_eq!(holders, 200, "one dead holder dropped, the new one in");
+    let made = store.snapshot().requests - requests;
+    assert_eq!(
+        made, 4,
+        "claim, a refused take, one look, the take that drops it"
     );
 }
