@@ -42,6 +42,10 @@ mod firing_engine;
 /// The firing engine in real time: catch-up after downtime (once, with two engines), a
 /// dead engine's claim taken over, claims unreachable for a while, a prompt stop.
 mod firing_engine_real_time;
+/// Flow control through three worker processes: a keyed concurrency per tenant, a limit
+/// two jobs share, a permit back from a SIGKILLed worker within its lease and 5 s, a rate's
+/// minute, and a chain's parallel stage on a limited job.
+mod flow_control;
 /// The SAM template deploys, redeploys as a no-op, updates, and runs an envelope to DONE.
 mod infrastructure;
 /// Rust Lambdas inside LocalStack without Docker: Invoke, logs, errors, timeouts,
