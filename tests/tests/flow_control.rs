@@ -226,11 +226,11 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
     let first = envelope("long-report", "first", json!({"seconds": 12}));
     stack.send(&first).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !stack
+    while stack
         .record("first")
         .await
         .unwrap()
-        .is_some_and(|r| r.status == Status::Running)
+        .is_none_or(|r| r.status != Status::Running)
     {
         assert!(Instant::now() < deadline, "`first` never ran");
         tokio::time::sleep(Duration::from_millis(200)).await;
