@@ -33,6 +33,22 @@ fn worker(stack: &Stack, catalog: &std::path::Path, name: &str) -> Child {
         .expect("the worker binary starts (cargo build --bins)")
 }
 
+/// What the console prints as JSON for `args`, on the stage with the catalog `catalog`.
+fn console(stack: &Stack, catalog: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(binary("schedkit"))
+        .args(args)
+        .envs(stack.worker_env())
+        .env("SCHEDKIT_CATALOG", catalog)
+        .output()
+        .expect("the console runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
 /// The catalog `text` in a file of the stage's own.
 fn catalog_file(stack: &Stack, text: &str) -> std::path::PathBuf {
     Catalog::parse(text, "flow.toml").expect("the test's catalog");
@@ -235,6 +251,17 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
         assert!(Instant::now() < deadline, "`first` never ran");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The console shows the permit in use, and the job's limit.
+    let status = console(&stack, &file, &["status", "--output", "json"]);
+    let limit = &status["limits"][0];
+    assert_eq!(limit["limit"], "long-report/concurrency", "{status:#}");
+    assert_eq!(
+        (limit["concurrency"].as_u64(), limit["in_use"].as_u64()),
+        (Some(1), Some(1)),
+        "{limit:#}"
+    );
+    let jobs = console(&stack, &file, &["jobs", "--output", "json"]);
+    assert_eq!(jobs[0]["limits"], "own (1 at once)", "{jobs:#}");
     let second = envelope("long-report", "second", json!({"seconds": 1}));
     stack.send(&second).await.unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -263,6 +290,7 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
         late <= 5_000,
         "the permit came back {late} ms after the lease ran out"
     );
+    println!("the permit came back {late} ms after the killed worker's lease ran out");
     // `first` completed once: one success, after the attempt its worker never finished.
     let first = records.iter().find(|r| r.execution_key == "first").unwrap();
     let succeeded = first

@@ -200,6 +200,9 @@ struct Row {
     #[serde(skip_serializing_if = "Option::is_none")]
     paused: Option<PauseRecord>,
     last_status: Option<Status>,
+    /// What limits its runs (`schedkit status` shows the limits in use).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    limits: String,
     /// DONE / (DONE + FAILED) over the recent runs, when any ended.
     success_rate: Option<f64>,
     recent_runs: usize,
@@ -241,6 +244,7 @@ pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
             },
             paused: paused.remove(&job.name),
             last_status: recent.first().map(|r| r.status),
+            limits: schedkit::ops::limits::describe(job),
             success_rate: (done + failed > 0).then(|| done as f64 / (done + failed) as f64),
             recent_runs: recent.len(),
         });
@@ -249,45 +253,51 @@ pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    cli.output.rows(
-        &[
-            "JOB",
-            "OWNER",
-            "SCHEDULE",
-            "NEXT RUNS (UTC)",
-            "LAST",
-            "SUCCESS",
-        ],
-        &rows,
-        |r| {
-            let next = match (&r.schedule, r.next_runs.is_empty()) {
-                _ if r.paused.is_some() => {
-                    let p = r.paused.as_ref().expect("checked");
-                    format!("PAUSED since {} by {}: {}", p.at, p.by, p.reason)
-                }
-                (None, _) => "on demand".to_string(),
-                (Some(s), true) if s.starts_with("rate(") => {
-                    "from its start (or deploy)".to_string()
-                }
-                (Some(_), true) => "-".to_string(),
-                (Some(_), false) => r.next_runs.join(", "),
-            };
-            vec![
-                r.job.clone(),
-                r.owner.clone(),
-                match (&r.schedule, &r.timezone) {
-                    (Some(s), Some(tz)) => format!("{s} {tz}"),
-                    _ => "-".into(),
-                },
-                next,
-                r.last_status
-                    .map(style::status)
-                    .unwrap_or_else(|| "-".into()),
-                r.success_rate
-                    .map(|p| format!("{:.0}% of {}", p * 100.0, r.recent_runs))
-                    .unwrap_or_else(|| "-".into()),
-            ]
-        },
-    );
+    // A column for limits only when a job has some.
+    let limited = rows.iter().any(|r| !r.limits.is_empty());
+    let mut headers = vec![
+        "JOB",
+        "OWNER",
+        "SCHEDULE",
+        "NEXT RUNS (UTC)",
+        "LAST",
+        "SUCCESS",
+    ];
+    if limited {
+        headers.push("LIMITS");
+    }
+    cli.output.rows(&headers, &rows, |r| {
+        let next = match (&r.schedule, r.next_runs.is_empty()) {
+            _ if r.paused.is_some() => {
+                let p = r.paused.as_ref().expect("checked");
+                format!("PAUSED since {} by {}: {}", p.at, p.by, p.reason)
+            }
+            (None, _) => "on demand".to_string(),
+            (Some(s), true) if s.starts_with("rate(") => "from its start (or deploy)".to_string(),
+            (Some(_), true) => "-".to_string(),
+            (Some(_), false) => r.next_runs.join(", "),
+        };
+        vec![
+            r.job.clone(),
+            r.owner.clone(),
+            match (&r.schedule, &r.timezone) {
+                (Some(s), Some(tz)) => format!("{s} {tz}"),
+                _ => "-".into(),
+            },
+            next,
+            r.last_status
+                .map(style::status)
+                .unwrap_or_else(|| "-".into()),
+            r.success_rate
+                .map(|p| format!("{:.0}% of {}", p * 100.0, r.recent_runs))
+                .unwrap_or_else(|| "-".into()),
+        ]
+        .into_iter()
+        .chain(limited.then(|| match r.limits.is_empty() {
+            true => "-".to_string(),
+            false => r.limits.clone(),
+        }))
+        .collect()
+    });
     Ok(())
 }

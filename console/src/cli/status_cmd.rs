@@ -38,6 +38,11 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
             c.key, c.at, c.failed, c.key
         );
     }
+    if !report.limits.is_empty() {
+        println!();
+        println!("limits");
+        print!("{}", limits_table(&report.limits));
+    }
     println!();
     if report.failing_jobs.is_empty() {
         println!("failing jobs   none");
@@ -84,6 +89,50 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
         )
     );
     Ok(())
+}
+
+/// Each limit: what it allows, its permits in use, its next start, the runs it held back.
+fn limits_table(limits: &[schedkit::ops::limits::LimitUse]) -> String {
+    let dash = || "-".to_string();
+    super::output::table(
+        &[
+            "LIMIT",
+            "ALLOWS",
+            "IN USE",
+            "NEXT START",
+            "HELD BACK (5 MIN)",
+            "JOBS",
+        ],
+        &limits
+            .iter()
+            .map(|l| {
+                let mut allows = Vec::new();
+                if let Some(n) = l.concurrency {
+                    allows.push(match &l.per_key {
+                        Some(k) => format!("{n} per {k}"),
+                        None => format!("{n} at once"),
+                    });
+                }
+                allows.extend(l.rate.clone());
+                let in_use = match (l.in_use, l.lapsed, &l.per_key) {
+                    (_, _, Some(_)) => "per key".to_string(),
+                    (Some(n), Some(0), _) => n.to_string(),
+                    (Some(n), Some(lapsed), _) => format!("{n} (+{lapsed} lapsed)"),
+                    _ => dash(),
+                };
+                vec![
+                    l.limit.clone(),
+                    allows.join(", "),
+                    in_use,
+                    l.next_start.clone().unwrap_or_else(dash),
+                    l.held_back_5m
+                        .map(|n| format!("{n:.0}"))
+                        .unwrap_or_else(|| "n/a".into()),
+                    l.jobs.join(", "),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    )
 }
 
 /// At most `n` characters, with an ellipsis when cut.

@@ -315,12 +315,57 @@ fn dashboard(r: &mut String, jobs: &[&Job]) {
             "p99",
         ),
     ];
+    let mut widgets = widgets.to_vec();
+    widgets.extend(limit_widgets(jobs, widget));
     let body = format!(r#"{{"widgets":[{}]}}"#, widgets.join(","));
     writeln!(r, "  Dashboard:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::Dashboard").unwrap();
     writeln!(r, "    Properties:").unwrap();
     writeln!(r, "      DashboardName: !Sub schedkit-${{Stage}}").unwrap();
     writeln!(r, "      DashboardBody: !Sub {}", q(&body)).unwrap();
+}
+
+/// The widgets of the jobs' limits, when any job has one: runs held back per limit (a
+/// shared limit's `Limit` dimension sums its jobs), and how long runs waited, per job.
+fn limit_widgets(
+    jobs: &[&Job],
+    widget: impl Fn(u32, u32, &str, String, &str) -> String,
+) -> Vec<String> {
+    let limited: Vec<&&Job> = jobs.iter().filter(|j| j.policy.flow.any()).collect();
+    if limited.is_empty() {
+        return Vec::new();
+    }
+    let mut limits: Vec<String> = limited
+        .iter()
+        .flat_map(|j| {
+            j.policy
+                .flow
+                .gates(&j.name, Some(&j.payload()))
+                .map(|gates| gates.into_iter().map(|g| g.limit).collect())
+                .unwrap_or_else(|_| Vec::new())
+        })
+        .collect();
+    limits.sort();
+    limits.dedup();
+    let throttled = limits
+        .iter()
+        .map(|l| format!(r#"["schedkit","Throttled","Stage","${{Stage}}","Limit","{l}"]"#))
+        .collect::<Vec<_>>()
+        .join(",");
+    let waited = limited
+        .iter()
+        .map(|j| {
+            format!(
+                r#"["schedkit","LimitWait","Stage","${{Stage}}","Job","{}"]"#,
+                j.name
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    vec![
+        widget(0, 18, "Runs held back by limit", throttled, "Sum"),
+        widget(12, 18, "Wait for limits p99 by job (ms)", waited, "p99"),
+    ]
 }
 
 /// A team's copy of the stock template, whose worker function is built from its own crate:
@@ -471,6 +516,36 @@ mod tests {
             dashboard.contains(r#"\"Stage\",\"${Stage}\",\"Job\""#),
             "{dashboard}"
         );
+    }
+
+    #[test]
+    fn the_dashboard_shows_runs_held_back_per_limit_and_their_wait_per_job() {
+        let text = r#"
+[limits.partner-api]
+concurrency = 3
+[jobs.export]
+owner = "x"
+payload = { account = "a" }
+limits = ["partner-api"]
+concurrency = { limit = 1, key = "{account}" }
+[jobs.plain]
+owner = "x"
+"#;
+        let catalog = Catalog::parse(text, "c.toml").unwrap();
+        let resources = render(&catalog).unwrap().resources;
+        let dashboard = resources
+            .lines()
+            .find(|l| l.contains("DashboardBody"))
+            .unwrap();
+        for limit in ["partner-api", "export/concurrency"] {
+            let line = format!(r#"\"Throttled\",\"Stage\",\"${{Stage}}\",\"Limit\",\"{limit}\""#);
+            assert!(dashboard.contains(&line), "{limit}: {dashboard}");
+        }
+        assert!(dashboard.contains(r#"\"LimitWait\",\"Stage\",\"${Stage}\",\"Job\",\"export\""#));
+        assert!(!dashboard.contains(r#"\"LimitWait\",\"Stage\",\"${Stage}\",\"Job\",\"plain\""#));
+        let unlimited = Catalog::parse("[jobs.plain]\nowner = \"x\"\n", "c.toml").unwrap();
+        let plain = render(&unlimited).unwrap().resources;
+        assert!(!plain.contains("Throttled"));
     }
 
     #[test]

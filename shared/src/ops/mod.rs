@@ -8,6 +8,7 @@ pub mod audit;
 pub mod chains;
 pub mod dlq;
 pub mod executions;
+pub mod limits;
 mod newest_first;
 pub mod stage;
 pub mod status;

@@ -71,6 +71,10 @@ pub struct StatusReport {
     /// Chain runs PAUSED after a step failed for good, newest first: each waits for a
     /// fix and `chains rerun`.
     pub paused_chains: Vec<PausedChain>,
+    /// The catalog's limits: permits in use, a rate's next start, runs held back lately
+    /// (absent from JSON when the catalog has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<super::limits::LimitUse>,
 }
 
 /// Messages on a queue: visible, in flight and delayed.
@@ -213,7 +217,9 @@ pub async fn gather(
         })?
         .into_values()
         .collect();
+    let limits = super::limits::gather(sdk, target, catalog).await?;
     Ok(StatusReport {
+        limits,
         paused,
         paused_chains,
         queue,

@@ -25,7 +25,7 @@ pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
 pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
-pub use permits::{GateItem, Holder, Permit, PermitRequest};
+pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Redrive,
     Status,

@@ -182,7 +182,8 @@ const GATE_KEPT: i64 = 30 * 86_400;
 /// another run took a place meanwhile.
 const TRIES: usize = 3;
 
-fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
+/// A gate's item as DynamoDB returned it.
+pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
     let number = |v: &AttributeValue| v.as_n().ok().and_then(|n| n.parse::<i64>().ok());
     let holders = item.get("holders").and_then(|h| h.as_m().ok());
     GateItem {

@@ -492,3 +492,41 @@ async fn a_taker_drops_only_the_dead_holders_it_needs() {
         "claim, a refused take, one look, the take that drops it"
     );
 }
+
+/// In Lambda (an invocation's deadline given) a run held back by a rate is handed back at
+/// once, however near its start; a poller waits in place for a start less than a second
+/// away (SQS's whole-second delays would miss it) and runs it.
+#[tokio::test(start_paused = true)]
+async fn a_lambda_batch_hands_waiting_runs_back_at_once_and_a_poller_waits_a_moment() {
+    let w = world();
+    send(&w.queue, "paced", "first", json!({"seconds": 0}));
+    send(&w.queue, "paced", "second", json!({"seconds": 0}));
+    let first = w.queue.receive(1, Duration::from_secs(30));
+    let reports = w.workers[0].process(first, None).await;
+    assert_eq!(reports[0].outcome.label(), "succeeded");
+    // The next start is 2 s away: let 1.5 s pass.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let second = w.queue.receive(1, Duration::from_secs(30));
+    let invocation_ends = tokio::time::Instant::now() + Duration::from_secs(60);
+    let started = tokio::time::Instant::now();
+    let reports = w.workers[0]
+        .process_each(second, None, None, Some(invocation_ends))
+        .await;
+    assert_eq!(reports[0].outcome.label(), "throttled");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        started.elapsed()
+    );
+    // The same run in a poller, its start half a second away: waited for in place.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let again = loop {
+        let m = w.queue.receive(1, Duration::from_secs(30));
+        if !m.is_empty() {
+            break m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let reports = w.workers[0].process(again, None).await;
+    assert_eq!(reports[0].outcome.label(), "succeeded");
+}
