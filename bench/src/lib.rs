@@ -3,6 +3,7 @@
 //! the report.
 
 pub mod cost;
+pub mod flow_control;
 pub mod head_of_line;
 pub mod lambda_mode;
 pub mod profile;

@@ -25,6 +25,9 @@ pub struct Row {
     pub theirs: Vec<f64>,
     /// The target for the ratio (schedkit's advantage), where it sets one.
     pub target: Option<f64>,
+    /// What the peer's cell says instead of samples when the peer has nothing to measure
+    /// (a feature it lacks): a row without the peer's figure still says why.
+    pub theirs_text: Option<String>,
 }
 
 impl Row {
@@ -36,6 +39,7 @@ impl Row {
             ours: Vec::new(),
             theirs: Vec::new(),
             target: None,
+            theirs_text: None,
         }
     }
 
@@ -47,6 +51,14 @@ impl Row {
     pub fn samples(mut self, ours: Vec<f64>, theirs: Vec<f64>) -> Row {
         self.ours = ours;
         self.theirs = theirs;
+        self
+    }
+
+    /// schedkit's samples, and `text` in the peer's cell: the peer has no such thing.
+    pub fn ours_only(mut self, ours: Vec<f64>, text: impl Into<String>) -> Row {
+        self.ours = ours;
+        self.theirs = Vec::new();
+        self.theirs_text = Some(text.into());
         self
     }
 
@@ -126,7 +138,9 @@ impl Results {
                     "| {} | {} | {} | {} | {} |",
                     r.name,
                     cell(&r.ours, r.digits),
-                    cell(&r.theirs, r.digits),
+                    r.theirs_text
+                        .clone()
+                        .unwrap_or_else(|| cell(&r.theirs, r.digits)),
                     ratio_text(r.advantage()),
                     target
                 );
@@ -156,6 +170,7 @@ impl Results {
                     "name": r.name,
                     "ours": r.ours,
                     "theirs": r.theirs,
+                    "theirs_text": r.theirs_text,
                     "advantage": r.advantage(),
                     "target": r.target,
                 })).collect::<Vec<_>>(),
@@ -228,5 +243,26 @@ mod tests {
             md.contains("| rss | 20.0 | 60.0 | 3.0× | ≥ 4.0× **missed** |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_row_the_peer_has_no_figure_for_says_why_in_its_cell() {
+        let results = Results {
+            command: "make bench".into(),
+            date: "2026-12-01".into(),
+            machine: "a test".into(),
+            sections: vec![Section {
+                title: "t".into(),
+                ours: "schedkit".into(),
+                theirs: "peer".into(),
+                rows: vec![Row::new("runs/s", 0, Better::Higher).ours_only(vec![90.0], "none")],
+                notes: vec![],
+            }],
+        };
+        let md = results.markdown();
+        assert!(md.contains("| runs/s | 90 | none | — |  |"), "{md}");
+        let row = &results.json()["sections"][0]["rows"][0];
+        assert_eq!(row["theirs_text"], "none", "{row}");
+        assert_eq!(row["theirs"], serde_json::json!([]), "{row}");
     }
 }

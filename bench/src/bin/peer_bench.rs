@@ -1,12 +1,14 @@
 //! `make bench`: schedkit side by side with Powertools for AWS Lambda (Python; its batch
 //! and idempotency utilities as their docs show, `bench/peer/`) on the same LocalStack,
 //! alternating so that drift cancels, and its selective DLQ redrive against a one-by-one
-//! loop; then the cost per million jobs on AWS from what was measured. Writes
+//! loop; what a flow-control limit costs in throughput and requests (the peer has none);
+//! then the cost per million jobs on AWS from what was measured. Writes
 //! `bench/results.md` and `bench/results.json` (`bench/chart.py` draws `results.png`).
 //!
 //! ```text
 //! functions/package.sh --release worker && cargo run --release -p schedkit-bench --bin peer-bench -- \
-//!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000]
+//!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000] \
+//!     [--flow-runs 300]
 //! ```
 //! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
@@ -14,6 +16,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
+use schedkit_bench::flow_control;
 use schedkit_bench::head_of_line::{self, Receiving};
 use schedkit_bench::lambda_mode::{self, IO_WAIT_SECONDS};
 use schedkit_bench::redrive::{self, Redriver};
@@ -56,6 +59,10 @@ struct Args {
     /// Head of line: runs of each receiving mode, alternating.
     #[arg(long, default_value_t = 1)]
     hol_rounds: usize,
+    /// Flow control: runs of a 50 ms job in each case (no limit, a shared limit, a limit
+    /// per tenant); 0 leaves the section out.
+    #[arg(long, default_value_t = 300)]
+    flow_runs: usize,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
     /// `--profiler` and write its profile to this file.
     #[arg(long)]
@@ -120,6 +127,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency: 10,
     };
     let hol = head_of_line::run(&stack, hol_plan, args.hol_rounds).await?;
+    let flow = flow_control::run(&stack, &wire, args.flow_runs).await?;
 
     let n = t.deliveries;
     let records = stack.table.clone();
@@ -140,18 +148,8 @@ async fn main() -> anyhow::Result<()> {
             rd / n as f64
         })
     };
-    let dynamodb = |side: Side| {
-        t.of(side, |r| {
-            per_delivery(r, n, |op, _| op.starts_with("DynamoDB"))
-        })
-    };
-    let sqs_requests = |side: Side| {
-        t.of(side, |r| {
-            per_delivery(r, n, |op, _| {
-                op.starts_with("AmazonSQS") && !op.ends_with("GetQueueAttributes")
-            })
-        })
-    };
+    let dynamodb = |side: Side| t.of(side, |r| per_delivery(r, n, throughput::dynamodb));
+    let sqs_requests = |side: Side| t.of(side, |r| per_delivery(r, n, throughput::sqs));
     let both = |f: &dyn Fn(Side) -> Vec<f64>| (f(Side::Schedkit), f(Side::Powertools));
     let row = |name: &str, digits, better, (ours, theirs): (Vec<f64>, Vec<f64>)| {
         Row::new(name, digits, better).samples(ours, theirs)
@@ -373,7 +371,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -381,6 +379,7 @@ async fn main() -> anyhow::Result<()> {
             args.letters,
             args.hol_shorts,
             args.hol_long_seconds,
+            args.flow_runs,
             if args.worker_profile == "release" {
                 String::new()
             } else {
@@ -390,12 +389,14 @@ async fn main() -> anyhow::Result<()> {
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
         machine: machine(),
         // A section whose runs were left out (`--rounds 0`, `--cold-starts 0`,
-        // `--redrive-rounds 0`; the cost needs the first two) is not reported.
+        // `--redrive-rounds 0`, `--flow-runs 0`; the cost needs the first two) is not
+        // reported.
         sections: [
             throughput_section,
             lambda_section,
             redrive_section,
             head_of_line_section,
+            flow.section(Side::Powertools.label()),
             cost_section,
         ]
         .into_iter()

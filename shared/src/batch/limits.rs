@@ -145,7 +145,8 @@ impl Processor {
                 if matches!(answer, Ok(Permit::Taken)) {
                     // Held (a gate with a rate may count runs too) until given back below;
                     // taken again after a wait in place, it is the same entry.
-                    if taken.items.last() != Some(&gate.item) {
+                    // A gate with only a rate holds nothing to give back.
+                    if gate.concurrency.is_some() && taken.items.last() != Some(&gate.item) {
                         taken.items.push(gate.item.clone());
                     }
                     if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
@@ -178,7 +179,9 @@ impl Processor {
                 Err(e) => {
                     // Its answer may be lost with the take applied: given back too (a
                     // release names the claim, so it never frees another's).
-                    taken.items.push(gate.item.clone());
+                    if gate.concurrency.is_some() {
+                        taken.items.push(gate.item.clone());
+                    }
                     self.release_permits(taken, t).await;
                     return Err(self.give_back_after(ctx, claim, e, t).await);
                 }
