@@ -43,6 +43,12 @@ owner = "t"
 lease_seconds = 10
 limits = ["partner-api"]
 
+[jobs.nightly]
+owner = "t"
+lease_seconds = 10
+overlap = "skip"
+limits = ["partner-api"]
+
 [jobs.paced]
 owner = "t"
 lease_seconds = 10
@@ -71,11 +77,17 @@ struct Seen {
     starts: Vec<i64>,
 }
 
-fn group_of(job: &str, payload: &serde_json::Value) -> String {
+/// The groups a run counts itself in: its limit's, and its own job's too where the job's
+/// overlap policy is under test.
+fn groups_of(job: &str, payload: &serde_json::Value) -> Vec<String> {
     match job {
-        "export" => format!("tenant {}", payload["tenant"].as_str().unwrap_or_default()),
-        "sync" | "push" => "partner-api".into(),
-        other => other.into(),
+        "export" => vec![format!(
+            "tenant {}",
+            payload["tenant"].as_str().unwrap_or_default()
+        )],
+        "sync" | "push" => vec!["partner-api".into()],
+        "nightly" => vec!["partner-api".into(), "nightly".into()],
+        other => vec![other.into()],
     }
 }
 
@@ -84,19 +96,29 @@ fn group_of(job: &str, payload: &serde_json::Value) -> String {
 fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
     let catalog = Catalog::parse(CATALOG, "limits.toml").expect("the test's catalog");
     let mut jobs = Jobs::new();
-    for job in ["export", "sync", "push", "paced", "impatient", "patient"] {
+    for job in [
+        "export",
+        "sync",
+        "push",
+        "nightly",
+        "paced",
+        "impatient",
+        "patient",
+    ] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
             let (seen, clock) = (seen.clone(), clock);
             async move {
-                let group = group_of(job, &ctx.payload);
+                let groups = groups_of(job, &ctx.payload);
                 {
                     let mut s = seen.lock().unwrap();
-                    let n = s.now.entry(group.clone()).or_default();
-                    *n += 1;
-                    let n = *n;
-                    let most = s.most.entry(group.clone()).or_default();
-                    *most = (*most).max(n);
+                    for group in &groups {
+                        let n = s.now.entry(group.clone()).or_default();
+                        *n += 1;
+                        let n = *n;
+                        let most = s.most.entry(group.clone()).or_default();
+                        *most = (*most).max(n);
+                    }
                     s.starts.push(clock.now().timestamp_millis());
                 }
                 let retried = ctx.payload["fail_first"] == json!(true) && ctx.attempt > 1;
@@ -105,7 +127,11 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
                     false => ctx.payload["seconds"].as_u64().unwrap_or(1),
                 };
                 tokio::time::sleep(Duration::from_secs(seconds)).await;
-                *seen.lock().unwrap().now.get_mut(&group).unwrap() -= 1;
+                let mut s = seen.lock().unwrap();
+                for group in &groups {
+                    *s.now.get_mut(group).unwrap() -= 1;
+                }
+                drop(s);
                 if ctx.payload["fail_first"] == json!(true) && ctx.attempt == 1 {
                     return Err(schedkit::JobError::retryable("first attempts fail"));
                 }
@@ -211,6 +237,76 @@ async fn a_shared_limit_holds_across_the_jobs_that_name_it() {
     let doc: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(doc["Limit"], "partner-api", "counted per limit: {line}");
     assert!(["sync", "push"].contains(&doc["Job"].as_str().unwrap()));
+}
+
+/// Overlap decides whether a run runs at all, its limits when: firings of an `overlap =
+/// "skip"` job that a full limit holds back wait without holding the job's slot, and
+/// whichever starts first makes the firings that come back while it runs SKIPPED.
+#[tokio::test(start_paused = true)]
+async fn overlap_decides_whether_a_run_runs_and_its_limits_when() {
+    let w = world();
+    for i in 0..9 {
+        send(
+            &w.queue,
+            "sync",
+            &format!("sync-{i}"),
+            json!({"seconds": 3}),
+        );
+    }
+    for i in 0..5 {
+        send(
+            &w.queue,
+            "nightly",
+            &format!("nightly-{i}"),
+            json!({"seconds": 4}),
+        );
+    }
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    let seen = w.seen.lock().unwrap();
+    assert_eq!(
+        seen.most["nightly"], 1,
+        "never two at once: {:?}",
+        seen.most
+    );
+    assert_eq!(seen.most["partner-api"], 3, "{:?}", seen.most);
+    drop(seen);
+    let records = w.store.snapshot().records;
+    let nightly: Vec<_> = records.values().filter(|r| r.job == "nightly").collect();
+    let done: Vec<_> = nightly
+        .iter()
+        .filter(|r| r.status == Status::Done)
+        .collect();
+    assert!(!done.is_empty(), "{nightly:#?}");
+    for r in &nightly {
+        match r.status {
+            Status::Done => assert_eq!(r.attempt, 1, "a wait is not an attempt: {r:?}"),
+            Status::Skipped => {
+                let error = r.last_error.as_deref().unwrap_or_default();
+                assert!(
+                    done.iter().any(|d| error.contains(&d.execution_key)),
+                    "a skipped firing names the run it gave way to: {r:?}"
+                );
+                assert_eq!(r.attempt, 0, "{r:?}");
+            }
+            other => panic!("a nightly firing ended {other:?}: {r:?}"),
+        }
+    }
+    // The limit held the firings back before the job's slot decided anything.
+    let held_back = w
+        .lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["Job"] == "nightly" && v.get("Throttled").is_some())
+        .count();
+    assert!(held_back > 0, "no nightly firing waited for its limit");
+    let syncs = records.values().filter(|r| r.job == "sync");
+    assert!(syncs.clone().all(|r| r.status == Status::Done));
+    assert_eq!(syncs.count(), 9);
+    assert!(w.queue.lock().dead_letters.is_empty());
+    let gates = w.store.snapshot().gates;
+    assert!(gates.values().all(|g| g.holders.is_empty()), "{gates:#?}");
 }
 
 #[tokio::test(start_paused = true)]
