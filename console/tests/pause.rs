@@ -423,6 +423,7 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
             history: Vec::new(),
             result: None,
             message_id: None,
+            cancelled: None,
             expires_at: Utc::now().timestamp() + 3600,
         })
         .await

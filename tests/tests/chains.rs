@@ -536,6 +536,7 @@ async fn a_rerun_runs_a_step_its_jobs_overlap_policy_once_skipped() {
             history: Vec::new(),
             result: None,
             message_id: None,
+            cancelled: None,
             expires_at: chrono::Utc::now().timestamp() + 3600,
         })
         .await

@@ -7,6 +7,10 @@ mod bad_input;
 /// `make bench` still runs: `peer-bench` at a tiny N against the debug worker, every
 /// section measured on both sides.
 mod bench_smoke;
+/// Cancelling through the console with the worker polling: a RETRYING run never runs
+/// again, a RUNNING one stops at its next heartbeat with its effect never applied, 50
+/// queued runs cancelled in bulk after a right preview; audited.
+mod cancel;
 /// The generated chain definitions on LocalStack's Step Functions, answered by hand:
 /// stages in order, a failed branch lets its sibling finish and pauses the chain.
 mod chain_definition;

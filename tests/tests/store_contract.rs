@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use chrono::{DateTime, Utc};
+use schedkit::Status;
 use schedkit::job::Overlap;
 use schedkit::store::{
-    ChainEnd, ClaimOutcome, ClaimRequest, CommitError, ExecutionRecord, ExecutionStore, Finish,
-    MemoryStore, PauseRecord, PauseStore, Pauses, Redrive, SlotEntry, TransitionError,
+    CancelError, CancelRequest, Cancelled, ChainEnd, ClaimOutcome, ClaimRequest, CommitError,
+    ExecutionRecord, ExecutionStore, Finish, MemoryStore, PauseRecord, PauseStore, Pauses, Redrive,
+    SlotEntry, TransitionError,
 };
 use schedkit_testkit::{Stack, StackOptions, unique};
 
@@ -28,7 +30,7 @@ fn record(r: &ExecutionRecord) -> String {
         .map(|h| format!("{}:{}:{:?}", h.attempt, h.owner, h.outcome))
         .collect();
     format!(
-        "{} attempt {} (round {}) owner {:?} lease {:?} finished {:?} error {:?} result {:?} history {history:?}",
+        "{} attempt {} (round {}) owner {:?} lease {:?} finished {:?} error {:?} result {:?} cancelled {:?} history {history:?}",
         r.status,
         r.attempt,
         r.round_attempt(),
@@ -37,6 +39,7 @@ fn record(r: &ExecutionRecord) -> String {
         r.finished_at,
         r.last_error,
         r.result,
+        r.cancelled,
     )
 }
 
@@ -51,6 +54,7 @@ fn claim(outcome: &ClaimOutcome) -> String {
         ClaimOutcome::InProgress(r) => format!("in progress: {}", record(r)),
         ClaimOutcome::Conflict(r) => format!("conflict: {}", record(r)),
         ClaimOutcome::AlreadyFailed(r) => format!("already failed: {}", record(r)),
+        ClaimOutcome::Cancelled(r) => format!("cancelled: {}", record(r)),
     }
 }
 
@@ -476,6 +480,64 @@ async fn script(
             "after the resume, {k} failed at {failed_at}: streak {n}"
         ));
     }
+
+    // An operator's cancellation: a running run's owner is fenced out and a later claim
+    // answered cancelled; a finished run, a missing key, a status moved on are refused; a
+    // queued run without a record is written CANCELLED from its message.
+    let cancel = |k: &str, only: Option<Status>, arrived: Option<ClaimRequest>| CancelRequest {
+        key: key(k),
+        by: "ops".into(),
+        reason: "a bad deploy".into(),
+        now: at("2026-12-01T18:00:00Z"),
+        only,
+        arrived,
+    };
+    let cancelled = |r: Result<Cancelled, CancelError>| match r {
+        Ok(c) => format!("cancelled (was {}): {}", c.was, record(&c.record)),
+        Err(e) => format!("refused: {e}"),
+    };
+    let ClaimOutcome::Claimed { record: c1, .. } = store
+        .claim(&req("c1", "a", "2026-12-01T17:59:50Z"))
+        .await
+        .unwrap()
+    else {
+        panic!("{log:?}")
+    };
+    log.push(cancelled(
+        store
+            .cancel(&cancel("c1", Some(Status::Retrying), None))
+            .await,
+    ));
+    log.push(cancelled(store.cancel(&cancel("c1", None, None)).await));
+    let beat = store
+        .heartbeat(&key("c1"), &owner("a"), at("2026-12-01T18:00:01Z"), lease)
+        .await;
+    log.push(transition(&beat, |_| String::new()));
+    let late = store.finish(&c1, &done, at("2026-12-01T18:00:02Z")).await;
+    log.push(transition(&late, record));
+    log.push(claim(
+        &store
+            .claim(&req("c1", "b", "2026-12-01T18:00:03Z"))
+            .await
+            .unwrap(),
+    ));
+    log.push(cancelled(store.cancel(&cancel("c1", None, None)).await));
+    log.push(cancelled(store.cancel(&cancel("run", None, None)).await));
+    log.push(cancelled(
+        store.cancel(&cancel("nothing", None, None)).await,
+    ));
+    let queued = req("c2", "q", "2026-12-01T18:00:00Z");
+    log.push(cancelled(
+        store
+            .cancel(&cancel("c2", None, Some(queued.clone())))
+            .await,
+    ));
+    log.push(claim(
+        &store
+            .claim(&req("c2", "a", "2026-12-01T18:00:04Z"))
+            .await
+            .unwrap(),
+    ));
 
     // A chain run's start and end.
     let chain = format!("{p}-chain");

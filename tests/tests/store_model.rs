@@ -1,7 +1,8 @@
 //! Model-based test of the execution store: random sequences of claim, heartbeat, finish
-//! (DONE, RETRYING, FAILED), commit with an effect, lease expiry (time passing) and redrive
+//! (DONE, RETRYING, FAILED), commit with an effect, lease expiry (time passing), redrive
 //! (a claim by another message carrying a dead letter's mark; the first message again is no
-//! redrive), from three owners whose clocks disagree by up to 300 ms,
+//! redrive) and an operator's cancellation at any point (a cancelled run's owner is fenced
+//! out, its effect never applied), from three owners whose clocks disagree by up to 300 ms,
 //! applied to the real store on LocalStack and to a reference model of a few lines; after
 //! every step the outcome, the record and the effect count must agree.
 //!
@@ -17,7 +18,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use schedkit::Status;
 use schedkit::store::{
-    ClaimOutcome, ClaimRequest, CommitError, DynamoStore, ExecutionRecord, Finish, TransitionError,
+    CancelError, CancelRequest, ClaimOutcome, ClaimRequest, CommitError, DynamoStore,
+    ExecutionRecord, Finish, TransitionError,
 };
 use schedkit_testkit::Stack;
 use serde_json::json;
@@ -36,6 +38,8 @@ enum Answer {
     AlreadyFailed,
     Ok,
     LeaseLost,
+    Cancelled,
+    Refused,
 }
 
 /// The record as the model keeps it.
@@ -52,15 +56,34 @@ struct Model {
 /// One step of a sequence.
 #[derive(Debug, Clone)]
 enum Step {
-    Claim { by: usize, message: &'static str },
-    Heartbeat { by: usize },
-    Finish { by: usize, to: Status },
-    Commit { by: usize },
-    Wait { ms: i64 },
+    Claim {
+        by: usize,
+        message: &'static str,
+    },
+    Heartbeat {
+        by: usize,
+    },
+    Finish {
+        by: usize,
+        to: Status,
+    },
+    Commit {
+        by: usize,
+    },
+    Wait {
+        ms: i64,
+    },
+    /// An operator cancels the run (the owner index is only the clock it is read by).
+    Cancel {
+        by: usize,
+    },
 }
 
 fn random_step(rng: &mut StdRng) -> Step {
     let by = rng.random_range(0..SKEW_MS.len());
+    if rng.random_ratio(1, 25) {
+        return Step::Cancel { by };
+    }
     match rng.random_range(0..10) {
         0..=2 => Step::Claim {
             by,
@@ -98,7 +121,7 @@ fn expect(
                     // Only a redrive reopens a FAILED run, and never the message that failed.
                     Status::Failed => message == REDRIVE && m.message != message,
                     Status::Running => m.lease_until.is_some_and(|l| l < now),
-                    Status::Done | Status::Skipped | Status::Paused => false,
+                    Status::Done | Status::Skipped | Status::Paused | Status::Cancelled => false,
                 },
             };
             if claimable {
@@ -117,6 +140,7 @@ fn expect(
             }
             match model.as_ref() {
                 Some(m) if m.status == Status::Done => Answer::Duplicate,
+                Some(m) if m.status == Status::Cancelled => Answer::Cancelled,
                 Some(m) if m.status == Status::Failed && m.message == message => {
                     Answer::AlreadyFailed
                 }
@@ -154,6 +178,14 @@ fn expect(
             _ => Answer::LeaseLost,
         },
         Step::Wait { .. } => Answer::Ok,
+        Step::Cancel { .. } => match model {
+            Some(m) if schedkit::store::CANCELLABLE.contains(&m.status) => {
+                m.status = Status::Cancelled;
+                m.lease_until = None;
+                Answer::Ok
+            }
+            _ => Answer::Refused,
+        },
     }
 }
 
@@ -201,7 +233,8 @@ async fn check(
             Step::Claim { by, .. }
             | Step::Heartbeat { by }
             | Step::Finish { by, .. }
-            | Step::Commit { by } => by,
+            | Step::Commit { by }
+            | Step::Cancel { by } => by,
             Step::Wait { ms } => {
                 t += ms;
                 continue;
@@ -248,6 +281,7 @@ async fn check(
                     ClaimOutcome::Duplicate(_) => Answer::Duplicate,
                     ClaimOutcome::InProgress(_) => Answer::InProgress,
                     ClaimOutcome::AlreadyFailed(_) => Answer::AlreadyFailed,
+                    ClaimOutcome::Cancelled(_) => Answer::Cancelled,
                     other => panic!("{other:?}"),
                 }
             }
@@ -278,6 +312,23 @@ async fn check(
                     Ok(_) => Answer::Ok,
                     Err(CommitError::LeaseLost { .. }) => Answer::LeaseLost,
                     Err(e) => panic!("commit: {e}"),
+                }
+            }
+            Step::Cancel { .. } => {
+                let req = CancelRequest {
+                    key: key.clone(),
+                    by: "arn:aws:iam::000000000000:user/model".into(),
+                    reason: format!("step {n}"),
+                    now,
+                    only: None,
+                    arrived: None,
+                };
+                match store.cancel(&req).await {
+                    Ok(_) => Answer::Ok,
+                    Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
+                        Answer::Refused
+                    }
+                    Err(e) => panic!("cancel: {e}"),
                 }
             }
             Step::Wait { .. } => unreachable!(),
@@ -312,7 +363,9 @@ async fn check(
         );
         // A DONE run only answers duplicates from now on; one duplicate more is checked,
         // then the sequence goes on with a new run.
-        if model.as_ref().is_some_and(|m| m.status == Status::Done) && got == Answer::Duplicate {
+        let over = |m: &Model| matches!(m.status, Status::Done | Status::Cancelled);
+        if model.as_ref().is_some_and(over) && matches!(got, Answer::Duplicate | Answer::Cancelled)
+        {
             key = format!("model:{seed}:{}", uuid::Uuid::new_v4());
             (model, applied) = (None, 0);
             claims.iter_mut().for_each(|c| c.1 = None);
@@ -339,7 +392,8 @@ async fn random_sequences_from_owners_with_skewed_clocks_agree_with_the_model() 
         check(&stack, &store, seed, steps as usize, &mut seen).await;
     }
     println!("answers over {seeds} sequences of {steps} steps: {seen:?}");
-    // The sequences reach every answer: claims won and refused each way, fencing.
+    // The sequences reach every answer: claims won and refused each way, fencing,
+    // cancellations done and refused and claims answered cancelled.
     for answer in [
         Answer::Claimed,
         Answer::Duplicate,
@@ -347,6 +401,8 @@ async fn random_sequences_from_owners_with_skewed_clocks_agree_with_the_model() 
         Answer::AlreadyFailed,
         Answer::Ok,
         Answer::LeaseLost,
+        Answer::Cancelled,
+        Answer::Refused,
     ] {
         assert!(
             seen.contains_key(&answer),

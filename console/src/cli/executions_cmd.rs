@@ -1,8 +1,13 @@
-//! `schedkit executions list` and `schedkit executions show KEY`.
+//! `schedkit executions list`, `schedkit executions show KEY` and `schedkit executions
+//! cancel` (one run by its key, or a job's runs by status; previewed, confirmed, audited).
 
 use clap::{Args, Subcommand};
 use schedkit::Status;
+use schedkit::ops::audit;
+use schedkit::ops::cancel::{Canceller, Selection};
 use schedkit::ops::executions::{Filter, Records};
+use schedkit::store::CANCELLABLE;
+use serde_json::json;
 
 use super::status_cmd::clip;
 use super::{globals::Globals, globals::parse_instant, output::Output, style, usage::UsageError};
@@ -13,13 +18,76 @@ pub enum ExecutionsCommand {
     List(ListArgs),
     /// One record whole: attempts with their errors, input, lease, timings.
     Show { key: String },
+    /// Cancel a run (KEY), or a job's runs by status (--job): its record becomes CANCELLED,
+    /// a running attempt stops at its next heartbeat with its effects never committed,
+    /// and any later message of the key is acknowledged unrun. Nothing reopens a
+    /// cancelled run: fire the work again under a new key.
+    Cancel(CancelArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// The run to cancel.
+    #[arg(required_unless_present = "job", conflicts_with = "job")]
+    pub key: Option<String>,
+    /// Cancel this job's runs instead, in the states of --status.
+    #[arg(long)]
+    pub job: Option<String>,
+    /// With --job: registered, retrying, running, failed, or queued (its messages waiting
+    /// in the jobs queue, no record yet); repeat or separate with commas. Default:
+    /// registered, retrying, running and queued: every run not yet decided.
+    #[arg(long, requires = "job", value_delimiter = ',')]
+    pub status: Vec<String>,
+    /// Why (kept on each record and in the audit trail).
+    #[arg(long, default_value = "no reason given")]
+    pub reason: String,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+impl CancelArgs {
+    /// The bulk selection (--job), its states checked.
+    fn selection(&self) -> Result<Option<Selection>, UsageError> {
+        let Some(job) = &self.job else {
+            return Ok(None);
+        };
+        let named: Vec<String> = if self.status.is_empty() {
+            ["registered", "retrying", "running", "queued"]
+                .map(String::from)
+                .to_vec()
+        } else {
+            self.status.clone()
+        };
+        let mut selection = Selection {
+            job: job.clone(),
+            statuses: Vec::new(),
+            queued: false,
+        };
+        for name in named {
+            if name.eq_ignore_ascii_case("queued") {
+                selection.queued = true;
+                continue;
+            }
+            let status = parse_status(&name).map_err(UsageError)?;
+            if !CANCELLABLE.contains(&status) {
+                return Err(UsageError(format!(
+                    "--status {name}: a {status} run cannot be cancelled; give registered, retrying, running, failed or queued"
+                )));
+            }
+            if !selection.statuses.contains(&status) {
+                selection.statuses.push(status);
+            }
+        }
+        Ok(Some(selection))
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
     #[arg(long)]
     pub job: Option<String>,
-    /// REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED or PAUSED.
+    /// REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED, PAUSED or CANCELLED.
     #[arg(long, value_parser = parse_status)]
     pub status: Option<Status>,
     /// From this instant (RFC 3339): scheduled at (with --job), else last updated at.
@@ -37,7 +105,7 @@ pub struct ListArgs {
 
 fn parse_status(text: &str) -> Result<Status, String> {
     serde_json::from_value(serde_json::Value::String(text.to_ascii_uppercase())).map_err(|_| {
-        format!("`{text}` is not a status: REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED or PAUSED")
+        format!("`{text}` is not a status: REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED, PAUSED or CANCELLED")
     })
 }
 
@@ -46,6 +114,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
     let table = cli.target.stage_ref().table();
     let store = Records::new(&sdk, &table);
     match command {
+        ExecutionsCommand::Cancel(a) => cancel(a, cli, &sdk, &table).await,
         ExecutionsCommand::List(a) => {
             let instant = |t: &Option<String>| {
                 t.as_deref()
@@ -170,6 +239,12 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
                 "last error",
                 record.last_error.clone().unwrap_or_else(|| "-".into()),
             );
+            if let Some(c) = &record.cancelled {
+                line(
+                    "cancelled",
+                    format!("by {} at {}: {}", c.by, c.at, c.reason),
+                );
+            }
             line(
                 "result",
                 record.result.clone().unwrap_or_else(|| "-".into()),
@@ -216,4 +291,100 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
             Ok(())
         }
     }
+}
+
+/// `executions cancel`: one run, or a job's runs after a preview of how many.
+async fn cancel(
+    a: &CancelArgs,
+    cli: &Globals,
+    sdk: &schedkit::aws::SdkConfig,
+    table: &str,
+) -> anyhow::Result<()> {
+    let selection = a.selection()?;
+    let catalog = match &selection {
+        Some(s) => {
+            let catalog = super::globals::load_catalog(cli)?;
+            super::globals::catalog_job(&catalog, &s.job)?;
+            Some(catalog)
+        }
+        None => None,
+    };
+    audit::ensure_writable()?;
+    let queue_url = cli.target.queue_url(sdk).await?;
+    let canceller = Canceller::new(sdk, table, &queue_url);
+    let (Some(selection), Some(catalog)) = (selection, catalog) else {
+        let key = a.key.as_deref().unwrap_or_default();
+        style::confirm(&format!("cancel run {key}"), a.yes)?;
+        let audited = audit::begin(
+            sdk,
+            "executions cancel",
+            json!({"stage": cli.target.stage_ref().stage(), "key": key, "reason": a.reason}),
+        )
+        .await?;
+        let done = canceller.one(key, audited.who(), &a.reason).await;
+        let summary = done
+            .as_ref()
+            .map(|c| json!({"key": key, "was": c.was, "by": audited.who()}));
+        audited.end(&summary, None);
+        let done = done?;
+        cli.output.outcome(
+            &format!(
+                "cancelled {key} (it was {}); a running attempt stops at its next heartbeat",
+                done.was
+            ),
+            &json!({"key": key, "was": done.was, "status": done.record.status, "cancelled": done.record.cancelled}),
+        );
+        return Ok(());
+    };
+    let preview = canceller.preview(&selection, &catalog).await?;
+    if preview.total() == 0 {
+        cli.output.outcome(
+            &format!("no run of {} to cancel", selection.job),
+            &json!({"job": selection.job, "would_cancel": preview, "cancelled": 0}),
+        );
+        return Ok(());
+    }
+    eprintln!(
+        "{} run(s) of {} to cancel: {}",
+        preview.total(),
+        selection.job,
+        preview.describe()
+    );
+    style::confirm(
+        &format!("cancel {} run(s) of {}", preview.total(), selection.job),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        sdk,
+        "executions cancel",
+        json!({
+            "stage": cli.target.stage_ref().stage(),
+            "job": selection.job,
+            "statuses": selection.statuses,
+            "queued": selection.queued,
+            "previewed": preview,
+            "reason": a.reason,
+        }),
+    )
+    .await?;
+    let mut progress = style::Progress::new("cancelling", Some(preview.total() as u64));
+    let done = canceller
+        .bulk(&selection, &catalog, audited.who(), &a.reason, &mut |n| {
+            progress.set(n as u64, None)
+        })
+        .await;
+    progress.finish();
+    audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+    let done = done?;
+    cli.output.outcome(
+        &format!(
+            "cancelled {} run(s) of {} ({}); {} had moved on and were left",
+            done.keys.len(),
+            selection.job,
+            done.cancelled.describe(),
+            done.moved_on
+        ),
+        &json!({"job": selection.job, "previewed": preview, "cancelled": done.cancelled, "keys": done.keys, "moved_on": done.moved_on}),
+    );
+    Ok(())
 }

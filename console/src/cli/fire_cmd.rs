@@ -4,10 +4,11 @@
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
-use schedkit::Envelope;
+use schedkit::ops::executions::Records;
 use schedkit::ops::{audit, stage};
 use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
 use schedkit::trigger::sync;
+use schedkit::{Envelope, Status};
 use serde_json::{Map, Value};
 
 use super::{
@@ -84,11 +85,25 @@ pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
     envelope.key = a.key.clone();
     envelope.payload = (!payload.is_empty()).then_some(payload);
     // The worker would reject what the key template cannot fill: say so now instead.
-    schedkit::key::execution_key(&envelope, template.as_ref())
+    let key = schedkit::key::execution_key(&envelope, template.as_ref())
         .map_err(|e| UsageError(e.to_string()))?;
     audit::ensure_writable()?;
 
     let sdk = cli.aws.sdk_config().await;
+    // A cancelled run stays cancelled: the worker would acknowledge this firing unrun.
+    let table = cli.target.stage_ref().table();
+    if let Ok(Some(r)) = Records::new(&sdk, &table).get(&key).await
+        && let Some(c) = r
+            .cancelled
+            .as_ref()
+            .filter(|_| r.status == Status::Cancelled)
+    {
+        return Err(UsageError(format!(
+            "run `{key}` was CANCELLED by {} at {} ({}): a cancelled run is never run again under its key, so this firing would be acknowledged unrun; to do the work now, fire it under a new key (--key {key}-again)",
+            c.by, c.at, c.reason
+        ))
+        .into());
+    }
     let far = one_off::needs_schedule(at, now);
     let group = a
         .group

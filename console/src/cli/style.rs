@@ -13,14 +13,14 @@ fn colour() -> bool {
 }
 
 /// A status as printed: green DONE, red FAILED, yellow RUNNING/RETRYING, magenta PAUSED,
-/// dim SKIPPED.
+/// dim SKIPPED and CANCELLED.
 pub fn status(s: Status) -> String {
     let code = match s {
         Status::Done => "32",
         Status::Failed => "31",
         Status::Running | Status::Retrying => "33",
         Status::Registered => "0",
-        Status::Skipped => "2",
+        Status::Skipped | Status::Cancelled => "2",
         Status::Paused => "35",
     };
     if colour() {

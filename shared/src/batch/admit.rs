@@ -180,6 +180,10 @@ impl Processor {
     ) -> Outcome {
         match e {
             TransitionError::Store(e) => self.store_failed(ctx, t, e).await,
+            // Cancelled between its claim and giving it back: not run, acknowledged.
+            TransitionError::LeaseLost { current: Some(c) } if c.status == Status::Cancelled => {
+                self.cancelled(t, &c)
+            }
             TransitionError::LeaseLost { .. } => {
                 self.emit(t, Event::ClaimTakenOver);
                 Outcome::LeaseLost

@@ -71,6 +71,7 @@ impl Processor {
                 self.already_failed(ctx, job.registered, &record, t).await
             }
             ClaimOutcome::Conflict(record) => self.conflict(ctx, t, &record, &request).await,
+            ClaimOutcome::Cancelled(record) => self.cancelled(t, &record),
         })
     }
 
@@ -108,6 +109,16 @@ impl Processor {
         let attempt = record.round_attempt();
         self.emit(t, Event::Duplicate { attempt, note });
         Outcome::Duplicate
+    }
+
+    /// An operator cancelled the run: the delivery is acknowledged, never run.
+    pub(super) fn cancelled(&self, t: &Transition<'_>, record: &ExecutionRecord) -> Outcome {
+        let (by, reason) = record
+            .cancelled
+            .as_ref()
+            .map_or(("an operator", ""), |c| (c.by.as_str(), c.reason.as_str()));
+        self.emit(t, Event::Cancelled { by, reason });
+        Outcome::Cancelled
     }
 
     /// Another worker holds the run's live lease: the message looks again later.

@@ -48,6 +48,9 @@ pub enum Outcome {
     /// Not run: another run of the job was RUNNING and its overlap policy skips; the
     /// record says SKIPPED.
     Skipped,
+    /// An operator cancelled the run: not run (or its attempt stopped, its outcome and
+    /// effects refused); the message is acknowledged.
+    Cancelled,
     /// Not run yet: waiting (the one `buffer_one` allows) for the job's running run; the
     /// message comes back after `retry_in`. Not an attempt.
     Waiting {
@@ -87,6 +90,7 @@ impl Outcome {
             Outcome::Succeeded
                 | Outcome::Duplicate
                 | Outcome::Skipped
+                | Outcome::Cancelled
                 | Outcome::DeadLettered { .. }
                 | Outcome::InProgress { resent: true, .. }
                 | Outcome::Waiting { resent: true, .. }
@@ -118,6 +122,7 @@ impl Outcome {
             Outcome::Unavailable { .. } => "unavailable",
             Outcome::Deferred { .. } => "deferred",
             Outcome::Skipped => "skipped",
+            Outcome::Cancelled => "cancelled",
             Outcome::Waiting { .. } => "waiting",
             Outcome::Throttled { .. } => "throttled",
         }

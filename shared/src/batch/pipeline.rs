@@ -150,10 +150,14 @@ impl Processor {
 
 /// Whether the run's outcome is written, so that what it held (its permits) may be given
 /// back: not after a lost lease or an unknown outcome, when the run may still be going on
-/// elsewhere (the holder's record then says when its permits are free).
+/// elsewhere (the holder's record then says when its permits are free). A cancelled run's
+/// attempt here has stopped, and no other can start.
 pub(super) fn outcome_written(outcome: &Outcome) -> bool {
     matches!(
         outcome,
-        Outcome::Succeeded | Outcome::Retrying { .. } | Outcome::DeadLettered { .. }
+        Outcome::Succeeded
+            | Outcome::Retrying { .. }
+            | Outcome::DeadLettered { .. }
+            | Outcome::Cancelled
     )
 }

@@ -20,7 +20,7 @@ use super::route::Routed;
 use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::job::JobPolicy;
 use crate::job::{JobError, JobResult};
-use crate::store::{CommitError, ExecutionRecord, Finish, TransitionError, timestamp};
+use crate::store::{CommitError, ExecutionRecord, Finish, Status, TransitionError, timestamp};
 use crate::telemetry::{Event, Transition};
 
 /// What the attempt's event says besides its outcome.
@@ -146,6 +146,11 @@ impl Processor {
     ) -> Outcome {
         let (attempt, duration_ms) = (ran.attempt, ran.duration_ms);
         match e {
+            // Fenced out by an operator's cancellation: the attempt stopped at a heartbeat
+            // (or ended before it learnt), its outcome and effects refused. Acknowledged.
+            TransitionError::LeaseLost { current: Some(c) } if c.status == Status::Cancelled => {
+                self.cancelled(t, &c)
+            }
             TransitionError::LeaseLost { .. } => {
                 let error = ran.error;
                 self.emit(

@@ -1,10 +1,12 @@
 //! What an operator does to a deployed stage, apart from printing it: find the stage's
-//! resources ([`stage`]), read execution records ([`executions`]) and dead letters, move
+//! resources ([`stage`]), read execution records ([`executions`]) or cancel runs
+//! ([`cancel`]), read dead letters, move
 //! or drop them ([`dlq`]), show and rerun chain runs ([`chains`]), sum it up ([`status`]),
 //! and keep the audit trail ([`audit`]).
 //! The console is one front end to these; a team's own tool can be another.
 
 pub mod audit;
+pub mod cancel;
 pub mod chains;
 pub mod dlq;
 pub mod executions;

@@ -6,7 +6,8 @@
 //! `MemoryStore` (unit tests and the deterministic simulation: the
 //! same rules, decided by the same pure functions of `record`). Operator actions (listing,
 //! reruns, the console) stay on `DynamoStore`: they need DynamoDB's indexes, not another
-//! store.
+//! store; but for a cancellation, which the worker must answer whenever it lands, so that
+//! tests and the simulation can cancel at any point.
 //!
 //! The futures are boxed by hand: a trait with `async fn` cannot be used as `dyn`, and the
 //! worker holds its store as one (`Arc<dyn ExecutionStore>`), chosen at run time.
@@ -18,6 +19,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 
+use super::cancel::{CancelError, CancelRequest, Cancelled};
 use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::overlap::Gate;
@@ -147,6 +149,12 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
     /// Ends `job`'s failure streak after a DONE run.
     fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>>;
 
+    /// An operator's cancellation of a run (see [`super::cancel`]).
+    fn cancel<'a>(
+        &'a self,
+        req: &'a CancelRequest,
+    ) -> StoreCall<'a, Result<Cancelled, CancelError>>;
+
     /// Records the start of a chain run; the record already there instead, if any.
     fn start_chain<'a>(
         &'a self,
@@ -273,6 +281,13 @@ impl ExecutionStore for DynamoStore {
 
     fn clear_failures<'a>(&'a self, job: &'a str) -> StoreCall<'a, Result<(), StoreError>> {
         Box::pin(DynamoStore::clear_failures(self, job))
+    }
+
+    fn cancel<'a>(
+        &'a self,
+        req: &'a CancelRequest,
+    ) -> StoreCall<'a, Result<Cancelled, CancelError>> {
+        Box::pin(DynamoStore::cancel(self, req))
     }
 
     fn start_chain<'a>(

@@ -709,6 +709,13 @@ impl ExecutionStore for MemoryStore {
         Box::pin(MemoryStore::clear_failures(self, job))
     }
 
+    fn cancel<'a>(
+        &'a self,
+        req: &'a super::CancelRequest,
+    ) -> StoreCall<'a, Result<super::Cancelled, super::CancelError>> {
+        Box::pin(MemoryStore::cancel(self, req))
+    }
+
     fn start_chain<'a>(
         &'a self,
         req: &'a ClaimRequest,

@@ -1,6 +1,7 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB (and in
 //! memory, for tests and the simulation, behind the same [`ExecutionStore`] interface).
 
+mod cancel;
 mod chain_runs;
 mod conditions;
 mod dynamo;
@@ -15,6 +16,7 @@ mod pauses;
 mod permits;
 mod record;
 
+pub use cancel::{CANCELLABLE, CancelError, CancelRequest, Cancelled};
 pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
 pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
@@ -27,8 +29,8 @@ pub use overlap::Gate;
 pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
 pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
 pub use record::{
-    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Redrive,
-    Status,
+    AttemptEntry, AttemptOutcome, Cancellation, ClaimOutcome, ClaimRequest, ExecutionRecord,
+    Finish, Redrive, Status,
 };
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 

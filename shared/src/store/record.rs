@@ -6,6 +6,8 @@
 //!     │        retryable │  │ attempts exhausted / permanent error
 //!     │                  ▼  ▼
 //!     └──── (redelivery) RETRYING   FAILED ──(redrive)──▶ RUNNING
+//!
+//! REGISTERED, RUNNING, RETRYING, FAILED ──(an operator cancels)──▶ CANCELLED
 //! ```
 //! The DynamoDB store performs each transition as one conditional write; this module holds
 //! what can be decided without I/O: what a refused claim means, and what a record looks
@@ -44,6 +46,11 @@ pub enum Status {
     /// A chain run stopped after a step failed for good: its later stages did not start,
     /// and a rerun continues from the failed step.
     Paused,
+    /// Terminal: an operator cancelled the run (`schedkit executions cancel`); the record's
+    /// `cancelled` says who and why. A running attempt is fenced out at its next heartbeat
+    /// (its effects never commit), and every later message of the key is acknowledged
+    /// unrun. Nothing reopens it: work that must still be done is fired under a new key.
+    Cancelled,
 }
 
 impl Status {
@@ -57,6 +64,7 @@ impl Status {
             Status::Failed => "FAILED",
             Status::Skipped => "SKIPPED",
             Status::Paused => "PAUSED",
+            Status::Cancelled => "CANCELLED",
         }
     }
 }
@@ -157,8 +165,23 @@ pub struct ExecutionRecord {
     /// another message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// Who cancelled the run, when and why; set with CANCELLED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<Cancellation>,
     /// DynamoDB TTL, epoch seconds.
     pub expires_at: i64,
+}
+
+/// An operator's cancellation, kept on the record it ended: a cancelled run is answerable
+/// for (who, when, why) without the audit trail at hand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cancellation {
+    /// The identity that cancelled it (the console's AWS identity).
+    pub by: String,
+    /// When, RFC 3339 with milliseconds, UTC.
+    pub at: String,
+    /// Why, as the operator said it.
+    pub reason: String,
 }
 
 impl ExecutionRecord {
@@ -261,6 +284,8 @@ pub enum ClaimOutcome {
     /// to be when its worker stopped. Dead-letter it (again) instead of running it; only a
     /// redrive, which is another message, starts a new round.
     AlreadyFailed(ExecutionRecord),
+    /// An operator cancelled the run: acknowledge the delivery, never run it.
+    Cancelled(ExecutionRecord),
 }
 
 impl ExecutionRecord {
@@ -288,6 +313,7 @@ impl ExecutionRecord {
             history: Vec::new(),
             result: None,
             message_id: req.message_id.clone(),
+            cancelled: None,
             expires_at: expires_at(req.now, req.retention),
         }
     }
@@ -326,6 +352,8 @@ impl ExecutionRecord {
 pub(crate) fn classify_refusal(current: ExecutionRecord, req: &ClaimRequest) -> ClaimOutcome {
     if current.payload_hash != req.payload_hash {
         ClaimOutcome::Conflict(current)
+    } else if current.status == Status::Cancelled {
+        ClaimOutcome::Cancelled(current)
     } else if matches!(current.status, Status::Done | Status::Skipped) {
         ClaimOutcome::Duplicate(current)
     } else if current.status == Status::Failed {

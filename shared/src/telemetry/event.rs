@@ -94,6 +94,14 @@ pub enum Event<'a> {
         /// The key of the run that held it.
         running: &'a str,
     },
+    /// An operator cancelled the run: a delivery acknowledged unrun, or an attempt stopped
+    /// (its outcome refused by the CANCELLED record).
+    Cancelled {
+        /// Who cancelled it, and why, as the record says.
+        by: &'a str,
+        /// Why.
+        reason: &'a str,
+    },
     /// Waiting for its job's overlap slot; its claim given back.
     Waiting,
     /// A limit of its job held the run back; its claim given back.
@@ -176,6 +184,7 @@ impl Event<'_> {
             Event::Unavailable { .. } => "UNAVAILABLE",
             Event::Skipped { .. } => "SKIPPED",
             Event::Waiting => "WAITING",
+            Event::Cancelled { .. } => "CANCELLED",
             Event::SlotKept { .. } => "SLOT_KEPT",
             Event::Throttled { .. } => "THROTTLED",
             Event::LimitsEntered { .. } => "LIMITS_ENTERED",
@@ -247,6 +256,7 @@ impl Event<'_> {
             | Event::ScheduleNotDisabled { error: text }
             | Event::AutoPaused { reason: text } => (*text).to_string(),
             Event::Skipped { running } => format!("`{running}` was running"),
+            Event::Cancelled { by, reason } => format!("cancelled by {by}: {reason}"),
             Event::ClaimTakenOver => "the claim was taken over before it was given back".into(),
             Event::StaleEnd => {
                 "an earlier execution's end, after a rerun: the run is left to its current one"
@@ -284,6 +294,7 @@ impl Event<'_> {
             Event::LeaseLost { .. } => vec![(Metric::LeaseLost, 1.0)],
             Event::Skipped { .. } => vec![(Metric::Skipped, 1.0)],
             Event::Waiting => vec![(Metric::OverlapWaited, 1.0)],
+            Event::Cancelled { .. } => vec![(Metric::Cancelled, 1.0)],
             Event::Throttled { .. } => vec![(Metric::Throttled, 1.0)],
             Event::LimitsEntered { waited_ms } => vec![(Metric::LimitWait, waited_ms)],
             Event::ChainStarted => vec![(Metric::Started, 1.0)],

@@ -57,6 +57,9 @@ pub enum Metric {
     /// Milliseconds a run waited for its job's limits, from its first refusal to its
     /// start (dimension `Job`).
     LimitWait,
+    /// A run an operator cancelled was dropped by the worker: its attempt stopped at a
+    /// heartbeat, or a delivery of it acknowledged unrun.
+    Cancelled,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -82,6 +85,7 @@ impl Metric {
             Metric::ChainPaused => "ChainPaused",
             Metric::Throttled => "Throttled",
             Metric::LimitWait => "LimitWait",
+            Metric::Cancelled => "Cancelled",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }

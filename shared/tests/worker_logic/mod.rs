@@ -5,6 +5,7 @@
 //! can show stayed there.
 
 mod basics;
+mod cancel;
 mod deadlines;
 mod forged;
 mod leases;

@@ -444,6 +444,7 @@ mod tests {
             history: Vec::new(),
             result: None,
             message_id: None,
+            cancelled: None,
             expires_at: 0,
         };
         let done = ExecutionRecord {

@@ -142,6 +142,20 @@ impl Chains {
             Outcome::DeadLettered { reason, error } => {
                 self.fail(token, &format!("schedkit.{reason}"), error).await
             }
+            // An operator cancelled the step: its chain stops on it (paused, as on any
+            // failure) instead of waiting out the step's timeout.
+            Outcome::Cancelled => {
+                let cause = match key {
+                    Some(key) => store.get(key).await.ok().flatten(),
+                    None => None,
+                }
+                .and_then(|r| r.cancelled)
+                .map_or_else(
+                    || "an operator cancelled the step".to_string(),
+                    |c| format!("cancelled by {} at {}: {}", c.by, c.at, c.reason),
+                );
+                self.fail(token, "schedkit.cancelled", &cause).await
+            }
             _ => return None,
         };
         match sent {

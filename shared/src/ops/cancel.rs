@@ -1,0 +1,446 @@
+//! Cancelling runs: one by its key, or a job's runs in bulk, by status. A run with a record
+//! (REGISTERED, RETRYING, RUNNING, FAILED) is cancelled in its record; a run still in the
+//! jobs queue (`queued`: a message no worker has claimed, so no record yet) is found by
+//! receiving the queue, written CANCELLED from its message, and only then deleted, so that
+//! a crash in between leaves a message the worker acknowledges as cancelled, never a run.
+//!
+//! The queue is received, not peeked (SQS has no peek): the messages of other jobs the
+//! scan holds are made visible again as soon as it ends, and by themselves after
+//! [`HOLD`] if the console dies. A message delayed (a run fired with `--in` under 15
+//! minutes) is not visible to a scan until its delay ends.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+};
+use chrono::Utc;
+use serde::Serialize;
+
+use super::OpsError;
+use super::executions::{Filter, Records};
+use crate::aws::{AwsResultExt, SdkConfig};
+use crate::catalog::Catalog;
+use crate::envelope::{Envelope, format_instant};
+use crate::key::{execution_key, payload_hash};
+use crate::store::{CancelError, CancelRequest, Cancelled, ClaimRequest, DynamoStore, Status};
+
+/// How long the scan holds a received message before SQS shows it again by itself.
+pub const HOLD: Duration = Duration::from_secs(30);
+
+/// What a bulk cancellation selects: a job's runs in these states. `queued` is not a
+/// record's status: a message of the job waiting in the queue, no record yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    /// The job.
+    pub job: String,
+    /// Record statuses (REGISTERED, RETRYING, RUNNING, FAILED).
+    pub statuses: Vec<Status>,
+    /// Also the job's messages waiting in the queue.
+    pub queued: bool,
+}
+
+/// How many runs a selection holds now, by state (`queued` for the queue's).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    /// By status, and `queued`.
+    pub by_state: BTreeMap<String, usize>,
+}
+
+impl Counts {
+    /// Every run counted.
+    pub fn total(&self) -> usize {
+        self.by_state.values().sum()
+    }
+
+    /// `3 RUNNING, 50 queued`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .by_state
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(state, n)| format!("{n} {state}"))
+            .collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// What a bulk cancellation did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BulkCancelled {
+    /// Cancelled, by the state each run was in.
+    pub cancelled: Counts,
+    /// The keys cancelled.
+    pub keys: Vec<String>,
+    /// Runs that moved on between the listing and their cancellation (finished, or
+    /// cancelled by someone else), left as they are.
+    pub moved_on: usize,
+}
+
+/// Cancels runs of one stage.
+pub struct Canceller {
+    store: DynamoStore,
+    records: Records,
+    sqs: Client,
+    queue_url: String,
+}
+
+impl Canceller {
+    /// The canceller of the stage whose executions table is `table` and jobs queue
+    /// `queue_url`.
+    pub fn new(sdk: &SdkConfig, table: &str, queue_url: &str) -> Canceller {
+        Canceller {
+            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
+            records: Records::new(sdk, table),
+            sqs: Client::new(sdk),
+            queue_url: queue_url.into(),
+        }
+    }
+
+    /// Cancels the run `key`.
+    pub async fn one(&self, key: &str, by: &str, reason: &str) -> Result<Cancelled, OpsError> {
+        let req = request(key, by, reason, None, None);
+        self.store.cancel(&req).await.map_err(|e| match e {
+            CancelError::NotFound { .. } => OpsError::Refused(format!(
+                "no run has the key `{key}`: a run still in the queue has no record yet; cancel it with `--job JOB --status queued`"
+            )),
+            e => OpsError::Refused(e.to_string()),
+        })
+    }
+
+    /// How many runs `selection` holds now (the queue is scanned and released).
+    pub async fn preview(
+        &self,
+        selection: &Selection,
+        catalog: &Catalog,
+    ) -> Result<Counts, OpsError> {
+        let mut counts = Counts::default();
+        for status in &selection.statuses {
+            let keys = self.keys_of(&selection.job, *status).await?;
+            counts.by_state.insert(status.to_string(), keys.len());
+        }
+        if selection.queued {
+            let found = self.scan(selection, catalog, None).await?;
+            counts.by_state.insert("queued".into(), found.total());
+        }
+        Ok(counts)
+    }
+
+    /// Cancels every run `selection` holds now; `progress` hears the count so far.
+    pub async fn bulk(
+        &self,
+        selection: &Selection,
+        catalog: &Catalog,
+        by: &str,
+        reason: &str,
+        progress: &mut impl FnMut(usize),
+    ) -> Result<BulkCancelled, OpsError> {
+        let mut done = BulkCancelled::default();
+        let so_far = |done: &BulkCancelled| {
+            format!(
+                "{} run(s) of `{}` cancelled ({})",
+                done.keys.len(),
+                selection.job,
+                done.cancelled.describe()
+            )
+        };
+        for status in &selection.statuses {
+            let keys = self
+                .keys_of(&selection.job, *status)
+                .await
+                .map_err(|e| e.after(so_far(&done)))?;
+            for key in keys {
+                let req = request(&key, by, reason, Some(*status), None);
+                match self.store.cancel(&req).await {
+                    Ok(c) => {
+                        *done
+                            .cancelled
+                            .by_state
+                            .entry(c.was.to_string())
+                            .or_default() += 1;
+                        done.keys.push(key);
+                        progress(done.keys.len());
+                    }
+                    Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
+                        done.moved_on += 1;
+                    }
+                    Err(CancelError::Store(e)) => {
+                        let e = OpsError::Refused(format!("cancelling `{key}`: {e}"));
+                        return Err(e.after(so_far(&done)));
+                    }
+                }
+            }
+        }
+        if selection.queued {
+            let act = Act { by, reason };
+            let found = self.scan(selection, catalog, Some(&act)).await;
+            match found {
+                Ok(found) => {
+                    let n = found.total();
+                    *done.cancelled.by_state.entry("queued".into()).or_default() += n;
+                    done.keys.extend(found.keys);
+                    done.moved_on += found.moved_on;
+                    progress(done.keys.len());
+                }
+                Err(e) => return Err(e.after(so_far(&done))),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Every key of `job`'s records in `status`.
+    async fn keys_of(&self, job: &str, status: Status) -> Result<Vec<String>, OpsError> {
+        let mut keys = Vec::new();
+        let mut page = None;
+        loop {
+            let filter = Filter {
+                job: Some(job.into()),
+                status: Some(status),
+                limit: 200,
+                page,
+                ..Filter::default()
+            };
+            let (records, next) = self.records.list(&filter).await?;
+            keys.extend(records.into_iter().map(|r| r.execution_key));
+            match next {
+                Some(next) => page = Some(next),
+                None => return Ok(keys),
+            }
+        }
+    }
+
+    /// Receives the whole queue once, finding `selection.job`'s messages: counted, or
+    /// (with `act`) cancelled in the store and then deleted. Everything else it held is
+    /// made visible again.
+    async fn scan(
+        &self,
+        selection: &Selection,
+        catalog: &Catalog,
+        act: Option<&Act<'_>>,
+    ) -> Result<Found, OpsError> {
+        let job = catalog.jobs.get(&selection.job).ok_or_else(|| {
+            OpsError::Refused(format!("the catalog has no job `{}`", selection.job))
+        })?;
+        let mut held = Held::default();
+        let mut seen = HashSet::new();
+        let mut last_new = std::time::Instant::now();
+        let scanned = loop {
+            let batch = match self.receive().await {
+                Ok(batch) => batch,
+                Err(e) => break Err(e),
+            };
+            // Long-polled, so empty means nothing visible is left; a scan that meets only
+            // messages it held before for a whole hold has seen them all.
+            if batch.is_empty() || last_new.elapsed() > HOLD {
+                break Ok(());
+            }
+            let mut delete = Vec::new();
+            for m in batch {
+                let (Some(id), Some(receipt)) = (m.message_id, m.receipt_handle) else {
+                    continue;
+                };
+                if !seen.insert(id.clone()) {
+                    held.release.push(receipt);
+                    continue;
+                }
+                last_new = std::time::Instant::now();
+                let body = m.body.unwrap_or_default();
+                let Some((envelope, key)) = Envelope::parse(&body)
+                    .ok()
+                    .filter(|e| e.job == selection.job && e.chain.is_none())
+                    .and_then(|e| {
+                        let key = execution_key(&e, job.policy.key_template.as_ref()).ok()?;
+                        Some((e, key))
+                    })
+                else {
+                    held.release.push(receipt);
+                    continue;
+                };
+                let Some(act) = act else {
+                    held.found.keys.push(key);
+                    held.release.push(receipt);
+                    continue;
+                };
+                let arrived = ClaimRequest {
+                    key: key.clone(),
+                    job: envelope.job.clone(),
+                    scheduled_for: format_instant(&envelope.scheduled_for),
+                    payload_hash: payload_hash(&envelope),
+                    input: body,
+                    message_id: Some(id),
+                    owner: String::new(),
+                    now: Utc::now(),
+                    lease: Duration::ZERO,
+                    retention: job.policy.record_retention,
+                    redrive: None,
+                };
+                let req = request(&key, act.by, act.reason, None, Some(arrived));
+                let answer = self.store.cancel(&req).await;
+                if held.settle(key, receipt, answer, &mut delete).is_err() {
+                    break;
+                }
+            }
+            if let Some(e) = held.failed.take() {
+                break Err(e);
+            }
+            if let Err(e) = self.delete(&delete).await {
+                break Err(e);
+            }
+        };
+        let released = self.release(&held.release).await;
+        scanned?;
+        released?;
+        Ok(held.found)
+    }
+
+    async fn receive(&self) -> Result<Vec<aws_sdk_sqs::types::Message>, OpsError> {
+        Ok(self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(10)
+            // Long-polled: an empty answer means no visible message is left.
+            .wait_time_seconds(1)
+            .visibility_timeout(HOLD.as_secs() as i32)
+            .send()
+            .await
+            .aws(format!("reading the jobs queue {}", self.queue_url))?
+            .messages
+            .unwrap_or_default())
+    }
+
+    async fn release(&self, receipts: &[String]) -> Result<(), OpsError> {
+        for chunk in receipts.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(r)
+                        .visibility_timeout(0)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.sqs
+                .change_message_visibility_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .aws("releasing the jobs queue's messages")?;
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, receipts: &[String]) -> Result<(), OpsError> {
+        for chunk in receipts.chunks(10) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(r)
+                        .build()
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            // A delete that fails leaves a message the worker acknowledges as cancelled.
+            self.sqs
+                .delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .aws("deleting cancelled runs' messages from the jobs queue")?;
+        }
+        Ok(())
+    }
+}
+
+/// Who cancels and why, for a scan that acts.
+struct Act<'a> {
+    by: &'a str,
+    reason: &'a str,
+}
+
+/// What a scan holds: what it found, the messages to make visible again, and the store
+/// error that stopped it.
+#[derive(Default)]
+struct Held {
+    found: Found,
+    release: Vec<String>,
+    failed: Option<OpsError>,
+}
+
+impl Held {
+    /// Where the message of `key` goes after its cancellation's `answer`: deleted (its
+    /// run is CANCELLED now, or was), or released to its worker.
+    fn settle(
+        &mut self,
+        key: String,
+        receipt: String,
+        answer: Result<Cancelled, CancelError>,
+        delete: &mut Vec<String>,
+    ) -> Result<(), ()> {
+        match answer {
+            Ok(_) => {
+                self.found.keys.push(key);
+                delete.push(receipt);
+            }
+            // Cancelled already (a copy of the same run): the worker would only
+            // acknowledge it.
+            Err(CancelError::Refused { current }) if current.status == Status::Cancelled => {
+                delete.push(receipt);
+            }
+            // Claimed by a worker since (its record's own cancellation decides), or
+            // another payload under the key: left to the worker.
+            Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
+                self.found.moved_on += 1;
+                self.release.push(receipt);
+            }
+            Err(CancelError::Store(e)) => {
+                self.release.push(receipt);
+                self.failed = Some(OpsError::Refused(format!("cancelling `{key}`: {e}")));
+                return Err(());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a scan of the queue found.
+#[derive(Debug, Default)]
+struct Found {
+    keys: Vec<String>,
+    moved_on: usize,
+}
+
+impl Found {
+    fn total(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+fn request(
+    key: &str,
+    by: &str,
+    reason: &str,
+    only: Option<Status>,
+    arrived: Option<ClaimRequest>,
+) -> CancelRequest {
+    CancelRequest {
+        key: key.into(),
+        by: by.into(),
+        reason: reason.into(),
+        now: Utc::now(),
+        only,
+        arrived,
+    }
+}

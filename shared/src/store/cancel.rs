@@ -1,0 +1,356 @@
+//! An operator's cancellation: a run becomes CANCELLED in one conditional write, whatever
+//! worker holds it. Nothing else is told: a running attempt learns it when its next
+//! heartbeat is refused (the record is no longer RUNNING under its claim), so its job is
+//! dropped and its effects, committed only with a RUNNING record of its claim, never are;
+//! a later message of the key finds the record CANCELLED and is acknowledged unrun.
+//!
+//! A run still in the queue has no record yet: the console cancels it with the message in
+//! hand (`arrived`), writing its record CANCELLED before the message is deleted, so a copy
+//! delivered later is acknowledged too.
+
+use chrono::{DateTime, Utc};
+
+use super::dynamo::{
+    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refused_item, s,
+    unavailable,
+};
+use super::memory::MemoryStore;
+use super::record::{Cancellation, ClaimRequest, ExecutionRecord, Status, expires_at, timestamp};
+
+/// The statuses a cancellation ends: a run not yet decided, or FAILED (so that a redrive
+/// of its letter does not run it). DONE and SKIPPED are over; a PAUSED chain run is
+/// cancelled as a chain (`schedkit chains cancel`).
+pub const CANCELLABLE: [Status; 4] = [
+    Status::Registered,
+    Status::Retrying,
+    Status::Running,
+    Status::Failed,
+];
+
+/// What an operator asks to cancel.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The run's execution key.
+    pub key: String,
+    /// Who cancels (the console's AWS identity).
+    pub by: String,
+    /// Why, as the operator said it.
+    pub reason: String,
+    /// When.
+    pub now: DateTime<Utc>,
+    /// Only a run in this status (a bulk cancellation's `--status`): a run that moved on
+    /// since the preview is left as it is.
+    pub only: Option<Status>,
+    /// The run as a message in the queue says it (a run with no record yet): a missing
+    /// record is written CANCELLED from it, and a record of another payload or past
+    /// waiting (REGISTERED, RETRYING) is left to the record's own cancellation. Its
+    /// `owner` and `lease` are not used.
+    pub arrived: Option<ClaimRequest>,
+}
+
+/// A cancellation done.
+#[derive(Debug, Clone)]
+pub struct Cancelled {
+    /// The record as written.
+    pub record: ExecutionRecord,
+    /// The status the run had (REGISTERED for a run that had no record yet).
+    pub was: Status,
+}
+
+/// Why a cancellation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum CancelError {
+    /// No record has the key.
+    #[error("no run has the key `{key}` (`schedkit executions list` shows the runs there are)")]
+    NotFound {
+        /// The key asked for.
+        key: String,
+    },
+    /// The run is in a status a cancellation does not end (or not the one asked for).
+    #[error("run `{}` is {}{}", current.execution_key, current.status, refusal_hint(current))]
+    Refused {
+        /// The record as the refusal found it.
+        current: Box<ExecutionRecord>,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn refusal_hint(current: &ExecutionRecord) -> String {
+    match (&current.cancelled, current.status) {
+        (Some(c), Status::Cancelled) => format!(
+            ": cancelled already, by {} at {} ({})",
+            c.by, c.at, c.reason
+        ),
+        (_, Status::Paused) => {
+            ": a paused chain run is cancelled as a chain (`schedkit chains cancel KEY`)".into()
+        }
+        (_, status) if CANCELLABLE.contains(&status) => {
+            ": not the status asked for; it moved on and is left as it is".into()
+        }
+        _ => {
+            ": it is over, and only a REGISTERED, RETRYING, RUNNING or FAILED run can be cancelled"
+                .into()
+        }
+    }
+}
+
+/// Whether a cancellation of `req` passes over `current` (None: no item): the condition
+/// the DynamoDB store's expression says, for the stores that are not DynamoDB.
+pub(crate) fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
+    let Some(r) = current else {
+        return req.arrived.is_some();
+    };
+    let waiting = matches!(r.status, Status::Registered | Status::Retrying);
+    let arrived_fits = req
+        .arrived
+        .as_ref()
+        .is_none_or(|a| a.payload_hash == r.payload_hash && waiting);
+    CANCELLABLE.contains(&r.status) && req.only.is_none_or(|s| s == r.status) && arrived_fits
+}
+
+/// The record after the cancellation of `req` passed over `before`, and what it was.
+pub(crate) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequest) -> Cancelled {
+    let now = timestamp(req.now);
+    let base = match before {
+        Some(r) => r,
+        None => {
+            let arrived = req
+                .arrived
+                .as_ref()
+                .expect("a new record comes with its message");
+            ExecutionRecord {
+                attempt: 0,
+                started_at: None,
+                expires_at: expires_at(req.now, arrived.retention),
+                ..ExecutionRecord::first(arrived, Status::Registered)
+            }
+        }
+    };
+    let was = base.status;
+    let record = ExecutionRecord {
+        cancelled: Some(cancellation(req)),
+        status: Status::Cancelled,
+        lease_expires_at: None,
+        updated_at: now.clone(),
+        finished_at: Some(now),
+        ..base
+    };
+    Cancelled { record, was }
+}
+
+fn cancellation(req: &CancelRequest) -> Cancellation {
+    Cancellation {
+        by: req.by.clone(),
+        at: timestamp(req.now),
+        reason: req.reason.clone(),
+    }
+}
+
+/// What a refusal over `current` means.
+fn refused(key: &str, current: Option<ExecutionRecord>) -> CancelError {
+    match current {
+        Some(current) => CancelError::Refused {
+            current: Box::new(current),
+        },
+        None => CancelError::NotFound { key: key.into() },
+    }
+}
+
+impl DynamoStore {
+    /// Cancels a run: one conditional `UpdateItem` (creating the record CANCELLED from the
+    /// message in hand, for a run that has none yet). The record as written, or why not.
+    pub async fn cancel(&self, req: &CancelRequest) -> Result<Cancelled, CancelError> {
+        let mut set = vec![
+            "#status = :cancelled",
+            "#open_status = :cancelled",
+            "#cancelled = :cancellation",
+            "#updated_at = :now",
+            "#finished_at = :now",
+        ];
+        let mut condition = "(#status IN (:registered, :retrying, :running, :failed))".to_string();
+        if req.only.is_some() {
+            condition.push_str(" AND #status = :only");
+        }
+        if req.arrived.is_some() {
+            // A missing item is created whole: what its first claim would have written.
+            set.extend([
+                "#job = if_not_exists(#job, :job)",
+                "#scheduled_for = if_not_exists(#scheduled_for, :scheduled_for)",
+                "#payload_hash = if_not_exists(#payload_hash, :hash)",
+                "#input = if_not_exists(#input, :input)",
+                "#created_at = if_not_exists(#created_at, :now)",
+                "#expires_at = if_not_exists(#expires_at, :expires_at)",
+                "#list_shard = if_not_exists(#list_shard, :list_shard)",
+                "#attempt = if_not_exists(#attempt, :zero)",
+            ]);
+            condition = format!(
+                "attribute_not_exists(#execution_key) OR ({condition} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
+            );
+        } else {
+            condition = format!("attribute_exists(#execution_key) AND {condition}");
+        }
+        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
+        let cancellation =
+            serde_dynamo::to_attribute_value(cancellation(req)).expect("a cancellation serialises");
+        let mut call = self
+            .update(&req.key, &update, &condition)
+            .expression_attribute_names("#execution_key", KEY_ATTRIBUTE)
+            .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
+            .expression_attribute_values(":cancellation", cancellation)
+            .expression_attribute_values(":now", s(&timestamp(req.now)))
+            .expression_attribute_values(":registered", s(Status::Registered.as_str()))
+            .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":failed", s(Status::Failed.as_str()));
+        if let Some(only) = req.only {
+            call = call.expression_attribute_values(":only", s(only.as_str()));
+        }
+        if let Some(a) = &req.arrived {
+            // What the record is when the key has none yet.
+            let fresh = cancelled_record(None, req).record;
+            call = call
+                .expression_attribute_values(":job", s(&a.job))
+                .expression_attribute_values(":scheduled_for", s(&a.scheduled_for))
+                .expression_attribute_values(":hash", s(&a.payload_hash))
+                .expression_attribute_values(":input", s(&fresh.input.unwrap_or_default()))
+                .expression_attribute_values(":expires_at", super::dynamo::n(fresh.expires_at))
+                .expression_attribute_values(":list_shard", s(&super::list_shard(&req.key)))
+                .expression_attribute_values(":zero", super::dynamo::n(0));
+        }
+        let answer = self.timed(call.send()).await?;
+        match answer {
+            Ok(out) => {
+                let before = out
+                    .attributes
+                    .filter(|a| !a.is_empty())
+                    .map(|item| decode(&req.key, item))
+                    .transpose()?;
+                Ok(cancelled_record(before, req))
+            }
+            Err(err) => match refused_item(&err) {
+                Some(item) => Err(refused(&req.key, Some(decode(&req.key, item)?))),
+                None if is_condition_failure(&err) => Err(refused(&req.key, None)),
+                None => Err(CancelError::Store(unavailable(err))),
+            },
+        }
+    }
+}
+
+impl MemoryStore {
+    /// Cancels a run, as [`DynamoStore::cancel`] does.
+    pub async fn cancel(&self, req: &CancelRequest) -> Result<Cancelled, CancelError> {
+        self.request("cancel", &req.key, |state| {
+            let current = state.records.get(&req.key).cloned();
+            if !cancel_passes(current.as_ref(), req) {
+                return Err(refused(&req.key, current));
+            }
+            let done = cancelled_record(current, req);
+            state.records.insert(req.key.clone(), done.record.clone());
+            Ok(done)
+        })
+        .await?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::record::claimed_record;
+
+    fn claim() -> ClaimRequest {
+        ClaimRequest {
+            key: "k".into(),
+            job: "j".into(),
+            scheduled_for: "2026-12-01T12:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: Some("m1".into()),
+            owner: "w:1".into(),
+            now: "2026-12-01T12:00:00Z".parse().unwrap(),
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        }
+    }
+
+    fn cancel(only: Option<Status>, arrived: Option<ClaimRequest>) -> CancelRequest {
+        CancelRequest {
+            key: "k".into(),
+            by: "arn:aws:iam::1:user/ops".into(),
+            reason: "a bad deploy".into(),
+            now: "2026-12-01T12:00:10Z".parse().unwrap(),
+            only,
+            arrived,
+        }
+    }
+
+    #[test]
+    fn a_run_not_yet_decided_or_failed_is_cancelled_and_says_who_and_what_it_was() {
+        let running = claimed_record(None, &claim());
+        for status in CANCELLABLE {
+            let r = ExecutionRecord {
+                status,
+                ..running.clone()
+            };
+            assert!(cancel_passes(Some(&r), &cancel(None, None)), "{status}");
+            let Cancelled { record: after, was } = cancelled_record(Some(r), &cancel(None, None));
+            assert_eq!((after.status, was), (Status::Cancelled, status));
+            assert_eq!(after.lease_expires_at, None);
+            let c = after.cancelled.unwrap();
+            assert_eq!(c.by, "arn:aws:iam::1:user/ops");
+            assert_eq!(after.owner.as_deref(), Some("w:1"), "the owner is kept");
+        }
+        for status in [
+            Status::Done,
+            Status::Skipped,
+            Status::Paused,
+            Status::Cancelled,
+        ] {
+            let r = ExecutionRecord {
+                status,
+                ..running.clone()
+            };
+            assert!(!cancel_passes(Some(&r), &cancel(None, None)), "{status}");
+        }
+        assert!(!cancel_passes(None, &cancel(None, None)), "no record");
+        assert!(
+            !cancel_passes(Some(&running), &cancel(Some(Status::Retrying), None)),
+            "moved on since the preview"
+        );
+    }
+
+    #[test]
+    fn a_queued_run_is_cancelled_from_its_message_only_while_unrun_and_of_its_payload() {
+        let arrived = || cancel(None, Some(claim()));
+        assert!(cancel_passes(None, &arrived()));
+        let Cancelled {
+            record: written,
+            was,
+        } = cancelled_record(None, &arrived());
+        assert_eq!(
+            (written.status, was),
+            (Status::Cancelled, Status::Registered)
+        );
+        assert_eq!((written.attempt, written.owner.clone()), (0, None));
+        assert_eq!(written.cancelled.unwrap().reason, "a bad deploy");
+        let running = claimed_record(None, &claim());
+        assert!(
+            !cancel_passes(Some(&running), &arrived()),
+            "it runs: by record"
+        );
+        let waiting = ExecutionRecord {
+            status: Status::Retrying,
+            ..running.clone()
+        };
+        assert!(cancel_passes(Some(&waiting), &arrived()));
+        let other = ExecutionRecord {
+            payload_hash: "other".into(),
+            ..waiting
+        };
+        assert!(!cancel_passes(Some(&other), &arrived()), "another payload");
+    }
+}

@@ -1,0 +1,227 @@
+//! An operator's cancellation, wherever it lands: a run waiting for its retry is
+//! acknowledged unrun at its next delivery; a running attempt stops at its next heartbeat,
+//! its job dropped and its effect never committed, the message acknowledged; a job that
+//! ends before it learns has its outcome and effect refused all the same. Each is counted
+//! (`Cancelled`), and nothing reaches the DLQ.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put};
+use schedkit::queue::MemoryQueue;
+use schedkit::store::{CancelRequest, ExecutionStore, MemoryStore};
+use schedkit::{Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Registry, RetryPolicy, Status};
+use serde_json::json;
+
+use super::{drain_all, envelope, metric_total, processor_of};
+
+/// What the jobs did: attempts started, attempts that reached their end, and when the
+/// last attempt's future was dropped (ended or stopped).
+#[derive(Default)]
+struct Seen {
+    started: AtomicU32,
+    ended: AtomicU32,
+    dropped: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+/// Notes when the job's future goes, however it goes.
+struct DropAt(Arc<Seen>);
+
+impl Drop for DropAt {
+    fn drop(&mut self) {
+        *self.0.dropped.lock().unwrap() = Some(tokio::time::Instant::now());
+    }
+}
+
+/// `retried` fails retryably (a backoff of a minute); `long` works for `seconds` (20 by
+/// default, past two leases of 8 s), then writes its effect.
+fn registry(seen: &Arc<Seen>) -> Registry {
+    let (retried, long) = (seen.clone(), seen.clone());
+    Jobs::new()
+        .add("retried", move |_: Ctx| {
+            let seen = retried.clone();
+            async move {
+                seen.started.fetch_add(1, Ordering::SeqCst);
+                seen.ended.fetch_add(1, Ordering::SeqCst);
+                Err::<serde_json::Value, _>(JobError::retryable("the partner is down"))
+            }
+        })
+        .add("long", move |ctx: Ctx| {
+            let seen = long.clone();
+            async move {
+                seen.started.fetch_add(1, Ordering::SeqCst);
+                let _going = DropAt(seen.clone());
+                let seconds = ctx.payload["seconds"].as_u64().unwrap_or(20);
+                tokio::time::sleep(Duration::from_secs(seconds)).await;
+                let put = Put::builder()
+                    .table_name("effects")
+                    .item("effect_key", AttributeValue::S(ctx.key.clone()))
+                    .build()
+                    .expect("table and item set");
+                ctx.effects().put(put);
+                seen.ended.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, JobError>(json!({"invoiced": true}))
+            }
+        })
+        .bind_policies(|_| JobPolicy {
+            retry: RetryPolicy {
+                max_attempts: 5,
+                first_delay: Duration::from_secs(60),
+                base_delay: Duration::from_secs(60),
+                max_delay: Duration::from_secs(60),
+            },
+            timeout: Some(Duration::from_secs(120)),
+            ..JobPolicy::default().with_lease(Duration::from_secs(8))
+        })
+}
+
+fn cancel(key: &str, clock: Clock) -> CancelRequest {
+    CancelRequest {
+        key: key.into(),
+        by: "arn:aws:iam::000000000000:user/ops".into(),
+        reason: "a bad deploy".into(),
+        now: clock.now(),
+        only: None,
+        arrived: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_waiting_for_its_retry_is_acknowledged_unrun_at_its_next_delivery() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let seen = Arc::new(Seen::default());
+    let (metrics, lines) = Metrics::capture();
+    let worker = processor_of(&store, &queue, registry(&seen), "w", metrics);
+    queue.send_body(&envelope("retried", "invoice-7"));
+    let clock = super::config().clock;
+    let (store2, queue2) = (store.clone(), queue.clone());
+    let canceller = tokio::spawn(async move {
+        // After the first attempt failed, during its minute of backoff.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let r = store2.snapshot().records["invoice-7"].clone();
+        assert_eq!(r.status, Status::Retrying, "{r:?}");
+        store2.cancel(&cancel("invoice-7", clock)).await.unwrap();
+        drop(queue2);
+    });
+    let labels = drain_all(&[worker], &queue, 10, Duration::from_secs(30)).await;
+    canceller.await.unwrap();
+    assert_eq!(labels, ["retrying", "cancelled"], "{labels:?}");
+    assert_eq!(seen.started.load(Ordering::SeqCst), 1, "never run again");
+    let r = store.snapshot().records["invoice-7"].clone();
+    assert_eq!(r.status, Status::Cancelled);
+    let c = r.cancelled.expect("who and why");
+    assert_eq!(
+        (c.by.as_str(), c.reason.as_str()),
+        ("arn:aws:iam::000000000000:user/ops", "a bad deploy")
+    );
+    assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
+    let q = queue.lock();
+    assert!(q.messages.is_empty() && q.dead_letters.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_running_attempt_stops_at_its_next_heartbeat_and_its_effect_never_commits() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let seen = Arc::new(Seen::default());
+    let (metrics, lines) = Metrics::capture();
+    let worker = processor_of(&store, &queue, registry(&seen), "w", metrics);
+    queue.send_body(&envelope("long", "invoice-8"));
+    let clock = super::config().clock;
+    let (store2, seen2) = (store.clone(), seen.clone());
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(seen2.started.load(Ordering::SeqCst), 1, "it runs");
+        store2.cancel(&cancel("invoice-8", clock)).await.unwrap();
+        tokio::time::Instant::now()
+    });
+    let labels = drain_all(&[worker], &queue, 10, Duration::from_secs(30)).await;
+    let cancelled_at = canceller.await.unwrap();
+    assert_eq!(labels, ["cancelled"], "{labels:?}");
+    assert_eq!(seen.ended.load(Ordering::SeqCst), 0, "the job was dropped");
+    let state = store.snapshot();
+    assert!(
+        state.effects_applied.is_empty(),
+        "no effect: {:?}",
+        state.effects_applied
+    );
+    let r = &state.records["invoice-8"];
+    assert_eq!(r.status, Status::Cancelled, "{r:?}");
+    assert_eq!(r.attempt, 1);
+    assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
+    let q = queue.lock();
+    assert!(q.messages.is_empty() && q.dead_letters.is_empty());
+    // It stopped at the heartbeat after the cancellation: within one interval (a quarter
+    // of the 8 s lease), long before the job's 20 s.
+    let dropped = seen.dropped.lock().unwrap().expect("the job's future went");
+    let after = dropped - cancelled_at;
+    assert!(
+        after <= Duration::from_secs(2),
+        "stopped {after:?} after the cancellation"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_ends_before_it_learns_has_its_outcome_and_effect_refused() {
+    // Heartbeats off: the attempt cannot learn before it ends.
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let seen = Arc::new(Seen::default());
+    let registry = {
+        let long = seen.clone();
+        Jobs::new()
+            .add("long", move |ctx: Ctx| {
+                let seen = long.clone();
+                async move {
+                    seen.started.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    let put = Put::builder()
+                        .table_name("effects")
+                        .item("effect_key", AttributeValue::S(ctx.key.clone()))
+                        .build()
+                        .expect("table and item set");
+                    ctx.effects().put(put);
+                    seen.ended.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, JobError>(json!(null))
+                }
+            })
+            .bind_policies(|_| JobPolicy {
+                heartbeat: None,
+                ..JobPolicy::default().with_lease(Duration::from_secs(30))
+            })
+    };
+    let (metrics, lines) = Metrics::capture();
+    let worker = processor_of(&store, &queue, registry, "w", metrics);
+    queue.send_body(&envelope("long", "invoice-9"));
+    let clock = super::config().clock;
+    let store2 = store.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        store2.cancel(&cancel("invoice-9", clock)).await.unwrap();
+    });
+    let labels = drain_all(&[worker], &queue, 10, Duration::from_secs(30)).await;
+    assert_eq!(labels, ["cancelled"], "{labels:?}");
+    assert_eq!(
+        seen.ended.load(Ordering::SeqCst),
+        1,
+        "the job reached its end"
+    );
+    let state = store.snapshot();
+    assert!(
+        state.effects_applied.is_empty(),
+        "refused: {:?}",
+        state.effects_applied
+    );
+    assert_eq!(state.records["invoice-9"].status, Status::Cancelled);
+    assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
+    // The store refuses any later outcome of that claim too.
+    let r = state.records["invoice-9"].clone();
+    let refused = store
+        .heartbeat(
+            "invoice-9",
+            r.owner.as_deref().unwrap(),
+            clock.now(),
+            Duration::from_secs(30),
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+}
