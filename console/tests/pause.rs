@@ -424,6 +424,7 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
             result: None,
             message_id: None,
             cancelled: None,
+            skipped: None,
             expires_at: Utc::now().timestamp() + 3600,
         })
         .await

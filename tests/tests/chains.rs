@@ -537,6 +537,7 @@ async fn a_rerun_runs_a_step_its_jobs_overlap_policy_once_skipped() {
             result: None,
             message_id: None,
             cancelled: None,
+            skipped: None,
             expires_at: chrono::Utc::now().timestamp() + 3600,
         })
         .await
@@ -634,4 +635,176 @@ async fn chains_rerun_reconciles_a_run_whose_execution_ended_while_its_record_sa
     };
     assert_eq!(*run, 2);
     assert_eq!(steps.len(), 4, "no step is DONE: {steps:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn skipping_a_paused_chains_failed_step_runs_the_later_stages_and_names_who_skipped_it() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-skip"), StackOptions::default())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    let broken = Arc::new(AtomicBool::new(true));
+    let harness = Harness::start(&stack, runs.clone(), broken.clone()).await;
+    let key = trigger(&stack, "2026-12-02T03:00:00Z").await;
+    assert_eq!(ended(&stack, &key).await.status, Status::Paused);
+    let step = |s: &str| format!("{key}#{s}");
+    let counted = |s: &str| runs.lock().unwrap().get(&step(s)).copied().unwrap_or(0);
+
+    // The invoices were issued by hand this month: the step is skipped, not fixed.
+    let operator = harness.operator(&stack).await;
+    let refused = operator
+        .skip(&key, "ledger", &json!({}), "ops", "x", chrono::Utc::now())
+        .await;
+    assert!(
+        matches!(&refused, Err(schedkit::ops::OpsError::Refused(e)) if e.contains("did not fail")),
+        "{refused:?}"
+    );
+    let skipped = operator
+        .skip(
+            &key,
+            "invoices",
+            &json!({"issued": "by hand"}),
+            "arn:aws:iam::000000000000:user/alice",
+            "issued by hand this month",
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(&skipped.rerun, Rerun::Started { run: 2, .. }),
+        "{skipped:?}"
+    );
+    let chain = ended(&stack, &key).await;
+    assert_eq!(chain.status, Status::Done, "{chain:?}");
+    assert_eq!(counted("invoices"), 1, "the skipped step never ran again");
+    assert_eq!(counted("report"), 1, "the later stage ran");
+    let invoices = stack.record(&step("invoices")).await.unwrap().unwrap();
+    assert_eq!(invoices.status, Status::Done);
+    let note = invoices.skipped.as_ref().expect("who skipped it");
+    assert_eq!(note.by, "arn:aws:iam::000000000000:user/alice");
+    assert_eq!(note.reason, "issued by hand this month");
+    assert!(
+        invoices
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("template is missing"),
+        "the failure is kept: {invoices:?}"
+    );
+    // The last stage saw the output the operator gave.
+    let report = stack.record(&step("report")).await.unwrap().unwrap();
+    let result: Value = serde_json::from_str(report.result.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        result["saw"]["invoices"],
+        json!({"issued": "by hand"}),
+        "{result}"
+    );
+    // `chains show` says so.
+    let view = operator.show(&key).await.unwrap().unwrap();
+    let shown = view
+        .stages
+        .iter()
+        .flatten()
+        .find(|s| s.step == "invoices")
+        .unwrap();
+    assert_eq!(shown.skipped.as_ref().unwrap().by, note.by);
+    harness.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelling_a_running_chain_stops_its_execution_and_step_and_no_later_stage_starts() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-cancel"), StackOptions::default())
+        .await
+        .unwrap();
+    let runs: Runs = Arc::default();
+    // The first stage works for 30 s, past its 5 s lease (heartbeats keep it).
+    let policy = JobPolicy::default().with_lease(Duration::from_secs(5));
+    let counted = runs.clone();
+    let registry = Jobs::new()
+        .add("close-books", move |ctx: Ctx| {
+            let runs = counted.clone();
+            async move {
+                *runs.lock().unwrap().entry(ctx.key.clone()).or_default() += 1;
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                Ok::<_, JobError>(json!({"closed": true}))
+            }
+        })
+        .add("issue-invoices", |_: Ctx| async {
+            Ok::<_, JobError>(json!(null))
+        })
+        .add("report", |_: Ctx| async { Ok::<_, JobError>(json!(null)) })
+        .bind_policies(|_| policy.clone());
+    let harness = Harness::start_with(&stack, registry).await;
+    let key = trigger(&stack, "2026-12-02T04:00:00Z").await;
+    let first = format!("{key}#close-books");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while stack
+        .record(&first)
+        .await
+        .unwrap()
+        .is_none_or(|r| r.status != Status::Running)
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first step never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let operator = harness.operator(&stack).await;
+    let done = operator
+        .cancel(
+            &key,
+            "arn:aws:iam::000000000000:user/bob",
+            "wrong month",
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.was, Status::Running);
+    assert!(done.stopped.is_some(), "{done:?}");
+    assert_eq!(done.steps, ["close-books"]);
+    let chain = stack.record(&key).await.unwrap().unwrap();
+    assert_eq!(chain.status, Status::Cancelled);
+    assert_eq!(chain.cancelled.as_ref().unwrap().reason, "wrong month");
+    // The execution is stopped (ABORTED; LocalStack stops it a moment later, so the
+    // cancelled step's own answer may end it FAILED first); the running step stops at its
+    // next heartbeat (every 1.25 s), its message acknowledged as cancelled.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let executions = harness.executions().await;
+        if [ExecutionStatus::Aborted, ExecutionStatus::Failed].contains(&executions[0].status) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{executions:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metric_total(&harness.metrics, "Cancelled") < 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the step did not stop"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // No later stage starts.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for later in ["invoices", "ledger", "report"] {
+        let r = stack.record(&format!("{key}#{later}")).await.unwrap();
+        assert!(r.is_none(), "{later} started: {r:?}");
+    }
+    let step = stack.record(&first).await.unwrap().unwrap();
+    assert_eq!(step.status, Status::Cancelled, "{step:?}");
+    assert_eq!(step.result, None, "it never completed");
+    // Cancelled again: refused, naming what it is.
+    let again = operator
+        .cancel(&key, "bob", "again", chrono::Utc::now())
+        .await;
+    assert!(
+        matches!(&again, Err(schedkit::ops::OpsError::Refused(e)) if e.contains("CANCELLED")),
+        "{again:?}"
+    );
+    harness.stop().await;
 }

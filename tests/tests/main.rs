@@ -19,7 +19,8 @@ mod chain_definition;
 mod chain_failures;
 /// Chains through the worker: steps run once and answered, the chain ends DONE; a step
 /// failed for good lets its sibling finish and pauses the chain before the last stage; a
-/// rerun runs only the failed step and the later stages.
+/// rerun runs only the failed step and the later stages; a skipped step lets the later
+/// stages run (who skipped it kept); a cancelled chain stops its execution and step.
 mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.

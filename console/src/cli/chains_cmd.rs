@@ -1,5 +1,6 @@
-//! `schedkit chains list`, `chains show KEY` (the stages as a tree of steps) and
-//! `chains rerun KEY` (from the failed step; confirmed, audited).
+//! `schedkit chains list`, `chains show KEY` (the stages as a tree of steps), `chains
+//! rerun KEY` (from the failed step), `chains cancel KEY` and `chains skip KEY STEP`
+//! (confirmed, audited).
 
 use chrono::Utc;
 use clap::{Args, Subcommand};
@@ -28,6 +29,43 @@ pub enum ChainsCommand {
     /// Run a PAUSED chain run again from its failed step: DONE steps answer from their
     /// records, the failed step runs with a fresh set of attempts, then the later stages.
     Rerun(RerunArgs),
+    /// Cancel a RUNNING or PAUSED chain run: its record CANCELLED, its execution stopped,
+    /// its steps' runs not yet decided cancelled (a running one stops at its next
+    /// heartbeat); no later stage starts.
+    Cancel(ChainCancelArgs),
+    /// Let a PAUSED run go on past its failed step as if the step had returned --output:
+    /// the step's record becomes DONE with it (its failure kept, and who skipped it and
+    /// why), and the run is rerun from there.
+    Skip(SkipArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChainCancelArgs {
+    /// The chain key.
+    pub key: String,
+    /// Why (kept on the run's record and in the audit trail).
+    #[arg(long, default_value = "no reason given")]
+    pub reason: String,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SkipArgs {
+    /// The chain key.
+    pub key: String,
+    /// The failed step to skip.
+    pub step: String,
+    /// What the later stages see as the step's output (JSON; default `{}`).
+    #[arg(long, default_value = "{}")]
+    pub output: String,
+    /// Why (required: a skipped step is a decision someone answers for).
+    #[arg(long)]
+    pub reason: String,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +186,66 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
             cli.output.outcome(&text, &details);
             Ok(())
         }
+        ChainsCommand::Cancel(a) => {
+            audit::ensure_writable()?;
+            confirm(
+                &format!("cancel chain run `{}` on stage {}", a.key, target.stage),
+                a.yes,
+            )?;
+            let audited = audit::begin(
+                &sdk,
+                "chains cancel",
+                json!({"stage": target.stage, "key": a.key, "reason": a.reason}),
+            )
+            .await?;
+            let who = audited.who().to_string();
+            let result = runs.cancel(&a.key, &who, &a.reason, Utc::now()).await;
+            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            let done = result.map_err(failed)?;
+            let text = format!(
+                "{}: CANCELLED (it was {}); execution stopped: {}; steps cancelled: {}",
+                a.key,
+                done.was,
+                done.stopped.as_deref().unwrap_or("none (not running)"),
+                if done.steps.is_empty() {
+                    "none".to_string()
+                } else {
+                    done.steps.join(", ")
+                }
+            );
+            cli.output.outcome(&text, &serde_json::to_value(&done)?);
+            Ok(())
+        }
+        ChainsCommand::Skip(a) => {
+            let output: serde_json::Value = serde_json::from_str(&a.output)
+                .map_err(|e| UsageError(format!("--output is not JSON: {e}")))?;
+            audit::ensure_writable()?;
+            confirm(
+                &format!(
+                    "skip step `{}` of chain run `{}` on stage {} and run the later stages",
+                    a.step, a.key, target.stage
+                ),
+                a.yes,
+            )?;
+            let audited = audit::begin(
+                &sdk,
+                "chains skip",
+                json!({"stage": target.stage, "key": a.key, "step": a.step, "output": output, "reason": a.reason}),
+            )
+            .await?;
+            let who = audited.who().to_string();
+            let result = runs
+                .skip(&a.key, &a.step, &output, &who, &a.reason, Utc::now())
+                .await;
+            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            let done = result.map_err(failed)?;
+            let text = format!(
+                "{}: step {} skipped (DONE with the given output, its failure kept); the run goes on: {:?}",
+                a.key, done.step, done.rerun
+            );
+            cli.output.outcome(&text, &serde_json::to_value(&done)?);
+            Ok(())
+        }
     }
 }
 
@@ -183,6 +281,12 @@ fn tree(view: &ChainView) -> String {
     ));
     if let Some(error) = &view.last_error {
         out.push_str(&format!("why: {error}\n"));
+    }
+    if let Some(c) = &view.cancelled {
+        out.push_str(&format!(
+            "cancelled by {} at {}: {}\n",
+            c.by, c.at, c.reason
+        ));
     }
     let name = view
         .stages
@@ -232,6 +336,18 @@ fn step_line(step: &StepView) -> String {
     );
     if let Some(ms) = step.duration_ms {
         line.push_str(&format!("  {ms} ms"));
+    }
+    if let Some(s) = &step.skipped {
+        // Its failure is what it was skipped over: said beside who skipped it.
+        line.push_str(&format!("  skipped by {} ({})", s.by, clip(&s.reason, 40)));
+        if let Some(error) = &step.last_error {
+            line.push_str(&format!("  failed: {}", clip(error, 60)));
+        }
+        return line;
+    }
+    if let Some(c) = &step.cancelled {
+        line.push_str(&format!("  by {} ({})", c.by, clip(&c.reason, 60)));
+        return line;
     }
     // A DONE step keeps its earlier round's error in its record; it is history here.
     if let Some(error) = step.last_error.as_ref().filter(|_| status != Status::Done) {

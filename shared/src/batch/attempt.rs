@@ -133,8 +133,19 @@ impl Processor {
                 "attempt {attempt} of at most {max_attempts}: the earlier ones were claimed and never finished (the worker was stopped or ran out of time); not run again"
             )));
         }
-        // A chain step sees what its earlier stages' steps returned.
+        // A chain step sees what its earlier stages' steps returned; a step of a
+        // cancelled chain run is cancelled unrun.
         if let (Some(chains), Some(chain)) = (job.step_of, &envelope.chain) {
+            let store = self.inner.store.as_ref();
+            match chains.run_cancelled(store, chain).await {
+                Ok(Some(note)) => return self.cancel_step(&job_ctx.key, chain, note).await,
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(JobError::retryable(format!(
+                        "reading the step's chain run: {e}"
+                    )));
+                }
+            }
             match chains.step_of(self.inner.store.as_ref(), chain).await {
                 Ok(Some(step)) => job_ctx = job_ctx.with_chain(step),
                 Ok(None) => {}
@@ -161,6 +172,35 @@ impl Processor {
                 "cancelled before the function's deadline: the job did not finish in the time the invocation had left",
             )),
             result = run_guarded(job.registered, job_ctx) => result,
+        }
+    }
+}
+
+impl Processor {
+    /// The step `key` of a cancelled chain run: its own record cancelled too, so the
+    /// outcome written after is refused and the message acknowledged as cancelled.
+    async fn cancel_step(
+        &self,
+        key: &str,
+        chain: &crate::envelope::ChainContext,
+        note: crate::store::OperatorNote,
+    ) -> JobResult {
+        let req = crate::store::CancelRequest {
+            key: key.to_string(),
+            by: note.by,
+            reason: format!(
+                "its chain run `{}` was cancelled: {}",
+                chain.key, note.reason
+            ),
+            now: self.inner.config.clock.now(),
+            only: None,
+            arrived: None,
+        };
+        match self.inner.store.cancel(&req).await {
+            Ok(_) => Err(JobError::permanent("its chain run was cancelled")),
+            Err(e) => Err(JobError::retryable(format!(
+                "cancelling the step of a cancelled chain run: {e}"
+            ))),
         }
     }
 }

@@ -27,9 +27,9 @@ use crate::store::{ChainEnd, DynamoStore, ExecutionRecord, Status};
 /// The chains of a stage: their records and their state machines.
 #[derive(Debug, Clone)]
 pub struct ChainRuns {
-    records: Records,
-    store: DynamoStore,
-    sfn: aws_sdk_sfn::Client,
+    pub(super) records: Records,
+    pub(super) store: DynamoStore,
+    pub(super) sfn: aws_sdk_sfn::Client,
     chains: BTreeMap<String, Chain>,
     machines: BTreeMap<String, String>,
 }
@@ -62,6 +62,9 @@ pub struct ChainView {
     pub finished_at: Option<String>,
     /// For a paused run: which steps failed, and why.
     pub last_error: Option<String>,
+    /// For a cancelled run: who cancelled it, when and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<crate::store::OperatorNote>,
     /// The stages in order, each with its steps.
     pub stages: Vec<Vec<StepView>>,
 }
@@ -83,6 +86,12 @@ pub struct StepView {
     pub duration_ms: Option<u64>,
     /// Its latest failed attempt's error.
     pub last_error: Option<String>,
+    /// For a step an operator skipped after it failed: who, when and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<crate::store::OperatorNote>,
+    /// For a step cancelled: who, when and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled: Option<crate::store::OperatorNote>,
 }
 
 /// What a rerun did.
@@ -185,6 +194,8 @@ impl ChainRuns {
                     status: record.as_ref().map(|r| r.status),
                     attempts: record.as_ref().map_or(0, |r| r.attempt),
                     duration_ms: record.as_ref().and_then(|r| r.duration_ms),
+                    skipped: record.as_ref().and_then(|r| r.skipped.clone()),
+                    cancelled: record.as_ref().and_then(|r| r.cancelled.clone()),
                     last_error: record.and_then(|r| r.last_error),
                     key: step_key,
                 });
@@ -203,6 +214,7 @@ impl ChainRuns {
             updated_at: run.updated_at,
             finished_at: run.finished_at,
             last_error: run.last_error,
+            cancelled: run.cancelled,
             stages,
         }))
     }
@@ -353,7 +365,7 @@ impl ChainRuns {
     }
 
     /// The chain of the catalog `run` is a run of.
-    fn chain_of(&self, run: &ExecutionRecord) -> Result<&Chain, OpsError> {
+    pub(super) fn chain_of(&self, run: &ExecutionRecord) -> Result<&Chain, OpsError> {
         self.chains.get(&run.job).ok_or_else(|| {
             OpsError::Refused(format!(
                 "`{}` is a run of `{}`, which is not a chain of the catalog (chains: {})",
@@ -365,7 +377,7 @@ impl ChainRuns {
     }
 
     /// Every step of the run `key` in stage order, with its record (None: not started).
-    async fn steps_of(
+    pub(super) async fn steps_of(
         &self,
         key: &str,
         chain: &str,
@@ -487,7 +499,7 @@ impl ChainRuns {
     }
 
     /// `arn:…:execution:<machine>:<name>` from the machine's `arn:…:stateMachine:<machine>`.
-    fn execution_arn(&self, chain: &str, name: &str) -> Result<String, OpsError> {
+    pub(super) fn execution_arn(&self, chain: &str, name: &str) -> Result<String, OpsError> {
         let machine = self.machine(chain)?;
         Ok(format!(
             "{}:{name}",
@@ -503,7 +515,7 @@ fn changed(key: &str) -> OpsError {
     ))
 }
 
-fn store_error(doing: &str, e: crate::store::StoreError) -> OpsError {
+pub(super) fn store_error(doing: &str, e: crate::store::StoreError) -> OpsError {
     OpsError::Aws(AwsError {
         doing: doing.into(),
         answer: e.to_string(),

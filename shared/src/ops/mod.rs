@@ -7,6 +7,7 @@
 
 pub mod audit;
 pub mod cancel;
+pub mod chain_control;
 pub mod chains;
 pub mod dlq;
 pub mod executions;

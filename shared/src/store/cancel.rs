@@ -15,7 +15,7 @@ use super::dynamo::{
     unavailable,
 };
 use super::memory::MemoryStore;
-use super::record::{Cancellation, ClaimRequest, ExecutionRecord, Status, expires_at, timestamp};
+use super::record::{ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at, timestamp};
 
 /// The statuses a cancellation ends: a run not yet decided, or FAILED (so that a redrive
 /// of its letter does not run it). DONE and SKIPPED are over; a PAUSED chain run is
@@ -140,8 +140,8 @@ pub(crate) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequ
     Cancelled { record, was }
 }
 
-fn cancellation(req: &CancelRequest) -> Cancellation {
-    Cancellation {
+fn cancellation(req: &CancelRequest) -> OperatorNote {
+    OperatorNote {
         by: req.by.clone(),
         at: timestamp(req.now),
         reason: req.reason.clone(),

@@ -8,6 +8,7 @@
 //!                ▲   │
 //!        (rerun) │   └──paused──▶ PAUSED
 //!                └────────────────┘
+//! RUNNING, PAUSED ──(an operator: chains cancel)──▶ CANCELLED
 //! ```
 //!
 //! Its `attempt` counts the runs (1, then one more per rerun) and its `owner` is the
@@ -18,7 +19,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{decode, is_condition_failure, n, refused_item, s, unavailable};
-use super::record::timestamp;
+use super::record::{OperatorNote, timestamp};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 use crate::key::chain_execution_name;
 
@@ -155,6 +156,77 @@ impl DynamoStore {
             )
             .expression_attribute_values(":registered", s(Status::Registered.as_str()))
             .expression_attribute_values(":was", s(step.status.as_str()))
+            .expression_attribute_values(":updated", s(&step.updated_at))
+            .expression_attribute_values(":now", s(&timestamp(now)))
+            .send();
+        match self.timed(result).await? {
+            Ok(_) => Ok(true),
+            Err(e) if is_condition_failure(&e) => Ok(false),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Cancels the chain run `key` of `chain` (RUNNING or PAUSED): CANCELLED with `note`, in
+    /// one conditional `UpdateItem`. The record as it was, or, refused, as it is (None: no
+    /// record). Its execution's end, delivered later, is refused like a stale one's.
+    pub async fn cancel_chain(
+        &self,
+        key: &str,
+        chain: &str,
+        note: &OperatorNote,
+        now: DateTime<Utc>,
+    ) -> Result<Result<ExecutionRecord, Option<ExecutionRecord>>, StoreError> {
+        let note = serde_dynamo::to_attribute_value(note).expect("a note serialises");
+        let result = self
+            .update(
+                key,
+                "SET #status = :cancelled, #open_status = :cancelled, #cancelled = :note, #updated_at = :now, #finished_at = :now",
+                "#job = :chain AND #status IN (:running, :paused)",
+            )
+            .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
+            .expression_attribute_values(":note", note)
+            .expression_attribute_values(":chain", s(chain))
+            .expression_attribute_values(":running", s(Status::Running.as_str()))
+            .expression_attribute_values(":paused", s(Status::Paused.as_str()))
+            .expression_attribute_values(":now", s(&timestamp(now)))
+            .send();
+        match self.timed(result).await? {
+            Ok(out) => {
+                let before = out.attributes.unwrap_or_default();
+                Ok(Ok(decode(key, before)?))
+            }
+            Err(e) if is_condition_failure(&e) => match refused_item(&e) {
+                Some(item) => Ok(Err(Some(decode(key, item)?))),
+                None => Ok(Err(None)),
+            },
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
+    /// Skips the FAILED step record `step` of a paused chain run: DONE with `output` as its
+    /// result (what the later stages see), its failure (`last_error`, attempts) kept, and
+    /// `note` saying who skipped it and why. One conditional `UpdateItem` on the record as
+    /// read; false when it changed meanwhile.
+    pub async fn skip_step(
+        &self,
+        step: &ExecutionRecord,
+        output: &str,
+        note: &OperatorNote,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let note = serde_dynamo::to_attribute_value(note).expect("a note serialises");
+        let result = self
+            .update(
+                &step.execution_key,
+                "SET #status = :done, #result = :output, #skipped = :note, #updated_at = :now, #finished_at = :now REMOVE #open_status, #lease_expires_at",
+                "#status = :failed AND #updated_at = :updated",
+            )
+            .expression_attribute_values(":done", s(Status::Done.as_str()))
+            .expression_attribute_values(":failed", s(Status::Failed.as_str()))
+            .expression_attribute_values(":output", s(output))
+            .expression_attribute_values(":note", note)
             .expression_attribute_values(":updated", s(&step.updated_at))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();

@@ -29,8 +29,8 @@ pub use overlap::Gate;
 pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
 pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
 pub use record::{
-    AttemptEntry, AttemptOutcome, Cancellation, ClaimOutcome, ClaimRequest, ExecutionRecord,
-    Finish, Redrive, Status,
+    AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish,
+    OperatorNote, Redrive, Status,
 };
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 

@@ -167,16 +167,20 @@ pub struct ExecutionRecord {
     pub message_id: Option<String>,
     /// Who cancelled the run, when and why; set with CANCELLED.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cancelled: Option<Cancellation>,
+    pub cancelled: Option<OperatorNote>,
+    /// Who skipped this chain step after it failed, when and why (`schedkit chains skip`):
+    /// the step is DONE with the output the operator gave, its failure kept beside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<OperatorNote>,
     /// DynamoDB TTL, epoch seconds.
     pub expires_at: i64,
 }
 
-/// An operator's cancellation, kept on the record it ended: a cancelled run is answerable
-/// for (who, when, why) without the audit trail at hand.
+/// An operator's decision kept on the record it changed (a cancellation, a skipped step):
+/// answerable for (who, when, why) without the audit trail at hand.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cancellation {
-    /// The identity that cancelled it (the console's AWS identity).
+pub struct OperatorNote {
+    /// The identity that acted (the console's AWS identity).
     pub by: String,
     /// When, RFC 3339 with milliseconds, UTC.
     pub at: String,
@@ -314,6 +318,7 @@ impl ExecutionRecord {
             result: None,
             message_id: req.message_id.clone(),
             cancelled: None,
+            skipped: None,
             expires_at: expires_at(req.now, req.retention),
         }
     }

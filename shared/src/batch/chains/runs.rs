@@ -445,6 +445,7 @@ mod tests {
             result: None,
             message_id: None,
             cancelled: None,
+            skipped: None,
             expires_at: 0,
         };
         let done = ExecutionRecord {

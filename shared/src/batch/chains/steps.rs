@@ -160,6 +160,18 @@ impl Chains {
         };
         match sent {
             Ok(()) => None,
+            // The chain's execution was stopped with it (a chain cancelled): its task is
+            // gone, and nothing waits for the answer.
+            Err(error) if matches!(outcome, Outcome::Cancelled) => {
+                tracing::info!(
+                    chain = chain.name,
+                    key = chain.key,
+                    step,
+                    error,
+                    "a cancelled step's task could not be answered (its execution stopped)"
+                );
+                None
+            }
             Err(error) => {
                 tracing::warn!(
                     chain = chain.name,
@@ -188,6 +200,20 @@ impl Chains {
 }
 
 impl Chains {
+    /// Who cancelled the chain run a step belongs to, when it was cancelled: a step
+    /// message sent before its execution was stopped must not run (one read per step).
+    pub(crate) async fn run_cancelled(
+        &self,
+        store: &dyn ExecutionStore,
+        chain: &crate::envelope::ChainContext,
+    ) -> Result<Option<crate::store::OperatorNote>, crate::store::StoreError> {
+        Ok(store
+            .get(&chain.key)
+            .await?
+            .filter(|r| r.status == Status::Cancelled && r.job == chain.name)
+            .and_then(|r| r.cancelled))
+    }
+
     /// The chain step `chain` names, with the results of its earlier stages' DONE steps
     /// (one read per such step); None for a message that is not a step of a known chain.
     pub(crate) async fn step_of(

@@ -1,0 +1,219 @@
+//! An operator's hand on a chain run: cancel it, or skip its failed step.
+//!
+//! **Cancel.** The run's record becomes CANCELLED first (so its execution's end, and any
+//! step message still on its way, finds it so), then its Step Functions execution is
+//! stopped, then its steps' runs not yet decided are cancelled in their records (a running
+//! one stops at its next heartbeat). A step message that arrives after (sent before the
+//! stop) reads the run's record before it runs and is cancelled unrun. Each of the three
+//! writes stands alone: an error names what was done before it.
+//!
+//! **Skip.** A PAUSED run whose failed step is not needed this time goes on as if the step
+//! had returned the given output: the step's record becomes DONE with that output as its
+//! result, keeping its failure and saying who skipped it and why, and the run is rerun
+//! from there (see [`ChainRuns::rerun`]): the later stages run, the DONE steps answer
+//! from their records.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::OpsError;
+use super::chains::{ChainRuns, Rerun, store_error};
+use crate::aws::AwsResultExt;
+use crate::key::step_key;
+use crate::store::{CANCELLABLE, CancelError, CancelRequest, OperatorNote, Status, timestamp};
+
+/// What a chain's cancellation did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainCancelled {
+    /// The run's status before (RUNNING or PAUSED).
+    pub was: Status,
+    /// The execution stopped (None: the run was not running).
+    pub stopped: Option<String>,
+    /// The steps whose runs were cancelled.
+    pub steps: Vec<String>,
+}
+
+/// What a skip did.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepSkipped {
+    /// The step skipped.
+    pub step: String,
+    /// The rerun that carries the run on from it.
+    pub rerun: Rerun,
+}
+
+impl ChainRuns {
+    /// Cancels the chain run `key`, RUNNING or PAUSED.
+    pub async fn cancel(
+        &self,
+        key: &str,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<ChainCancelled, OpsError> {
+        let Some(run) = self.records.get(key).await? else {
+            return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
+        };
+        let chain = self.chain_of(&run)?.name.clone();
+        let note = OperatorNote {
+            by: by.into(),
+            at: timestamp(now),
+            reason: reason.into(),
+        };
+        let before = match self
+            .store
+            .cancel_chain(key, &chain, &note, now)
+            .await
+            .map_err(|e| store_error("recording the run CANCELLED", e))?
+        {
+            Ok(before) => before,
+            Err(current) => {
+                let status = current.map_or("gone".into(), |r| r.status.to_string());
+                return Err(OpsError::Refused(format!(
+                    "`{key}` is {status}: only a RUNNING or PAUSED chain run can be cancelled"
+                )));
+            }
+        };
+        let mut done = ChainCancelled {
+            was: before.status,
+            stopped: None,
+            steps: Vec::new(),
+        };
+        let so_far = |d: &ChainCancelled| {
+            format!(
+                "`{key}` recorded CANCELLED; execution stopped: {}; steps cancelled: {}",
+                d.stopped.as_deref().unwrap_or("none"),
+                if d.steps.is_empty() {
+                    "none".into()
+                } else {
+                    d.steps.join(", ")
+                }
+            )
+        };
+        if let (Status::Running, Some(execution)) = (before.status, before.owner.as_deref()) {
+            self.stop(&chain, execution, reason)
+                .await
+                .map_err(|e| e.after(so_far(&done)))?;
+            done.stopped = Some(execution.to_string());
+        }
+        let steps = self
+            .steps_of(key, &chain)
+            .await
+            .map_err(|e| e.after(so_far(&done)))?;
+        for (step, record) in steps {
+            if !record.is_some_and(|r| CANCELLABLE.contains(&r.status)) {
+                continue;
+            }
+            let req = CancelRequest {
+                key: step_key(key, &step),
+                by: by.into(),
+                reason: format!("its chain run `{key}` was cancelled: {reason}"),
+                now,
+                only: None,
+                arrived: None,
+            };
+            match self.store.cancel(&req).await {
+                Ok(_) => done.steps.push(step),
+                // Decided meanwhile: left as it is.
+                Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {}
+                Err(CancelError::Store(e)) => {
+                    let e = store_error(&format!("cancelling step {step}"), e);
+                    return Err(e.after(so_far(&done)));
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Stops the execution `name` of `chain`; one that has ended already is left.
+    async fn stop(&self, chain: &str, name: &str, reason: &str) -> Result<(), OpsError> {
+        let arn = self.execution_arn(chain, name)?;
+        let stopped = self
+            .sfn
+            .stop_execution()
+            .execution_arn(&arn)
+            .error("schedkit.cancelled")
+            .cause(reason.chars().take(32_000).collect::<String>())
+            .send()
+            .await;
+        match stopped {
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
+            {
+                Ok(())
+            }
+            other => Ok(other.map(drop).aws(format!("stopping execution {name}"))?),
+        }
+    }
+
+    /// Skips the failed step `step` of the PAUSED run `key` as if it had returned `output`
+    /// (JSON), and reruns the run from there.
+    pub async fn skip(
+        &self,
+        key: &str,
+        step: &str,
+        output: &serde_json::Value,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<StepSkipped, OpsError> {
+        let Some(run) = self.records.get(key).await? else {
+            return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
+        };
+        let chain = self.chain_of(&run)?;
+        if !chain
+            .stages
+            .iter()
+            .flat_map(|s| &s.steps)
+            .any(|s| s.name == step)
+        {
+            let steps: Vec<&str> = chain
+                .stages
+                .iter()
+                .flat_map(|s| &s.steps)
+                .map(|s| s.name.as_str())
+                .collect();
+            return Err(OpsError::Refused(format!(
+                "chain `{}` has no step `{step}` (its steps: {})",
+                chain.name,
+                steps.join(", ")
+            )));
+        }
+        if run.status != Status::Paused {
+            return Err(OpsError::Refused(format!(
+                "`{key}` is {}: a step is skipped only in a PAUSED run",
+                run.status
+            )));
+        }
+        let step_run = self.records.get(&step_key(key, step)).await?;
+        let Some(record) = step_run.filter(|r| r.status == Status::Failed) else {
+            return Err(OpsError::Refused(format!(
+                "step `{step}` of `{key}` did not fail (`chains show {key}` names the failed step)"
+            )));
+        };
+        let note = OperatorNote {
+            by: by.into(),
+            at: timestamp(now),
+            reason: reason.into(),
+        };
+        let skipped = self
+            .store
+            .skip_step(&record, &output.to_string(), &note, now)
+            .await
+            .map_err(|e| store_error(&format!("recording step {step} skipped"), e))?;
+        if !skipped {
+            return Err(OpsError::Refused(format!(
+                "step `{step}` of `{key}` changed while it was being skipped; look again with `chains show {key}`"
+            )));
+        }
+        let rerun = self
+            .rerun(key, false, now)
+            .await
+            .map_err(|e| e.after(format!("step `{step}` recorded DONE (skipped)")))?;
+        Ok(StepSkipped {
+            step: step.into(),
+            rerun,
+        })
+    }
+}
