@@ -215,6 +215,17 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
         keys.contains(&"sync-1") && keys.contains(&"invoice-1"),
         "{listed:#}"
     );
+    // `status` lists the day's cancellations, who and why.
+    let status = console(&stack, &file, &["status"]);
+    let cancelled = status["cancelled"]
+        .as_array()
+        .expect("cancellations in status");
+    let shown = cancelled
+        .iter()
+        .find(|c| c["key"] == "sync-1")
+        .unwrap_or_else(|| panic!("{status:#}"));
+    assert_eq!(shown["reason"], "CRM migrated", "{status:#}");
+    assert_eq!(shown["by"], sync.cancelled.as_ref().unwrap().by.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,12 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
             c.key, c.at, c.failed, c.key
         );
     }
+    for c in &report.cancelled {
+        println!(
+            "cancelled      {} ({}) at {} by {}: {}",
+            c.key, c.job, c.at, c.by, c.reason
+        );
+    }
     if !report.limits.is_empty() {
         println!();
         println!("limits");

@@ -71,6 +71,10 @@ pub struct StatusReport {
     /// Chain runs PAUSED after a step failed for good, newest first: each waits for a
     /// fix and `chains rerun`.
     pub paused_chains: Vec<PausedChain>,
+    /// Runs and chain runs cancelled in the last 24 hours, newest first, with who
+    /// cancelled them and why (absent from JSON when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cancelled: Vec<CancelledRun>,
     /// The catalog's limits: permits in use, a rate's next start, runs held back lately
     /// (absent from JSON when the catalog has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -134,6 +138,21 @@ async fn oldest_age(sdk: &SdkConfig, queue_name: &str) -> Option<f64> {
         .reduce(f64::max)
 }
 
+/// A run an operator cancelled.
+#[derive(Debug, Clone, Serialize)]
+pub struct CancelledRun {
+    /// Its key.
+    pub key: String,
+    /// Its job (or chain).
+    pub job: String,
+    /// Who cancelled it, when and why.
+    pub by: String,
+    /// When.
+    pub at: String,
+    /// Why.
+    pub reason: String,
+}
+
 /// A chain run that paused.
 #[derive(Debug, Clone, Serialize)]
 pub struct PausedChain {
@@ -145,6 +164,35 @@ pub struct PausedChain {
     pub at: String,
     /// Which steps failed, and why.
     pub failed: String,
+}
+
+/// Runs and chain runs cancelled in the last 24 hours, newest first (at most 50).
+async fn recently_cancelled(records: &Records) -> Result<Vec<CancelledRun>, OpsError> {
+    Ok(records
+        .list(&Filter {
+            status: Some(Status::Cancelled),
+            since: Some(Utc::now() - chrono::Duration::hours(24)),
+            limit: 50,
+            ..Default::default()
+        })
+        .await?
+        .0
+        .into_iter()
+        .map(|r| {
+            let note = r.cancelled.unwrap_or_else(|| crate::store::OperatorNote {
+                by: "?".into(),
+                at: r.updated_at.clone(),
+                reason: String::new(),
+            });
+            CancelledRun {
+                key: r.execution_key,
+                job: r.job,
+                by: note.by,
+                at: note.at,
+                reason: note.reason,
+            }
+        })
+        .collect())
 }
 
 /// The stage's status: one read of each queue, the failed records, each job's last run.
@@ -194,6 +242,7 @@ pub async fn gather(
             chain: r.job,
         })
         .collect();
+    let cancelled = recently_cancelled(&records).await?;
     let mut jobs = Vec::new();
     for job in catalog.jobs.keys() {
         let last = records.last_of(job).await?;
@@ -219,6 +268,7 @@ pub async fn gather(
         .collect();
     let limits = super::limits::gather(sdk, target, catalog).await?;
     Ok(StatusReport {
+        cancelled,
         limits,
         paused,
         paused_chains,
