@@ -753,6 +753,16 @@ async fn cancelling_a_running_chain_stops_its_execution_and_step_and_no_later_st
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    // A step, or the chain run, is not cancelled as a run of its own (the review's hole:
+    // a step cancelled alone left its chain paused for good).
+    let runs_of = schedkit::ops::cancel::Canceller::new(&sdk, &stack.table, &stack.queue_url);
+    for alone in [&first, &key] {
+        let refused = runs_of.one(alone, "bob", "x", &harness.catalog).await;
+        assert!(
+            matches!(&refused, Err(schedkit::ops::OpsError::Refused(e)) if e.contains("chains cancel")),
+            "{refused:?}"
+        );
+    }
     let operator = harness.operator(&stack).await;
     let done = operator
         .cancel(
@@ -798,13 +808,24 @@ async fn cancelling_a_running_chain_stops_its_execution_and_step_and_no_later_st
     let step = stack.record(&first).await.unwrap().unwrap();
     assert_eq!(step.status, Status::Cancelled, "{step:?}");
     assert_eq!(step.result, None, "it never completed");
-    // Cancelled again: refused, naming what it is.
+    // A cancel that stopped half-way (the run CANCELLED, a step still RUNNING, as after
+    // a StopExecution that failed) is finished by cancelling again (the review's hole:
+    // it was refused, and the step ran on to commit).
+    let half_way = ExecutionRecord {
+        status: Status::Running,
+        cancelled: None,
+        lease_expires_at: Some(chrono::Utc::now().timestamp_millis() + 60_000),
+        ..step.clone()
+    };
+    stack.put_record(&half_way).await.unwrap();
     let again = operator
         .cancel(&key, "bob", "again", chrono::Utc::now())
-        .await;
-    assert!(
-        matches!(&again, Err(schedkit::ops::OpsError::Refused(e)) if e.contains("CANCELLED")),
-        "{again:?}"
-    );
+        .await
+        .unwrap();
+    assert_eq!(again.was, Status::Cancelled, "{again:?}");
+    assert_eq!(again.stopped, None, "the execution had stopped");
+    assert_eq!(again.steps, ["close-books"]);
+    let step = stack.record(&first).await.unwrap().unwrap();
+    assert_eq!(step.status, Status::Cancelled, "{step:?}");
     harness.stop().await;
 }

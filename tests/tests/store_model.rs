@@ -180,8 +180,8 @@ fn expect(
         Step::Wait { .. } => Answer::Ok,
         Step::Cancel { .. } => match model {
             Some(m) if schedkit::store::CANCELLABLE.contains(&m.status) => {
+                // The lease is kept: the attempt may run until its next heartbeat.
                 m.status = Status::Cancelled;
-                m.lease_until = None;
                 Answer::Ok
             }
             _ => Answer::Refused,

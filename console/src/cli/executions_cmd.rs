@@ -301,18 +301,14 @@ async fn cancel(
     table: &str,
 ) -> anyhow::Result<()> {
     let selection = a.selection()?;
-    let catalog = match &selection {
-        Some(s) => {
-            let catalog = super::globals::load_catalog(cli)?;
-            super::globals::catalog_job(&catalog, &s.job)?;
-            Some(catalog)
-        }
-        None => None,
-    };
+    let catalog = super::globals::load_catalog(cli)?;
+    if let Some(s) = &selection {
+        super::globals::catalog_job(&catalog, &s.job)?;
+    }
     audit::ensure_writable()?;
     let queue_url = cli.target.queue_url(sdk).await?;
     let canceller = Canceller::new(sdk, table, &queue_url);
-    let (Some(selection), Some(catalog)) = (selection, catalog) else {
+    let Some(selection) = selection else {
         let key = a.key.as_deref().unwrap_or_default();
         style::confirm(&format!("cancel run {key}"), a.yes)?;
         let audited = audit::begin(
@@ -321,7 +317,7 @@ async fn cancel(
             json!({"stage": cli.target.stage_ref().stage(), "key": key, "reason": a.reason}),
         )
         .await?;
-        let done = canceller.one(key, audited.who(), &a.reason).await;
+        let done = canceller.one(key, audited.who(), &a.reason, &catalog).await;
         let summary = done
             .as_ref()
             .map(|c| json!({"key": key, "was": c.was, "by": audited.who()}));

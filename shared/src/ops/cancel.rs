@@ -25,7 +25,9 @@ use crate::aws::{AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
 use crate::envelope::{Envelope, format_instant};
 use crate::key::{execution_key, payload_hash};
-use crate::store::{CancelError, CancelRequest, Cancelled, ClaimRequest, DynamoStore, Status};
+use crate::store::{
+    CancelError, CancelRequest, Cancelled, ClaimRequest, DynamoStore, ExecutionRecord, Status,
+};
 
 /// How long the scan holds a received message before SQS shows it again by itself.
 pub const HOLD: Duration = Duration::from_secs(30);
@@ -103,8 +105,21 @@ impl Canceller {
         }
     }
 
-    /// Cancels the run `key`.
-    pub async fn one(&self, key: &str, by: &str, reason: &str) -> Result<Cancelled, OpsError> {
+    /// Cancels the run `key`. A chain run, or a step of one, is refused: a cancelled step
+    /// could only pause its chain for good (a rerun does not reopen it), so a chain is
+    /// cancelled whole (`chains cancel`) and a failed step skipped (`chains skip`).
+    pub async fn one(
+        &self,
+        key: &str,
+        by: &str,
+        reason: &str,
+        catalog: &Catalog,
+    ) -> Result<Cancelled, OpsError> {
+        if let Some(r) = self.records.get(key).await?
+            && let Some(why) = of_a_chain(&r, catalog)
+        {
+            return Err(OpsError::Refused(why));
+        }
         let req = request(key, by, reason, None, None);
         self.store.cancel(&req).await.map_err(|e| match e {
             CancelError::NotFound { .. } => OpsError::Refused(format!(
@@ -207,7 +222,9 @@ impl Canceller {
                 ..Filter::default()
             };
             let (records, next) = self.records.list(&filter).await?;
-            keys.extend(records.into_iter().map(|r| r.execution_key));
+            // A chain's steps are cancelled with their chain, never one by one.
+            let own = records.into_iter().filter(|r| step_of_chain(r).is_none());
+            keys.extend(own.map(|r| r.execution_key));
             match next {
                 Some(next) => page = Some(next),
                 None => return Ok(keys),
@@ -238,6 +255,9 @@ impl Canceller {
             // Long-polled, so empty means nothing visible is left; a scan that meets only
             // messages it held before for a whole hold has seen them all.
             if batch.is_empty() || last_new.elapsed() > HOLD {
+                // Held by this receive: visible again at once.
+                held.release
+                    .extend(batch.into_iter().filter_map(|m| m.receipt_handle));
                 break Ok(());
             }
             let mut delete = Vec::new();
@@ -426,6 +446,28 @@ impl Found {
     fn total(&self) -> usize {
         self.keys.len()
     }
+}
+
+/// The chain key a step's record belongs to (its message carries its chain), if any.
+fn step_of_chain(r: &ExecutionRecord) -> Option<String> {
+    let envelope = Envelope::parse(r.input.as_deref()?).ok()?;
+    envelope.chain.map(|c| c.key)
+}
+
+/// Why `r` is not cancelled on its own: a chain run, or a chain's step.
+fn of_a_chain(r: &ExecutionRecord, catalog: &Catalog) -> Option<String> {
+    let key = &r.execution_key;
+    if catalog.chains.contains_key(&r.job) {
+        return Some(format!(
+            "`{key}` is a run of chain `{}`: cancel it with `schedkit chains cancel {key}`",
+            r.job
+        ));
+    }
+    step_of_chain(r).map(|chain| {
+        format!(
+            "`{key}` is a step of chain run `{chain}`: a step is not cancelled alone (its chain would pause on it for good); cancel the chain (`schedkit chains cancel {chain}`), or, once the step has failed, skip it (`schedkit chains skip {chain} STEP`)"
+        )
+    })
 }
 
 fn request(

@@ -43,7 +43,8 @@ pub struct StepSkipped {
 }
 
 impl ChainRuns {
-    /// Cancels the chain run `key`, RUNNING or PAUSED.
+    /// Cancels the chain run `key`, RUNNING or PAUSED; a run a cancel left half-way
+    /// (CANCELLED, its execution or steps not yet stopped) is finished.
     pub async fn cancel(
         &self,
         key: &str,
@@ -60,18 +61,24 @@ impl ChainRuns {
             at: timestamp(now),
             reason: reason.into(),
         };
-        let before = match self
-            .store
-            .cancel_chain(key, &chain, &note, now)
-            .await
-            .map_err(|e| store_error("recording the run CANCELLED", e))?
-        {
-            Ok(before) => before,
-            Err(current) => {
-                let status = current.map_or("gone".into(), |r| r.status.to_string());
-                return Err(OpsError::Refused(format!(
-                    "`{key}` is {status}: only a RUNNING or PAUSED chain run can be cancelled"
-                )));
+        // A run recorded CANCELLED by a cancel that stopped half-way is finished: its
+        // execution stopped and its steps cancelled now.
+        let before = if run.status == Status::Cancelled {
+            run.clone()
+        } else {
+            match self
+                .store
+                .cancel_chain(key, &chain, &note, now)
+                .await
+                .map_err(|e| store_error("recording the run CANCELLED", e))?
+            {
+                Ok(before) => before,
+                Err(current) => {
+                    let status = current.map_or("gone".into(), |r| r.status.to_string());
+                    return Err(OpsError::Refused(format!(
+                        "`{key}` is {status}: only a RUNNING or PAUSED chain run can be cancelled"
+                    )));
+                }
             }
         };
         let mut done = ChainCancelled {
@@ -81,7 +88,7 @@ impl ChainRuns {
         };
         let so_far = |d: &ChainCancelled| {
             format!(
-                "`{key}` recorded CANCELLED; execution stopped: {}; steps cancelled: {}",
+                "`{key}` recorded CANCELLED; execution stopped: {}; steps cancelled: {}; `chains cancel {key}` again finishes it",
                 d.stopped.as_deref().unwrap_or("none"),
                 if d.steps.is_empty() {
                     "none".into()
@@ -90,17 +97,36 @@ impl ChainRuns {
                 }
             )
         };
-        if let (Status::Running, Some(execution)) = (before.status, before.owner.as_deref()) {
-            self.stop(&chain, execution, reason)
+        if let Some(execution) = before.owner.as_deref() {
+            let running = self
+                .execution(&chain, execution)
                 .await
-                .map_err(|e| e.after(so_far(&done)))?;
-            done.stopped = Some(execution.to_string());
+                .map_err(|e| e.after(so_far(&done)))?
+                .is_some_and(|e| e.status == aws_sdk_sfn::types::ExecutionStatus::Running);
+            if running {
+                self.stop(&chain, execution, reason)
+                    .await
+                    .map_err(|e| e.after(so_far(&done)))?;
+                done.stopped = Some(execution.to_string());
+            }
         }
-        let steps = self
-            .steps_of(key, &chain)
+        self.cancel_steps(key, &chain, by, reason, now, &mut done)
             .await
             .map_err(|e| e.after(so_far(&done)))?;
-        for (step, record) in steps {
+        Ok(done)
+    }
+
+    /// Cancels the steps of the run `key` that are not decided, adding each to `done`.
+    async fn cancel_steps(
+        &self,
+        key: &str,
+        chain: &str,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+        done: &mut ChainCancelled,
+    ) -> Result<(), OpsError> {
+        for (step, record) in self.steps_of(key, chain).await? {
             if !record.is_some_and(|r| CANCELLABLE.contains(&r.status)) {
                 continue;
             }
@@ -117,12 +143,11 @@ impl ChainRuns {
                 // Decided meanwhile: left as it is.
                 Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {}
                 Err(CancelError::Store(e)) => {
-                    let e = store_error(&format!("cancelling step {step}"), e);
-                    return Err(e.after(so_far(&done)));
+                    return Err(store_error(&format!("cancelling step {step}"), e));
                 }
             }
         }
-        Ok(done)
+        Ok(())
     }
 
     /// Stops the execution `name` of `chain`; one that has ended already is left.

@@ -465,7 +465,7 @@ impl ChainRuns {
     }
 
     /// The execution `name` of `chain`'s state machine; None when it does not exist.
-    async fn execution(
+    pub(super) async fn execution(
         &self,
         chain: &str,
         name: &str,

@@ -14,7 +14,6 @@ use super::dynamo::{
     DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refused_item, s,
     unavailable,
 };
-use super::memory::MemoryStore;
 use super::record::{ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at, timestamp};
 
 /// The statuses a cancellation ends: a run not yet decided, or FAILED (so that a redrive
@@ -98,7 +97,7 @@ fn refusal_hint(current: &ExecutionRecord) -> String {
 
 /// Whether a cancellation of `req` passes over `current` (None: no item): the condition
 /// the DynamoDB store's expression says, for the stores that are not DynamoDB.
-pub(crate) fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
+pub(super) fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
     let Some(r) = current else {
         return req.arrived.is_some();
     };
@@ -111,7 +110,7 @@ pub(crate) fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelReque
 }
 
 /// The record after the cancellation of `req` passed over `before`, and what it was.
-pub(crate) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequest) -> Cancelled {
+pub(super) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequest) -> Cancelled {
     let now = timestamp(req.now);
     let base = match before {
         Some(r) => r,
@@ -132,7 +131,6 @@ pub(crate) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequ
     let record = ExecutionRecord {
         cancelled: Some(cancellation(req)),
         status: Status::Cancelled,
-        lease_expires_at: None,
         updated_at: now.clone(),
         finished_at: Some(now),
         ..base
@@ -149,7 +147,7 @@ fn cancellation(req: &CancelRequest) -> OperatorNote {
 }
 
 /// What a refusal over `current` means.
-fn refused(key: &str, current: Option<ExecutionRecord>) -> CancelError {
+pub(super) fn refused(key: &str, current: Option<ExecutionRecord>) -> CancelError {
     match current {
         Some(current) => CancelError::Refused {
             current: Box::new(current),
@@ -184,6 +182,7 @@ impl DynamoStore {
                 "#expires_at = if_not_exists(#expires_at, :expires_at)",
                 "#list_shard = if_not_exists(#list_shard, :list_shard)",
                 "#attempt = if_not_exists(#attempt, :zero)",
+                "#message_id = if_not_exists(#message_id, :message_id)",
             ]);
             condition = format!(
                 "attribute_not_exists(#execution_key) OR ({condition} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
@@ -191,7 +190,9 @@ impl DynamoStore {
         } else {
             condition = format!("attribute_exists(#execution_key) AND {condition}");
         }
-        let update = format!("SET {} REMOVE #lease_expires_at", set.join(", "));
+        // The lease is kept: until it runs out, the cancelled attempt (which learns at its
+        // next heartbeat) still counts as holding its job's overlap slot.
+        let update = format!("SET {}", set.join(", "));
         let cancellation =
             serde_dynamo::to_attribute_value(cancellation(req)).expect("a cancellation serialises");
         let mut call = self
@@ -217,7 +218,11 @@ impl DynamoStore {
                 .expression_attribute_values(":input", s(&fresh.input.unwrap_or_default()))
                 .expression_attribute_values(":expires_at", super::dynamo::n(fresh.expires_at))
                 .expression_attribute_values(":list_shard", s(&super::list_shard(&req.key)))
-                .expression_attribute_values(":zero", super::dynamo::n(0));
+                .expression_attribute_values(":zero", super::dynamo::n(0))
+                .expression_attribute_values(
+                    ":message_id",
+                    s(a.message_id.as_deref().unwrap_or_default()),
+                );
         }
         let answer = self.timed(call.send()).await?;
         match answer {
@@ -235,22 +240,6 @@ impl DynamoStore {
                 None => Err(CancelError::Store(unavailable(err))),
             },
         }
-    }
-}
-
-impl MemoryStore {
-    /// Cancels a run, as [`DynamoStore::cancel`] does.
-    pub async fn cancel(&self, req: &CancelRequest) -> Result<Cancelled, CancelError> {
-        self.request("cancel", &req.key, |state| {
-            let current = state.records.get(&req.key).cloned();
-            if !cancel_passes(current.as_ref(), req) {
-                return Err(refused(&req.key, current));
-            }
-            let done = cancelled_record(current, req);
-            state.records.insert(req.key.clone(), done.record.clone());
-            Ok(done)
-        })
-        .await?
     }
 }
 
@@ -299,7 +288,10 @@ mod tests {
             assert!(cancel_passes(Some(&r), &cancel(None, None)), "{status}");
             let Cancelled { record: after, was } = cancelled_record(Some(r), &cancel(None, None));
             assert_eq!((after.status, was), (Status::Cancelled, status));
-            assert_eq!(after.lease_expires_at, None);
+            assert_eq!(
+                after.lease_expires_at, running.lease_expires_at,
+                "kept for the slot"
+            );
             let c = after.cancelled.unwrap();
             assert_eq!(c.by, "arn:aws:iam::1:user/ops");
             assert_eq!(after.owner.as_deref(), Some("w:1"), "the owner is kept");

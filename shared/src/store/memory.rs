@@ -169,7 +169,7 @@ impl MemoryStore {
         let decided = state
             .records
             .get(key)
-            .filter(|r| matches!(r.status, Status::Done | Status::Skipped))
+            .filter(|r| matches!(r.status, Status::Done | Status::Skipped | Status::Cancelled))
             .cloned();
         let answer = apply(&mut state);
         if let Some(before) = decided
@@ -438,7 +438,10 @@ fn lost(current: Option<ExecutionRecord>) -> TransitionError {
 
 /// Whether the run `key` still runs at `now` (RUNNING under a live lease).
 fn still_running(state: &MemoryState, key: &str, now: DateTime<Utc>) -> bool {
-    state.records.get(key).is_some_and(|r| r.lease_live(now))
+    state
+        .records
+        .get(key)
+        .is_some_and(|r| r.attempt_may_run(now))
 }
 
 /// When an entry's hold of the slot ends, in epoch milliseconds.
@@ -524,9 +527,7 @@ impl MemoryStore {
         };
         // Both looked at, as DynamoDB's implementation does (one request each).
         let waiter_gone = match (waiter, e.policy == Overlap::BufferOne) {
-            (Some(w), true) => self.get(w).await?.is_none_or(|r| {
-                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
-            }),
+            (Some(w), true) => self.get(w).await?.is_none_or(|r| r.decided()),
             _ => true,
         };
         Ok(holder_gone && waiter_gone)

@@ -9,6 +9,7 @@ mod execution_store;
 mod failures;
 mod internal;
 mod memory;
+mod memory_cancel;
 mod memory_pauses;
 mod memory_permits;
 mod overlap;

@@ -28,9 +28,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::{
-    ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError, TransitionError, slot_key,
-};
+use super::{ClaimRequest, DynamoStore, ExecutionRecord, StoreError, TransitionError, slot_key};
 use crate::job::Overlap;
 
 /// What entering a job's slot found.
@@ -88,9 +86,10 @@ struct Seen<'a> {
 }
 
 /// Whether the run `record` (None: no record) still runs at `now`: RUNNING under a live
-/// lease. Anything else no longer holds a slot, whatever the slot item says.
+/// lease, or cancelled while its attempt may not have learnt it yet. Anything else no
+/// longer holds a slot, whatever the slot item says.
 fn still_running(record: Option<&ExecutionRecord>, now: DateTime<Utc>) -> bool {
-    record.is_some_and(|r| r.lease_live(now))
+    record.is_some_and(|r| r.attempt_may_run(now))
 }
 
 impl DynamoStore {
@@ -99,9 +98,7 @@ impl DynamoStore {
     /// only a decided one has gone.
     async fn waiter_gone(&self, waiter: Option<&str>, policy: Overlap) -> Result<bool, StoreError> {
         Ok(match (waiter, policy) {
-            (Some(w), Overlap::BufferOne) => self.get(w).await?.is_none_or(|r| {
-                matches!(r.status, Status::Done | Status::Failed | Status::Skipped)
-            }),
+            (Some(w), Overlap::BufferOne) => self.get(w).await?.is_none_or(|r| r.decided()),
             _ => true,
         })
     }
@@ -307,6 +304,7 @@ impl DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Status;
 
     #[test]
     fn a_waiter_looks_again_at_a_quarter_of_the_holders_time_within_bounds() {

@@ -216,12 +216,23 @@ impl ExecutionRecord {
         before as u32 + 1
     }
 
-    /// Whether the lease is still held at `now`.
-    pub(crate) fn lease_live(&self, now: DateTime<Utc>) -> bool {
-        self.status == Status::Running
-            && self
-                .lease_expires_at
-                .is_some_and(|t| t >= now.timestamp_millis())
+    /// Whether an attempt of this run may still be going on at `now`: RUNNING under a live
+    /// lease, or CANCELLED while RUNNING and its lease not yet out (the attempt learns of
+    /// the cancellation only at its next heartbeat, so it keeps its job's overlap slot
+    /// until then at the latest).
+    pub(crate) fn attempt_may_run(&self, now: DateTime<Utc>) -> bool {
+        let lease_left = self
+            .lease_expires_at
+            .is_some_and(|t| t >= now.timestamp_millis());
+        matches!(self.status, Status::Running | Status::Cancelled) && lease_left
+    }
+
+    /// Whether the run is decided for good: a waiter that is no longer waits for nothing.
+    pub(crate) fn decided(&self) -> bool {
+        matches!(
+            self.status,
+            Status::Done | Status::Failed | Status::Skipped | Status::Cancelled
+        )
     }
 }
 
@@ -568,8 +579,21 @@ mod tests {
             (Status::Running, 1, 1)
         );
         assert_eq!(r.lease_expires_at, Some(1767225660000));
-        assert!(r.lease_live("2026-01-01T00:00:59Z".parse().unwrap()));
-        assert!(!r.lease_live("2026-01-01T00:01:01Z".parse().unwrap()));
+        assert!(r.attempt_may_run("2026-01-01T00:00:59Z".parse().unwrap()));
+        assert!(!r.attempt_may_run("2026-01-01T00:01:01Z".parse().unwrap()));
+        let cancelled = ExecutionRecord {
+            status: Status::Cancelled,
+            ..r.clone()
+        };
+        assert!(
+            cancelled.attempt_may_run("2026-01-01T00:00:59Z".parse().unwrap()),
+            "a cancelled attempt may run until its lease ends"
+        );
+        let done = ExecutionRecord {
+            status: Status::Done,
+            ..r.clone()
+        };
+        assert!(!done.attempt_may_run("2026-01-01T00:00:59Z".parse().unwrap()));
     }
 
     #[test]

@@ -11,7 +11,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{CancelRequest, ExecutionStore, MemoryStore};
-use schedkit::{Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Registry, RetryPolicy, Status};
+use schedkit::{
+    Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Overlap, Registry, RetryPolicy, Status,
+};
 use serde_json::json;
 
 use super::{drain_all, envelope, metric_total, processor_of};
@@ -224,4 +226,107 @@ async fn a_job_that_ends_before_it_learns_has_its_outcome_and_effect_refused() {
         )
         .await;
     assert!(refused.is_err(), "{refused:?}");
+}
+
+/// `exclusive` under `overlap`: works for the payload's `seconds`, counting how many of it
+/// run at once (the most in `most`).
+fn exclusive(overlap: Overlap, now: &Arc<AtomicU32>, most: &Arc<AtomicU32>) -> Registry {
+    let (now, most) = (now.clone(), most.clone());
+    Jobs::new()
+        .add("exclusive", move |ctx: Ctx| {
+            let (now, most) = (now.clone(), most.clone());
+            async move {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(n, Ordering::SeqCst);
+                let seconds = ctx.payload["seconds"].as_u64().unwrap_or(1);
+                // Counted down however the attempt ends (a cancelled one is dropped).
+                struct Leave(Arc<AtomicU32>);
+                impl Drop for Leave {
+                    fn drop(&mut self) {
+                        self.0.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                let _leave = Leave(now);
+                tokio::time::sleep(Duration::from_secs(seconds)).await;
+                Ok::<_, JobError>(json!(null))
+            }
+        })
+        .bind_policies(move |_| JobPolicy {
+            overlap,
+            timeout: Some(Duration::from_secs(60)),
+            ..JobPolicy::default().with_lease(Duration::from_secs(8))
+        })
+}
+
+fn firing(key: &str, seconds: u64) -> String {
+    let mut e = schedkit::Envelope::new("exclusive", "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.into());
+    e.payload = json!({ "seconds": seconds }).as_object().cloned();
+    e.to_json()
+}
+
+/// The review's hole: a cancelled `buffer_one` waiter was never "gone", so every firing
+/// after it was SKIPPED naming it until its place lapsed.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_buffer_one_waiter_leaves_its_place_to_the_next_firing() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
+    let (now, most) = (Arc::default(), Arc::default());
+    // Two workers: one runs the holder while the other meets the waiter.
+    let workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|w| {
+            let registry = exclusive(Overlap::BufferOne, &now, &most);
+            processor_of(&store, &queue, registry, w, Metrics::capture().0)
+        })
+        .collect();
+    let clock = super::config().clock;
+    queue.send_body(&firing("holder", 10));
+    let (store2, queue2) = (store.clone(), queue.clone());
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        queue2.send_body(&firing("waiter", 1));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        store2.cancel(&cancel("waiter", clock)).await.unwrap();
+        // After the holder ended.
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        queue2.send_body(&firing("next", 1));
+    });
+    drain_all(&workers, &queue, 10, Duration::from_secs(30)).await;
+    let records = store.snapshot().records;
+    assert_eq!(records["holder"].status, Status::Done);
+    assert_eq!(records["waiter"].status, Status::Cancelled);
+    assert_eq!(
+        records["next"].status,
+        Status::Done,
+        "{:?}",
+        records["next"]
+    );
+}
+
+/// The review's hole: a cancelled RUNNING holder freed its job's slot at once, while its
+/// attempt ran on until its next heartbeat, so a new firing ran beside it.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_holder_keeps_its_slot_until_its_attempt_can_have_stopped() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
+    let (now, most) = (Arc::default(), Arc::default());
+    let workers: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|w| {
+            let registry = exclusive(Overlap::Skip, &now, &most);
+            processor_of(&store, &queue, registry, w, Metrics::capture().0)
+        })
+        .collect();
+    let clock = super::config().clock;
+    queue.send_body(&firing("holder", 20));
+    let (store2, queue2) = (store.clone(), queue.clone());
+    tokio::spawn(async move {
+        // Just after a heartbeat (every 2 s): the attempt learns nearly 2 s later.
+        tokio::time::sleep(Duration::from_millis(4_100)).await;
+        store2.cancel(&cancel("holder", clock)).await.unwrap();
+        queue2.send_body(&firing("next", 5));
+    });
+    drain_all(&workers, &queue, 10, Duration::from_secs(30)).await;
+    assert_eq!(most.load(Ordering::SeqCst), 1, "never two at once");
+    let records = store.snapshot().records;
+    assert_eq!(records["holder"].status, Status::Cancelled);
 }
