@@ -58,6 +58,19 @@ async fn a_pause_whose_schedule_is_missing_is_audited_with_what_it_recorded() {
     assert!(stderr(&out).contains("no schedule"), "{}", stderr(&out));
     let lines = audited("jobs pause", &stack.schedule_group);
     assert_audited_half_way(&lines, "recorded");
+    // The stage's own trail says the same (the file is its copy).
+    let out = schedkit(&[
+        "--stage",
+        &stack.name,
+        "audit",
+        "--action",
+        "jobs pause",
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let staged: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_audited_half_way(&staged, "recorded");
 }
 
 /// `chains rerun` of a paused run whose first execution is gone: the rerun records run 2

@@ -195,7 +195,18 @@ async fn after_three_failed_runs_in_a_row_the_worker_pauses_the_job_until_it_is_
         "the pause was rewritten"
     );
 
-    let resumed = cmd(&stage, &["jobs", "resume", "partner-export"]);
+    // A second operator resumes it: another identity (an assumed role), the same stage.
+    let bob = bob().await;
+    let mut resume = vec![
+        "--stage",
+        stage.as_str(),
+        "jobs",
+        "resume",
+        "partner-export",
+    ];
+    let out = schedkit_as(&bob, &mut resume);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let resumed = stdout(&out);
     assert!(
         resumed.contains("resumed (schedule ENABLED); it was paused by worker"),
         "{resumed}"
@@ -213,6 +224,84 @@ async fn after_three_failed_runs_in_a_row_the_worker_pauses_the_job_until_it_is_
             .any(|l| l.contains("\"jobs resume\"") && l.contains("partner-export")),
         "{audit}"
     );
+    // The stage's own trail has both operators and the worker, in order: the first
+    // operator's sync, the worker's pause, the second operator's resume.
+    let trail: serde_json::Value =
+        serde_json::from_str(&cmd(&stage, &["audit", "--output", "json"])).unwrap();
+    let entries: Vec<(String, String, String)> = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let text = |f: &str| e[f].as_str().unwrap_or_default().to_string();
+            (text("what"), text("phase"), text("who"))
+        })
+        .collect();
+    let position = |what: &str, phase: &str| {
+        entries
+            .iter()
+            .position(|(w, p, _)| w == what && p == phase)
+            .unwrap_or_else(|| panic!("no {what} {phase} in {entries:#?}"))
+    };
+    let (sync, paused, resumed) = (
+        position("schedules sync", "end"),
+        position("auto-pause", "end"),
+        position("jobs resume", "end"),
+    );
+    assert!(sync < paused && paused < resumed, "{entries:#?}");
+    assert_eq!(entries[paused].2, "worker");
+    assert_eq!(
+        entries[resumed].2,
+        "arn:aws:sts::000000000000:assumed-role/operator/bob"
+    );
+    assert_ne!(
+        entries[sync].2, entries[resumed].2,
+        "two operators: {entries:#?}"
+    );
+    let bobs: serde_json::Value =
+        serde_json::from_str(&cmd(&stage, &["audit", "--by", "bob", "--output", "json"])).unwrap();
+    assert!(
+        bobs.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["who"].as_str().unwrap().contains("bob")),
+        "{bobs:#}"
+    );
+}
+
+/// Credentials of a second operator, `bob` (a role assumed on LocalStack).
+async fn bob() -> aws_sdk_sts::types::Credentials {
+    let sts = aws_sdk_sts::Client::new(&localstack().await);
+    sts.assume_role()
+        .role_arn("arn:aws:iam::000000000000:role/operator")
+        .role_session_name("bob")
+        .send()
+        .await
+        .unwrap()
+        .credentials
+        .unwrap()
+}
+
+/// `schedkit args` run with `who`'s credentials.
+fn schedkit_as(
+    who: &aws_sdk_sts::types::Credentials,
+    args: &mut Vec<&str>,
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_schedkit"))
+        .args(args.iter())
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .env("AWS_ENDPOINT_URL", schedkit_testkit::endpoint())
+        .env("AWS_ACCESS_KEY_ID", who.access_key_id())
+        .env("AWS_SECRET_ACCESS_KEY", who.secret_access_key())
+        .env("AWS_SESSION_TOKEN", who.session_token())
+        .env("AWS_REGION", "us-east-1")
+        .env_remove("SCHEDKIT_CATALOG")
+        .env(
+            "SCHEDKIT_AUDIT_LOG",
+            std::env::temp_dir().join("schedkit-cli-test-audit.jsonl"),
+        )
+        .output()
+        .expect("schedkit runs")
 }
 
 /// A lane of the shared stage with `job`'s schedule in its group, ENABLED.

@@ -158,7 +158,9 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
             )
             .await?;
             let result = runs.rerun(&a.key, a.redrive, Utc::now()).await;
-            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            audited
+                .end(&result, result.as_ref().err().and_then(|e| e.done()))
+                .await;
             let done = result.map_err(failed)?;
             let text = match &done {
                 Rerun::Started {
@@ -200,7 +202,9 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
             .await?;
             let who = audited.who().to_string();
             let result = runs.cancel(&a.key, &who, &a.reason, Utc::now()).await;
-            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            audited
+                .end(&result, result.as_ref().err().and_then(|e| e.done()))
+                .await;
             let done = result.map_err(failed)?;
             let text = format!(
                 "{}: CANCELLED (it was {}); execution stopped: {}; steps cancelled: {}",
@@ -237,7 +241,9 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
             let result = runs
                 .skip(&a.key, &a.step, &output, &who, &a.reason, Utc::now())
                 .await;
-            audited.end(&result, result.as_ref().err().and_then(|e| e.done()));
+            audited
+                .end(&result, result.as_ref().err().and_then(|e| e.done()))
+                .await;
             let done = result.map_err(failed)?;
             let text = format!(
                 "{}: step {} skipped (DONE with the given output, its failure kept); the run goes on: {:?}",

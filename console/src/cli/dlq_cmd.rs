@@ -274,7 +274,7 @@ pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
                 .await;
                 progress.finish();
                 let so_far = format!("about {moved} letter(s) moved by the message move task");
-                audited.end(&done, Some(&so_far));
+                audited.end(&done, Some(&so_far)).await;
                 let done = done?;
                 let details = json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status});
                 cli.output.outcome(
@@ -295,7 +295,9 @@ pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
                 )
                 .await;
                 progress.finish();
-                audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+                audited
+                    .end(&done, done.as_ref().err().and_then(|e| e.done()))
+                    .await;
                 let done = done?;
                 let details = json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"});
                 cli.output.outcome(
@@ -327,7 +329,9 @@ pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
             })
             .await;
             progress.finish();
-            audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+            audited
+                .end(&done, done.as_ref().err().and_then(|e| e.done()))
+                .await;
             let done = done?;
             cli.output.outcome(
                 &format!(

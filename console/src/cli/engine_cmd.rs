@@ -83,7 +83,7 @@ pub async fn run(a: &EngineArgs, cli: &Globals) -> anyhow::Result<()> {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await;
-        audited.end(&ran.as_ref().map(|()| "stopped"), None);
+        audited.end(&ran.as_ref().map(|()| "stopped"), None).await;
         return ran;
     };
     let (from, to) = (
@@ -100,12 +100,14 @@ pub async fn run(a: &EngineArgs, cli: &Globals) -> anyhow::Result<()> {
     )
     .await?;
     let firings = engine.fast_forward(from, to).await;
-    audited.end(
-        &firings
-            .as_ref()
-            .map(|f| serde_json::json!({"firings": f.len()})),
-        None,
-    );
+    audited
+        .end(
+            &firings
+                .as_ref()
+                .map(|f| serde_json::json!({"firings": f.len()})),
+            None,
+        )
+        .await;
     let firings = firings?;
     let rows: Vec<Row> = firings
         .into_iter()

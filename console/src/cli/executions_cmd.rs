@@ -321,7 +321,7 @@ async fn cancel(
         let summary = done
             .as_ref()
             .map(|c| json!({"key": key, "was": c.was, "by": audited.who()}));
-        audited.end(&summary, None);
+        audited.end(&summary, None).await;
         let done = done?;
         cli.output.outcome(
             &format!(
@@ -332,16 +332,23 @@ async fn cancel(
         );
         return Ok(());
     };
-    let preview = canceller.preview(&selection, &catalog).await?;
-    if preview.total() == 0 {
+    // With --yes nothing waits on the count: the queue is scanned once, by the action
+    // (every scan receives each message once, toward its maxReceiveCount).
+    let preview = canceller.preview(&selection, &catalog, !a.yes).await?;
+    if preview.total() == 0 && !(a.yes && selection.queued) {
         cli.output.outcome(
             &format!("no run of {} to cancel", selection.job),
             &json!({"job": selection.job, "would_cancel": preview, "cancelled": 0}),
         );
         return Ok(());
     }
+    let queue_too = if a.yes && selection.queued {
+        " (and the queue's, counted as they are cancelled)"
+    } else {
+        ""
+    };
     eprintln!(
-        "{} run(s) of {} to cancel: {}",
+        "{} run(s) of {} to cancel: {}{queue_too}",
         preview.total(),
         selection.job,
         preview.describe()
@@ -370,7 +377,9 @@ async fn cancel(
         })
         .await;
     progress.finish();
-    audited.end(&done, done.as_ref().err().and_then(|e| e.done()));
+    audited
+        .end(&done, done.as_ref().err().and_then(|e| e.done()))
+        .await;
     let done = done?;
     cli.output.outcome(
         &format!(

@@ -140,7 +140,9 @@ pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
     )
     .await?;
     let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await;
-    audited.end(&enqueued.as_ref().map(|e| format!("{e:?}")), None);
+    audited
+        .end(&enqueued.as_ref().map(|e| format!("{e:?}")), None)
+        .await;
     let enqueued = enqueued?;
     let job = &name;
     match (cli.output, &enqueued) {

@@ -73,13 +73,15 @@ async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<(
             .await?;
             let by = audited.who().to_string();
             let result = pause::pause(&scheduler, &pauses, &group, job, &by, reason, now).await;
-            audited.end(
-                &audited_view(&result, summary),
-                decided_only(
-                    &result,
-                    "the pause recorded (the schedule not yet disabled)",
-                ),
-            );
+            audited
+                .end(
+                    &audited_view(&result, summary),
+                    decided_only(
+                        &result,
+                        "the pause recorded (the schedule not yet disabled)",
+                    ),
+                )
+                .await;
             let decided = result?;
             let paused = decided.decided;
             if let Err(e) = decided.schedule {
@@ -123,10 +125,12 @@ async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<(
             )
             .await?;
             let result = pause::resume(&scheduler, &pauses, &group, job, now).await;
-            audited.end(
-                &audited_view(&result, |was| serde_json::json!({ "was": was })),
-                decided_only(&result, "the pause removed (the schedule not yet enabled)"),
-            );
+            audited
+                .end(
+                    &audited_view(&result, |was| serde_json::json!({ "was": was })),
+                    decided_only(&result, "the pause removed (the schedule not yet enabled)"),
+                )
+                .await;
             let decided = result?;
             let ended = decided.decided;
             if let Err(e) = decided.schedule {

@@ -1,5 +1,6 @@
 //! The command line: `main` parses it and calls [`run`]; each command is a module.
 
+mod audit_cmd;
 mod aws_args;
 mod catalog_cmd;
 mod chains_cmd;
@@ -63,6 +64,9 @@ pub enum Command {
     /// Infrastructure as code: keep the template's catalog-derived parts in sync.
     #[command(subcommand)]
     Iac(IacCommand),
+    /// The stage's audit trail: who did what and when, each action begun and ended, and
+    /// the worker's own pauses.
+    Audit(audit_cmd::AuditArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -76,7 +80,23 @@ pub enum IacCommand {
 
 /// Runs the command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    // Every action that changes state writes the audit trail of the stage it acts on.
+    let acts = matches!(
+        cli.command,
+        Command::Jobs(_)
+            | Command::Executions(_)
+            | Command::Dlq(_)
+            | Command::Chains(_)
+            | Command::Schedules(_)
+            | Command::Fire(_)
+            | Command::Engine(_)
+    );
+    if acts {
+        let sdk = cli.globals.aws.sdk_config().await;
+        schedkit::ops::audit::to_stage(&sdk, &cli.globals.target.stage_ref().table());
+    }
     match &cli.command {
+        Command::Audit(a) => audit_cmd::run(a, &cli.globals).await,
         Command::Status => status_cmd::run(&cli.globals).await,
         Command::Jobs(a) => jobs_cmd::run(a, &cli.globals).await,
         Command::Executions(c) => executions_cmd::run(c, &cli.globals).await,

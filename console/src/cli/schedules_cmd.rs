@@ -198,7 +198,7 @@ async fn backfill(a: &BackfillArgs, cli: &Globals) -> anyhow::Result<()> {
     .await;
     progress.finish();
     let done = format!("{enqueued} of {} run(s) enqueued", times.len());
-    audited.end(&sent, Some(&done));
+    audited.end(&sent, Some(&done)).await;
     let sent = sent?;
     match cli.output {
         Output::Json => println!(
@@ -296,29 +296,30 @@ async fn sync_catalog(a: &SyncArgs, cli: &Globals) -> anyhow::Result<()> {
             a.yes,
         )?;
     }
-    let writes = if a.dry_run || plan.changes.is_empty() {
-        0
-    } else {
-        let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
-        let audited = audit::begin(
-            &sdk,
-            "schedules sync",
-            serde_json::json!({"group": plan.group, "changes": changes}),
-        )
-        .await?;
-        let mut applied = sync::apply(&client, &plan).await;
-        // A pause or resume since the plan read the pauses: its record decides.
-        if let Ok(writes) = applied {
-            applied = sync::keep_pauses(&client, &pauses, &catalog, &plan, Utc::now())
-                .await
-                .map(|kept| writes + kept);
-        }
-        audited.end(
+    let writes =
+        if a.dry_run || plan.changes.is_empty() {
+            0
+        } else {
+            let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
+            let audited = audit::begin(
+                &sdk,
+                "schedules sync",
+                serde_json::json!({"group": plan.group, "changes": changes}),
+            )
+            .await?;
+            let mut applied = sync::apply(&client, &plan).await;
+            // A pause or resume since the plan read the pauses: its record decides.
+            if let Ok(writes) = applied {
+                applied = sync::keep_pauses(&client, &pauses, &catalog, &plan, Utc::now())
+                    .await
+                    .map(|kept| writes + kept);
+            }
+            audited.end(
             &applied,
             Some("some of the changes, in order (`schedules sync --dry-run` shows what is left)"),
-        );
-        applied?
-    };
+        ).await;
+            applied?
+        };
     match cli.output {
         Output::Table => {
             println!("{plan}");

@@ -113,11 +113,28 @@ impl Processor {
 
     /// An operator cancelled the run: the delivery is acknowledged, never run.
     pub(super) fn cancelled(&self, t: &Transition<'_>, record: &ExecutionRecord) -> Outcome {
+        self.cancelled_after(t, record, "")
+    }
+
+    /// [`Processor::cancelled`], saying how an attempt that had begun ended (`attempt_end`).
+    pub(super) fn cancelled_after(
+        &self,
+        t: &Transition<'_>,
+        record: &ExecutionRecord,
+        attempt_end: &str,
+    ) -> Outcome {
         let (by, reason) = record
             .cancelled
             .as_ref()
             .map_or(("an operator", ""), |c| (c.by.as_str(), c.reason.as_str()));
-        self.emit(t, Event::Cancelled { by, reason });
+        self.emit(
+            t,
+            Event::Cancelled {
+                by,
+                reason,
+                attempt_end,
+            },
+        );
         Outcome::Cancelled
     }
 

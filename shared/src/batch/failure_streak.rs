@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use std::sync::Arc;
 
 use crate::aws::SdkConfig;
-use crate::store::{ExecutionStore, PauseRecord, PauseStore, Paused, Pauses};
+use crate::store::{AuditEntry, ExecutionStore, PauseRecord, PauseStore, Paused, Pauses};
 use crate::telemetry::{Event, Metrics, Transition};
 use crate::trigger::pause::ScheduleSwitch;
 use crate::trigger::{self, TriggerError};
@@ -149,6 +149,32 @@ impl FailureStreaks {
             return;
         }
         self.emit(t, Event::AutoPaused { reason: &reason });
+        self.audit_pause(t, &auto.group, &reason, now).await;
+    }
+
+    /// The automatic pause, in the stage's audit trail beside the operators' actions. The
+    /// pause stands whatever becomes of the entry: a failure to write it is logged.
+    async fn audit_pause(&self, t: &Transition<'_>, group: &str, reason: &str, now: DateTime<Utc>) {
+        let entry = AuditEntry {
+            id: uuid::Uuid::new_v4().to_string(),
+            when: crate::store::timestamp(now),
+            who: PAUSED_BY_WORKER.to_string(),
+            what: "auto-pause".into(),
+            details: serde_json::json!({
+                "job": t.job,
+                "key": t.key,
+                "schedule_group": group,
+                "reason": reason,
+            }),
+            phase: "end".into(),
+            finished: Some(true),
+            result: Some(serde_json::json!({"paused": t.job})),
+            error: None,
+            done: None,
+        };
+        if let Err(e) = self.store.audit(&entry).await {
+            tracing::warn!(job = t.job, error = %e, "the automatic pause is not in the audit trail");
+        }
     }
 
     /// A run of the job ended DONE: its streak, if any, is over.

@@ -149,7 +149,18 @@ impl Processor {
             // Fenced out by an operator's cancellation: the attempt stopped at a heartbeat
             // (or ended before it learnt), its outcome and effects refused. Acknowledged.
             TransitionError::LeaseLost { current: Some(c) } if c.status == Status::Cancelled => {
-                self.cancelled(t, &c)
+                // The job may have run to its end before it learnt: its outcome and
+                // effects are refused, but what it did elsewhere stands; said in the log.
+                let end = match ran.error {
+                    "" => format!(
+                        "attempt {attempt} had run to its end (succeeded) before it learnt: its outcome and effects were refused, work it did outside its effects stands"
+                    ),
+                    e if e.starts_with("lease") => String::new(),
+                    e => format!(
+                        "attempt {attempt} had ended ({e}) before it learnt: its outcome was refused"
+                    ),
+                };
+                self.cancelled_after(t, &c, &end)
             }
             TransitionError::LeaseLost { .. } => {
                 let error = ran.error;

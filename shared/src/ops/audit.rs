@@ -1,30 +1,66 @@
-//! The audit trail: two JSON lines per action that changes state, appended to
-//! `SCHEDKIT_AUDIT_LOG` (default `~/.schedkit/audit.jsonl`): one when it begins (who, what,
-//! when, the arguments) and one when it ends, saying whether it finished and what it did,
-//! also when it stopped half-way (a redrive whose lanes moved some letters before one
-//! failed, a rerun that recorded its run but could not start its execution, a pause that
-//! recorded the pause but could not disable the schedule). The two share an `id`. An action
-//! whose begin line cannot be written does not happen.
+//! The audit trail: two entries per action that changes state, in the stage itself (the
+//! executions table's own key space, see [`crate::store::AuditEntry`]), so that every
+//! operator's actions, from any machine, and the worker's own pauses are in one place
+//! (`schedkit audit` reads them): one when it begins (who: the AWS identity; what; when;
+//! the arguments) and one when it ends, saying whether it finished and what it did, also
+//! when it stopped half-way (a redrive whose lanes moved some letters before one failed, a
+//! rerun that recorded its run but could not start its execution, a pause that recorded
+//! the pause but could not disable the schedule). The two share an `id`. An action whose
+//! begin entry cannot be written does not happen.
+//!
+//! The front end says which stage the trail is in ([`to_stage`]). `SCHEDKIT_AUDIT_LOG`
+//! names a file that gets a copy of each entry as a JSON line (and is the trail itself for
+//! a program that names no stage: `~/.schedkit/audit.jsonl` by default).
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
 use super::OpsError;
 use crate::aws::SdkConfig;
+use crate::store::{AuditEntry, DynamoStore};
 
-/// Where the audit lines go.
-pub fn path() -> PathBuf {
+/// The stage whose executions table holds the trail, once the front end has said.
+static STAGE: OnceLock<DynamoStore> = OnceLock::new();
+
+/// Keeps the trail in the stage whose executions table is `table` (the first call wins).
+pub fn to_stage(sdk: &SdkConfig, table: &str) {
+    let _ = STAGE.set(DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table));
+}
+
+/// The file that gets a copy of the entries, if any: `SCHEDKIT_AUDIT_LOG`; without a stage,
+/// `~/.schedkit/audit.jsonl` (then the trail itself).
+pub fn path() -> Option<PathBuf> {
     match std::env::var_os("SCHEDKIT_AUDIT_LOG") {
-        Some(p) => PathBuf::from(p),
+        Some(p) => Some(PathBuf::from(p)),
+        None if STAGE.get().is_some() => None,
         None => {
             let home = std::env::var_os("HOME")
                 .map(PathBuf::from)
                 .unwrap_or_else(std::env::temp_dir);
-            home.join(".schedkit").join("audit.jsonl")
+            Some(home.join(".schedkit").join("audit.jsonl"))
         }
     }
+}
+
+/// The entries of the stage's trail from `since` to `until`, oldest first (at most
+/// `limit`).
+pub async fn read(
+    sdk: &SdkConfig,
+    table: &str,
+    since: chrono::DateTime<chrono::Utc>,
+    until: chrono::DateTime<chrono::Utc>,
+    limit: usize,
+) -> Result<Vec<AuditEntry>, OpsError> {
+    DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table)
+        .audit_entries(since, until, limit)
+        .await
+        .map_err(|e| OpsError::AuditStage {
+            table: table.into(),
+            error: e.to_string(),
+        })
 }
 
 /// Who runs the console: the AWS identity (STS), else the local user.
@@ -43,14 +79,17 @@ pub async fn who(sdk: &SdkConfig) -> String {
     }
 }
 
-/// Checks that the audit trail can be written. Commands that change state call it before
-/// they act: an action must not happen if its audit line cannot be kept.
+/// Checks that the audit trail's file copy, if any, can be written. Commands that change
+/// state call it before they ask for confirmation; the stage's trail is checked by the
+/// begin entry itself, written before the action.
 pub fn ensure_writable() -> Result<(), OpsError> {
-    open().map(drop)
+    match path() {
+        Some(path) => open(&path).map(drop),
+        None => Ok(()),
+    }
 }
 
-fn open() -> Result<std::fs::File, OpsError> {
-    let path = path();
+fn open(path: &std::path::Path) -> Result<std::fs::File, OpsError> {
     let opened = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
@@ -58,9 +97,9 @@ fn open() -> Result<std::fs::File, OpsError> {
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(&path)
+                .open(path)
         });
-    opened.map_err(|e| audit_error(&path, e))
+    opened.map_err(|e| audit_error(path, e))
 }
 
 fn audit_error(path: &std::path::Path, e: std::io::Error) -> OpsError {
@@ -88,7 +127,7 @@ pub async fn begin(sdk: &SdkConfig, action: &str, details: Value) -> Result<Audi
         what: action.to_string(),
         details,
     };
-    audited.write(json!({ "phase": "begin" }))?;
+    audited.write(json!({ "phase": "begin" })).await?;
     Ok(audited)
 }
 
@@ -102,7 +141,7 @@ impl Audited {
     /// its error and `done`, what it had changed before it stopped, when it did not). The
     /// action has happened by now, whatever became of it: a line that cannot be written is
     /// said on stderr, and the action's own result stands.
-    pub fn end<T: serde::Serialize, E: std::fmt::Display>(
+    pub async fn end<T: serde::Serialize, E: std::fmt::Display>(
         self,
         result: &Result<T, E>,
         done: Option<&str>,
@@ -120,7 +159,7 @@ impl Audited {
                 "done": done.unwrap_or("nothing"),
             }),
         };
-        if let Err(e) = self.write(end) {
+        if let Err(e) = self.write(end).await {
             eprintln!(
                 "warning: the audit trail's end line of `{}` ({}) was not written: {e}",
                 self.what, self.id
@@ -128,10 +167,10 @@ impl Audited {
         }
     }
 
-    fn write(&self, phase: Value) -> Result<(), OpsError> {
+    async fn write(&self, phase: Value) -> Result<(), OpsError> {
         let mut line = json!({
             "id": self.id,
-            "when": chrono::Utc::now().to_rfc3339(),
+            "when": crate::store::timestamp(chrono::Utc::now()),
             "who": self.who,
             "what": self.what,
             "details": self.details,
@@ -139,6 +178,20 @@ impl Audited {
         if let (Some(line), Value::Object(phase)) = (line.as_object_mut(), phase) {
             line.extend(phase);
         }
-        writeln!(open()?, "{line}").map_err(|e| audit_error(&path(), e))
+        if let Some(stage) = STAGE.get() {
+            let entry: AuditEntry =
+                serde_json::from_value(line.clone()).expect("an entry of its own fields");
+            stage
+                .put_audit(&entry)
+                .await
+                .map_err(|e| OpsError::AuditStage {
+                    table: stage.table().to_string(),
+                    error: e.to_string(),
+                })?;
+        }
+        match path() {
+            Some(path) => writeln!(open(&path)?, "{line}").map_err(|e| audit_error(&path, e)),
+            None => Ok(()),
+        }
     }
 }

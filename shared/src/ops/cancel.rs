@@ -29,8 +29,11 @@ use crate::store::{
     CancelError, CancelRequest, Cancelled, ClaimRequest, DynamoStore, ExecutionRecord, Status,
 };
 
-/// How long the scan holds a received message before SQS shows it again by itself.
-pub const HOLD: Duration = Duration::from_secs(30);
+/// How long the scan holds a received message before SQS shows it again by itself (and
+/// a scan that met nothing new for that long ends). Each receive counts toward the
+/// queue's `maxReceiveCount`, so the hold is long enough that a scan of a large queue
+/// receives each message once; everything held is released when the scan ends.
+pub const HOLD: Duration = Duration::from_secs(120);
 
 /// What a bulk cancellation selects: a job's runs in these states. `queued` is not a
 /// record's status: a message of the job waiting in the queue, no record yet.
@@ -129,18 +132,20 @@ impl Canceller {
         })
     }
 
-    /// How many runs `selection` holds now (the queue is scanned and released).
+    /// How many runs `selection` holds now; with `scan_queue`, the queue is scanned (each
+    /// message received once, which counts toward its `maxReceiveCount`) and released.
     pub async fn preview(
         &self,
         selection: &Selection,
         catalog: &Catalog,
+        scan_queue: bool,
     ) -> Result<Counts, OpsError> {
         let mut counts = Counts::default();
         for status in &selection.statuses {
             let keys = self.keys_of(&selection.job, *status).await?;
             counts.by_state.insert(status.to_string(), keys.len());
         }
-        if selection.queued {
+        if selection.queued && scan_queue {
             let found = self.scan(selection, catalog, None).await?;
             counts.by_state.insert("queued".into(), found.total());
         }
@@ -300,8 +305,7 @@ impl Canceller {
                     retention: job.policy.record_retention,
                     redrive: None,
                 };
-                let req = request(&key, act.by, act.reason, None, Some(arrived));
-                let answer = self.store.cancel(&req).await;
+                let answer = self.cancel_arrived(arrived, act).await;
                 if held.settle(key, receipt, answer, &mut delete).is_err() {
                     break;
                 }
@@ -317,6 +321,27 @@ impl Canceller {
         scanned?;
         released?;
         Ok(held.found)
+    }
+
+    /// Cancels the run a queued message stands for: its record written CANCELLED from the
+    /// message, or, for a redriven dead letter (its record FAILED), in its record.
+    async fn cancel_arrived(
+        &self,
+        arrived: ClaimRequest,
+        act: &Act<'_>,
+    ) -> Result<Cancelled, CancelError> {
+        let (key, hash) = (arrived.key.clone(), arrived.payload_hash.clone());
+        let req = request(&key, act.by, act.reason, None, Some(arrived));
+        let answer = self.store.cancel(&req).await;
+        match &answer {
+            Err(CancelError::Refused { current })
+                if current.status == Status::Failed && current.payload_hash == hash =>
+            {
+                let req = request(&key, act.by, act.reason, Some(Status::Failed), None);
+                self.store.cancel(&req).await
+            }
+            _ => answer,
+        }
     }
 
     async fn receive(&self) -> Result<Vec<aws_sdk_sqs::types::Message>, OpsError> {

@@ -62,6 +62,16 @@ pub enum OpsError {
         /// Why it could not be opened for appending.
         error: String,
     },
+    /// The stage's audit trail cannot be written, so the action must not happen.
+    #[error(
+        "cannot write the audit trail to the stage's table {table} (nothing was done): {error}"
+    )]
+    AuditStage {
+        /// The executions table.
+        table: String,
+        /// Why the entry was not written.
+        error: String,
+    },
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),

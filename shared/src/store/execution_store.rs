@@ -19,6 +19,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 
+use super::audit_entries::AuditEntry;
 use super::cancel::{CancelError, CancelRequest, Cancelled};
 use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
@@ -155,6 +156,9 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
         req: &'a CancelRequest,
     ) -> StoreCall<'a, Result<Cancelled, CancelError>>;
 
+    /// Adds an entry to the stage's audit trail (the worker's own pauses).
+    fn audit<'a>(&'a self, entry: &'a AuditEntry) -> StoreCall<'a, Result<(), StoreError>>;
+
     /// Records the start of a chain run; the record already there instead, if any.
     fn start_chain<'a>(
         &'a self,
@@ -288,6 +292,10 @@ impl ExecutionStore for DynamoStore {
         req: &'a CancelRequest,
     ) -> StoreCall<'a, Result<Cancelled, CancelError>> {
         Box::pin(DynamoStore::cancel(self, req))
+    }
+
+    fn audit<'a>(&'a self, entry: &'a AuditEntry) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(DynamoStore::put_audit(self, entry))
     }
 
     fn start_chain<'a>(

@@ -2,7 +2,7 @@
 //!
 //! Beside the execution records, the table holds items that are not runs: a job's overlap
 //! slot, a job's pause and failure streak, the permits of flow-control gates (`limit/`,
-//! `concurrency/`; see [`crate::flow`]) (later: audit entries). They live
+//! `concurrency/`; see [`crate::flow`]) and the audit trail's entries (`audit/`). They live
 //! under keys that start with [`INTERNAL_PREFIX`], and no execution key may: an explicit
 //! key, a key template's output, a chain step's key or a derived `<job>#<time>` that would
 //! start with it is refused as poison ([`crate::key::execution_key`]), so no message can

@@ -77,6 +77,8 @@ pub struct Slot {
 pub struct MemoryState {
     /// Execution records (runs, steps, chain runs) by key.
     pub records: BTreeMap<String, ExecutionRecord>,
+    /// The audit trail's entries, in the order written.
+    pub audit: Vec<super::AuditEntry>,
     /// Overlap slots by job.
     pub slots: BTreeMap<String, Slot>,
     /// Failure streaks by job: the keys of the runs FAILED since the last DONE one.
@@ -715,6 +717,15 @@ impl ExecutionStore for MemoryStore {
         req: &'a super::CancelRequest,
     ) -> StoreCall<'a, Result<super::Cancelled, super::CancelError>> {
         Box::pin(MemoryStore::cancel(self, req))
+    }
+
+    fn audit<'a>(&'a self, entry: &'a super::AuditEntry) -> StoreCall<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.request("audit", &entry.key(), |state| {
+                state.audit.push(entry.clone());
+            })
+            .await
+        })
     }
 
     fn start_chain<'a>(

@@ -1,6 +1,7 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB (and in
 //! memory, for tests and the simulation, behind the same [`ExecutionStore`] interface).
 
+mod audit_entries;
 mod cancel;
 mod chain_runs;
 mod conditions;
@@ -17,6 +18,7 @@ mod pauses;
 mod permits;
 mod record;
 
+pub use audit_entries::{AUDIT_SHARD, AuditEntry, DEFAULT_AUDIT_RETENTION, audit_retention};
 pub use cancel::{CANCELLABLE, CancelError, CancelRequest, Cancelled};
 pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
 pub use dynamo::{

@@ -101,6 +101,9 @@ pub enum Event<'a> {
         by: &'a str,
         /// Why.
         reason: &'a str,
+        /// How an attempt that had begun ended before it learnt (empty: none had, or it
+        /// was stopped): work it did outside its effects stands, and the log says so.
+        attempt_end: &'a str,
     },
     /// Waiting for its job's overlap slot; its claim given back.
     Waiting,
@@ -256,7 +259,17 @@ impl Event<'_> {
             | Event::ScheduleNotDisabled { error: text }
             | Event::AutoPaused { reason: text } => (*text).to_string(),
             Event::Skipped { running } => format!("`{running}` was running"),
-            Event::Cancelled { by, reason } => format!("cancelled by {by}: {reason}"),
+            Event::Cancelled {
+                by,
+                reason,
+                attempt_end,
+            } => {
+                if attempt_end.is_empty() {
+                    format!("cancelled by {by}: {reason}")
+                } else {
+                    format!("cancelled by {by}: {reason}; {attempt_end}")
+                }
+            }
             Event::ClaimTakenOver => "the claim was taken over before it was given back".into(),
             Event::StaleEnd => {
                 "an earlier execution's end, after a rerun: the run is left to its current one"
@@ -393,6 +406,17 @@ mod tests {
     fn statuses_keep_the_names_log_queries_rely_on() {
         assert_eq!(Event::ChainEnded { paused: true }.status(), "PAUSED");
         assert_eq!(Event::ClaimTakenOver.status(), "LEASE_LOST");
+        let cancelled = Event::Cancelled {
+            by: "ops",
+            reason: "bad deploy",
+            attempt_end: "attempt 1 had run to its end (succeeded) before it learnt",
+        };
+        assert_eq!(cancelled.status(), "CANCELLED");
+        assert_eq!(
+            cancelled.error(),
+            "cancelled by ops: bad deploy; attempt 1 had run to its end (succeeded) before it learnt",
+            "a cancellation that came too late says what had run"
+        );
         assert_eq!(
             Event::Skipped { running: "a" }.error(),
             "`a` was running",

@@ -330,3 +330,83 @@ async fn a_cancelled_holder_keeps_its_slot_until_its_attempt_can_have_stopped() 
     let records = store.snapshot().records;
     assert_eq!(records["holder"].status, Status::Cancelled);
 }
+
+/// A step message sent before its chain's execution was stopped (the chain cancelled)
+/// reads its run's record before it runs, and is cancelled unrun: its task answered as
+/// failed, its own record CANCELLED, its job never run.
+#[tokio::test(start_paused = true)]
+async fn a_step_of_a_cancelled_chain_run_is_cancelled_unrun() {
+    use std::collections::BTreeMap;
+
+    use schedkit::batch::Chains;
+    use schedkit::catalog::Catalog;
+    use schedkit::orchestrator::{Answer, MemoryOrchestrator};
+    use schedkit::store::ClaimRequest;
+    use schedkit::{Processor, ProcessorConfig};
+
+    const CHAINS: &str = r#"
+[jobs.close-books]
+owner = "finance"
+[chains.month-end]
+owner = "finance"
+stages = ["close-books"]
+"#;
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let ran = Arc::new(AtomicU32::new(0));
+    let counted = ran.clone();
+    let registry = Jobs::new()
+        .add("close-books", move |_: Ctx| {
+            let ran = counted.clone();
+            async move {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, JobError>(json!(null))
+            }
+        })
+        .bind_policies(|_| JobPolicy::default());
+    let catalog = Catalog::parse(CHAINS, "chains.toml").unwrap();
+    let orchestrator = MemoryOrchestrator::default();
+    let chains = Chains::with_orchestrator(orchestrator.clone(), &catalog, BTreeMap::new());
+    let config = ProcessorConfig {
+        chains: Some(chains),
+        ..super::config()
+    };
+    let (metrics, lines) = Metrics::capture();
+    let worker = Processor::with_queue(store.clone(), queue.clone(), registry, config, metrics);
+    // The chain run, RUNNING, then cancelled.
+    let clock = super::config().clock;
+    let run = "month-end#2026-11";
+    let start = ClaimRequest {
+        key: run.into(),
+        job: "month-end".into(),
+        scheduled_for: "2026-11-30T06:00:00Z".into(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: Some("m".into()),
+        owner: schedkit::key::chain_execution_name(run, 1),
+        now: clock.now(),
+        lease: Duration::ZERO,
+        retention: Duration::from_secs(3600),
+        redrive: None,
+    };
+    store.start_chain(&start).await.unwrap();
+    store.cancel(&cancel(run, clock)).await.unwrap();
+    let step = format!("{run}#close-books");
+    let message = json!({
+        "job": "close-books",
+        "scheduled_for": "2026-11-30T06:00:00Z",
+        "key": step,
+        "chain": { "name": "month-end", "key": run, "step": "close-books", "task_token": "t" },
+    });
+    queue.send_body(&message.to_string());
+    let labels = super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    assert_eq!(labels, ["cancelled"], "{labels:?}");
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the step's job never ran");
+    assert_eq!(store.snapshot().records[&step].status, Status::Cancelled);
+    let answers = orchestrator.lock().answers.clone();
+    assert!(
+        matches!(&answers[..], [(t, Answer::Failed { error, .. })] if t == "t" && error == "schedkit.cancelled"),
+        "{answers:?}"
+    );
+    assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
+    assert!(queue.lock().dead_letters.is_empty());
+}

@@ -87,6 +87,15 @@ async fn two_failed_runs_in_a_row_pause_the_schedule_and_a_done_run_between_ends
         paused.reason
     );
     assert_eq!(schedules.state("nightly"), Some(ScheduleState::Disabled));
+    // In the stage's audit trail, beside the operators' actions.
+    let trail = store.snapshot().audit;
+    assert_eq!(trail.len(), 1, "{trail:#?}");
+    assert_eq!(
+        (trail[0].what.as_str(), trail[0].who.as_str()),
+        ("auto-pause", "worker")
+    );
+    assert_eq!(trail[0].details["job"], "nightly");
+    assert_eq!(trail[0].finished, Some(true));
 
     // The operator resumes: the streak is forgotten, one more failure pauses nothing.
     pause::resume(&schedules, &store, "stage", "nightly", chrono::Utc::now())
