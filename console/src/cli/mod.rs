@@ -80,20 +80,25 @@ pub enum IacCommand {
 
 /// Runs the command.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    // Every action that changes state writes the audit trail of the stage it acts on.
-    let acts = matches!(
-        cli.command,
-        Command::Jobs(_)
-            | Command::Executions(_)
-            | Command::Dlq(_)
-            | Command::Chains(_)
-            | Command::Schedules(_)
-            | Command::Fire(_)
-            | Command::Engine(_)
-    );
+    // Every action that changes state writes the audit trail of the stage it acts on,
+    // when it names one (`--stage`, `--table`); one that works on resources named one by
+    // one (`--queue-url`, `--group`) keeps it in the file (`SCHEDKIT_AUDIT_LOG`).
+    let stage = cli.globals.target.stage_ref();
+    let names_stage = stage.stage.is_some() || stage.table.is_some();
+    let acts = names_stage
+        && matches!(
+            cli.command,
+            Command::Jobs(_)
+                | Command::Executions(_)
+                | Command::Dlq(_)
+                | Command::Chains(_)
+                | Command::Schedules(_)
+                | Command::Fire(_)
+                | Command::Engine(_)
+        );
     if acts {
         let sdk = cli.globals.aws.sdk_config().await;
-        schedkit::ops::audit::to_stage(&sdk, &cli.globals.target.stage_ref().table());
+        schedkit::ops::audit::to_stage(&sdk, &stage.table());
     }
     match &cli.command {
         Command::Audit(a) => audit_cmd::run(a, &cli.globals).await,
