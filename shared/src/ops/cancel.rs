@@ -13,9 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{
-    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
-};
+use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
 use chrono::Utc;
 use serde::Serialize;
 
@@ -361,27 +359,7 @@ impl Canceller {
     }
 
     async fn release(&self, receipts: &[String]) -> Result<(), OpsError> {
-        for chunk in receipts.chunks(10) {
-            let entries = chunk
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    ChangeMessageVisibilityBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(r)
-                        .visibility_timeout(0)
-                        .build()
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            self.sqs
-                .change_message_visibility_batch()
-                .queue_url(&self.queue_url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .aws("releasing the jobs queue's messages")?;
-        }
-        Ok(())
+        super::dlq::release(&self.sqs, &self.queue_url, receipts).await
     }
 
     async fn delete(&self, receipts: &[String]) -> Result<(), OpsError> {

@@ -151,8 +151,12 @@ async fn receive(sqs: &Client, queue_url: &str, hold: Duration) -> Result<Vec<Me
         .unwrap_or_default())
 }
 
-/// Makes held messages visible again.
-async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> Result<(), OpsError> {
+/// Makes messages held by a scan (of the DLQ, or of the jobs queue) visible again.
+pub(super) async fn release(
+    sqs: &Client,
+    queue_url: &str,
+    receipts: &[String],
+) -> Result<(), OpsError> {
     for chunk in receipts.chunks(10) {
         let entries = chunk
             .iter()
@@ -170,7 +174,7 @@ async fn release(sqs: &Client, queue_url: &str, receipts: &[String]) -> Result<(
             .set_entries(Some(entries))
             .send()
             .await
-            .aws("releasing dead letters")?;
+            .aws(format!("releasing the messages held from {queue_url}"))?;
     }
     Ok(())
 }
