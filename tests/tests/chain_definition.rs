@@ -100,12 +100,14 @@ impl Chain {
             .unwrap()
             .execution_arn;
         let mut seen = Seen::default();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // Two seconds here; the outcome's own send retries for up to a minute when
+        // Step Functions cannot reach SQS, as a busy machine once made it.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(150);
         while seen.outcome.is_none() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "no outcome: {seen:?}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                let history = self.history(&execution).await;
+                panic!("no outcome: {seen:?}\nthe execution's last events: {history}");
+            }
             let got = self
                 .sqs
                 .receive_message()
@@ -172,6 +174,31 @@ impl Chain {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         (seen, status)
+    }
+}
+
+impl Chain {
+    /// The execution's status and its last ten events, to say why an outcome never came.
+    async fn history(&self, execution: &str) -> String {
+        let status = self
+            .sfn
+            .describe_execution()
+            .execution_arn(execution)
+            .send()
+            .await
+            .map(|d| d.status.as_str().to_string())
+            .unwrap_or_else(|e| format!("{e:?}"));
+        let events = self
+            .sfn
+            .get_execution_history()
+            .execution_arn(execution)
+            .reverse_order(true)
+            .max_results(10)
+            .send()
+            .await
+            .map(|h| format!("{:?}", h.events))
+            .unwrap_or_else(|e| format!("{e:?}"));
+        format!("{status}: {events}")
     }
 }
 
