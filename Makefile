@@ -102,6 +102,7 @@ sam-build:
 STAGE ?= dev
 sam-deploy: sam-build build
 	env -u AWS_ENDPOINT_URL infra/.cache/sam-venv/bin/sam deploy --guided --template-file target/sam/template.yaml \
+	  --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
 	  --stack-name schedkit-$(STAGE) --parameter-overrides Stage=$(STAGE)
 	env -u AWS_ENDPOINT_URL target/debug/schedkit --stage $(STAGE) schedules sync --yes
 

@@ -10,11 +10,17 @@ use schedkit_console::cli::{Cli, UsageError, run};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_init();
+    let stage = cli.globals.target.stage();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}` prints the whole chain of causes on one line, never a backtrace.
-            eprintln!("schedkit: error: {e:#}");
+            let error = format!("{e:#}");
+            eprintln!("schedkit: error: {error}");
+            // A refusal names the permission and the stage's policy that grants it.
+            if let Some(hint) = schedkit::iac::roles::refusal_hint(&error, &stage) {
+                eprintln!("schedkit: {hint}");
+            }
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -5,7 +5,9 @@
 //! (table and JSON snapshots) and `status` say so; `chains rerun` asks for confirmation,
 //! refuses `--redrive` on a paused run, and once the account is fixed reruns the export
 //! and the summary only, to DONE; audited. A run whose execution was aborted is rerun too,
-//! and `--redrive` there is LocalStack's refusal, named.
+//! and `--redrive` there is LocalStack's refusal, named; one cancelled while its execution
+//! waits has it stopped. Every command runs as an IAM user holding only the stage's operator
+//! policy, and used each of its chain actions.
 
 use std::time::Duration;
 
@@ -33,6 +35,17 @@ async fn run_until(
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The ARN of the execution a month-end run's record names.
+fn execution_of(stack: &Stack, run: &ExecutionRecord) -> String {
+    format!(
+        "{}month-end:{}",
+        stack
+            .state_machine_prefix()
+            .replacen(":stateMachine:", ":execution:", 1),
+        run.owner.clone().unwrap()
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -66,7 +79,7 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
         })
         .await
     });
-    let console = Console::new(&stack.name);
+    let console = Console::operator(&stack).await;
     let key = "month-end#2026-11";
 
     // The month-end run, fired by hand; the partner account is blocked (no config item).
@@ -154,13 +167,7 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
     console.ok(&["fire", "month-end", "--key", aborted]);
     let running = run_until(&stack, aborted, |r| r.owner.is_some()).await;
     let sfn = aws_sdk_sfn::Client::new(&sdk);
-    let execution = format!(
-        "{}month-end:{}",
-        stack
-            .state_machine_prefix()
-            .replacen(":stateMachine:", ":execution:", 1),
-        running.owner.clone().unwrap()
-    );
+    let execution = execution_of(&stack, &running);
     // The record names its execution before the worker starts it: wait until it runs.
     while sfn
         .describe_execution()
@@ -213,6 +220,54 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
     let done = run_until(&stack, aborted, |r| r.status != Status::Running).await;
     assert_eq!((done.status, done.attempt), (Status::Done, 2), "{done:?}");
 
+    // A run cancelled while its execution waits for a step: the execution is stopped.
+    let cancelled = "month-end#2026-09";
+    console.ok(&["fire", "month-end", "--key", cancelled]);
+    let running = run_until(&stack, cancelled, |r| r.owner.is_some()).await;
+    let execution = execution_of(&stack, &running);
+    let status = || async {
+        sfn.describe_execution()
+            .execution_arn(&execution)
+            .send()
+            .await
+            .ok()
+            .map(|d| d.status)
+    };
+    while status().await != Some(aws_sdk_sfn::types::ExecutionStatus::Running) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // No worker from here on: the execution waits for its steps' answers.
     let _ = stop.send(());
     polling.await.unwrap();
+    let said = console.ok(&[
+        "chains",
+        "cancel",
+        cancelled,
+        "--reason",
+        "not this month",
+        "--yes",
+    ]);
+    assert_eq!(
+        stack.record(cancelled).await.unwrap().unwrap().status,
+        Status::Cancelled
+    );
+    // (The stopped execution's end is the chains integration test's: LocalStack ends an
+    // execution that waits for a callback only once something answers it.)
+    assert!(said.contains("; execution stopped: "), "{said}");
+
+    // Every chain action the operator policy grants was used, through it.
+    let used: std::collections::BTreeSet<String> = console
+        .user()
+        .decisions()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|d| d.allowed && d.action.starts_with("states:"))
+        .map(|d| d.action)
+        .collect();
+    assert_eq!(
+        used,
+        super::roles::CHAIN_ACTIONS.map(String::from).into(),
+        "the chain actions used"
+    );
 }

@@ -16,3 +16,7 @@ mod operator;
 /// Pausing a job by hand and by the worker after its `pause_after_failures`: the schedule
 /// DISABLED, `status` says who and why, a sync keeps it, `jobs resume` enables it; audited.
 mod pause;
+/// The viewer and operator policies on a LocalStack that enforces them: a viewer reads and
+/// is refused every action (the refusal names the permission and the policy); an operator
+/// acts; each used exactly its policy's actions.
+mod roles;

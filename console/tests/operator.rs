@@ -9,20 +9,47 @@ use std::time::Duration;
 
 use aws_sdk_sqs::types::MessageAttributeValue;
 use schedkit::dead_letter::attr;
+use schedkit::iac::roles::Role;
 use schedkit::{Envelope, Metrics};
+use schedkit_testkit::roles::{User, user_of};
 use schedkit_testkit::{Stack, StackOptions, endpoint};
 use serde_json::json;
 
 pub(crate) struct Console {
     stage: String,
     pub(crate) audit: std::path::PathBuf,
+    /// Who signs the console's requests; LocalStack's test keys when None.
+    user: Option<User>,
 }
 
 impl Console {
-    pub(crate) fn new(stage: &str) -> Console {
+    /// The console of one of the stage's operators: signed as an IAM user holding only the
+    /// stage's operator policy, which LocalStack enforces here, so every command a test runs
+    /// through it shows too that the policy allows what the command needs.
+    pub(crate) async fn operator(stack: &Stack) -> Console {
+        Console::of(stack, Role::Operator).await
+    }
+
+    /// The console of one of the stage's viewers (the viewer policy only).
+    pub(crate) async fn viewer(stack: &Stack) -> Console {
+        Console::of(stack, Role::Viewer).await
+    }
+
+    async fn of(stack: &Stack, role: Role) -> Console {
+        let user = user_of(stack, role).await.unwrap();
+        Console {
+            user: Some(user),
+            ..Console::unchecked(&stack.name)
+        }
+    }
+
+    /// With LocalStack's test keys, which may do anything: for a stage that is not
+    /// deployed (it has no policies).
+    pub(crate) fn unchecked(stage: &str) -> Console {
         Console {
             stage: stage.into(),
             audit: std::env::temp_dir().join(format!("{stage}-audit.jsonl")),
+            user: None,
         }
     }
 
@@ -39,7 +66,15 @@ impl Console {
             .env("SCHEDKIT_AUDIT_LOG", &self.audit)
             .env("NO_COLOR", "1")
             .env_remove("SCHEDKIT_CATALOG");
+        if let Some(user) = &self.user {
+            c.envs(user.env());
+        }
         c
+    }
+
+    /// The IAM user it signs as.
+    pub(crate) fn user(&self) -> &User {
+        self.user.as_ref().expect("a console of a role")
     }
 
     pub(crate) fn run(&self, args: &[&str]) -> Output {
@@ -147,7 +182,7 @@ async fn seeded(prefix: &str) -> (Stack, Console) {
     sync.payload = json!({"fail_times": 9}).as_object().cloned();
     stack.send_envelope(&sync).await.unwrap();
     once().await;
-    let console = Console::new(&stack.name);
+    let console = Console::operator(&stack).await;
     (stack, console)
 }
 
@@ -323,7 +358,7 @@ async fn keys_on(stack: &Stack, url: &str) -> Vec<String> {
 async fn a_selective_redrive_moves_exactly_one_jobs_dead_letters() {
     let stack = Stack::lane("redrive", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 40), ("report", 35), ("sync", 25)]).await;
-    let console = Console::new(&stack.name);
+    let console = Console::operator(&stack).await;
     let out = console.ok(&["dlq", "redrive", "--job", "report", "--yes"]);
     assert_eq!(
         out,
@@ -364,7 +399,7 @@ async fn a_selective_redrive_moves_exactly_one_jobs_dead_letters() {
 async fn a_redrive_killed_half_way_loses_nothing() {
     let stack = Stack::lane("kill", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 60), ("report", 40)]).await;
-    let console = Console::new(&stack.name);
+    let console = Console::operator(&stack).await;
     let mut child = console
         .command(&["dlq", "redrive", "--reason", "attempts-exhausted", "--yes"])
         // Held messages come back 3 s after the kill instead of 60.
@@ -407,7 +442,7 @@ async fn a_redrive_killed_half_way_loses_nothing() {
 async fn redrive_all_uses_a_move_task_and_reports_progress() {
     let stack = Stack::lane("move", StackOptions::default()).await;
     let all = dead_letters(&stack, &[("export", 20), ("report", 10)]).await;
-    let console = Console::new(&stack.name);
+    let console = Console::operator(&stack).await;
     let out = console.run(&["dlq", "redrive", "--yes"]);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
@@ -448,14 +483,16 @@ async fn redrive_all_uses_a_move_task_and_reports_progress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mistakes_get_one_line_and_a_non_zero_exit() {
     let stack = Stack::lane("errors", StackOptions::default()).await;
-    let console = Console::new(&stack.name);
-    let nowhere = Console::new("no-such-stage").run(&["status"]);
+    // LocalStack's test keys: a table that is not the stage's is not found, where an
+    // operator's policy would have AWS refuse it (the roles tests show that).
+    let console = Console::unchecked(&stack.name);
+    let nowhere = Console::unchecked("no-such-stage").run(&["status"]);
     assert_eq!(nowhere.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&nowhere.stderr),
         "schedkit: error: queue `schedkit-no-such-stage-jobs` does not exist: is stage `no-such-stage` deployed? Give --stage, or --queue-url/--dlq-url\n"
     );
-    let nowhere = Console::new("no-such-stage").run(&["executions", "list"]);
+    let nowhere = Console::unchecked("no-such-stage").run(&["executions", "list"]);
     assert_eq!(nowhere.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&nowhere.stderr),

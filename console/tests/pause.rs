@@ -15,7 +15,11 @@ use serde_json::json;
 use super::cli::{schedkit, stderr, stdout};
 
 /// The schedule's state, read from the Scheduler API.
-async fn state_of(scheduler: &aws_sdk_scheduler::Client, group: &str, job: &str) -> ScheduleState {
+pub(crate) async fn state_of(
+    scheduler: &aws_sdk_scheduler::Client,
+    group: &str,
+    job: &str,
+) -> ScheduleState {
     scheduler
         .get_schedule()
         .group_name(group)

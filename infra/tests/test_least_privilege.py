@@ -23,6 +23,10 @@ STAR_ONLY = {
     "states:SendTaskSuccess",
     "states:SendTaskFailure",
     "states:SendTaskHeartbeat",
+    # The console's reads with no resource-level permissions: metric statistics (status)
+    # and the list of schedules (sync's plan).
+    "cloudwatch:GetMetricStatistics",
+    "scheduler:ListSchedules",
     # X-Ray tracing has no resource-level permissions.
     "xray:PutTraceSegments",
     "xray:PutTelemetryRecords",

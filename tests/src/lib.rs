@@ -10,6 +10,7 @@ pub mod lambda;
 pub mod lane_tables;
 pub mod private;
 pub mod proxy;
+pub mod roles;
 pub mod schedules;
 pub mod stack;
 

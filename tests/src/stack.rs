@@ -146,6 +146,9 @@ pub struct Stack {
     pub schedule_group: String,
     pub scheduler_role_arn: String,
     pub worker_function: String,
+    /// A lane of the shared stage (its own queues and tables, none of the stage's
+    /// policies): see [`Stack::lane`].
+    pub lane: bool,
     pub outputs: HashMap<String, String>,
     pub sqs: aws_sdk_sqs::Client,
     pub ddb: aws_sdk_dynamodb::Client,
@@ -200,6 +203,7 @@ impl Stack {
             schedule_group: get("ScheduleGroupName")?,
             scheduler_role_arn: get("SchedulerRoleArn")?,
             worker_function: get("WorkerFunctionName")?,
+            lane: false,
             auto_pause: AutoPause::new(
                 sdk,
                 &get("ExecutionsTableName")?,
@@ -362,6 +366,7 @@ impl Stack {
             schedule_group: get("ScheduleGroupName"),
             scheduler_role_arn: get("SchedulerRoleArn"),
             worker_function: get("WorkerFunctionName"),
+            lane: true,
             auto_pause: AutoPause::new(&sdk, &own("ExecutionsTableName"), get("ScheduleGroupName")),
             outputs,
             sqs,

@@ -28,3 +28,12 @@ def schedkit_executor():
     """Runs nothing: loaded only when this LocalStack runs Lambdas with schedkit's executor,
     it shows as such in ``/_localstack/plugins``, where ``localstack/launch.sh`` looks
     before reusing a LocalStack that it did not start."""
+
+
+@hooks.on_infra_start()
+def schedkit_iam():
+    """IAM users' requests checked against their policies (see ``iam.py``): the tests of the
+    template's viewer and operator policies need a LocalStack that refuses."""
+    from schedkit_localstack_executor.iam import install
+
+    install()

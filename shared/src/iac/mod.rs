@@ -1,6 +1,7 @@
 //! The parts of `infra/template.yaml` that the job catalog decides: worker settings,
 //! per-job failure alarms, the failure-storm alarm, the paused alarms and the worker's
-//! permission to pause (only for jobs with `pause_after_failures`), and the dashboard. The schedules are not
+//! permission to pause (only for jobs with `pause_after_failures`), the dashboard, and the
+//! viewer and operator policies ([`roles`]). The schedules are not
 //! among them: the stack owns the stage's schedule group and tags it with its wiring, and
 //! schedule sync owns the schedules in it (see [`crate::trigger::sync`] for why). `schedkit iac render` rewrites them between the
 //! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
@@ -13,6 +14,7 @@
 mod chain_definition;
 mod chain_resources;
 mod resources;
+pub mod roles;
 
 use std::fmt::Write;
 
@@ -65,7 +67,8 @@ const STORM_MAX_JOBS: usize = 10;
 pub struct Rendered {
     /// The `Catalog` mapping: worker timeout, queue retention and visibility, the group.
     pub mappings: String,
-    /// Per-job alarms, the storm alarm, the pause permission and the dashboard.
+    /// Per-job alarms, the storm alarm, the pause permission, the dashboard and the viewer
+    /// and operator policies.
     pub resources: String,
 }
 
@@ -132,6 +135,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     }
     pause_policy(&mut r, &queue_jobs);
     chain_resources::write(&mut r, catalog);
+    roles::write(&mut r, catalog);
     storm_alarm(&mut r, &queue_jobs);
     dashboard(&mut r, &queue_jobs);
     Ok(Rendered {

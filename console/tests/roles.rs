@@ -1,0 +1,170 @@
+//! The stage's viewer and operator policies, as the template deploys them, on a LocalStack
+//! that refuses what an IAM user's policies do not allow: a viewer reads everything and
+//! changes nothing (each refusal names the permission and the policy that grants it); an
+//! operator does every console action; the actions each used are the policy's.
+
+use std::collections::BTreeSet;
+
+use aws_sdk_scheduler::types::ScheduleState;
+use schedkit::Envelope;
+use schedkit::iac::roles::{GRANTS, Role};
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+
+use super::operator::Console;
+use super::pause::state_of;
+
+/// Actions only a chain's run uses (`chains show` of a running run, rerun, cancel): the
+/// console's chains test runs them through its operator's policy.
+pub(crate) const CHAIN_ACTIONS: [&str; 4] = [
+    "states:DescribeExecution",
+    "states:StartExecution",
+    "states:StopExecution",
+    "states:RedriveExecution",
+];
+
+/// The actions a role's grants allow, but those only chains use.
+fn granted(role: Role) -> BTreeSet<String> {
+    GRANTS
+        .iter()
+        .filter(|g| g.role <= role)
+        .flat_map(|g| g.actions.iter().map(|a| (*a).to_string()))
+        .filter(|a| !CHAIN_ACTIONS.contains(&a.as_str()))
+        .collect()
+}
+
+/// Sends `n` envelopes of `job` straight to the DLQ (as dead letters of unknown reason).
+async fn dead_letters(stack: &Stack, job: &str, n: usize) {
+    for i in 0..n {
+        let envelope = Envelope::new(job, "2026-12-01T00:00:00Z".parse().unwrap())
+            .with_key(format!("{}-{job}-{i}", unique("dead")));
+        stack
+            .sqs
+            .send_message()
+            .queue_url(&stack.dlq_url)
+            .message_body(envelope.to_json())
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+async fn schedule_state(stack: &Stack, job: &str) -> ScheduleState {
+    let scheduler = aws_sdk_scheduler::Client::new(&localstack().await);
+    state_of(&scheduler, &stack.schedule_group, job).await
+}
+
+/// The actions LocalStack allowed the console's user.
+async fn used(console: &Console) -> BTreeSet<String> {
+    let decisions = console.user().decisions().await.unwrap();
+    decisions
+        .into_iter()
+        .filter(|d| d.allowed)
+        .map(|d| d.action)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_action() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("roles"), StackOptions::default())
+        .await
+        .unwrap();
+    let viewer = Console::viewer(&stack).await;
+    let operator = Console::operator(&stack).await;
+    // A schedule the catalog does not have, for the sync to delete.
+    stack.create_schedule(&sdk, "stray").await.unwrap();
+
+    // The operator: every kind of action the console has.
+    operator.ok(&["schedules", "sync", "--yes"]);
+    assert_eq!(
+        schedule_state(&stack, "long-report").await,
+        ScheduleState::Enabled
+    );
+    operator.ok(&["jobs", "pause", "long-report", "--reason", "roles test"]);
+    assert_eq!(
+        schedule_state(&stack, "long-report").await,
+        ScheduleState::Disabled
+    );
+    operator.ok(&["jobs", "resume", "long-report"]);
+    operator.ok(&["fire", "record-invoice", "--key", "roles-queued"]);
+    operator.ok(&["fire", "long-report", "--key", "roles-now"]);
+    operator.ok(&["fire", "long-report", "--in", "2h", "--key", "roles-later"]);
+    operator.ok(&[
+        "executions",
+        "cancel",
+        "--job",
+        "record-invoice",
+        "--reason",
+        "roles test",
+        "--yes",
+    ]);
+    dead_letters(&stack, "record-invoice", 2).await;
+    dead_letters(&stack, "flaky-sync", 1).await;
+    assert!(operator.ok(&["dlq", "list"]).contains("record-invoice"));
+    operator.ok(&["dlq", "redrive", "--job", "record-invoice", "--yes"]);
+    operator.ok(&["dlq", "redrive", "--yes"]);
+    dead_letters(&stack, "partner-export", 1).await;
+    operator.ok(&["dlq", "purge", "--yes"]);
+    operator.ok(&["audit"]);
+    operator.ok(&["status"]);
+
+    // The viewer: every read.
+    dead_letters(&stack, "flaky-sync", 1).await;
+    for read in [
+        &["status"][..],
+        &["jobs"],
+        &["executions", "list"],
+        &["executions", "list", "--job", "record-invoice"],
+        &["executions", "show", "roles-queued"],
+        &["dlq", "list"],
+        &["chains", "list"],
+        &["schedules", "sync", "--dry-run"],
+        &["audit"],
+    ] {
+        viewer.ok(read);
+    }
+    assert!(
+        viewer
+            .ok(&["executions", "show", "roles-queued"])
+            .contains("CANCELLED")
+    );
+
+    // …and no action: AWS refuses the first write (the audit trail's entry), so nothing
+    // changes, and the console names the permission and the policy that grants it.
+    let operator_policy = format!("`schedkit-{}-operator`", stack.name);
+    for action in [
+        &["jobs", "pause", "long-report", "--reason", "a viewer tries"][..],
+        &["dlq", "purge", "--yes"],
+        &["dlq", "redrive", "--yes"],
+        &["fire", "long-report"],
+        &["executions", "cancel", "roles-now", "--yes"],
+    ] {
+        let out = viewer.run(action);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{action:?}: {stderr}");
+        assert!(
+            stderr.contains("AWS refused dynamodb:PutItem on ")
+                && stderr.contains(&operator_policy),
+            "{action:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        schedule_state(&stack, "long-report").await,
+        ScheduleState::Enabled
+    );
+    // (Hidden for the viewer's listing's hold: a viewer may not make it visible again.)
+    let (visible, hidden, _) = stack.counts(&stack.dlq_url).await.unwrap();
+    assert_eq!(visible + hidden, 1, "the letter stays");
+    // A table that is not the stage's is refused too, and the refusal says on what.
+    let out = operator.run(&["--table", "someone-elses", "executions", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AWS refused dynamodb:Query on arn:aws:dynamodb:us-east-1:000000000000:table/someone-elses/index/by-shard"),
+        "{stderr}"
+    );
+
+    // What each used is what its policy grants (but chains' actions, used by the chains
+    // test): no grant the console does not need.
+    assert_eq!(used(&viewer).await, granted(Role::Viewer));
+    assert_eq!(used(&operator).await, granted(Role::Operator));
+}
