@@ -10,7 +10,7 @@ use schedkit_console::cli::{Cli, UsageError, run};
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_init();
-    let stage = cli.globals.target.stage();
+    let stage = cli.globals.target.stage.clone();
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -18,7 +18,7 @@ async fn main() -> ExitCode {
             let error = format!("{e:#}");
             eprintln!("schedkit: error: {error}");
             // A refusal names the permission and the stage's policy that grants it.
-            if let Some(hint) = schedkit::iac::roles::refusal_hint(&error, &stage) {
+            if let Some(hint) = schedkit::iac::roles::refusal_hint(&error, stage.as_deref()) {
                 eprintln!("schedkit: {hint}");
             }
             if e.downcast_ref::<UsageError>().is_some() {

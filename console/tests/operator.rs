@@ -77,6 +77,17 @@ impl Console {
         self.user.as_ref().expect("a console of a role")
     }
 
+    /// `run` with each service's endpoint of its own, STS's being `sts`.
+    pub(crate) fn run_with_sts_at(&self, args: &[&str], sts: &str) -> Output {
+        let mut command = self.command(args);
+        command.env_remove("AWS_ENDPOINT_URL");
+        for service in ["DYNAMODB", "SQS", "SCHEDULER", "SFN", "CLOUDWATCH"] {
+            command.env(format!("AWS_ENDPOINT_URL_{service}"), endpoint());
+        }
+        command.env("AWS_ENDPOINT_URL_STS", sts);
+        command.output().expect("schedkit runs")
+    }
+
     pub(crate) fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("schedkit runs")
     }

@@ -1,7 +1,8 @@
 //! The stage's viewer and operator policies, as the template deploys them, on a LocalStack
-//! that refuses what an IAM user's policies do not allow: a viewer reads everything and
-//! changes nothing (each refusal names the permission and the policy that grants it); an
-//! operator does every console action; the actions each used are the policy's.
+//! that refuses what an IAM user's policies do not allow: a viewer reads everything but
+//! the dead letters' bodies (a receive hides them) and changes nothing (each refusal names
+//! the permission and the policy that grants it); an operator does every console action;
+//! the actions each used are the policy's; nobody acts under another name.
 
 use std::collections::BTreeSet;
 
@@ -116,7 +117,6 @@ async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_ac
         &["executions", "list"],
         &["executions", "list", "--job", "record-invoice"],
         &["executions", "show", "roles-queued"],
-        &["dlq", "list"],
         &["chains", "list"],
         &["schedules", "sync", "--dry-run"],
         &["audit"],
@@ -127,6 +127,27 @@ async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_ac
         viewer
             .ok(&["executions", "show", "roles-queued"])
             .contains("CANCELLED")
+    );
+    // The listing's filters apply before its limit: the one purge among all the entries.
+    let purge: serde_json::Value = serde_json::from_str(&viewer.ok(&[
+        "--output",
+        "json",
+        "audit",
+        "--action",
+        "dlq purge",
+        "--limit",
+        "1",
+    ]))
+    .unwrap();
+    assert_eq!(purge[0]["what"], "dlq purge", "{purge}");
+    // A viewer does not receive dead letters: a receive hides them (for as long as the
+    // receiver asks), which is an operator's to do.
+    let out = viewer.run(&["dlq", "list"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AWS refused sqs:ReceiveMessage on ")
+            && stderr.contains(&format!("`schedkit-{}-operator`", stack.name)),
+        "{stderr}"
     );
 
     // …and no action: AWS refuses the first write (the audit trail's entry), so nothing
@@ -152,9 +173,30 @@ async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_ac
         schedule_state(&stack, "long-report").await,
         ScheduleState::Enabled
     );
-    // (Hidden for the viewer's listing's hold: a viewer may not make it visible again.)
-    let (visible, hidden, _) = stack.counts(&stack.dlq_url).await.unwrap();
-    assert_eq!(visible + hidden, 1, "the letter stays");
+    assert_eq!(
+        stack.counts(&stack.dlq_url).await.unwrap().0,
+        1,
+        "the letter stays, visible"
+    );
+    // Who acts is the AWS identity, or nothing is done: STS out of reach is no way to act
+    // under another name.
+    let out = operator.run_with_sts_at(
+        &[
+            "jobs",
+            "pause",
+            "long-report",
+            "--reason",
+            "as someone else",
+        ],
+        "http://127.0.0.1:9",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("who acts is not known"), "{stderr}");
+    assert_eq!(
+        schedule_state(&stack, "long-report").await,
+        ScheduleState::Enabled
+    );
     // A table that is not the stage's is refused too, and the refusal says on what.
     let out = operator.run(&["--table", "someone-elses", "executions", "list"]);
     let stderr = String::from_utf8_lossy(&out.stderr);

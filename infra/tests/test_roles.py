@@ -1,5 +1,6 @@
 """The viewer and operator policies, read off the template: the viewer allows no action
-that changes state, and the operator holds every statement of the viewer's.
+that changes state (nor a receive, which hides what it reads), and the operator holds every
+statement of the viewer's.
 
 Which actions change state is AWS's word: the access level each action has in the Service
 Authorization Reference (Read and List read; Write, Permissions management and Tagging
@@ -23,8 +24,7 @@ ACCESS_LEVEL = {
     "dynamodb:DeleteItem": "Write",
     "sqs:GetQueueUrl": "Read",
     "sqs:GetQueueAttributes": "Read",
-    # Read by AWS's word, though a receive hides the message for its visibility timeout:
-    # the viewer reads dead letters with it (they come back when the listing's hold ends).
+    # Read by AWS's word, though a receive hides the message (see HIDES).
     "sqs:ReceiveMessage": "Read",
     "sqs:ListMessageMoveTasks": "Read",
     "sqs:SendMessage": "Write",
@@ -47,6 +47,9 @@ ACCESS_LEVEL = {
     "iam:PassRole": "Write",
 }
 READS = {"Read", "List"}
+# Reads that change what others see: a receive hides the message for as long as the
+# receiver asks (up to 12 hours), out of every redrive's and alarm's sight. Not the viewer's.
+HIDES = {"sqs:ReceiveMessage"}
 
 
 def as_list(value):
@@ -78,6 +81,8 @@ def problems(template):
                     found.append(f"{lid}/{st.get('Sid')}: {action} has no access level in the table")
                 elif lid == "ViewerPolicy" and level not in READS:
                     found.append(f"ViewerPolicy/{st.get('Sid')}: {action} changes state ({level})")
+                elif lid == "ViewerPolicy" and action in HIDES:
+                    found.append(f"ViewerPolicy/{st.get('Sid')}: {action} hides what it reads")
     if not found:
         operator = statements(template, "OperatorPolicy")
         for st in statements(template, "ViewerPolicy"):
@@ -110,6 +115,7 @@ Resources:
         Statement:
           - {Sid: A, Effect: Allow, Action: [dynamodb:GetItem, dynamodb:PutItem], Resource: !GetAtt Table.Arn}
           - {Sid: B, Effect: Allow, Action: dynamodb:Scan, Resource: !GetAtt Table.Arn}
+          - {Sid: R, Effect: Allow, Action: sqs:ReceiveMessage, Resource: !GetAtt Table.Arn}
   OperatorPolicy:
     Type: AWS::IAM::ManagedPolicy
     Properties:
@@ -124,11 +130,14 @@ Resources:
             [
                 "ViewerPolicy/A: dynamodb:PutItem changes state (Write)",
                 "ViewerPolicy/B: dynamodb:Scan has no access level in the table",
+                "ViewerPolicy/R: sqs:ReceiveMessage hides what it reads",
                 "OperatorPolicy: not named schedkit-<stage>-operator",
                 "OperatorPolicy/C: only Allow statements of actions on resources",
             ],
         )
         ok = bad.replace(", dynamodb:PutItem", "").replace(
+            "- {Sid: R, Effect: Allow, Action: sqs:ReceiveMessage, Resource: !GetAtt Table.Arn}", ""
+        ).replace(
             "- {Sid: B, Effect: Allow, Action: dynamodb:Scan, Resource: !GetAtt Table.Arn}", ""
         ).replace("ManagedPolicyName: operator", "ManagedPolicyName: !Sub schedkit-${Stage}-operator").replace(
             "Sid: C, Effect: Deny", "Sid: C, Effect: Allow"

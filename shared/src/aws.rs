@@ -74,16 +74,6 @@ impl AwsError {
     }
 }
 
-impl AwsError {
-    /// Whether AWS refused the call for want of a permission (each service names it its
-    /// own way: `AccessDenied`, `AccessDeniedException`).
-    pub fn is_access_denied(&self) -> bool {
-        self.code
-            .as_deref()
-            .is_some_and(|c| c.starts_with("AccessDenied"))
-    }
-}
-
 /// Turns SDK results into [`AwsError`]s that say what was being done.
 pub trait AwsResultExt<T> {
     /// The error, if any, as an [`AwsError`] with `doing` in front.

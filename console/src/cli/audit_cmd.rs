@@ -3,7 +3,7 @@
 
 use clap::Args;
 use schedkit::ops::audit;
-use schedkit::store::AuditEntry;
+use schedkit::store::{AuditEntry, AuditFilter};
 
 use super::status_cmd::clip;
 use super::{globals::Globals, globals::parse_instant, usage::UsageError};
@@ -47,12 +47,12 @@ pub async fn run(a: &AuditArgs, cli: &Globals) -> anyhow::Result<()> {
     };
     let sdk = cli.aws.sdk_config().await;
     let table = cli.target.stage_ref().table();
-    let entries: Vec<AuditEntry> = audit::read(&sdk, &table, since, until, a.limit)
-        .await?
-        .into_iter()
-        .filter(|e| a.by.as_deref().is_none_or(|by| e.who.contains(by)))
-        .filter(|e| a.action.as_deref().is_none_or(|w| e.what.starts_with(w)))
-        .collect();
+    let filter = AuditFilter {
+        by: a.by.clone(),
+        action: a.action.clone(),
+    };
+    let entries: Vec<AuditEntry> =
+        audit::read(&sdk, &table, since, until, &filter, a.limit).await?;
     cli.output.rows(
         &["WHEN", "WHO", "WHAT", "PHASE", "OUTCOME", "DETAILS"],
         &entries,

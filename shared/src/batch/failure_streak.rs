@@ -144,27 +144,36 @@ impl FailureStreaks {
             }
         }
         // Paused already (by an operator, or by an earlier failure: who and why kept), or
-        // resumed since this streak was counted: no pause of this failure's.
-        if decided.decided != Paused::Now {
-            return;
-        }
-        self.emit(t, Event::AutoPaused { reason: &reason });
-        self.audit_pause(t, &auto.group, &reason, now).await;
+        // resumed since this streak was counted: no pause of this failure's. The worker's
+        // own earlier pause is audited again (once: the entry's id is the pause's), as its
+        // entry may have failed after the pause was made.
+        let audited = match decided.decided {
+            Paused::Now => {
+                self.emit(t, Event::AutoPaused { reason: &reason });
+                pause
+            }
+            Paused::Already(earlier) if earlier.by == PAUSED_BY_WORKER => earlier,
+            Paused::Already(_) | Paused::StreakEnded => return,
+        };
+        self.audit_pause(t, &auto.group, &audited).await;
     }
 
-    /// The automatic pause, in the stage's audit trail beside the operators' actions. The
-    /// pause stands whatever becomes of the entry: a failure to write it is logged.
-    async fn audit_pause(&self, t: &Transition<'_>, group: &str, reason: &str, now: DateTime<Utc>) {
+    /// The automatic pause, in the stage's audit trail beside the operators' actions: one
+    /// entry per pause (its id the job's and the pause's time). The pause stands whatever
+    /// becomes of the entry: a failure to write it is logged, and the job's next failure
+    /// writes it.
+    async fn audit_pause(&self, t: &Transition<'_>, group: &str, pause: &PauseRecord) {
+        let when = DateTime::parse_from_rfc3339(&pause.at)
+            .map_or_else(|_| Utc::now(), |at| at.with_timezone(&Utc));
         let entry = AuditEntry {
-            id: uuid::Uuid::new_v4().to_string(),
-            when: crate::store::timestamp(now),
+            id: format!("auto-pause/{}/{}", pause.job, pause.at),
+            when: crate::store::timestamp(when),
             who: PAUSED_BY_WORKER.to_string(),
             what: "auto-pause".into(),
             details: serde_json::json!({
                 "job": t.job,
-                "key": t.key,
                 "schedule_group": group,
-                "reason": reason,
+                "reason": pause.reason,
             }),
             phase: "end".into(),
             finished: Some(true),

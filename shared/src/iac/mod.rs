@@ -566,7 +566,13 @@ owner = "x"
         assert!(!none.contains("WorkerPausePolicy"), "{none}");
         assert!(!none.contains("PausedAlarm"), "{none}");
         let one = catalog("pause_after_failures = 2");
-        let policy = &one[one.find("  WorkerPausePolicy:").unwrap()..];
+        // The policy's own lines: up to the next resource.
+        let policy: String = one[one.find("  WorkerPausePolicy:").unwrap()..]
+            .lines()
+            .enumerate()
+            .take_while(|(i, l)| *i == 0 || l.is_empty() || l.starts_with("    "))
+            .map(|(_, l)| format!("{l}\n"))
+            .collect();
         let resources: Vec<&str> = policy
             .lines()
             .filter(|l| l.contains(":schedule/${ScheduleGroup}/"))

@@ -4,10 +4,12 @@
 //! and which policy grants it.
 //!
 //! The viewer may read everything an operator looks at and change nothing: no action whose
-//! IAM access level is Write. Reading the dead-letter queue receives its letters, which
-//! hides them for the listing's hold (`SCHEDKIT_DLQ_HOLD_SECONDS`); only an operator may
-//! make them visible again at once (`sqs:ChangeMessageVisibility` is a write), so a
-//! viewer's listing leaves them to come back when the hold ends.
+//! IAM access level is Write, and not `sqs:ReceiveMessage` either, though AWS classes it a
+//! read: SQS has no way to look at a message without receiving it, a receive hides the
+//! message for as long as the receiver asks (up to 12 hours, out of every redrive's and
+//! alarm's sight), and no condition key limits that. So the dead letters' bodies are the
+//! operator's (`dlq list/show`); a viewer sees the DLQ's depth (`status`) and the FAILED
+//! runs with their errors (`executions list --status failed`).
 //!
 //! The operator policy is the viewer's plus exactly the console's actions that change
 //! state, each on the resources the console changes. `schedkit engine` is not among them:
@@ -100,7 +102,7 @@ pub const GRANTS: &[Grant] = &[
             "dynamodb:Query",
         ],
         on: &[On::Table, On::TableIndexes],
-        used_by: "status, jobs, executions list/show, chains list/show, dlq list/show, audit",
+        used_by: "status, jobs, executions list/show, chains list/show, audit",
     },
     Grant {
         role: Role::Viewer,
@@ -108,13 +110,6 @@ pub const GRANTS: &[Grant] = &[
         actions: &["sqs:GetQueueUrl", "sqs:GetQueueAttributes"],
         on: &[On::JobsQueue, On::DeadLetterQueue],
         used_by: "finding the stage's queues; status (depths)",
-    },
-    Grant {
-        role: Role::Viewer,
-        sid: "ReadDeadLetters",
-        actions: &["sqs:ReceiveMessage"],
-        on: &[On::DeadLetterQueue],
-        used_by: "dlq list/show",
     },
     Grant {
         role: Role::Viewer,
@@ -175,7 +170,7 @@ pub const GRANTS: &[Grant] = &[
             "sqs:ChangeMessageVisibility",
         ],
         on: &[On::JobsQueue, On::DeadLetterQueue],
-        used_by: "dlq redrive/purge and releasing listed letters; executions cancel of queued runs",
+        used_by: "dlq list/show/redrive/purge; executions cancel of queued runs",
     },
     Grant {
         role: Role::Operator,
@@ -250,12 +245,23 @@ pub fn refused_action(message: &str) -> Option<(String, Option<String>)> {
     ))
 }
 
-/// What to tell the person AWS refused: the permission, and the stage's policy that grants
-/// it (on the stage's own resources: a refusal on another resource may be a wrong name).
-/// None when the message is not a refusal that names an action.
-pub fn refusal_hint(message: &str, stage: &str) -> Option<String> {
+/// What to tell the person AWS refused: the permission, and the policy of the stage
+/// (`schedkit-<stage>-…` when the command named none) that grants it on that stage's
+/// resources (a refusal on another resource may be a wrong name). A refusal that no grant
+/// lifts (an explicit deny, a permissions boundary, a service control or session policy)
+/// says so instead. None when the message is not a refusal that names an action.
+pub fn refusal_hint(message: &str, stage: Option<&str>) -> Option<String> {
     let (action, resource) = refused_action(message)?;
     let on = resource.map(|r| format!(" on {r}")).unwrap_or_default();
+    let because = message
+        .split_once(" because ")
+        .map_or("", |(_, b)| b.trim_end_matches('.'));
+    if !because.is_empty() && !because.starts_with("no identity-based policy allows") {
+        return Some(format!(
+            "AWS refused {action}{on} because {because}: granting it to you does not lift that; ask whoever manages the account"
+        ));
+    }
+    let stage = stage.unwrap_or("<stage>");
     Some(match granted_by(&action) {
         Some(role) => format!(
             "AWS refused {action}{on}: the managed policy `{}` grants it on stage `{stage}`'s resources; attach it to your role or user (README: Roles)",
@@ -410,29 +416,58 @@ mod tests {
             resource.as_deref(),
             Some("arn:aws:dynamodb:us-east-1:000000000000:table/schedkit-dev-executions")
         );
-        let hint = refusal_hint(denied, "dev").unwrap();
+        let hint = refusal_hint(denied, Some("dev")).unwrap();
         assert!(hint.contains("dynamodb:UpdateItem"), "{hint}");
         assert!(hint.contains("`schedkit-dev-operator`"), "{hint}");
         // SQS writes the action in lower case.
         let sqs = "AccessDenied: User: arn:aws:iam::1:user/ann is not authorized to perform: sqs:receivemessage on resource: arn:aws:sqs:us-east-1:1:schedkit-dev-dlq";
         assert_eq!(refused_action(sqs).unwrap().0, "sqs:ReceiveMessage");
         assert!(
-            refusal_hint(sqs, "dev")
+            refusal_hint(sqs, Some("dev"))
+                .unwrap()
+                .contains("`schedkit-dev-operator`")
+        );
+        let query = "User: u is not authorized to perform: dynamodb:Query on resource: t";
+        assert!(
+            refusal_hint(query, Some("dev"))
                 .unwrap()
                 .contains("`schedkit-dev-viewer`")
         );
         // An action neither policy grants says so.
         let other = "User: x is not authorized to perform: lambda:InvokeFunction on resource: f";
-        assert!(refusal_hint(other, "dev").unwrap().contains("neither"));
+        assert!(
+            refusal_hint(other, Some("dev"))
+                .unwrap()
+                .contains("neither")
+        );
         assert_eq!(
-            refusal_hint("ResourceNotFoundException: no table", "dev"),
+            refusal_hint("ResourceNotFoundException: no table", Some("dev")),
             None
         );
+        // Without a stage, the policy's name says where the stage goes.
+        assert!(
+            refusal_hint(denied, None)
+                .unwrap()
+                .contains("`schedkit-<stage>-operator`")
+        );
+        // What no grant lifts is not answered with "attach".
+        for because in [
+            "with an explicit deny in a service control policy",
+            "no permissions boundary allows the sqs:SendMessage action",
+            "with an explicit deny in an identity-based policy",
+        ] {
+            let denied = format!(
+                "User: u is not authorized to perform: sqs:SendMessage on resource: q because {because}"
+            );
+            let hint = refusal_hint(&denied, Some("dev")).unwrap();
+            assert!(!hint.contains("attach") && hint.contains(because), "{hint}");
+        }
     }
 
     #[test]
     fn the_operator_holds_every_grant_and_the_viewer_no_write() {
-        assert_eq!(granted_by("sqs:ReceiveMessage"), Some(Role::Viewer));
+        assert_eq!(granted_by("sqs:ReceiveMessage"), Some(Role::Operator));
+        assert_eq!(granted_by("sqs:GetQueueAttributes"), Some(Role::Viewer));
         assert_eq!(granted_by("SQS:SendMessage"), Some(Role::Operator));
         assert_eq!(granted_by("sqs:PurgeQueue"), None);
         let writes = [

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::OpsError;
 use crate::aws::SdkConfig;
-use crate::store::{AuditEntry, DynamoStore};
+use crate::store::{AuditEntry, AuditFilter, DynamoStore};
 
 /// The stage whose executions table holds the trail, once the front end has said.
 static STAGE: OnceLock<DynamoStore> = OnceLock::new();
@@ -52,10 +52,11 @@ pub async fn read(
     table: &str,
     since: chrono::DateTime<chrono::Utc>,
     until: chrono::DateTime<chrono::Utc>,
+    filter: &AuditFilter,
     limit: usize,
 ) -> Result<Vec<AuditEntry>, OpsError> {
     DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table)
-        .audit_entries(since, until, limit)
+        .audit_entries(since, until, filter, limit)
         .await
         .map_err(|e| OpsError::AuditStage {
             table: table.into(),
@@ -63,19 +64,29 @@ pub async fn read(
         })
 }
 
-/// Who runs the console: the AWS identity (STS), else the local user.
-pub async fn who(sdk: &SdkConfig) -> String {
-    match aws_sdk_sts::Client::new(sdk)
+/// Who runs the console: the AWS identity (STS). Only a trail kept in a file may fall
+/// back to the local user (`user@host (no AWS identity)`): a stage's trail names the AWS
+/// identity or nothing is done, or anyone who can keep STS out of reach (a wrong
+/// `AWS_ENDPOINT_URL_STS`) could act under any name.
+async fn who(sdk: &SdkConfig) -> Result<String, OpsError> {
+    let error = match aws_sdk_sts::Client::new(sdk)
         .get_caller_identity()
         .send()
         .await
     {
-        Ok(id) => id.arn.unwrap_or_default(),
-        Err(_) => format!(
+        Ok(id) => return Ok(id.arn.unwrap_or_default()),
+        Err(e) => crate::aws::describe(&e),
+    };
+    match STAGE.get() {
+        Some(stage) => Err(OpsError::AuditStage {
+            table: stage.table().to_string(),
+            error: format!("who acts is not known: STS GetCallerIdentity failed: {error}"),
+        }),
+        None => Ok(format!(
             "{}@{} (no AWS identity)",
             std::env::var("USER").unwrap_or_else(|_| "unknown".into()),
             std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".into())
-        ),
+        )),
     }
 }
 
@@ -123,7 +134,7 @@ pub struct Audited {
 pub async fn begin(sdk: &SdkConfig, action: &str, details: Value) -> Result<Audited, OpsError> {
     let audited = Audited {
         id: uuid::Uuid::new_v4().to_string(),
-        who: who(sdk).await,
+        who: who(sdk).await?,
         what: action.to_string(),
         details,
     };

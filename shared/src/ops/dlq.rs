@@ -207,15 +207,7 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<HeldLetter>, Ops
     }
     let mut receipts: Vec<_> = out.iter().map(|d| d.receipt_handle.clone()).collect();
     receipts.extend(again);
-    match release(sqs, dlq_url, &receipts).await {
-        // A viewer may read the letters but not change their visibility (a write): they
-        // come back by themselves when the hold ends.
-        Err(OpsError::Aws(e)) if e.is_access_denied() => tracing::warn!(
-            "the letters listed stay hidden for {} s (making them visible at once is the operator's sqs:ChangeMessageVisibility)",
-            hold().as_secs()
-        ),
-        released => released?,
-    }
+    release(sqs, dlq_url, &receipts).await?;
     out.sort_by_key(|d| d.dead_lettered_at);
     Ok(out)
 }

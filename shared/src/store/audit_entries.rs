@@ -60,6 +60,54 @@ impl AuditEntry {
     }
 }
 
+/// Which entries a listing wants: by whom, of which action.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// The identity whole, or one of its parts (`bob` matches
+    /// `arn:aws:sts::1:assumed-role/operator/bob`, not `bobby`), in any case.
+    pub by: Option<String>,
+    /// The action, or the start of it (`dlq` matches `dlq redrive` and `dlq purge`).
+    pub action: Option<String>,
+}
+
+impl AuditFilter {
+    /// Whether `entry` is wanted.
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        let by = self.by.as_deref().is_none_or(|by| {
+            entry.who.eq_ignore_ascii_case(by)
+                || entry
+                    .who
+                    .split(['/', ':', '@', ' '])
+                    .any(|part| part.eq_ignore_ascii_case(by))
+        });
+        by && self
+            .action
+            .as_deref()
+            .is_none_or(|w| entry.what.starts_with(w))
+    }
+}
+
+/// An item of the trail this version cannot read, listed as such (with its text) rather
+/// than failing the whole listing.
+fn undecodable(item: &HashMap<String, AttributeValue>, error: &str) -> AuditEntry {
+    let text = |name: &str| match item.get(name) {
+        Some(AttributeValue::S(t)) => t.clone(),
+        _ => String::new(),
+    };
+    AuditEntry {
+        id: text(KEY_ATTRIBUTE),
+        when: text("updated_at"),
+        who: "?".into(),
+        what: "(an entry this version cannot read)".into(),
+        details: serde_json::json!({ "entry": text("entry"), "error": error }),
+        phase: "?".into(),
+        finished: None,
+        result: None,
+        error: None,
+        done: None,
+    }
+}
+
 /// How long entries are kept: `SCHEDKIT_AUDIT_RETENTION_DAYS`, else 400 days.
 pub fn audit_retention() -> Duration {
     std::env::var("SCHEDKIT_AUDIT_RETENTION_DAYS")
@@ -72,7 +120,8 @@ pub fn audit_retention() -> Duration {
 }
 
 impl DynamoStore {
-    /// Writes `entry` (one conditional `PutItem`: an entry is never overwritten).
+    /// Writes `entry` (one conditional `PutItem`: an entry is never overwritten; one whose
+    /// key is there already was written before, and stays as it is).
     pub async fn put_audit(&self, entry: &AuditEntry) -> Result<(), StoreError> {
         let now = Utc::now();
         let expires = now.timestamp() + audit_retention().as_secs() as i64;
@@ -94,15 +143,26 @@ impl DynamoStore {
             .condition_expression("attribute_not_exists(#k)")
             .expression_attribute_names("#k", KEY_ATTRIBUTE)
             .send();
-        self.timed(put).await?.map_err(unavailable)?;
-        Ok(())
+        match self.timed(put).await? {
+            // Written already: an entry of a fixed id (the worker's pause) is written once.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            answer => answer.map(drop).map_err(unavailable),
+        }
     }
 
-    /// The entries written from `since` to `until`, oldest first, at most `limit`.
+    /// The entries written from `since` to `until` that `filter` wants, oldest first, at
+    /// most `limit` of them (the filter applies before the limit: a listing by one person
+    /// is not cut short by everyone else's entries).
     pub async fn audit_entries(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
+        filter: &AuditFilter,
         limit: usize,
     ) -> Result<Vec<AuditEntry>, StoreError> {
         let mut entries = Vec::new();
@@ -124,13 +184,14 @@ impl DynamoStore {
                 .send();
             let out = self.timed(query).await?.map_err(unavailable)?;
             for item in out.items.unwrap_or_default() {
-                let Some(AttributeValue::S(text)) = item.get("entry") else {
-                    continue;
+                let entry = match item.get("entry") {
+                    Some(AttributeValue::S(text)) => serde_json::from_str(text)
+                        .unwrap_or_else(|e| undecodable(&item, &e.to_string())),
+                    _ => undecodable(&item, "no `entry` attribute"),
                 };
-                let entry = serde_json::from_str(text).map_err(|e| StoreError::Malformed {
-                    key: AUDIT_SHARD.into(),
-                    reason: e.to_string(),
-                })?;
+                if !filter.matches(&entry) && entry.who != "?" {
+                    continue;
+                }
                 entries.push(entry);
                 if entries.len() >= limit {
                     return Ok(entries);
@@ -168,5 +229,42 @@ mod tests {
             ..entry.clone()
         };
         assert_ne!(entry.key(), end.key());
+    }
+
+    fn entry(who: &str, what: &str) -> AuditEntry {
+        AuditEntry {
+            id: "1".into(),
+            when: "2026-12-03T10:00:00.000Z".into(),
+            who: who.into(),
+            what: what.into(),
+            details: Value::Null,
+            phase: "begin".into(),
+            finished: None,
+            result: None,
+            error: None,
+            done: None,
+        }
+    }
+
+    #[test]
+    fn by_matches_the_identity_or_one_of_its_parts_never_a_piece_of_a_part() {
+        let bob = entry("arn:aws:sts::1:assumed-role/operator/bob", "dlq redrive");
+        let by = |who: &str| AuditFilter {
+            by: Some(who.into()),
+            action: None,
+        };
+        assert!(by("bob").matches(&bob));
+        assert!(by("BOB").matches(&bob));
+        assert!(by("operator").matches(&bob));
+        assert!(by("arn:aws:sts::1:assumed-role/operator/bob").matches(&bob));
+        assert!(!by("bo").matches(&bob));
+        assert!(!by("ann").matches(&entry("arn:aws:iam::1:user/joanna", "fire")));
+        assert!(by("alice").matches(&entry("alice@laptop (no AWS identity)", "fire")));
+        let dlq = AuditFilter {
+            by: None,
+            action: Some("dlq".into()),
+        };
+        assert!(dlq.matches(&bob));
+        assert!(!dlq.matches(&entry("x", "fire")));
     }
 }

@@ -722,7 +722,9 @@ impl ExecutionStore for MemoryStore {
     fn audit<'a>(&'a self, entry: &'a super::AuditEntry) -> StoreCall<'a, Result<(), StoreError>> {
         Box::pin(async move {
             self.request("audit", &entry.key(), |state| {
-                state.audit.push(entry.clone());
+                if !state.audit.iter().any(|e| e.key() == entry.key()) {
+                    state.audit.push(entry.clone());
+                }
             })
             .await
         })

@@ -18,7 +18,9 @@ mod pauses;
 mod permits;
 mod record;
 
-pub use audit_entries::{AUDIT_SHARD, AuditEntry, DEFAULT_AUDIT_RETENTION, audit_retention};
+pub use audit_entries::{
+    AUDIT_SHARD, AuditEntry, AuditFilter, DEFAULT_AUDIT_RETENTION, audit_retention,
+};
 pub use cancel::{CANCELLABLE, CancelError, CancelRequest, Cancelled};
 pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
 pub use dynamo::{

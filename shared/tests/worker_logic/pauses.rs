@@ -170,6 +170,47 @@ async fn a_pause_whose_answer_was_lost_still_disables_the_schedule_and_is_counte
     );
 }
 
+/// The store refuses the first audit entry it is asked to write (and nothing else).
+#[derive(Debug, Default)]
+struct FirstAuditRefused(std::sync::atomic::AtomicBool);
+
+impl Faults for FirstAuditRefused {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, Fault) {
+        let refused = request == "audit" && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst);
+        match refused {
+            true => (Duration::ZERO, Fault::Unavailable),
+            false => (Duration::ZERO, Fault::None),
+        }
+    }
+}
+
+/// The review's hole: the pause is made before its audit entry, so an entry that could not
+/// be written was never written (the next failure found the job paused already). Now the
+/// worker's own pause, found unaudited, gets its entry, once, whenever a later failure of
+/// the job comes by.
+#[tokio::test(start_paused = true)]
+async fn an_automatic_pause_whose_audit_entry_failed_gets_it_at_the_next_failure_once() {
+    let store = MemoryStore::new(Arc::new(FirstAuditRefused::default()));
+    let queue = MemoryQueue::new(10);
+    let schedules = MemorySchedules::enabled(["nightly"]);
+    let worker = worker(&store, &queue, &schedules);
+    run(&worker, &queue, "bad-1").await;
+    run(&worker, &queue, "bad-2").await;
+    let paused = pause_of(&store).await.expect("paused");
+    assert!(store.snapshot().audit.is_empty(), "the entry was refused");
+    run(&worker, &queue, "bad-3").await;
+    run(&worker, &queue, "bad-4").await;
+    let trail = store.snapshot().audit;
+    assert_eq!(trail.len(), 1, "{trail:#?}");
+    assert_eq!(trail[0].what, "auto-pause");
+    assert_eq!(trail[0].details["reason"], paused.reason.as_str());
+    assert_eq!(
+        chrono::DateTime::parse_from_rfc3339(&trail[0].when).unwrap(),
+        chrono::DateTime::parse_from_rfc3339(&paused.at).unwrap(),
+        "the entry says when the pause was made"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn failed_runs_delivered_again_after_a_resume_do_not_pause_the_job_again() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(10));
