@@ -7,7 +7,7 @@ use anyhow::Context;
 use schedkit::iac::roles::{self, On, Role};
 use serde::Deserialize;
 
-use crate::Stack;
+use crate::stack::Stack;
 
 /// An IAM user and its access key.
 #[derive(Debug, Clone, Deserialize)]
