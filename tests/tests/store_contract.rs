@@ -515,6 +515,22 @@ async fn script(
     log.push(transition(&beat, |_| String::new()));
     let late = store.finish(&c1, &done, at("2026-12-01T18:00:02Z")).await;
     log.push(transition(&late, record));
+    // The attempt that ran on is written into the cancelled record's history, once, by its
+    // own claim only.
+    let ran_on = |who: &str| schedkit::store::AttemptEntry {
+        attempt: 1,
+        owner: owner(who),
+        started_at: "2026-12-01T17:59:50.000Z".into(),
+        finished_at: "2026-12-01T18:00:02.000Z".into(),
+        outcome: schedkit::store::AttemptOutcome::Cancelled,
+        error: Some("had run to its end".into()),
+        duration_ms: Some(12_000),
+    };
+    for (k, who) in [("c1", "b"), ("c1", "a"), ("c1", "a"), ("run", "a")] {
+        let noted = store.note_cancelled_attempt(&key(k), &ran_on(who)).await;
+        log.push(format!("noted {k} by {who}: {noted:?}"));
+    }
+    log.push(record(&store.get(&key("c1")).await.unwrap().unwrap()));
     log.push(claim(
         &store
             .claim(&req("c1", "b", "2026-12-01T18:00:03Z"))
@@ -637,4 +653,10 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         1,
         "one commit applied its effects"
     );
+    let noted: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| l.starts_with("noted "))
+        .map(|l| l.split_once(": ").unwrap().1)
+        .collect();
+    assert_eq!(noted, ["Ok(false)", "Ok(true)", "Ok(false)", "Ok(false)"]);
 }

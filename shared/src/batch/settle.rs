@@ -20,7 +20,10 @@ use super::route::Routed;
 use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::job::JobPolicy;
 use crate::job::{JobError, JobResult};
-use crate::store::{CommitError, ExecutionRecord, Finish, Status, TransitionError, timestamp};
+use crate::store::{
+    AttemptEntry, AttemptOutcome, CommitError, ExecutionRecord, Finish, Status, TransitionError,
+    timestamp,
+};
 use crate::telemetry::{Event, Transition};
 
 /// What the attempt's event says besides its outcome.
@@ -29,6 +32,8 @@ struct Ran<'a> {
     duration_ms: u64,
     now: DateTime<Utc>,
     error: &'a str,
+    /// The record as the attempt claimed it (its owner, when it began).
+    claimed: &'a ExecutionRecord,
 }
 
 impl Processor {
@@ -68,6 +73,7 @@ impl Processor {
             duration_ms: (now - started).num_milliseconds().max(0) as u64,
             now,
             error: &error,
+            claimed: record,
         };
         if let Err(e) = written {
             return self.not_written(ctx, t, e, &ran).await;
@@ -160,6 +166,9 @@ impl Processor {
                         "attempt {attempt} had ended ({e}) before it learnt: its outcome was refused"
                     ),
                 };
+                if !end.is_empty() {
+                    self.note_cancelled_attempt(t, ran, &end).await;
+                }
                 self.cancelled_after(t, &c, &end)
             }
             TransitionError::LeaseLost { .. } => {
@@ -195,6 +204,24 @@ impl Processor {
         }
     }
 
+    /// Writes an attempt that ran on after its run was cancelled into the cancelled
+    /// record's history, so the record says so (the log alone did before). Best effort:
+    /// the cancellation stands whatever becomes of it.
+    async fn note_cancelled_attempt(&self, t: &Transition<'_>, ran: &Ran<'_>, end: &str) {
+        let entry = AttemptEntry {
+            attempt: ran.claimed.attempt,
+            owner: ran.claimed.owner.clone().unwrap_or_default(),
+            started_at: ran.claimed.started_at.clone().unwrap_or_default(),
+            finished_at: timestamp(ran.now),
+            outcome: AttemptOutcome::Cancelled,
+            error: Some(end.to_string()),
+            duration_ms: Some(ran.duration_ms),
+        };
+        if let Err(e) = self.inner.store.note_cancelled_attempt(t.key, &entry).await {
+            tracing::warn!(key = t.key, error = %e, "the cancelled record does not say its attempt ran on");
+        }
+    }
+
     /// Ends a claimed run that never ran as FAILED for `reason` (it waited for its limits
     /// longer than its job allows): the finish written, then the dead letter.
     pub(super) async fn fail_unrun(
@@ -215,6 +242,7 @@ impl Processor {
             duration_ms: 0,
             now,
             error,
+            claimed: &claim.record,
         };
         if let Err(e) = self.inner.store.finish(&claim.record, &finish, now).await {
             return self.not_written(ctx, t, e, &ran).await;

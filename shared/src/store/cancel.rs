@@ -8,13 +8,17 @@
 //! hand (`arrived`), writing its record CANCELLED before the message is deleted, so a copy
 //! delivered later is acknowledged too.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{
     DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refused_item, s,
     unavailable,
 };
-use super::record::{ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at, timestamp};
+use super::record::{
+    AttemptEntry, AttemptOutcome, ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at,
+    timestamp,
+};
 
 /// The statuses a cancellation ends: a run not yet decided, or FAILED (so that a redrive
 /// of its letter does not run it). DONE and SKIPPED are over; a PAUSED chain run is
@@ -25,6 +29,21 @@ pub const CANCELLABLE: [Status; 4] = [
     Status::Running,
     Status::Failed,
 ];
+
+/// Whether an attempt that ran on after its run was cancelled may be written into the
+/// record's history: the record is CANCELLED with the attempt's claim still on it (a
+/// cancellation keeps the lease), and no such attempt is there yet. Only the claim that
+/// held the run when it was cancelled can have run on, so there is one at most.
+pub fn late_attempt_passes(current: Option<&ExecutionRecord>, entry: &AttemptEntry) -> bool {
+    current.is_some_and(|r| {
+        r.status == Status::Cancelled
+            && r.owner.as_deref() == Some(entry.owner.as_str())
+            && !r
+                .history
+                .iter()
+                .any(|h| h.outcome == AttemptOutcome::Cancelled)
+    })
+}
 
 /// What an operator asks to cancel.
 #[derive(Debug, Clone)]
@@ -239,6 +258,46 @@ impl DynamoStore {
                 None if is_condition_failure(&err) => Err(refused(&req.key, None)),
                 None => Err(CancelError::Store(unavailable(err))),
             },
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Writes `entry`, an attempt that ran on after its run was cancelled, into the
+    /// cancelled record's history (one conditional `UpdateItem`, see
+    /// [`late_attempt_passes`]; `late_attempt` marks it written). False: not written (not
+    /// that claim's cancelled record, or written already).
+    pub async fn note_cancelled_attempt(
+        &self,
+        key: &str,
+        entry: &AttemptEntry,
+    ) -> Result<bool, StoreError> {
+        let value =
+            serde_dynamo::to_attribute_value(entry).expect("an attempt entry always serialises");
+        let call = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(KEY_ATTRIBUTE, s(key))
+            .update_expression(
+                "SET #history = list_append(if_not_exists(#history, :none), :entry), #late = :attempt",
+            )
+            .condition_expression(
+                "#status = :cancelled AND #owner = :owner AND attribute_not_exists(#late)",
+            )
+            .expression_attribute_names("#history", "history")
+            .expression_attribute_names("#late", "late_attempt")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#owner", "owner")
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(":entry", AttributeValue::L(vec![value]))
+            .expression_attribute_values(":attempt", super::dynamo::n(i64::from(entry.attempt)))
+            .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
+            .expression_attribute_values(":owner", s(&entry.owner));
+        match self.timed(call.send()).await? {
+            Ok(_) => Ok(true),
+            Err(err) if is_condition_failure(&err) => Ok(false),
+            Err(err) => Err(unavailable(err)),
         }
     }
 }

@@ -25,7 +25,7 @@ use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::overlap::Gate;
 use super::permits::{Permit, PermitRequest};
-use super::record::{ClaimOutcome, ClaimRequest, ExecutionRecord, Finish};
+use super::record::{AttemptEntry, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish};
 use crate::job::Overlap;
 
 /// A store call in flight.
@@ -158,6 +158,14 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Adds an entry to the stage's audit trail (the worker's own pauses).
     fn audit<'a>(&'a self, entry: &'a AuditEntry) -> StoreCall<'a, Result<(), StoreError>>;
+
+    /// Writes an attempt that ran on after its run was cancelled into the cancelled
+    /// record's history, once (see [`super::cancel::late_attempt_passes`]).
+    fn note_cancelled_attempt<'a>(
+        &'a self,
+        key: &'a str,
+        entry: &'a AttemptEntry,
+    ) -> StoreCall<'a, Result<bool, StoreError>>;
 
     /// Records the start of a chain run; the record already there instead, if any.
     fn start_chain<'a>(
@@ -296,6 +304,14 @@ impl ExecutionStore for DynamoStore {
 
     fn audit<'a>(&'a self, entry: &'a AuditEntry) -> StoreCall<'a, Result<(), StoreError>> {
         Box::pin(DynamoStore::put_audit(self, entry))
+    }
+
+    fn note_cancelled_attempt<'a>(
+        &'a self,
+        key: &'a str,
+        entry: &'a AttemptEntry,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(DynamoStore::note_cancelled_attempt(self, key, entry))
     }
 
     fn start_chain<'a>(

@@ -730,6 +730,14 @@ impl ExecutionStore for MemoryStore {
         })
     }
 
+    fn note_cancelled_attempt<'a>(
+        &'a self,
+        key: &'a str,
+        entry: &'a super::AttemptEntry,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(MemoryStore::note_cancelled_attempt(self, key, entry))
+    }
+
     fn start_chain<'a>(
         &'a self,
         req: &'a ClaimRequest,

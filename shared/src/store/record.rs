@@ -87,6 +87,9 @@ pub enum AttemptOutcome {
     Failed,
     /// The worker stopped renewing its lease and another one took the run over.
     LeaseExpired,
+    /// It ran to its end while its run was cancelled: its outcome and effects were refused
+    /// (its `error` says how it had ended).
+    Cancelled,
 }
 
 /// One attempt, as kept in the record's capped history.

@@ -215,6 +215,29 @@ async fn a_job_that_ends_before_it_learns_has_its_outcome_and_effect_refused() {
     );
     assert_eq!(state.records["invoice-9"].status, Status::Cancelled);
     assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
+    // The record says the attempt ran to its end while its run was cancelled (the first
+    // review's hole 5: it was only said in the log), once, however often it is told.
+    let history = &state.records["invoice-9"].history;
+    assert_eq!(history.len(), 1, "{history:#?}");
+    let ran = &history[0];
+    assert_eq!(
+        (ran.attempt, ran.outcome),
+        (1, schedkit::store::AttemptOutcome::Cancelled)
+    );
+    assert!(
+        ran.error
+            .as_deref()
+            .unwrap()
+            .contains("had run to its end (succeeded)"),
+        "{ran:?}"
+    );
+    assert!(ran.duration_ms.unwrap() >= 3000, "{ran:?}");
+    let again = store
+        .note_cancelled_attempt("invoice-9", ran)
+        .await
+        .unwrap();
+    assert!(!again, "noted once");
+    assert_eq!(store.snapshot().records["invoice-9"].history.len(), 1);
     // The store refuses any later outcome of that claim too.
     let r = state.records["invoice-9"].clone();
     let refused = store
