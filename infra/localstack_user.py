@@ -5,6 +5,11 @@
 Each POLICY is a managed policy's ARN, or a policy document (JSON, starting with `{`) made a
 managed policy `NAME-<n>`.
 
+    infra/localstack-user.sh --role NAME POLICY_ARN [POLICY_ARN ...]
+
+creates the role NAME holding the policies instead, assumes it, and prints the session
+(with "session_token"): a role's session is checked against the role's policies too.
+
     infra/localstack-user.sh --decisions NAME
 
 prints what schedkit's LocalStack decided on each of the user's requests: [{"action",
@@ -38,20 +43,44 @@ def decisions(name: str) -> int:
     return 0
 
 
+def role(iam, sts, name: str, policies: list[str]) -> int:
+    """Creates the role `name` (if new) holding `policies`, assumes it, prints the session."""
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+             "Principal": {"AWS": "arn:aws:iam::000000000000:root"}}]}
+    try:
+        iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))
+    except iam.exceptions.EntityAlreadyExistsException:
+        pass
+    for arn in policies:
+        iam.attach_role_policy(RoleName=name, PolicyArn=arn)
+    session = sts.assume_role(RoleArn=f"arn:aws:iam::000000000000:role/{name}", RoleSessionName="tester")
+    key = session["Credentials"]
+    print(json.dumps({"user": name, "arn": session["AssumedRoleUser"]["Arn"],
+                      "access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"],
+                      "session_token": key["SessionToken"]}))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "--decisions":
         return decisions(argv[1])
-    if len(argv) < 2:
-        print("usage: localstack-user.sh NAME POLICY [POLICY ...] (an ARN, or a JSON document)", file=sys.stderr)
+    if len(argv) < 2 or (argv[0] == "--role" and len(argv) < 3):
+        print("usage: localstack-user.sh [--role] NAME POLICY [POLICY ...] (an ARN, or a JSON document)",
+              file=sys.stderr)
         return 2
     name, policies = argv[0], argv[1:]
-    iam = boto3.client(
-        "iam",
-        endpoint_url=endpoint(),
-        region_name="us-east-1",
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
+    iam, sts = (
+        boto3.client(
+            service,
+            endpoint_url=endpoint(),
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        for service in ("iam", "sts")
     )
+    if argv[0] == "--role":
+        return role(iam, sts, argv[1], argv[2:])
     try:
         user = iam.create_user(UserName=name)["User"]
     except iam.exceptions.EntityAlreadyExistsException:

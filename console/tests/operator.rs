@@ -36,7 +36,11 @@ impl Console {
     }
 
     async fn of(stack: &Stack, role: Role) -> Console {
-        let user = user_of(stack, role).await.unwrap();
+        Console::signed(stack, user_of(stack, role).await.unwrap())
+    }
+
+    /// The stage's console signed as `user` (an IAM user, or a role's session).
+    pub(crate) fn signed(stack: &Stack, user: User) -> Console {
         Console {
             user: Some(user),
             ..Console::unchecked(&stack.name)

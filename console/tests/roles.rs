@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use aws_sdk_scheduler::types::ScheduleState;
 use schedkit::Envelope;
 use schedkit::iac::roles::{GRANTS, Role};
+use schedkit_testkit::roles::{User, policy_arn};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 
 use super::operator::Console;
@@ -52,6 +53,14 @@ async fn dead_letters(stack: &Stack, job: &str, n: usize) {
 async fn schedule_state(stack: &Stack, job: &str) -> ScheduleState {
     let scheduler = aws_sdk_scheduler::Client::new(&localstack().await);
     state_of(&scheduler, &stack.schedule_group, job).await
+}
+
+/// A session of the role `<stage>-<name>`, holding the stage's policy for `role`.
+async fn session(stack: &Stack, role: Role, name: &str) -> User {
+    let name = format!("{}-{name}", stack.name);
+    User::assuming(&name, &[policy_arn(&stack.name, role)])
+        .await
+        .unwrap()
 }
 
 /// The actions LocalStack allowed the console's user.
@@ -203,6 +212,37 @@ async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_ac
     assert!(
         stderr.contains("AWS refused dynamodb:Query on arn:aws:dynamodb:us-east-1:000000000000:table/someone-elses/index/by-shard"),
         "{stderr}"
+    );
+
+    // Through a role's session, as people working through SSO act: the same policies hold,
+    // and the trail names the session.
+    let oncall = Console::signed(&stack, session(&stack, Role::Operator, "oncall").await);
+    oncall.ok(&["jobs", "pause", "long-report", "--reason", "on call"]);
+    oncall.ok(&["jobs", "resume", "long-report"]);
+    let watcher = Console::signed(&stack, session(&stack, Role::Viewer, "watcher").await);
+    watcher.ok(&["status"]);
+    let out = watcher.run(&["jobs", "pause", "long-report", "--reason", "watching"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("AWS refused dynamodb:PutItem on ") && stderr.contains(&operator_policy),
+        "{stderr}"
+    );
+    let by_oncall: serde_json::Value = serde_json::from_str(&viewer.ok(&[
+        "--output", "json", "audit", "--by", "tester", "--action", "jobs",
+    ]))
+    .unwrap();
+    let by_oncall = by_oncall.as_array().unwrap();
+    assert_eq!(
+        by_oncall.len(),
+        4,
+        "pause and resume, begun and ended: {by_oncall:?}"
+    );
+    assert!(
+        by_oncall.iter().all(|e| e["who"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("assumed-role/{}-oncall/tester", stack.name))),
+        "{by_oncall:?}"
     );
 
     // What each used is what its policy grants (but chains' actions, used by the chains

@@ -16,6 +16,9 @@ pub struct User {
     pub arn: String,
     pub access_key_id: String,
     pub secret_access_key: String,
+    /// A role's session has one; a user's key none.
+    #[serde(default)]
+    pub session_token: Option<String>,
 }
 
 impl User {
@@ -27,18 +30,30 @@ impl User {
         script(&args).await
     }
 
+    /// A session of the role `name` (created if new) holding `policies` (managed policy
+    /// ARNs): how people working through SSO act.
+    pub async fn assuming(name: &str, policies: &[String]) -> anyhow::Result<User> {
+        let mut args = vec!["--role", name];
+        args.extend(policies.iter().map(String::as_str));
+        script(&args).await
+    }
+
     /// Every decision LocalStack took on this user's requests, in order.
     pub async fn decisions(&self) -> anyhow::Result<Vec<Decision>> {
         script(&["--decisions", &self.user]).await
     }
 
     /// The variables that make a process (the console) sign its requests as this user.
-    pub fn env(&self) -> [(&'static str, String); 3] {
-        [
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = vec![
             ("AWS_ACCESS_KEY_ID", self.access_key_id.clone()),
             ("AWS_SECRET_ACCESS_KEY", self.secret_access_key.clone()),
             ("AWS_REGION", "us-east-1".into()),
-        ]
+        ];
+        if let Some(token) = &self.session_token {
+            vars.push(("AWS_SESSION_TOKEN", token.clone()));
+        }
+        vars
     }
 }
 

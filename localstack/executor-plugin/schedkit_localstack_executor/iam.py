@@ -3,12 +3,14 @@
 LocalStack's community edition checks no permission: every signed request is allowed. The
 viewer and operator policies of schedkit's template are only worth something if a
 request they do not allow is refused, so this hook refuses it, for requests signed with an
-access key of an IAM user (``iam create-access-key``); every other request (the ``test``
-keys the tests and the stack use, assumed roles, LocalStack's own calls between services)
+access key of an IAM user (``iam create-access-key``) or with a session of a role of the
+IAM store (``sts assume-role``); every other request (the ``test`` keys the tests and the
+stack use, sessions of roles that do not exist, LocalStack's own calls between services)
 is left alone, as before.
 
 The decision is moto's policy statement evaluation (a library LocalStack ships) over the
-user's inline, attached and group policies from LocalStack's IAM store, an explicit Deny
+user's inline, attached and group policies (a role's inline and attached ones) from
+LocalStack's IAM store, an explicit Deny
 first. What this module adds
 is what AWS's authorizer knows and moto does not: the IAM action of each API operation
 (batch operations are authorized by their single form; a DynamoDB transaction by each of
@@ -16,8 +18,8 @@ its items) and the ARN of the resource it acts on. Of conditions it knows only
 ``iam:PassedToService`` (EventBridge Scheduler's, when a schedule passes its role). A refusal
 carries AWS's own message, naming the user, the action and the resource.
 
-Every decision is kept per user, readable at ``/_localstack/schedkit/iam/<user>``: the
-tests read which actions a role actually used.
+Every decision is kept per user (or role), readable at ``/_localstack/schedkit/iam/<name>``:
+the tests read which actions a policy's holder actually used.
 """
 
 import json
@@ -45,35 +47,46 @@ _decisions: dict[str, list[dict]] = {}
 _lock = threading.Lock()
 
 
-class _User:
-    """An IAM user of LocalStack's IAM store: its ARN and its policy documents."""
+class _Principal:
+    """An IAM user, or a role's session, of LocalStack's IAM store: its ARN and its policy
+    documents."""
 
-    def __init__(self, store, name: str):
+    def __init__(self, store, name: str, arn: str, entity):
         from urllib.parse import unquote
 
-        entity = store.USERS[name]
         self.name = name
-        self.arn = entity.user["Arn"]
+        self.arn = arn
         attached = list(entity.attached_policy_arns)
         documents = list(entity.inline_policies.values())
         for group in store.GROUPS.values():
             if name in group.member_user_names:
                 attached += group.attached_policy_arns
                 documents += group.inline_policies.values()
-        for arn in attached:
-            policy = store.MANAGED_POLICIES.get(arn)
+        for policy_arn in attached:
+            policy = store.MANAGED_POLICIES.get(policy_arn)
             if policy is not None:
                 documents.append(policy.versions[policy.policy["DefaultVersionId"]]["Document"])
         self.documents = [unquote(d) if isinstance(d, str) and d.startswith("%") else d for d in documents]
 
 
-def _user_of(access_key: str, account_id: str, region: str) -> "_User | None":
-    """The IAM user the key belongs to, or None (not a user's key)."""
+def _principal_of(access_key: str, account_id: str, region: str) -> "_Principal | None":
+    """The IAM user the key belongs to, or the role whose session it is (a role of the
+    IAM store: a session of a role that does not exist is left alone, as before); None
+    for any other key."""
     from localstack.services.iam.models import iam_stores
+    from localstack.services.sts.models import sts_stores
 
     store = iam_stores[account_id][region]
     name = store.ACCESS_KEY_INDEX.get(access_key)
-    return _User(store, name) if name in store.USERS else None
+    if name in store.USERS:
+        return _Principal(store, name, store.USERS[name].user["Arn"], store.USERS[name])
+    session = sts_stores[account_id]["us-east-1"].credentials.get(access_key)
+    if session is None or ":assumed-role/" not in session.arn:
+        return None
+    role = session.arn.split(":assumed-role/", 1)[1].split("/", 1)[0]
+    if role not in store.ROLES:
+        return None
+    return _Principal(store, role, session.arn, store.ROLES[role])
 
 
 def _arn(context, service: str, resource: str) -> str:
@@ -153,7 +166,7 @@ def check_request(chain, context, response):
     key = extract_access_key_id_from_auth_header(context.request.headers)
     if not key:
         return
-    user = _user_of(key, context.account_id, context.region)
+    user = _principal_of(key, context.account_id, context.region)
     if user is None:
         return
     name = context.service.service_name
