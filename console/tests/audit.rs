@@ -71,6 +71,34 @@ async fn a_pause_whose_schedule_is_missing_is_audited_with_what_it_recorded() {
     assert!(out.status.success(), "{}", stderr(&out));
     let staged: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_audited_half_way(&staged, "recorded");
+
+    // An item of the trail this version cannot read is listed as such, with its text; the
+    // rest of the listing stands (one bad item failed every listing before).
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let when = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    stack
+        .ddb
+        .put_item()
+        .table_name(&stack.table)
+        .item("execution_key", S(".schedkit/audit/garbled/begin".into()))
+        .item("list_shard", S("audit".into()))
+        .item("updated_at", S(when))
+        .item("entry", S("{not json".into()))
+        .send()
+        .await
+        .unwrap();
+    let out = schedkit(&["--stage", &stack.name, "audit", "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        listed.iter().any(|e| e["what"] == "jobs pause"),
+        "{listed:#?}"
+    );
+    let garbled = listed
+        .iter()
+        .find(|e| e["what"] == "(an entry this version cannot read)")
+        .unwrap_or_else(|| panic!("{listed:#?}"));
+    assert_eq!(garbled["details"]["entry"], "{not json", "{garbled}");
 }
 
 /// `chains rerun` of a paused run whose first execution is gone: the rerun records run 2
