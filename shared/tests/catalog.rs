@@ -25,7 +25,7 @@ fn every_invalid_fixture_fails_naming_file_job_and_field() {
         );
         checked += 1;
     }
-    assert!(checked >= 39, "only {checked} fixtures");
+    assert!(checked >= 42, "only {checked} fixtures");
 }
 
 #[test]
@@ -225,4 +225,71 @@ concurrency = { limit = 1000 }
         errors.contains("1000 is more than a limit can hold"),
         "{errors}"
     );
+}
+
+#[test]
+fn deadlines_are_the_catalogs_or_the_retry_policys_worst_case_for_what_is_scheduled() {
+    use schedkit::catalog::deadlines::{DEADLINE_MARGIN, worst_case};
+    use std::time::Duration;
+    let text = r#"
+[jobs.nightly]
+owner = "data"
+lease_seconds = 30
+timeout_seconds = 30
+[jobs.nightly.retry]
+max_attempts = 3
+first_delay_seconds = 5
+base_delay_seconds = 60
+[jobs.nightly.schedule]
+expression = "cron(0 2 * * ? *)"
+flexible_window_minutes = 10
+
+[jobs.report]
+owner = "data"
+deadline = "45m"
+[jobs.report.schedule]
+expression = "cron(0 3 * * ? *)"
+
+[jobs.adhoc]
+owner = "data"
+
+[chains.close]
+owner = "finance"
+stages = ["nightly", ["report", "adhoc"]]
+[chains.close.schedule]
+expression = "cron(0 4 * * ? *)"
+"#;
+    let catalog = Catalog::parse(text, "c.toml").unwrap();
+    let nightly = &catalog.jobs["nightly"];
+    // 3 attempts of 30 s, delays of 5 s and 60 s, the 10-minute window, the margin.
+    assert_eq!(
+        nightly.deadline(),
+        Some(Duration::from_secs(90 + 65 + 600) + DEADLINE_MARGIN)
+    );
+    assert_eq!(
+        catalog.jobs["report"].deadline(),
+        Some(Duration::from_secs(45 * 60))
+    );
+    assert_eq!(
+        catalog.jobs["adhoc"].deadline(),
+        None,
+        "unscheduled, none given"
+    );
+    // A chain: its stages' slowest steps' worst cases added up, and the margin.
+    let slowest =
+        worst_case(&catalog.jobs["report"].policy).max(worst_case(&catalog.jobs["adhoc"].policy));
+    assert_eq!(
+        catalog.chains["close"].deadline(&catalog),
+        Some(worst_case(&nightly.policy) + slowest + DEADLINE_MARGIN)
+    );
+    // The shipped catalog: every scheduled job and chain has one.
+    let shipped =
+        Catalog::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml"))
+            .unwrap();
+    for job in shipped.jobs.values().filter(|j| j.schedule.is_some()) {
+        assert!(job.deadline().is_some(), "{}", job.name);
+    }
+    for chain in shipped.chains.values().filter(|c| c.schedule.is_some()) {
+        assert!(chain.deadline(&shipped).is_some(), "{}", chain.name);
+    }
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::error::CatalogError;
-use super::model::{ChainSpec, JobSpec, StageSpec};
+use super::model::{ChainSpec, JobSpec, Settings, StageSpec};
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::schedule::Schedule;
 
@@ -77,6 +77,7 @@ impl Chain {
 pub(super) fn check_chains(
     chains: &BTreeMap<String, ChainSpec>,
     jobs: &BTreeMap<String, JobSpec>,
+    settings: &Settings,
     file: &str,
     now: chrono::DateTime<chrono::Utc>,
     errors: &mut Vec<CatalogError>,
@@ -111,6 +112,19 @@ pub(super) fn check_chains(
             fail("stages", "a chain needs at least one stage".into());
         }
         let stages = check_stages(name, spec, jobs, &mut fail);
+        if let Some(text) = &spec.deadline {
+            // One attempt of the chain: its slowest step's one attempt.
+            let budget = stages
+                .iter()
+                .flat_map(|stage| &stage.steps)
+                .filter_map(|step| jobs.get(&step.job))
+                .map(|job| super::deadlines::spec_attempt_budget(job, settings))
+                .max()
+                .unwrap_or_default();
+            if let Err(e) = super::deadlines::check(text, budget) {
+                fail("deadline", e);
+            }
+        }
         let schedule = spec.schedule.as_ref().and_then(|sched| {
             check_schedule(sched, now, &mut |warning, field, message| {
                 if warning {

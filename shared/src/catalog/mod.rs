@@ -6,6 +6,7 @@
 //! the job and the field.
 
 mod chains;
+pub mod deadlines;
 mod error;
 mod inventory;
 mod limits;

@@ -69,6 +69,10 @@ pub struct ChainSpec {
     /// When the chain starts by itself; omitted, it runs when fired.
     #[serde(default)]
     pub schedule: Option<ScheduleSpec>,
+    /// DONE within this long of its scheduled time (`3h`), or the run is late; default for
+    /// a scheduled chain: its stages' worst cases added up (see `catalog::deadlines`).
+    #[serde(default)]
+    pub deadline: Option<String>,
 }
 
 /// One stage as written: `"step"` or `["step-a", "step-b"]`.
@@ -175,6 +179,10 @@ pub struct JobSpec {
     /// Omitted: it waits as long as the queue keeps its message.
     #[serde(default)]
     pub max_wait_seconds: Option<u32>,
+    /// DONE within this long of its scheduled time (`45m`), or the run is late; default
+    /// for a scheduled job: its retry policy's worst case (see `catalog::deadlines`).
+    #[serde(default)]
+    pub deadline: Option<String>,
 }
 
 fn default_target() -> String {

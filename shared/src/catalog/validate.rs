@@ -137,6 +137,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
     let chains = check_chains(
         &raw.chains,
         &raw.jobs,
+        &raw.settings,
         file,
         now,
         &mut errors,
@@ -201,6 +202,12 @@ fn check_settings(s: &Settings, found: &mut Findings<'_>) {
 /// A job's name, owner, target and automatic pause, then its time limits and retries.
 fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
     let job = Some(name);
+    if let Some(text) = &spec.deadline {
+        let budget = super::deadlines::spec_attempt_budget(spec, s);
+        if let Err(e) = super::deadlines::check(text, budget) {
+            found.fail(job, "deadline", e);
+        }
+    }
     if !valid_name(name) {
         found.fail(job, "name", name_rule(name));
     }
