@@ -27,6 +27,7 @@
 #![warn(clippy::too_many_lines)]
 #![warn(missing_docs)]
 
+pub mod accounting;
 pub mod aws;
 pub mod batch;
 pub mod catalog;

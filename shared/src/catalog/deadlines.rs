@@ -7,8 +7,6 @@
 
 use std::time::Duration;
 
-use super::chains::Chain;
-use super::inventory::{Catalog, Job};
 use super::model::{JobSpec, Settings};
 use crate::job::JobPolicy;
 
@@ -51,51 +49,8 @@ pub fn worst_case(policy: &JobPolicy) -> Duration {
 }
 
 /// The flexible window of a job's or chain's schedule, as written.
-fn window(minutes: Option<u32>) -> Duration {
+pub(super) fn window(minutes: Option<u32>) -> Duration {
     Duration::from_secs(u64::from(minutes.unwrap_or(0)) * 60)
-}
-
-impl Job {
-    /// When its runs must be DONE after their scheduled time: its `deadline`, or for a
-    /// scheduled job the default; None for an unscheduled job that gives none.
-    pub fn deadline(&self) -> Option<Duration> {
-        if let Some(text) = &self.spec.deadline {
-            return parse(text).ok();
-        }
-        self.schedule.as_ref()?;
-        let minutes = self
-            .spec
-            .schedule
-            .as_ref()
-            .map(|s| s.flexible_window_minutes);
-        Some(worst_case(&self.policy) + window(minutes) + DEADLINE_MARGIN)
-    }
-}
-
-impl Chain {
-    /// When its runs must be DONE: its `deadline`, or for a scheduled chain the sum over
-    /// its stages of their slowest step's worst case, with the window and the margin.
-    pub fn deadline(&self, catalog: &Catalog) -> Option<Duration> {
-        if let Some(text) = &self.spec.deadline {
-            return parse(text).ok();
-        }
-        self.schedule.as_ref()?;
-        let stages = self.stages.iter().map(|stage| {
-            stage
-                .steps
-                .iter()
-                .filter_map(|step| catalog.jobs.get(&step.job))
-                .map(|job| worst_case(&job.policy))
-                .max()
-                .unwrap_or_default()
-        });
-        let minutes = self
-            .spec
-            .schedule
-            .as_ref()
-            .map(|s| s.flexible_window_minutes);
-        Some(stages.sum::<Duration>() + window(minutes) + DEADLINE_MARGIN)
-    }
 }
 
 /// Why `deadline` cannot be a job's whose one attempt may take `budget`: it is not a

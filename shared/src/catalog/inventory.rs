@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::chains::Chain;
+use super::deadlines;
 use super::error::CatalogError;
 use super::limits::{JobLimits, Limit};
 use super::model::{JobSpec, Settings};
@@ -114,5 +115,52 @@ pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
             .map(|n| std::num::NonZeroU32::new(n).expect("validated")),
         // Filled in once the shared limits are checked (`JobLimits::flow`).
         flow: crate::flow::FlowControl::default(),
+    }
+}
+
+impl Job {
+    /// When its runs must be DONE after their scheduled time: its `deadline`, or for a
+    /// scheduled job the default; None for an unscheduled job that gives none.
+    pub fn deadline(&self) -> Option<Duration> {
+        if let Some(text) = &self.spec.deadline {
+            return deadlines::parse(text).ok();
+        }
+        self.schedule.as_ref()?;
+        let minutes = self
+            .spec
+            .schedule
+            .as_ref()
+            .map(|s| s.flexible_window_minutes);
+        Some(
+            deadlines::worst_case(&self.policy)
+                + deadlines::window(minutes)
+                + deadlines::DEADLINE_MARGIN,
+        )
+    }
+}
+
+impl Chain {
+    /// When its runs must be DONE: its `deadline`, or for a scheduled chain the sum over
+    /// its stages of their slowest step's worst case, with the window and the margin.
+    pub fn deadline(&self, catalog: &Catalog) -> Option<Duration> {
+        if let Some(text) = &self.spec.deadline {
+            return deadlines::parse(text).ok();
+        }
+        self.schedule.as_ref()?;
+        let stages = self.stages.iter().map(|stage| {
+            stage
+                .steps
+                .iter()
+                .filter_map(|step| catalog.jobs.get(&step.job))
+                .map(|job| deadlines::worst_case(&job.policy))
+                .max()
+                .unwrap_or_default()
+        });
+        let minutes = self
+            .spec
+            .schedule
+            .as_ref()
+            .map(|s| s.flexible_window_minutes);
+        Some(stages.sum::<Duration>() + deadlines::window(minutes) + deadlines::DEADLINE_MARGIN)
     }
 }

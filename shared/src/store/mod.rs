@@ -33,6 +33,8 @@ pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
 pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
 pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
+#[cfg(test)]
+pub(crate) use record::claimed_record;
 pub use record::{
     AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish,
     OperatorNote, Redrive, Status,
