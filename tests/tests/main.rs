@@ -1,6 +1,9 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
+/// The accountant's reading of a stage: missed and late firings among six hours of two
+/// hourly jobs' records; a paused job's firings not expected from its pause on.
+mod accounting;
 /// The bad-input catalogue: one test per shape, each a clear rejection or a capped,
 /// stored outcome, decided on its first delivery.
 mod bad_input;
