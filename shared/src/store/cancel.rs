@@ -12,8 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::dynamo::{
-    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refused_item, s,
-    unavailable,
+    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refusal, s, unavailable,
 };
 use super::record::{
     AttemptEntry, AttemptOutcome, ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at,
@@ -253,11 +252,10 @@ impl DynamoStore {
                     .transpose()?;
                 Ok(cancelled_record(before, req))
             }
-            Err(err) => match refused_item(&err) {
-                Some(item) => Err(refused(&req.key, Some(decode(&req.key, item)?))),
-                None if is_condition_failure(&err) => Err(refused(&req.key, None)),
-                None => Err(CancelError::Store(unavailable(err))),
-            },
+            Err(err) => Err(match refusal(&req.key, err) {
+                Ok(current) => refused(&req.key, current),
+                Err(e) => CancelError::Store(e),
+            }),
         }
     }
 }

@@ -18,7 +18,7 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-use super::dynamo::{decode, is_condition_failure, n, refused_item, s, unavailable};
+use super::dynamo::{decode, is_condition_failure, n, refusal, s, unavailable};
 use super::record::{OperatorNote, timestamp};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 use crate::key::chain_execution_name;
@@ -130,11 +130,7 @@ impl DynamoStore {
             .send();
         match self.timed(result).await? {
             Ok(_) => Ok(Ok(())),
-            Err(e) if is_condition_failure(&e) => match refused_item(&e) {
-                Some(item) => Ok(Err(Some(decode(key, item)?))),
-                None => Ok(Err(None)),
-            },
-            Err(e) => Err(unavailable(e)),
+            Err(e) => Ok(Err(refusal(key, e)?)),
         }
     }
 
@@ -197,11 +193,7 @@ impl DynamoStore {
                 let before = out.attributes.unwrap_or_default();
                 Ok(Ok(decode(key, before)?))
             }
-            Err(e) if is_condition_failure(&e) => match refused_item(&e) {
-                Some(item) => Ok(Err(Some(decode(key, item)?))),
-                None => Ok(Err(None)),
-            },
-            Err(e) => Err(unavailable(e)),
+            Err(e) => Ok(Err(refusal(key, e)?)),
         }
     }
 

@@ -416,16 +416,12 @@ impl DynamoStore {
     ) -> Result<T, TransitionError> {
         match result {
             Ok(v) => Ok(v),
-            Err(err) => match refused_item(&err) {
-                Some(item) => Err(TransitionError::LeaseLost {
-                    current: Some(Box::new(decode(key, item)?)),
-                }),
-                // Refused because the item is gone (deleted by hand or by TTL).
-                None if is_condition_failure(&err) => {
-                    Err(TransitionError::LeaseLost { current: None })
-                }
-                None => Err(TransitionError::Store(unavailable(err))),
-            },
+            Err(err) => Err(match refusal(key, err) {
+                Ok(current) => TransitionError::LeaseLost {
+                    current: current.map(Box::new),
+                },
+                Err(e) => TransitionError::Store(e),
+            }),
         }
     }
 }
@@ -542,6 +538,19 @@ pub(super) fn refused_item(
             e.item().filter(|i| !i.is_empty()).cloned()
         }
         _ => None,
+    }
+}
+
+/// A conditional `UpdateItem`'s error read: refused on the record as it was (None: there
+/// was no item, deleted by hand or by TTL), or the store's own error when it was no refusal.
+pub(super) fn refusal(
+    key: &str,
+    err: SdkError<UpdateItemError>,
+) -> Result<Option<ExecutionRecord>, StoreError> {
+    match refused_item(&err) {
+        Some(item) => decode(key, item).map(Some),
+        None if is_condition_failure(&err) => Ok(None),
+        None => Err(unavailable(err)),
     }
 }
 
