@@ -9,6 +9,7 @@ pub mod graph;
 pub mod lambda;
 pub mod lane_tables;
 pub mod private;
+pub mod processes;
 pub mod proxy;
 pub mod roles;
 pub mod schedules;

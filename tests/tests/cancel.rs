@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use schedkit::catalog::Catalog;
 use schedkit::{Envelope, Status};
+use schedkit_testkit::processes::{self, console_json};
 use schedkit_testkit::{Stack, StackOptions, binary};
 use serde_json::{Value, json};
 use tokio::process::Child;
@@ -32,37 +33,7 @@ lease_seconds = 8
 "#;
 
 fn worker(stack: &Stack, catalog: &std::path::Path) -> Child {
-    let logs = schedkit_testkit::target_dir().join("cancel");
-    std::fs::create_dir_all(&logs).unwrap();
-    let log = std::fs::File::create(logs.join(format!("{}.log", stack.name))).unwrap();
-    tokio::process::Command::new(binary("worker"))
-        .args(["--wait-seconds", "1"])
-        .envs(stack.worker_env())
-        .env("SCHEDKIT_CATALOG", catalog)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker binary starts (cargo build --bins)")
-}
-
-/// The console's JSON answer to `args`, acting as `who` (its audit trail in `audit`).
-fn console(stack: &Stack, catalog: &std::path::Path, args: &[&str]) -> Value {
-    let audit = std::env::temp_dir().join(format!("{}-audit.jsonl", stack.name));
-    let out = std::process::Command::new(binary("schedkit"))
-        .args(args)
-        .args(["--output", "json"])
-        .envs(stack.worker_env())
-        .env("SCHEDKIT_CATALOG", catalog)
-        .env("SCHEDKIT_AUDIT_LOG", audit)
-        .output()
-        .expect("the console runs");
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    processes::worker(stack, catalog, "cancel", "worker")
 }
 
 fn catalog_file(stack: &Stack) -> std::path::PathBuf {
@@ -134,7 +105,7 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
     )
     .await;
 
-    let retrying = console(
+    let retrying = console_json(
         &stack,
         &file,
         &[
@@ -148,7 +119,7 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
     );
     assert_eq!(retrying["was"], "RETRYING", "{retrying:#}");
     let cancelled_at = Instant::now();
-    let running = console(
+    let running = console_json(
         &stack,
         &file,
         &[
@@ -166,7 +137,7 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
     // before its 30 s of rendering: the worker says so in its log.
     let log = schedkit_testkit::target_dir()
         .join("cancel")
-        .join(format!("{}.log", stack.name));
+        .join(format!("{}-worker.log", stack.name));
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let stopped = text
@@ -200,7 +171,7 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
     let letters = stack.drain_dlq(Duration::from_secs(1)).await.unwrap();
     assert!(letters.is_empty(), "{letters:?}");
 
-    let listed = console(
+    let listed = console_json(
         &stack,
         &file,
         &["executions", "list", "--status", "cancelled"],
@@ -216,7 +187,7 @@ async fn a_retrying_run_and_a_running_one_are_cancelled_and_never_complete() {
         "{listed:#}"
     );
     // `status` lists the day's cancellations, who and why.
-    let status = console(&stack, &file, &["status"]);
+    let status = console_json(&stack, &file, &["status"]);
     let cancelled = status["cancelled"]
         .as_array()
         .expect("cancellations in status");
@@ -274,7 +245,7 @@ async fn fifty_queued_runs_are_cancelled_in_bulk_after_a_right_preview_and_none_
     );
     assert!(said.contains("--yes"), "{said}");
 
-    let done = console(
+    let done = console_json(
         &stack,
         &file,
         &[
@@ -363,7 +334,7 @@ async fn a_redriven_letter_waiting_in_the_queue_is_cancelled_with_the_queued_run
         .unwrap();
     stack.send(&body).await.unwrap();
 
-    let done = console(
+    let done = console_json(
         &stack,
         &file,
         &[

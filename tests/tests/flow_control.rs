@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use schedkit::catalog::Catalog;
 use schedkit::{Envelope, ExecutionRecord, Status};
 use schedkit_testkit::chains::generated_state_machine_named;
-use schedkit_testkit::{Stack, StackOptions, binary, localstack};
+use schedkit_testkit::processes::{self, console_json};
+use schedkit_testkit::{Stack, StackOptions, localstack};
 use serde_json::json;
 use tokio::process::Child;
 use tokio::time::Instant;
@@ -19,34 +20,7 @@ use tokio::time::Instant;
 /// A worker process polling the stage's queue with the catalog `catalog`; its log under
 /// `target/flow-control/`.
 fn worker(stack: &Stack, catalog: &std::path::Path, name: &str) -> Child {
-    let logs = schedkit_testkit::target_dir().join("flow-control");
-    std::fs::create_dir_all(&logs).unwrap();
-    let log = std::fs::File::create(logs.join(format!("{}-{name}.log", stack.name))).unwrap();
-    tokio::process::Command::new(binary("worker"))
-        .args(["--wait-seconds", "1"])
-        .envs(stack.worker_env())
-        .env("SCHEDKIT_CATALOG", catalog)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the worker binary starts (cargo build --bins)")
-}
-
-/// What the console prints as JSON for `args`, on the stage with the catalog `catalog`.
-fn console(stack: &Stack, catalog: &std::path::Path, args: &[&str]) -> serde_json::Value {
-    let out = std::process::Command::new(binary("schedkit"))
-        .args(args)
-        .envs(stack.worker_env())
-        .env("SCHEDKIT_CATALOG", catalog)
-        .output()
-        .expect("the console runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    processes::worker(stack, catalog, "flow-control", name)
 }
 
 /// The catalog `text` in a file of the stage's own.
@@ -252,7 +226,7 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     // The console shows the permit in use, and the job's limit.
-    let status = console(&stack, &file, &["status", "--output", "json"]);
+    let status = console_json(&stack, &file, &["status"]);
     let limit = &status["limits"][0];
     assert_eq!(limit["limit"], "long-report/concurrency", "{status:#}");
     assert_eq!(
@@ -260,7 +234,7 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
         (Some(1), Some(1)),
         "{limit:#}"
     );
-    let jobs = console(&stack, &file, &["jobs", "--output", "json"]);
+    let jobs = console_json(&stack, &file, &["jobs"]);
     assert_eq!(jobs[0]["limits"], "own (1 at once)", "{jobs:#}");
     let second = envelope("long-report", "second", json!({"seconds": 1}));
     stack.send(&second).await.unwrap();

@@ -12,7 +12,8 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use schedkit::queue::MemoryQueue;
 use schedkit::store::{CancelRequest, ExecutionStore, MemoryStore};
 use schedkit::{
-    Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Overlap, Registry, RetryPolicy, Status,
+    Clock, Ctx, JobError, JobPolicy, Jobs, Metrics, Overlap, Processor, Registry, RetryPolicy,
+    Status,
 };
 use serde_json::json;
 
@@ -288,20 +289,30 @@ fn firing(key: &str, seconds: u64) -> String {
     e.to_json()
 }
 
+/// Two workers of `exclusive` under `overlap`, and the most runs they had at once.
+fn two_workers(
+    store: &MemoryStore,
+    queue: &MemoryQueue,
+    overlap: Overlap,
+) -> (Vec<Processor>, Arc<AtomicU32>) {
+    let (now, most) = (Arc::default(), Arc::default());
+    let workers = ["a", "b"]
+        .iter()
+        .map(|w| {
+            let registry = exclusive(overlap, &now, &most);
+            processor_of(store, queue, registry, w, Metrics::capture().0)
+        })
+        .collect();
+    (workers, most)
+}
+
 /// The review's hole: a cancelled `buffer_one` waiter was never "gone", so every firing
 /// after it was SKIPPED naming it until its place lapsed.
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_buffer_one_waiter_leaves_its_place_to_the_next_firing() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
-    let (now, most) = (Arc::default(), Arc::default());
     // Two workers: one runs the holder while the other meets the waiter.
-    let workers: Vec<_> = ["a", "b"]
-        .iter()
-        .map(|w| {
-            let registry = exclusive(Overlap::BufferOne, &now, &most);
-            processor_of(&store, &queue, registry, w, Metrics::capture().0)
-        })
-        .collect();
+    let (workers, _) = two_workers(&store, &queue, Overlap::BufferOne);
     let clock = super::config().clock;
     queue.send_body(&firing("holder", 10));
     let (store2, queue2) = (store.clone(), queue.clone());
@@ -331,14 +342,7 @@ async fn a_cancelled_buffer_one_waiter_leaves_its_place_to_the_next_firing() {
 #[tokio::test(start_paused = true)]
 async fn a_cancelled_holder_keeps_its_slot_until_its_attempt_can_have_stopped() {
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
-    let (now, most) = (Arc::default(), Arc::default());
-    let workers: Vec<_> = ["a", "b"]
-        .iter()
-        .map(|w| {
-            let registry = exclusive(Overlap::Skip, &now, &most);
-            processor_of(&store, &queue, registry, w, Metrics::capture().0)
-        })
-        .collect();
+    let (workers, most) = two_workers(&store, &queue, Overlap::Skip);
     let clock = super::config().clock;
     queue.send_body(&firing("holder", 20));
     let (store2, queue2) = (store.clone(), queue.clone());
