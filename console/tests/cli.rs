@@ -6,7 +6,14 @@ use std::process::{Command, Output};
 use schedkit_testkit::{Stack, StackOptions, endpoint, localstack, schedules, unique};
 
 pub(crate) fn schedkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_schedkit"))
+    command(args).output().expect("schedkit runs")
+}
+
+/// The command `schedkit args` from the repository root, on LocalStack with its test keys
+/// (a caller may sign as someone else), its audit trail's copy in the shared test file.
+pub(crate) fn command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_schedkit"));
+    command
         .args(args)
         .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
         .env("AWS_ENDPOINT_URL", endpoint())
@@ -17,9 +24,8 @@ pub(crate) fn schedkit(args: &[&str]) -> Output {
         .env(
             "SCHEDKIT_AUDIT_LOG",
             std::env::temp_dir().join("schedkit-cli-test-audit.jsonl"),
-        )
-        .output()
-        .expect("schedkit runs")
+        );
+    command
 }
 
 /// A copy of the shipped catalog, changed by `edit`, written to a temporary file named after

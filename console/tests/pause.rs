@@ -201,14 +201,14 @@ async fn after_three_failed_runs_in_a_row_the_worker_pauses_the_job_until_it_is_
 
     // A second operator resumes it: another identity (an assumed role), the same stage.
     let bob = bob().await;
-    let mut resume = vec![
+    let resume = [
         "--stage",
         stage.as_str(),
         "jobs",
         "resume",
         "partner-export",
     ];
-    let out = schedkit_as(&bob, &mut resume);
+    let out = schedkit_as(&bob, &resume);
     assert!(out.status.success(), "{}", stderr(&out));
     let resumed = stdout(&out);
     assert!(
@@ -287,23 +287,11 @@ async fn bob() -> aws_sdk_sts::types::Credentials {
 }
 
 /// `schedkit args` run with `who`'s credentials.
-fn schedkit_as(
-    who: &aws_sdk_sts::types::Credentials,
-    args: &mut Vec<&str>,
-) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_schedkit"))
-        .args(args.iter())
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .env("AWS_ENDPOINT_URL", schedkit_testkit::endpoint())
+fn schedkit_as(who: &aws_sdk_sts::types::Credentials, args: &[&str]) -> std::process::Output {
+    super::cli::command(args)
         .env("AWS_ACCESS_KEY_ID", who.access_key_id())
         .env("AWS_SECRET_ACCESS_KEY", who.secret_access_key())
         .env("AWS_SESSION_TOKEN", who.session_token())
-        .env("AWS_REGION", "us-east-1")
-        .env_remove("SCHEDKIT_CATALOG")
-        .env(
-            "SCHEDKIT_AUDIT_LOG",
-            std::env::temp_dir().join("schedkit-cli-test-audit.jsonl"),
-        )
         .output()
         .expect("schedkit runs")
 }
