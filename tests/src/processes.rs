@@ -43,3 +43,57 @@ pub fn console_json(stack: &Stack, catalog: &Path, args: &[&str]) -> serde_json:
     );
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
+
+/// One check of the accountant through the worker binary (`--account`, from `since` when
+/// given), as the stage's schedule runs it: the EMF lines it printed, and its check.
+pub fn account(
+    stack: &Stack,
+    catalog: &Path,
+    since: Option<&str>,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let mut command = std::process::Command::new(crate::binary("worker"));
+    command.arg("--account");
+    if let Some(since) = since {
+        command.args(["--account-since", since]);
+    }
+    let out = command
+        .envs(stack.worker_env())
+        .env("SCHEDKIT_CATALOG", catalog)
+        .output()
+        .expect("the worker binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "worker --account: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let check = lines
+        .iter()
+        .rfind(|l| l.get("reported").is_some())
+        .cloned()
+        .unwrap_or_else(|| panic!("no check printed: {stdout}"));
+    let metrics = lines
+        .into_iter()
+        .filter(|l| l.get("_aws").is_some())
+        .collect();
+    (metrics, check)
+}
+
+/// The sum of `metric` over EMF lines, per `Job` (a stage's own lines under `-`).
+pub fn metric_by_job(
+    lines: &[serde_json::Value],
+    metric: &str,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for l in lines {
+        if let Some(v) = l.get(metric).and_then(serde_json::Value::as_f64) {
+            let job = l.get("Job").and_then(|j| j.as_str()).unwrap_or("-");
+            *sums.entry(job.to_string()).or_insert(0.0) += v;
+        }
+    }
+    sums
+}

@@ -1,6 +1,7 @@
 //! The SAM template on LocalStack: create, no-op redeploy, update; the outputs name working
 //! resources (the deployed worker Lambda processes an envelope through the SQS event
-//! source); the stack owns the schedule group and sync its schedules.
+//! source); the accountant's schedule invokes the worker, which checks the stage; the stack
+//! owns the schedule group and sync its schedules.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -72,11 +73,51 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
         "run by the Lambda"
     );
 
+    // The stage's accountant: its schedule (outside the stage's group) invokes the worker
+    // function with its command; invoked so, the function checks the stage and answers.
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let accountant = scheduler
+        .get_schedule()
+        .name(format!("schedkit-{stage}-accountant"))
+        .send()
+        .await
+        .expect("the stack made the accountant's schedule");
+    assert_eq!(accountant.schedule_expression(), Some("rate(5 minutes)"));
+    let target = accountant.target().unwrap();
+    let lambda = aws_sdk_lambda::Client::new(&sdk);
+    let function = lambda
+        .get_function()
+        .function_name(&o["WorkerFunctionName"])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        Some(target.arn()),
+        function.configuration().and_then(|c| c.function_arn())
+    );
+    let answer = lambda
+        .invoke()
+        .function_name(target.arn())
+        .payload(aws_sdk_lambda::primitives::Blob::new(
+            target.input().unwrap().as_bytes(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.function_error(), None);
+    let check: serde_json::Value =
+        serde_json::from_slice(answer.payload().unwrap().as_ref()).unwrap();
+    assert_eq!(check["written"], true, "{check}");
+    assert!(check["reported"].as_array().unwrap().is_empty(), "{check}");
+    assert!(
+        store.ledger().await.unwrap().is_some_and(|l| l.checks == 1),
+        "the check kept its ledger"
+    );
+
     // One owner of the schedules: the stack makes the group (tagged with where its
     // schedules send) and no schedule; a sync with nothing but the group's tags creates the
     // catalog's, a deploy after it neither fails (AlreadyExists) nor changes them, and a
     // second sync finds nothing to do.
-    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
     let group = o["ScheduleGroupName"].clone();
     let names = || async {
         let mut deployed = BTreeMap::new();

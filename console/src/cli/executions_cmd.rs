@@ -88,8 +88,15 @@ pub struct ListArgs {
     #[arg(long)]
     pub job: Option<String>,
     /// REGISTERED, RUNNING, RETRYING, DONE, FAILED, SKIPPED, PAUSED or CANCELLED.
-    #[arg(long, value_parser = parse_status)]
+    #[arg(long, value_parser = parse_status, conflicts_with_all = ["missed", "late"])]
     pub status: Option<Status>,
+    /// The scheduled firings the accountant found with no run (they have no record to
+    /// list): each with its key and when it was due. With --late, both.
+    #[arg(long, conflicts_with_all = ["page", "since", "until"])]
+    pub missed: bool,
+    /// The runs the accountant found not DONE past their deadline.
+    #[arg(long, conflicts_with_all = ["page", "since", "until"])]
+    pub late: bool,
     /// From this instant (RFC 3339): scheduled at (with --job), else last updated at.
     #[arg(long)]
     pub since: Option<String>,
@@ -101,6 +108,84 @@ pub struct ListArgs {
     /// The token a previous page printed.
     #[arg(long)]
     pub page: Option<String>,
+}
+
+/// `executions list --missed/--late`: the accountant's findings (one read), by kind.
+async fn unaccounted(
+    a: &ListArgs,
+    cli: &Globals,
+    sdk: &schedkit::aws::SdkConfig,
+    table: &str,
+) -> anyhow::Result<()> {
+    let accounted = schedkit::ops::status::accounted(sdk, table)
+        .await
+        .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
+    let Some(accounted) = accounted else {
+        if cli.output == Output::Json {
+            println!("{}", json!({"checked_at": null, "findings": []}));
+        } else {
+            println!(
+                "(the accountant has not checked this stage yet: it runs every 5 minutes once deployed, or `worker --account`)"
+            );
+        }
+        return Ok(());
+    };
+    let wanted =
+        |f: &&schedkit::accounting::ledger::Finding| a.job.as_deref().is_none_or(|j| f.name == j);
+    let mut findings: Vec<_> = Vec::new();
+    if a.missed {
+        findings.extend(accounted.missed.iter().filter(wanted));
+    }
+    if a.late {
+        findings.extend(accounted.late.iter().filter(wanted));
+    }
+    findings.truncate(usize::try_from(a.limit).unwrap_or(usize::MAX));
+    if cli.output == Output::Json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"checked_at": accounted.checked_at, "findings": findings})
+            )?
+        );
+        return Ok(());
+    }
+    let when =
+        |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    print!(
+        "{}",
+        super::output::table(
+            &[
+                "KIND",
+                "KEY",
+                "JOB",
+                "SCHEDULED FOR",
+                "DUE BY",
+                "STATUS",
+                "FOUND AT"
+            ],
+            &findings
+                .iter()
+                .map(|f| {
+                    vec![
+                        format!("{:?}", f.kind).to_lowercase(),
+                        clip(&f.key, 48),
+                        f.name.clone(),
+                        when(&f.scheduled_for),
+                        when(&f.due_by),
+                        f.status.map(style::status).unwrap_or_else(|| "-".into()),
+                        when(&f.found_at),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        )
+    );
+    let checked = accounted.checked_at.as_ref().map(when).unwrap_or_default();
+    if findings.is_empty() {
+        println!("(none: every expected firing accounted for at the last check, {checked})");
+    } else {
+        println!("(as of the accountant's last check, {checked})");
+    }
+    Ok(())
 }
 
 fn parse_status(text: &str) -> Result<Status, String> {
@@ -115,6 +200,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
     let store = Records::new(&sdk, &table);
     match command {
         ExecutionsCommand::Cancel(a) => cancel(a, cli, &sdk, &table).await,
+        ExecutionsCommand::List(a) if a.missed || a.late => unaccounted(a, cli, &sdk, &table).await,
         ExecutionsCommand::List(a) => {
             let instant = |t: &Option<String>| {
                 t.as_deref()

@@ -44,6 +44,9 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
             c.key, c.job, c.at, c.by, c.reason
         );
     }
+    if let Some(a) = &report.accountant {
+        print_accounted(a);
+    }
     if !report.limits.is_empty() {
         println!();
         println!("limits");
@@ -95,6 +98,35 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
         )
     );
     Ok(())
+}
+
+/// The accountant's line, and one per firing missed or late.
+fn print_accounted(a: &status::Accounted) {
+    let checked = a
+        .checked_at
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_else(|| "never".into());
+    println!(
+        "accountant     last checked {checked}: {} missed, {} late",
+        a.missed.len(),
+        a.late.len()
+    );
+    for f in &a.missed {
+        println!(
+            "missed         {} (no run; due {})",
+            f.key,
+            f.scheduled_for
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
+    for f in &a.late {
+        let status = f.status.map(style::status).unwrap_or_else(|| "-".into());
+        println!(
+            "late           {} {status} (due DONE by {})",
+            f.key,
+            f.due_by.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
 }
 
 /// Each limit: what it allows, its permits in use, its next start, the runs it held back.

@@ -11,6 +11,7 @@
 //! YAML is written by hand: every value is a plain scalar or a JSON-quoted string (JSON
 //! strings are valid YAML double-quoted scalars), so no YAML library is needed.
 
+mod accounting_alarms;
 mod chain_definition;
 mod chain_resources;
 mod resources;
@@ -32,7 +33,7 @@ use resources::{JobAlarm, NOTIFY, q};
 pub enum IacError {
     /// CloudWatch metric math combines at most 10 metrics in one alarm.
     #[error(
-        "{file}: the failure-storm alarm combines at most {max} jobs' metrics, the catalog has {count}"
+        "{file}: the failure-storm alarm combines at most {max} jobs' metrics (and the accountant's), the catalog has {count}"
     )]
     TooManyJobs {
         /// The catalog.
@@ -59,8 +60,8 @@ pub(crate) const BEGIN: &str =
 /// The last line of a generated block.
 pub const END: &str = "# END GENERATED";
 
-/// A metric-math alarm can combine at most 10 metrics.
-const STORM_MAX_JOBS: usize = 10;
+/// A metric-math alarm can combine at most 10 metrics: one is the accountant's.
+const STORM_MAX_JOBS: usize = 9;
 
 /// The generated blocks, in template order: mappings, then resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,6 +136,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     }
     pause_policy(&mut r, &queue_jobs);
     chain_resources::write(&mut r, catalog);
+    accounting_alarms::write(&mut r, catalog);
     roles::write(&mut r, catalog);
     storm_alarm(&mut r, &queue_jobs);
     dashboard(&mut r, &queue_jobs);
@@ -252,7 +254,7 @@ fn storm_alarm(r: &mut String, jobs: &[&Job]) {
     writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
     writeln!(r, "    Properties:").unwrap();
     writeln!(r, "      AlarmName: !Sub schedkit-${{Stage}}-failure-storm").unwrap();
-    writeln!(r, "      AlarmDescription: {}", q("Two or more jobs failed within 5 minutes: probably a shared dependency, not the jobs. One notification instead of one per job; the per-job notices are held back while this fires.")).unwrap();
+    writeln!(r, "      AlarmDescription: {}", q("Two or more jobs failed, or had runs missed or late, within 5 minutes: probably a shared dependency, not the jobs. One notification instead of one per job; the per-job failure notices are held back while this fires.")).unwrap();
     writeln!(r, "      Metrics:").unwrap();
     let mut terms = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
@@ -267,12 +269,18 @@ fn storm_alarm(r: &mut String, jobs: &[&Job]) {
         .unwrap();
         terms.push(format!("IF(FILL({id}, 0) > 0, 1, 0)"));
     }
-    let expression = if terms.is_empty() {
-        "0".to_string()
-    } else {
-        terms.join(" + ")
-    };
-    writeln!(r, "        - Id: failing_jobs\n          Label: jobs failing\n          ReturnData: true\n          Expression: {}", q(&expression)).unwrap();
+    // The accountant's count of jobs with a firing missed or late in one check.
+    let id = "unaccounted";
+    writeln!(r, "        - Id: {id}\n          ReturnData: false\n          MetricStat:\n            Period: 300\n            Stat: Maximum").unwrap();
+    writeln!(r, "            Metric:\n              Namespace: schedkit\n              MetricName: UnaccountedJobs").unwrap();
+    writeln!(
+        r,
+        "              Dimensions: [{{ Name: Stage, Value: !Ref Stage }}]"
+    )
+    .unwrap();
+    terms.push(format!("FILL({id}, 0)"));
+    let expression = terms.join(" + ");
+    writeln!(r, "        - Id: failing_jobs\n          Label: jobs failing, missed or late\n          ReturnData: true\n          Expression: {}", q(&expression)).unwrap();
     writeln!(r, "      EvaluationPeriods: 1\n      Threshold: 2\n      ComparisonOperator: GreaterThanOrEqualToThreshold").unwrap();
     writeln!(
         r,
@@ -487,7 +495,8 @@ mod tests {
             .filter(|l| !l.contains("Name: StateMachineArn, Value: !Ref Chain"))
             .collect();
         // One per job alarm and one per job in the storm alarm, one per paused alarm, one
-        // per chain's paused alarm.
+        // per chain's paused alarm, two (missed, late) per enabled schedule; the storm
+        // alarm's count of jobs unaccounted for is the stage's alone.
         let pausing = catalog
             .jobs
             .values()
@@ -497,12 +506,27 @@ mod tests {
             pausing > 0,
             "the shipped catalog shows pause_after_failures"
         );
+        let scheduled = catalog
+            .jobs
+            .values()
+            .filter(|j| j.schedule.is_some())
+            .count()
+            + catalog
+                .chains
+                .values()
+                .filter(|c| c.schedule.is_some())
+                .count();
         assert_eq!(
             dimensions.len(),
-            2 * catalog.jobs.len() + pausing + catalog.chains.len(),
+            2 * catalog.jobs.len() + pausing + catalog.chains.len() + 2 * scheduled + 1,
             "{resources}"
         );
-        for line in dimensions {
+        let stage_only = "Dimensions: [{ Name: Stage, Value: !Ref Stage }]";
+        assert_eq!(
+            dimensions.iter().filter(|l| l.trim() == stage_only).count(),
+            1
+        );
+        for line in dimensions.iter().filter(|l| l.trim() != stage_only) {
             assert!(
                 line.contains("{ Name: Stage, Value: !Ref Stage }, { Name: Job,"),
                 "{line}"

@@ -5,7 +5,6 @@
 //! and keep the audit trail ([`audit`]).
 //! The console is one front end to these; a team's own tool can be another.
 
-pub mod accountant;
 pub mod audit;
 pub mod cancel;
 pub mod chain_control;

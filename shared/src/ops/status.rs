@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::OpsError;
 use super::executions::{Filter, Records};
 use super::stage::Stage;
+use crate::accounting::ledger::{Finding, Kind, Ledger};
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
 use crate::store::Status;
@@ -79,6 +80,52 @@ pub struct StatusReport {
     /// (absent from JSON when the catalog has none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub limits: Vec<super::limits::LimitUse>,
+    /// What the accountant's checks found: firings missed, runs late (absent from JSON
+    /// before the stage's first check).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub accountant: Option<Accounted>,
+}
+
+/// The accountant's last word on a stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct Accounted {
+    /// When it last checked.
+    pub checked_at: Option<chrono::DateTime<Utc>>,
+    /// Firings with no run past their window and grace (listed for a day).
+    pub missed: Vec<Finding>,
+    /// Runs not DONE past their deadline (listed until DONE).
+    pub late: Vec<Finding>,
+}
+
+impl Accounted {
+    /// The ledger's findings, by kind.
+    pub fn from_ledger(ledger: Ledger) -> Accounted {
+        let (missed, late) = ledger
+            .findings
+            .into_iter()
+            .partition(|f| f.kind == Kind::Missed);
+        Accounted {
+            checked_at: ledger.checked_to,
+            missed,
+            late,
+        }
+    }
+}
+
+/// The accountant's findings on the stage whose executions table is `table` (one read);
+/// None before its first check.
+pub async fn accounted(sdk: &SdkConfig, table: &str) -> Result<Option<Accounted>, OpsError> {
+    crate::store::DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table)
+        .ledger()
+        .await
+        .map(|l| l.map(Accounted::from_ledger))
+        .map_err(|e| {
+            OpsError::Aws(AwsError {
+                doing: "reading the accountant's findings".into(),
+                answer: e.to_string(),
+                code: None,
+            })
+        })
 }
 
 /// Messages on a queue: visible, in flight and delayed.
@@ -267,7 +314,9 @@ pub async fn gather(
         .into_values()
         .collect();
     let limits = super::limits::gather(sdk, target, catalog).await?;
+    let accountant = accounted(sdk, &target.table).await?;
     Ok(StatusReport {
+        accountant,
         cancelled,
         limits,
         paused,

@@ -1,7 +1,9 @@
 //! The execution store: idempotency, leases and the run history, in DynamoDB (and in
 //! memory, for tests and the simulation, behind the same [`ExecutionStore`] interface).
 
+mod accountant_ledger;
 mod audit_entries;
+mod by_job;
 mod cancel;
 mod chain_runs;
 mod conditions;
@@ -18,6 +20,7 @@ mod pauses;
 mod permits;
 mod record;
 
+pub use accountant_ledger::ledger_key;
 pub use audit_entries::{
     AUDIT_SHARD, AuditEntry, AuditFilter, DEFAULT_AUDIT_RETENTION, audit_retention,
 };

@@ -60,6 +60,17 @@ pub enum Metric {
     /// A run an operator cancelled was dropped by the worker: its attempt stopped at a
     /// heartbeat, or a delivery of it acknowledged unrun.
     Cancelled,
+    /// A scheduled firing with no record past its window and grace, found by the
+    /// accountant (once per firing); the job's missed alarm watches it.
+    Missed,
+    /// A scheduled run not DONE by its deadline, found by the accountant (once per run);
+    /// the job's late alarm watches it.
+    Late,
+    /// Jobs and chains with a firing found missed or late by one check (stage only): the
+    /// failure-storm alarm counts them.
+    UnaccountedJobs,
+    /// A check of the accountant ran (stage only): its alarm fires when checks stop.
+    AccountantChecks,
     /// Milliseconds an attempt ran.
     Duration,
     /// Milliseconds from the scheduled time to the start of the attempt.
@@ -86,6 +97,10 @@ impl Metric {
             Metric::Throttled => "Throttled",
             Metric::LimitWait => "LimitWait",
             Metric::Cancelled => "Cancelled",
+            Metric::Missed => "Missed",
+            Metric::Late => "Late",
+            Metric::UnaccountedJobs => "UnaccountedJobs",
+            Metric::AccountantChecks => "AccountantChecks",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",
         }
@@ -184,6 +199,26 @@ impl Metrics {
         (self.sink)(&doc.to_string());
     }
 
+    /// One EMF line with the given values for the whole stage (dimension `Stage` only):
+    /// what no one job owns, such as the accountant's heartbeat.
+    pub fn emit_for_stage(&self, values: &[(Metric, f64)]) {
+        if values.is_empty() {
+            return;
+        }
+        let line = emf_line(
+            &self.stage,
+            "",
+            values,
+            chrono::Utc::now().timestamp_millis(),
+        );
+        let mut doc: Value = serde_json::from_str(&line).expect("an EMF line is JSON");
+        doc["_aws"]["CloudWatchMetrics"][0]["Dimensions"] = json!([[STAGE_DIMENSION]]);
+        if let Some(fields) = doc.as_object_mut() {
+            fields.remove(DIMENSION);
+        }
+        (self.sink)(&doc.to_string());
+    }
+
     /// Shorthand for a single count of 1.
     pub fn count(&self, job: &str, metric: Metric) {
         self.emit(job, &[(metric, 1.0)]);
@@ -251,6 +286,22 @@ mod tests {
             ),
             (Some("nightly"), Some(1.0), Some(12.5))
         );
+    }
+
+    #[test]
+    fn a_stage_line_has_the_stage_dimension_only() {
+        let (m, lines) = Metrics::capture();
+        m.for_stage("prod").emit_for_stage(&[
+            (Metric::AccountantChecks, 1.0),
+            (Metric::UnaccountedJobs, 2.0),
+        ]);
+        let v: Value = serde_json::from_str(&lines.lock().unwrap()[0]).unwrap();
+        assert_eq!(
+            v["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+            json!([["Stage"]])
+        );
+        assert_eq!((v["Stage"].as_str(), v.get("Job")), (Some("prod"), None));
+        assert_eq!(v["UnaccountedJobs"].as_f64(), Some(2.0));
     }
 
     #[test]

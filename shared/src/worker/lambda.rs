@@ -1,19 +1,72 @@
-//! Lambda mode: SQS batch events in, partial batch responses out.
+//! Lambda mode: SQS batch events in, partial batch responses out; and the stage's
+//! accountant schedule's invocation (`{"schedkit": "account"}`) in, its check out.
 
 use std::future::Future;
 use std::process::ExitCode;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use chrono::{DateTime, Utc};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
+use serde::{Deserialize, Serialize};
 
+use super::accountant::Accountant;
+use crate::accounting::stage::Check;
 use crate::batch::{Processor, batch_response};
+
+/// What the function is invoked with: the jobs queue's batches, or a command of the
+/// stage's own schedules (the accountant's).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Invocation {
+    /// `{"schedkit": "account", "since": "…"}` (`since` optional).
+    Command(Command),
+    Batch(SqsEvent),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Command {
+    schedkit: CommandName,
+    #[serde(default)]
+    since: Option<DateTime<Utc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum CommandName {
+    Account,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Answer {
+    Batch(SqsBatchResponse),
+    Account(Box<Check>),
+}
 
 /// Serves SQS events until the runtime ends or `shutdown` resolves (Lambda sends SIGTERM
 /// when it retires an environment that has extensions; a container platform always does).
-pub async fn serve(processor: Processor, shutdown: impl Future<Output = ()>) -> ExitCode {
-    let runtime = lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+pub(super) async fn serve(
+    processor: Processor,
+    accountant: Accountant,
+    shutdown: impl Future<Output = ()>,
+) -> ExitCode {
+    let runtime = lambda_runtime::run(service_fn(move |event: LambdaEvent<Invocation>| {
         let processor = processor.clone();
-        async move { Ok::<_, Error>(handle(&processor, event).await) }
+        let accountant = accountant.clone();
+        async move {
+            match event.payload {
+                Invocation::Batch(batch) => Ok::<_, Error>(Answer::Batch(
+                    handle(&processor, LambdaEvent::new(batch, event.context)).await,
+                )),
+                // A failed check fails the invocation: the scheduler retries it, and the
+                // accountant's alarm fires if checks stop.
+                Invocation::Command(Command {
+                    schedkit: CommandName::Account,
+                    since,
+                }) => Ok(Answer::Account(Box::new(accountant.check(since).await?))),
+            }
+        }
     }));
     let code = tokio::select! {
         result = runtime => match result {

@@ -22,6 +22,7 @@
 //! responses, anywhere else by long-polling the queue itself with the same semantics. It
 //! stops on SIGTERM or Ctrl-C with one line that says what it did and its peak memory.
 
+mod accountant;
 mod chains;
 mod lambda;
 mod process;
@@ -113,6 +114,15 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
         tracing::warn!(warning = %w, "catalog");
     }
     let sdk = crate::aws::load_config().await;
+    let metrics = Metrics::stdout().for_stage(settings.stage());
+    let accountant = accountant::Accountant {
+        store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table),
+        catalog: std::sync::Arc::new(catalog.clone()),
+        metrics: metrics.clone(),
+    };
+    if settings.account {
+        return account_once(&accountant, settings.account_since).await;
+    }
     let jobs = jobs(&Setup {
         aws: &sdk,
         settings: &settings,
@@ -141,10 +151,10 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
             auto_pause,
             chains: chains::chains(&sdk, &settings, &catalog),
         },
-        Metrics::stdout().for_stage(settings.stage()),
+        metrics,
     );
     if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
-        return lambda::serve(processor, process::shutdown_signal()).await;
+        return lambda::serve(processor, accountant, process::shutdown_signal()).await;
     }
     serve_polling(processor, &sdk, &settings).await
 }
@@ -191,6 +201,27 @@ async fn serve_polling(processor: Processor, sdk: &SdkConfig, settings: &Setting
         "poller stopped"
     );
     ExitCode::SUCCESS
+}
+
+/// `--account`: one check, its JSON on stdout (after its metrics), exit 0; 1 when the
+/// stage could not be read.
+async fn account_once(
+    accountant: &accountant::Accountant,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+) -> ExitCode {
+    match accountant.check(since).await {
+        Ok(check) => {
+            println!(
+                "{}",
+                serde_json::to_string(&check).expect("a check serialises")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("worker: the accountant's check failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// A worker that cannot start says why on stderr, in one line, and exits 2.

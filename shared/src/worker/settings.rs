@@ -47,9 +47,23 @@ pub struct Settings {
     /// Polling only: stop once the queue holds no message (visible, in flight or delayed).
     #[arg(long)]
     pub until_drained: bool,
+    /// Run one check of the accountant (every expected firing accounted for: missed and
+    /// late runs reported as metrics), print it as JSON and exit, instead of serving.
+    #[arg(long)]
+    pub account: bool,
+    /// With `--account`: judge the firings that turned missed or late since this time
+    /// (RFC 3339) instead of since the last check (at most two days back).
+    #[arg(long, requires = "account", value_parser = instant)]
+    pub account_since: Option<chrono::DateTime<chrono::Utc>>,
     /// Polling only: long-poll wait per receive, in seconds (0-20).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(i32).range(0..=20))]
     pub wait_seconds: i32,
+}
+
+fn instant(text: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .map_err(|e| format!("`{text}` is not an RFC 3339 time (2026-03-29T00:00:00Z): {e}"))
 }
 
 impl Settings {

@@ -9,6 +9,9 @@
 //! Pure: the caller reads the records (by key: a scheduled run's key is
 //! `<name>#<scheduled time>`) and the pauses, and says what time it is.
 
+pub mod ledger;
+pub mod stage;
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -148,6 +151,25 @@ pub fn verdict(
     }
 }
 
+/// A run of `job` under `key`, claimed at `at` and RUNNING: what the accountant finds.
+#[cfg(test)]
+pub(crate) fn run_of(key: &str, job: &str, at: DateTime<Utc>) -> ExecutionRecord {
+    let claim = crate::store::ClaimRequest {
+        key: key.into(),
+        job: job.into(),
+        scheduled_for: at.to_rfc3339(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: None,
+        owner: "w:1".into(),
+        now: at,
+        lease: Duration::from_secs(60),
+        retention: Duration::from_secs(3600),
+        redrive: None,
+    };
+    crate::store::claimed_record(None, &claim)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,20 +291,7 @@ owner = "data"
         let t = |minutes: i64| e.scheduled_for + chrono::Duration::minutes(minutes);
         assert_eq!(verdict(e, None, t(14)), Verdict::NotYet);
         assert_eq!(verdict(e, None, t(15)), Verdict::Missed);
-        let claim = crate::store::ClaimRequest {
-            key: e.key.clone(),
-            job: e.name.clone(),
-            scheduled_for: e.scheduled_for.to_rfc3339(),
-            payload_hash: "h".into(),
-            input: "{}".into(),
-            message_id: None,
-            owner: "w:1".into(),
-            now: e.scheduled_for,
-            lease: Duration::from_secs(60),
-            retention: Duration::from_secs(3600),
-            redrive: None,
-        };
-        let mut record = crate::store::claimed_record(None, &claim);
+        let mut record = run_of(&e.key, &e.name, e.scheduled_for);
         assert_eq!(record.status, Status::Running);
         assert_eq!(verdict(e, Some(&record), t(19)), Verdict::Running);
         assert_eq!(verdict(e, Some(&record), t(20)), Verdict::Late);

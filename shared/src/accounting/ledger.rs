@@ -1,0 +1,428 @@
+//! The accountant's memory between checks, and what one check reports. A check runs every
+//! few minutes; each expected firing must be reported once when it turns missed or late
+//! (the metric, and the alarm on it), and listed while it stays so (`schedkit status`), no
+//! longer once its run is DONE. So the ledger keeps how far the checks have judged (the
+//! watermark) and the firings still unaccounted for; [`settle`] folds one check's reading
+//! into it.
+//!
+//! Pure: the caller reads the records in the check's window (by job, scheduled time) and
+//! the ones the ledger holds from before it (by key), and says what time it is.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Expected, Verdict, verdict};
+use crate::catalog::Catalog;
+use crate::store::{ExecutionRecord, Status};
+
+/// How long a missed firing stays listed after it was found (a day of `status`); a late
+/// one stays while its run is not DONE, for [`KEEP_LATE`] at most.
+pub const KEEP_MISSED: Duration = Duration::from_secs(24 * 3600);
+/// The longest a late run stays listed.
+pub const KEEP_LATE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// The longest span one check judges: an accountant quiet for longer (its alarm says so)
+/// does not page a week of firings at once when it comes back; the span before is lost
+/// to the check, not to the records (`schedkit executions list` still shows them).
+pub const LONGEST_SPAN: Duration = Duration::from_secs(2 * 24 * 3600);
+/// The most findings the ledger keeps (one item of the table holds it), newest first.
+pub const MOST_FINDINGS: usize = 500;
+
+/// Why a firing is unaccounted for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// No record past its window and grace.
+    Missed,
+    /// A record not DONE past its deadline.
+    Late,
+}
+
+/// One firing unaccounted for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Missed or late.
+    pub kind: Kind,
+    /// The job's or chain's name.
+    pub name: String,
+    /// Whether it is a chain's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chain: bool,
+    /// Its run's key (`<name>#<scheduled time>`).
+    pub key: String,
+    /// When it was due, RFC 3339.
+    pub scheduled_for: DateTime<Utc>,
+    /// When it had to be DONE.
+    pub due_by: DateTime<Utc>,
+    /// Its record's status when last looked at; None when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// The check that first found it so.
+    pub found_at: DateTime<Utc>,
+}
+
+/// What the checks remember: how far they have judged, and what is still unaccounted for.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Ledger {
+    /// Every firing that turned missed or late up to here has been reported.
+    pub checked_to: Option<DateTime<Utc>>,
+    /// Checks made; each write of the ledger is conditioned on it (two checks at once:
+    /// one reports, the other's write is refused and it reports nothing).
+    pub checks: u64,
+    /// Firings missed or late now, oldest first.
+    pub findings: Vec<Finding>,
+    /// Findings dropped beyond [`MOST_FINDINGS`], over the ledger's life.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One check's judgement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settled {
+    /// The ledger to write.
+    pub ledger: Ledger,
+    /// Firings that turned missed or late since the last check: each reported once.
+    pub reported: Vec<Finding>,
+}
+
+/// The span of scheduled times a check at `now` must read, having judged up to `since`:
+/// every firing whose window or deadline ends after `since` (the longest wait the catalog
+/// has, [`longest_wait`], before it).
+pub fn span(catalog: &Catalog, grace: Duration, since: DateTime<Utc>) -> DateTime<Utc> {
+    since - chrono::Duration::from_std(longest_wait(catalog, grace)).unwrap_or_default()
+}
+
+/// The longest a firing of the catalog can be waited for: its window and the grace, or
+/// its deadline, whichever is longer.
+pub fn longest_wait(catalog: &Catalog, grace: Duration) -> Duration {
+    let window = |minutes: Option<u32>| Duration::from_secs(u64::from(minutes.unwrap_or(0)) * 60);
+    let jobs = catalog.jobs.values().filter_map(|j| {
+        let spec = j.spec.schedule.as_ref()?;
+        Some((j.deadline()?, window(Some(spec.flexible_window_minutes))))
+    });
+    let chains = catalog.chains.values().filter_map(|c| {
+        let spec = c.spec.schedule.as_ref()?;
+        Some((
+            c.deadline(catalog)?,
+            window(Some(spec.flexible_window_minutes)),
+        ))
+    });
+    jobs.chain(chains)
+        .map(|(deadline, window)| deadline.max(window + grace))
+        .max()
+        .unwrap_or(grace)
+}
+
+/// Where a check starts: the ledger's watermark (or `override_since`, to account a span
+/// again), never more than [`LONGEST_SPAN`] back; a stage's first check starts at `now`:
+/// nothing before it was expected.
+pub fn since(
+    ledger: Option<&Ledger>,
+    override_since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    let from = override_since
+        .or_else(|| ledger.and_then(|l| l.checked_to))
+        .unwrap_or(now);
+    let earliest = now - chrono::Duration::from_std(LONGEST_SPAN).unwrap_or_default();
+    from.clamp(earliest, now)
+}
+
+/// Folds one check into the ledger. `expected` are the firings in the check's span
+/// ([`span`] to `now`), `found` their records by key; `earlier` the records (by key,
+/// None: still none) of the ledger's findings from before the span.
+pub fn settle(
+    previous: &Ledger,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+    expected: &[Expected],
+    found: &HashMap<String, ExecutionRecord>,
+    earlier: &HashMap<String, Option<ExecutionRecord>>,
+) -> Settled {
+    let known: HashMap<&str, &Finding> = previous
+        .findings
+        .iter()
+        .map(|f| (f.key.as_str(), f))
+        .collect();
+    let in_span: BTreeSet<&str> = expected.iter().map(|e| e.key.as_str()).collect();
+    let mut findings = Vec::new();
+    let mut reported = Vec::new();
+    for e in expected {
+        let record = found.get(&e.key);
+        let (kind, turned_at) = match verdict(e, record, now) {
+            Verdict::Missed => (Kind::Missed, e.missed_after),
+            Verdict::Late => (Kind::Late, e.due_by),
+            Verdict::NotYet | Verdict::Running | Verdict::Accounted => continue,
+        };
+        let earlier_finding = known.get(e.key.as_str());
+        // Judged by the checks only from when it turned so after the last one (before the
+        // first check, nothing was expected); a firing they know stays theirs.
+        let new = earlier_finding.is_none() && turned_at > since;
+        if earlier_finding.is_none() && !new {
+            continue;
+        }
+        let finding = Finding {
+            kind,
+            name: e.name.clone(),
+            chain: e.chain,
+            key: e.key.clone(),
+            scheduled_for: e.scheduled_for,
+            due_by: e.due_by,
+            status: record.map(|r| r.status),
+            found_at: earlier_finding.map_or(now, |f| f.found_at),
+        };
+        // Reported once: when it turned so (missed, or late: a missed firing whose run
+        // came after all and is late is the same firing, reported already).
+        if new {
+            reported.push(finding.clone());
+        }
+        findings.push(finding);
+    }
+    for f in &previous.findings {
+        if in_span.contains(f.key.as_str()) {
+            continue; // judged again above
+        }
+        let Some(record) = earlier.get(&f.key) else {
+            findings.push(f.clone()); // not looked up: kept as it was
+            continue;
+        };
+        let kept = match record {
+            None => (now - f.found_at).to_std().unwrap_or_default() < KEEP_MISSED,
+            Some(r) => {
+                !matches!(r.status, Status::Done | Status::Skipped | Status::Cancelled)
+                    && (now - f.found_at).to_std().unwrap_or_default() < KEEP_LATE
+            }
+        };
+        if kept {
+            let mut f = f.clone();
+            if let Some(r) = record {
+                f.kind = Kind::Late;
+                f.status = Some(r.status);
+            }
+            findings.push(f);
+        }
+    }
+    findings.sort_by(|a, b| (a.scheduled_for, &a.name).cmp(&(b.scheduled_for, &b.name)));
+    findings.dedup_by(|a, b| a.key == b.key);
+    let mut dropped = previous.dropped;
+    if findings.len() > MOST_FINDINGS {
+        let excess = findings.len() - MOST_FINDINGS;
+        findings.drain(..excess);
+        dropped += excess as u64;
+    }
+    Settled {
+        ledger: Ledger {
+            checked_to: Some(now.max(previous.checked_to.unwrap_or(now))),
+            checks: previous.checks + 1,
+            findings,
+            dropped,
+        },
+        reported,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::expected;
+
+    const CATALOG: &str = r#"
+[jobs.hourly]
+owner = "data"
+deadline = "20m"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2026-01-01T00:00:00Z
+"#;
+
+    fn at(t: &str) -> DateTime<Utc> {
+        t.parse().unwrap()
+    }
+
+    fn catalog() -> Catalog {
+        Catalog::parse(CATALOG, "c.toml").unwrap()
+    }
+
+    const GRACE: Duration = Duration::from_secs(600);
+
+    fn record(key: &str, status: Status) -> ExecutionRecord {
+        let mut r = crate::accounting::run_of(key, "hourly", at("2026-06-01T00:00:00Z"));
+        r.status = status;
+        r
+    }
+
+    /// A check at `now` after `previous`, with `records` (key → status) in the store.
+    fn check(previous: &Ledger, now: &str, records: &[(&str, Status)]) -> Settled {
+        let now = at(now);
+        let since = since(Some(previous), None, now);
+        let from = span(&catalog(), GRACE, since);
+        let expected = expected(&catalog(), from, now, GRACE, |_| None);
+        let store: HashMap<String, ExecutionRecord> = records
+            .iter()
+            .map(|(k, s)| (k.to_string(), record(k, *s)))
+            .collect();
+        let earlier = previous
+            .findings
+            .iter()
+            .map(|f| (f.key.clone(), store.get(&f.key).cloned()))
+            .collect();
+        settle(previous, since, now, &expected, &store, &earlier)
+    }
+
+    fn keys(findings: &[Finding]) -> Vec<(Kind, &str)> {
+        findings.iter().map(|f| (f.kind, f.key.as_str())).collect()
+    }
+
+    #[test]
+    fn a_first_check_expects_nothing_before_it() {
+        let first = check(&Ledger::default(), "2026-06-01T05:07:00Z", &[]);
+        assert!(first.reported.is_empty(), "{first:#?}");
+        assert!(first.ledger.findings.is_empty());
+        assert_eq!(first.ledger.checked_to, Some(at("2026-06-01T05:07:00Z")));
+        assert_eq!(first.ledger.checks, 1);
+    }
+
+    #[test]
+    fn a_missed_firing_is_reported_once_and_listed_for_a_day() {
+        let start = check(&Ledger::default(), "2026-06-01T00:11:00Z", &[]).ledger;
+        // 01:00 has no record; it is missed from 01:10 (no window, 10 min grace).
+        let before = check(&start, "2026-06-01T01:09:00Z", &[]);
+        assert!(before.reported.is_empty());
+        let found = check(&before.ledger, "2026-06-01T01:12:00Z", &[]);
+        assert_eq!(
+            keys(&found.reported),
+            [(Kind::Missed, "hourly#2026-06-01T01:00:00Z")]
+        );
+        let again = check(&found.ledger, "2026-06-01T01:17:00Z", &[]);
+        assert!(again.reported.is_empty(), "reported once: {again:#?}");
+        assert_eq!(keys(&again.ledger.findings), keys(&found.reported));
+        assert_eq!(
+            again.ledger.findings[0].found_at,
+            at("2026-06-01T01:12:00Z")
+        );
+        // Every later hour is missed too; a day later, 01:00 is no longer listed.
+        let mut ledger = again.ledger;
+        let mut t = at("2026-06-01T01:17:00Z");
+        let mut reported = 1;
+        while t < at("2026-06-02T01:20:00Z") {
+            t += chrono::Duration::minutes(5);
+            let next = check(&ledger, &t.to_rfc3339(), &[]);
+            reported += next.reported.len();
+            ledger = next.ledger;
+        }
+        assert_eq!(reported, 25, "each hour's firing once");
+        assert!(
+            !ledger
+                .findings
+                .iter()
+                .any(|f| f.key == "hourly#2026-06-01T01:00:00Z"),
+            "{:#?}",
+            ledger.findings
+        );
+    }
+
+    #[test]
+    fn a_late_run_is_reported_once_and_no_longer_listed_once_done() {
+        let key = "hourly#2026-06-01T01:00:00Z";
+        let start = check(&Ledger::default(), "2026-06-01T00:55:00Z", &[]).ledger;
+        let running = check(&start, "2026-06-01T01:19:00Z", &[(key, Status::Running)]);
+        assert!(running.reported.is_empty());
+        let late = check(
+            &running.ledger,
+            "2026-06-01T01:24:00Z",
+            &[(key, Status::Running)],
+        );
+        assert_eq!(keys(&late.reported), [(Kind::Late, key)]);
+        let still = check(
+            &late.ledger,
+            "2026-06-01T01:29:00Z",
+            &[(key, Status::Retrying)],
+        );
+        assert!(still.reported.is_empty());
+        assert_eq!(still.ledger.findings[0].status, Some(Status::Retrying));
+        // Long after the check's span has moved on, the run ends DONE: no longer listed.
+        let mut ledger = still.ledger;
+        let mut t = at("2026-06-01T01:29:00Z");
+        let records = |t: DateTime<Utc>| {
+            let status = if t < at("2026-06-01T09:00:00Z") {
+                Status::Running
+            } else {
+                Status::Done
+            };
+            vec![
+                (key, status),
+                ("hourly#2026-06-01T02:00:00Z", Status::Done),
+                ("hourly#2026-06-01T03:00:00Z", Status::Done),
+                ("hourly#2026-06-01T04:00:00Z", Status::Done),
+                ("hourly#2026-06-01T05:00:00Z", Status::Done),
+                ("hourly#2026-06-01T06:00:00Z", Status::Done),
+                ("hourly#2026-06-01T07:00:00Z", Status::Done),
+                ("hourly#2026-06-01T08:00:00Z", Status::Done),
+                ("hourly#2026-06-01T09:00:00Z", Status::Done),
+            ]
+        };
+        while t < at("2026-06-01T09:30:00Z") {
+            t += chrono::Duration::minutes(5);
+            let next = check(&ledger, &t.to_rfc3339(), &records(t));
+            assert!(next.reported.is_empty(), "{t}: {next:#?}");
+            if t < at("2026-06-01T09:00:00Z") {
+                assert_eq!(keys(&next.ledger.findings), [(Kind::Late, key)], "{t}");
+            }
+            ledger = next.ledger;
+        }
+        assert!(ledger.findings.is_empty(), "{:#?}", ledger.findings);
+    }
+
+    #[test]
+    fn a_missed_firing_whose_run_comes_after_all_is_listed_late_until_done() {
+        let key = "hourly#2026-06-01T01:00:00Z";
+        let start = check(&Ledger::default(), "2026-06-01T00:55:00Z", &[]).ledger;
+        let missed = check(&start, "2026-06-01T01:15:00Z", &[]);
+        assert_eq!(keys(&missed.reported), [(Kind::Missed, key)]);
+        // The scheduler's retry delivers it at last; it runs past its deadline.
+        let late = check(
+            &missed.ledger,
+            "2026-06-01T01:25:00Z",
+            &[(key, Status::Running)],
+        );
+        assert_eq!(keys(&late.ledger.findings), [(Kind::Late, key)]);
+        assert!(
+            late.reported.is_empty(),
+            "the same firing, reported once: {late:#?}"
+        );
+    }
+
+    #[test]
+    fn a_check_never_reaches_back_further_than_its_longest_span() {
+        let old = Ledger {
+            checked_to: Some(at("2026-05-01T00:00:00Z")),
+            ..Ledger::default()
+        };
+        let now = at("2026-06-01T00:00:00Z");
+        assert_eq!(
+            since(Some(&old), None, now),
+            now - chrono::Duration::from_std(LONGEST_SPAN).unwrap()
+        );
+        assert_eq!(since(None, None, now), now);
+        let asked = at("2026-05-31T12:00:00Z");
+        assert_eq!(since(Some(&old), Some(asked), now), asked);
+    }
+
+    #[test]
+    fn the_longest_wait_is_the_longest_deadline_or_window_and_grace() {
+        assert_eq!(
+            longest_wait(&catalog(), GRACE),
+            Duration::from_secs(20 * 60)
+        );
+        assert_eq!(
+            longest_wait(&catalog(), Duration::from_secs(3600)),
+            Duration::from_secs(3600)
+        );
+    }
+}

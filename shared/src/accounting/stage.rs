@@ -1,0 +1,209 @@
+//! The accountant's reading of a stage: the firings the catalog expected in a window
+//! ([`super::expected`]), each looked up among its job's (or chain's) records through the
+//! `by-job` index ([`DynamoStore::scheduled_between`]: one query per name, paged by
+//! scheduled time; nothing scans the table), and what is missed or late at `now` ([`account`]); and the check the stage
+//! runs every few minutes ([`check`]), which carries its judgement from one check to the
+//! next in the ledger ([`crate::accounting::ledger`]) so each firing is reported once.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::ledger::{self, Finding};
+use super::{Expected, Verdict};
+use crate::catalog::Catalog;
+use crate::store::{DynamoStore, ExecutionRecord, PauseRecord, Status, StoreError};
+
+/// How long after its flexible window a firing may still arrive before it is missed: the
+/// scheduler's delivery retries and a queue that is behind.
+pub const GRACE: Duration = Duration::from_secs(10 * 60);
+
+/// A firing that is missed or late.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unaccounted {
+    /// The job's or chain's name.
+    pub name: String,
+    /// Its run's key (`<name>#<scheduled time>`).
+    pub key: String,
+    /// When it was due.
+    pub scheduled_for: String,
+    /// When it had to be DONE.
+    pub due_by: String,
+    /// Its record's status; None when it has none (missed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+}
+
+/// The stage's firings in a window, accounted for.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Account {
+    /// Firings the catalog expected.
+    pub expected: usize,
+    /// Expected, with no record past their window and grace.
+    pub missed: Vec<Unaccounted>,
+    /// Recorded, not DONE past their deadline.
+    pub late: Vec<Unaccounted>,
+    /// Queries made (one page each).
+    pub queries: usize,
+}
+
+/// The firings due in `[from, to)` accounted for at `now`; a job paused now is not expected
+/// from its pause on.
+pub async fn account(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    now: DateTime<Utc>,
+    paused: &[PauseRecord],
+) -> Result<Account, StoreError> {
+    let span = read_span(store, catalog, from, to, paused).await?;
+    let mut account = Account {
+        expected: span.expected.len(),
+        queries: span.queries,
+        ..Account::default()
+    };
+    for e in &span.expected {
+        let record = span.found.get(&e.key);
+        match super::verdict(e, record, now) {
+            Verdict::Missed => account.missed.push(unaccounted(e, None)),
+            Verdict::Late => account.late.push(unaccounted(e, record.map(|r| r.status))),
+            Verdict::NotYet | Verdict::Running | Verdict::Accounted => {}
+        }
+    }
+    Ok(account)
+}
+
+/// The firings expected in `[from, to)` and their records, by key.
+struct Span {
+    expected: Vec<Expected>,
+    found: HashMap<String, ExecutionRecord>,
+    queries: usize,
+}
+
+async fn read_span(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    paused: &[PauseRecord],
+) -> Result<Span, StoreError> {
+    let paused_since = |name: &str| {
+        paused
+            .iter()
+            .find(|p| p.job == name)
+            .and_then(|p| DateTime::parse_from_rfc3339(&p.at).ok())
+            .map(|at| at.with_timezone(&Utc))
+    };
+    let expected = super::expected(catalog, from, to, GRACE, paused_since);
+    let mut names: Vec<&str> = expected.iter().map(|e| e.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut queries = 0;
+    let mut found: HashMap<String, ExecutionRecord> = HashMap::new();
+    for name in names {
+        let (records, pages) = store.scheduled_between(name, from, to).await?;
+        queries += pages;
+        for r in records {
+            // A job with a key template runs its firings under other keys: its record is
+            // found by job and scheduled time instead (the key a firing has without one).
+            let derived = DateTime::parse_from_rfc3339(&r.scheduled_for).map(|t| {
+                format!(
+                    "{}#{}",
+                    r.job,
+                    crate::envelope::format_instant(&t.with_timezone(&Utc))
+                )
+            });
+            if let Ok(derived) = derived
+                && derived != r.execution_key
+            {
+                found.entry(derived).or_insert_with(|| r.clone());
+            }
+            found.insert(r.execution_key.clone(), r);
+        }
+    }
+    Ok(Span {
+        expected,
+        found,
+        queries,
+    })
+}
+
+/// One check of a stage.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Firings that turned missed or late after `since` were judged.
+    pub since: DateTime<Utc>,
+    /// When the check ran.
+    pub now: DateTime<Utc>,
+    /// Firings expected in the span the check read.
+    pub expected: usize,
+    /// Firings found missed or late by this check: each reported once (the metrics).
+    pub reported: Vec<Finding>,
+    /// Every firing missed or late now (`schedkit status`).
+    pub findings: Vec<Finding>,
+    /// DynamoDB requests the check made.
+    pub requests: usize,
+    /// False when another check wrote the ledger first: it reports this span, and this
+    /// check reports nothing.
+    pub written: bool,
+}
+
+/// Checks the stage at `now`: the firings that turned missed or late since the last check
+/// (or since `override_since`, to account a span again), with the ledger carried forward
+/// and written back only if no other check wrote it meanwhile.
+pub async fn check(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+    override_since: Option<DateTime<Utc>>,
+) -> Result<Check, StoreError> {
+    let previous = store.ledger().await?;
+    let since = ledger::since(previous.as_ref(), override_since, now);
+    let previous = previous.unwrap_or_default();
+    let from = ledger::span(catalog, GRACE, since);
+    let names = catalog.jobs.keys().chain(catalog.chains.keys());
+    let paused: Vec<PauseRecord> = store
+        .pauses()
+        .of(names.map(String::as_str))
+        .await?
+        .into_values()
+        .collect();
+    let span = read_span(store, catalog, from, now, &paused).await?;
+    let mut requests = 2 + span.queries + (catalog.jobs.len() + catalog.chains.len()).div_ceil(50);
+    let mut earlier = HashMap::new();
+    for f in &previous.findings {
+        if f.scheduled_for < from {
+            earlier.insert(f.key.clone(), store.get(&f.key).await?);
+            requests += 1;
+        }
+    }
+    let settled = ledger::settle(&previous, since, now, &span.expected, &span.found, &earlier);
+    let written = store.put_ledger(&settled.ledger, previous.checks).await?;
+    Ok(Check {
+        since,
+        now,
+        expected: span.expected.len(),
+        reported: if written {
+            settled.reported
+        } else {
+            Vec::new()
+        },
+        findings: settled.ledger.findings,
+        requests,
+        written,
+    })
+}
+
+fn unaccounted(e: &Expected, status: Option<Status>) -> Unaccounted {
+    let text = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Unaccounted {
+        name: e.name.clone(),
+        key: e.key.clone(),
+        scheduled_for: text(e.scheduled_for),
+        due_by: text(e.due_by),
+        status,
+    }
+}
