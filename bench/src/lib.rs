@@ -2,6 +2,7 @@
 //! parts of `peer-bench` (`make bench`): the sides, each measurement, the cost model and
 //! the report.
 
+pub mod accountant;
 pub mod cost;
 pub mod flow_control;
 pub mod head_of_line;

@@ -315,7 +315,9 @@ async fn a_catalog_with_a_past_one_time_job_breaks_no_command() {
             .replace(
                 "expression = \"rate(6 hours)\"",
                 "expression = \"at(2020-03-01T02:00:00)\"",
-            );
+            )
+            // A one-time schedule has no start.
+            .replace("start = 2026-01-01T00:00:00Z\n", "");
         assert!(text.contains("at(2020-03-01T02:00:00)"));
         text
     });

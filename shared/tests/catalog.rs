@@ -111,9 +111,50 @@ expression = "at(2099-03-01T02:00:00)"
 }
 
 #[test]
+fn a_rate_without_a_start_is_warned_of_its_phase_the_accountant_cannot_know() {
+    let text = r#"
+[jobs.drifting]
+owner = "data"
+[jobs.drifting.schedule]
+expression = "rate(6 hours)"
+
+[jobs.anchored]
+owner = "data"
+[jobs.anchored.schedule]
+expression = "rate(6 hours)"
+start = 2026-01-01T00:00:00Z
+"#;
+    let catalog = Catalog::parse(text, "c.toml").unwrap_or_else(|e| panic!("{e}"));
+    let warnings: Vec<String> = catalog.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(
+            "c.toml: job `drifting`: field `schedule.start`: rate(6 hours) without a start"
+        ) && warnings[0].contains("the accountant does not expect its firings"),
+        "{}",
+        warnings[0]
+    );
+    let day = |t: &str| t.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+    let expected = schedkit::accounting::expected(
+        &catalog,
+        day("2026-06-01T00:00:00Z"),
+        day("2026-06-02T00:00:00Z"),
+        std::time::Duration::from_secs(600),
+        |_| None,
+    );
+    assert_eq!(
+        expected.len(),
+        4,
+        "the anchored one's four, none of the other"
+    );
+    assert!(expected.iter().all(|e| e.name == "anchored"));
+}
+
+#[test]
 fn the_shipped_catalog_is_valid() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml");
     let catalog = Catalog::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(catalog.warnings.is_empty(), "{:?}", catalog.warnings);
     let names: Vec<_> = catalog.jobs.keys().map(String::as_str).collect();
     assert_eq!(
         names,

@@ -25,7 +25,14 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                 ])
                 .args(["--cold-starts", "1", "--batches", "1", "--letters", "40"])
                 .args(["--redrive-rounds", "1", "--hol-shorts", "20"])
-                .args(["--hol-long-seconds", "3", "--flow-runs", "30", "--out"])
+                .args(["--hol-long-seconds", "3", "--flow-runs", "30"])
+                .args([
+                    "--accountant-jobs",
+                    "12",
+                    "--accountant-rounds",
+                    "1",
+                    "--out",
+                ])
                 .arg(&out)
                 .env("AWS_ENDPOINT_URL", endpoint())
                 .output()
@@ -56,6 +63,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "Selective DLQ redrive of 40 letters",
         "One polling worker: 20 one-second jobs beside one 3 s job",
         "Flow control: 30 runs of a 50 ms job",
+        "The accountant: a catalog of 12 scheduled jobs",
         "Cost per million jobs",
     ] {
         assert!(

@@ -2,19 +2,21 @@
 //! and idempotency utilities as their docs show, `bench/peer/`) on the same LocalStack,
 //! alternating so that drift cancels, and its selective DLQ redrive against a one-by-one
 //! loop; what a flow-control limit costs in throughput and requests (the peer has none);
+//! what the accountant's check costs on a catalog of 300 scheduled jobs (the peer has none);
 //! then the cost per million jobs on AWS from what was measured. Writes
 //! `bench/results.md` and `bench/results.json` (`bench/chart.py` draws `results.png`).
 //!
 //! ```text
 //! functions/package.sh --release worker && cargo run --release -p schedkit-bench --bin peer-bench -- \
 //!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000] \
-//!     [--flow-runs 300]
+//!     [--flow-runs 300] [--accountant-jobs 300]
 //! ```
 //! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
 use std::path::PathBuf;
 
 use clap::Parser;
+use schedkit_bench::accountant;
 use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
 use schedkit_bench::flow_control;
 use schedkit_bench::head_of_line::{self, Receiving};
@@ -63,6 +65,13 @@ struct Args {
     /// per tenant); 0 leaves the section out.
     #[arg(long, default_value_t = 300)]
     flow_runs: usize,
+    /// The accountant: scheduled (hourly) jobs in the catalog its check reads, with a day
+    /// of their runs in the table; 0 leaves the section out.
+    #[arg(long, default_value_t = 300)]
+    accountant_jobs: usize,
+    /// The accountant: checks of each span (5 minutes, a day), alternating.
+    #[arg(long, default_value_t = 3)]
+    accountant_rounds: usize,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
     /// `--profiler` and write its profile to this file.
     #[arg(long)]
@@ -128,6 +137,8 @@ async fn main() -> anyhow::Result<()> {
     };
     let hol = head_of_line::run(&stack, hol_plan, args.hol_rounds).await?;
     let flow = flow_control::run(&stack, &wire, args.flow_runs).await?;
+    let accounting =
+        accountant::run(&stack, &wire, args.accountant_jobs, args.accountant_rounds).await?;
 
     let n = t.deliveries;
     let records = stack.table.clone();
@@ -371,7 +382,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -380,6 +391,7 @@ async fn main() -> anyhow::Result<()> {
             args.hol_shorts,
             args.hol_long_seconds,
             args.flow_runs,
+            args.accountant_jobs,
             if args.worker_profile == "release" {
                 String::new()
             } else {
@@ -389,7 +401,8 @@ async fn main() -> anyhow::Result<()> {
         date: chrono::Utc::now().format("%Y-%m-%d").to_string(),
         machine: machine(),
         // A section whose runs were left out (`--rounds 0`, `--cold-starts 0`,
-        // `--redrive-rounds 0`, `--flow-runs 0`; the cost needs the first two) is not
+        // `--redrive-rounds 0`, `--flow-runs 0`, `--accountant-jobs 0`; the cost needs the
+        // first two) is not
         // reported.
         sections: [
             throughput_section,
@@ -397,6 +410,7 @@ async fn main() -> anyhow::Result<()> {
             redrive_section,
             head_of_line_section,
             flow.section(Side::Powertools.label()),
+            accounting.section(Side::Powertools.label()),
             cost_section,
         ]
         .into_iter()

@@ -123,7 +123,49 @@ async fn main() -> anyhow::Result<()> {
     let elapsed = started.elapsed();
 
     report(&stack, &workers, elapsed, burst.len() + firings + 1).await?;
-    operate(&args, &stack, &worker_bin).await
+    operate(&args, &stack, &worker_bin).await?;
+    account_day(&stack, args.catalog(), day).await
+}
+
+/// The accountant's view of the fast-forwarded day, as its check would see it once every
+/// firing's deadline has passed: each firing the catalog expected, and its run.
+async fn account_day(
+    stack: &Stack,
+    catalog: &std::path::Path,
+    day: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    use schedkit::accounting::{expected, ledger, stage};
+    let catalog = Catalog::load(catalog).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let end = day + chrono::Duration::days(1);
+    let judged_at = end + chrono::Duration::from_std(ledger::longest_wait(&catalog, stage::GRACE))?;
+    println!(
+        "\n== the accountant: every firing the catalog expected on {}, checked as at {}",
+        day.format("%a %Y-%m-%d"),
+        judged_at.format("%Y-%m-%d %H:%M UTC")
+    );
+    let check = stage::check(&stack.store(), &catalog, judged_at, Some(day)).await?;
+    let mut per_name: BTreeMap<String, usize> = BTreeMap::new();
+    for e in expected(&catalog, day, end, stage::GRACE, |_| None) {
+        *per_name.entry(e.name).or_default() += 1;
+    }
+    for (name, n) in &per_name {
+        let unaccounted = check.findings.iter().filter(|f| &f.name == name).count();
+        println!(
+            "  {name:<14} {n:>2} expected, {:>2} accounted for, {unaccounted} missed or late",
+            n - unaccounted
+        );
+    }
+    anyhow::ensure!(
+        check.findings.is_empty(),
+        "firings unaccounted for: {:#?}",
+        check.findings
+    );
+    println!(
+        "every expected firing accounted for: {} expected, 0 missed, 0 late ({} DynamoDB requests)",
+        per_name.values().sum::<usize>(),
+        check.requests
+    );
+    Ok(())
 }
 
 /// The month-end chain run the demo fires (`fire month-end --key ...`).

@@ -62,6 +62,7 @@ pub(super) fn check_schedule(
     if !(60..=86_400).contains(&sched.max_event_age_seconds) {
         fail("schedule.max_event_age_seconds", "must be 60-86400".into());
     }
+    warn_of_an_unknown_phase(sched, expression.as_ref(), report);
     let mut schedule = Schedule::new(expression?, tz?);
     schedule.start = sched.start;
     schedule.end = sched.end;
@@ -84,6 +85,29 @@ pub(super) fn check_schedule(
         );
     }
     Some(schedule)
+}
+
+/// A rate without a start runs on the phase of its schedule's creation: nothing the
+/// catalog says, so the accountant cannot expect its firings. A warning, not an error:
+/// the schedule works, only its missed runs would go unnoticed.
+fn warn_of_an_unknown_phase(
+    sched: &ScheduleSpec,
+    expression: Option<&ScheduleExpression>,
+    report: &mut dyn FnMut(bool, &str, String),
+) {
+    if sched.enabled
+        && sched.start.is_none()
+        && expression.is_some_and(|e| matches!(e.kind, crate::schedule::Expression::Rate(_)))
+    {
+        report(
+            true,
+            "schedule.start",
+            format!(
+                "{} without a start fires on the phase of the moment its schedule is created, which the catalog cannot know: the accountant does not expect its firings (missed runs go unnoticed); give it a `start`",
+                sched.expression
+            ),
+        );
+    }
 }
 
 /// Schedule and group names: 1-64 of `[0-9a-zA-Z-_.]`.

@@ -1,0 +1,269 @@
+//! The accountant (issue 26): what a check of a stage costs. A catalog of `jobs` hourly
+//! jobs (each at its own minute), a day of their runs DONE in the table, and the check
+//! run as the stage runs it: every 5 minutes (its span is the 5 minutes and the longest
+//! deadline before them: only the jobs with a firing in it are read), and once over the
+//! whole day (a check after the accountant was down, or `worker --account --account-since`).
+//! DynamoDB requests counted on the wire, milliseconds by the clock, per check and per
+//! expected firing. Powertools for AWS Lambda has no accountant: the peer's cells say so.
+
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use schedkit::accounting::stage::check;
+use schedkit::catalog::Catalog;
+use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
+use schedkit::{DynamoStore, ExecutionRecord};
+use schedkit_testkit::Stack;
+
+use crate::report::{Better, Row, Section};
+use crate::stats::median;
+use crate::throughput;
+use crate::wire::WireCounter;
+
+/// What the peer's cells say.
+pub const PEER_HAS_NONE: &str = "none (the peer has no accountant)";
+
+/// The two spans a check reads.
+const CASES: [(&str, TimeDelta); 2] = [
+    ("a check every 5 minutes", TimeDelta::minutes(5)),
+    ("one check over the day", TimeDelta::hours(24)),
+];
+
+/// One case's figures, one sample per round.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    pub ms: Vec<f64>,
+    pub requests: Vec<f64>,
+    pub expected: Vec<f64>,
+}
+
+/// Both cases (none with `--accountant-jobs 0`).
+#[derive(Debug, Clone, Default)]
+pub struct AccountantCost {
+    pub jobs: usize,
+    pub records: usize,
+    pub cases: Vec<(&'static str, Measured)>,
+}
+
+/// The catalog: `jobs` hourly jobs, job `i` at minute `i % 60`, anchored in UTC.
+fn catalog(jobs: usize) -> String {
+    (0..jobs)
+        .map(|i| {
+            format!(
+                "[jobs.hourly-{i}]\nowner = \"bench\"\n[jobs.hourly-{i}.schedule]\nexpression = \"cron({} * * * ? *)\"\n\n",
+                i % 60
+            )
+        })
+        .collect()
+}
+
+/// A DONE record, as the worker writes one: claimed and finished through the store.
+async fn done_record(store: &DynamoStore) -> anyhow::Result<ExecutionRecord> {
+    let now = Utc::now();
+    let claim = ClaimRequest {
+        key: "bench-template".into(),
+        job: "template".into(),
+        scheduled_for: now.to_rfc3339(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: None,
+        owner: "bench:1".into(),
+        now,
+        lease: Duration::from_secs(60),
+        retention: Duration::from_secs(30 * 86_400),
+        redrive: None,
+    };
+    let ClaimOutcome::Claimed { record, .. } = store.claim(&claim).await? else {
+        anyhow::bail!("the template record was not claimed");
+    };
+    let finish = Finish::Succeeded {
+        result: serde_json::json!({"rows": 1}),
+    };
+    store.finish(&record, &finish, now).await?;
+    store
+        .get("bench-template")
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("the template record is gone"))
+}
+
+/// Writes a DONE record for every firing of the catalog in the day before `now`.
+async fn a_day_of_records(
+    stack: &Stack,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+) -> anyhow::Result<usize> {
+    let template = done_record(&stack.store()).await?;
+    let firings = schedkit::accounting::expected(
+        catalog,
+        now - TimeDelta::hours(25),
+        now,
+        Duration::ZERO,
+        |_| None,
+    );
+    let mut items: Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> =
+        Vec::with_capacity(firings.len());
+    for f in &firings {
+        let mut r = template.clone();
+        r.execution_key = f.key.clone();
+        r.job = f.name.clone();
+        r.scheduled_for = f
+            .scheduled_for
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        items.push(serde_dynamo::to_item(&r)?);
+    }
+    let mut writes = tokio::task::JoinSet::new();
+    for chunk in items.chunks(25) {
+        let requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|item| {
+                WriteRequest::builder()
+                    .put_request(
+                        PutRequest::builder()
+                            .set_item(Some(item.clone()))
+                            .build()
+                            .unwrap(),
+                    )
+                    .build()
+            })
+            .collect();
+        let (ddb, table) = (stack.ddb.clone(), stack.table.clone());
+        writes.spawn(async move {
+            let mut pending = requests;
+            while !pending.is_empty() {
+                let out = ddb
+                    .batch_write_item()
+                    .request_items(&table, pending)
+                    .send()
+                    .await?;
+                pending = out
+                    .unprocessed_items
+                    .and_then(|mut u| u.remove(&table))
+                    .unwrap_or_default();
+            }
+            anyhow::Ok(())
+        });
+        if writes.len() >= 8
+            && let Some(done) = writes.join_next().await
+        {
+            done??;
+        }
+    }
+    while let Some(done) = writes.join_next().await {
+        done??;
+    }
+    Ok(firings.len())
+}
+
+/// Measures each case `rounds` times, alternating, on a table of its own.
+pub async fn run(
+    stack: &Stack,
+    wire: &WireCounter,
+    jobs: usize,
+    rounds: usize,
+) -> anyhow::Result<AccountantCost> {
+    let mut out = AccountantCost {
+        jobs,
+        ..AccountantCost::default()
+    };
+    if jobs == 0 {
+        return Ok(out);
+    }
+    stack.reset().await?;
+    let catalog = Catalog::parse(&catalog(jobs), "bench.toml")?;
+    let now = Utc::now().duration_trunc(TimeDelta::minutes(1))?;
+    out.records = a_day_of_records(stack, &catalog, now).await?;
+    println!(
+        "accountant: {jobs} hourly jobs, {} DONE records of a day",
+        out.records
+    );
+    let ddb = stack
+        .ddb
+        .config()
+        .to_builder()
+        .endpoint_url(wire.endpoint())
+        .build();
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::from_conf(ddb), &stack.table);
+    let mut cases: Vec<(&'static str, Measured)> = CASES
+        .iter()
+        .map(|(label, _)| (*label, Measured::default()))
+        .collect();
+    for round in 0..rounds {
+        for (i, (_, span)) in CASES.iter().enumerate() {
+            // Each round a minute later, so the 5-minute spans read different jobs.
+            let at = now + TimeDelta::minutes(round as i64);
+            wire.take();
+            let started = Instant::now();
+            let found = check(&store, &catalog, at, Some(at - *span)).await?;
+            let ms = started.elapsed().as_secs_f64() * 1000.0;
+            let counts = wire.take();
+            anyhow::ensure!(
+                found.findings.is_empty(),
+                "every firing has its DONE run, yet: {:?}",
+                found.findings
+            );
+            let requests = throughput::per(&counts, 1, throughput::dynamodb);
+            let m = &mut cases[i].1;
+            m.ms.push(ms);
+            m.requests.push(requests);
+            m.expected.push(found.expected as f64);
+        }
+    }
+    for (label, m) in &cases {
+        println!(
+            "  {label:<26} {:>7.1} ms, {:>5.0} DynamoDB requests, {:>5.0} firings in its span",
+            median(&m.ms),
+            median(&m.requests),
+            median(&m.expected)
+        );
+    }
+    out.cases = cases;
+    Ok(out)
+}
+
+impl AccountantCost {
+    /// The report's section; `theirs` is the peer's column title.
+    pub fn section(&self, theirs: &str) -> Section {
+        let mut rows = Vec::new();
+        for (label, m) in &self.cases {
+            let per = |values: &[f64]| -> Vec<f64> {
+                values
+                    .iter()
+                    .zip(&m.expected)
+                    .map(|(v, e)| v / e.max(1.0))
+                    .collect()
+            };
+            let row = |name: &str, digits, samples: Vec<f64>| {
+                Row::new(format!("{label}: {name}"), digits, Better::Lower)
+                    .ours_only(samples, PEER_HAS_NONE)
+            };
+            rows.push(row("milliseconds per check", 1, m.ms.clone()));
+            rows.push(row("DynamoDB requests per check", 0, m.requests.clone()));
+            rows.push(row("firings in the check's span", 0, m.expected.clone()));
+            rows.push(row("milliseconds per expected firing", 3, per(&m.ms)));
+            rows.push(row(
+                "DynamoDB requests per expected firing",
+                3,
+                per(&m.requests),
+            ));
+        }
+        Section {
+            title: format!(
+                "The accountant: a catalog of {} scheduled jobs, a day of their runs",
+                self.jobs
+            ),
+            ours: "schedkit (the accountant's check, in this process)".into(),
+            theirs: theirs.into(),
+            rows,
+            notes: vec![
+                format!(
+                    "{} hourly jobs, each at its own minute, and a DONE record for each of their {} firings of the day before the check. The check reads its ledger, the jobs' pauses (one BatchGetItem per 50 jobs), each job with a firing in its span through the `by-job` index (one query, one page here), and writes its ledger: nothing scans the table.",
+                    self.jobs, self.records
+                ),
+                "Every 5 minutes: the span is the 5 minutes since the last check and, before them, the longest a firing may be waited for (the longest deadline; here the default, the retry policy's worst case), so about a fifth of the jobs are read. Over the day: one check judging 24 hours at once, as after the accountant was down or with `worker --account --account-since`.".into(),
+                "Requests counted on the wire (the counting forwarder); milliseconds by the clock around the check, against LocalStack on this machine: DynamoDB's own latency on AWS differs.".into(),
+                "Powertools for AWS Lambda has no accountant (no check that scheduled runs happened): its cells say none.".into(),
+            ],
+        }
+    }
+}
