@@ -11,7 +11,11 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_init();
     let stage = cli.globals.target.stage.clone();
-    match run(cli).await {
+    // Traces (a `fire`'s trigger span) when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    schedkit::telemetry::traces::init_exporter();
+    let result = run(cli).await;
+    let _ = tokio::task::spawn_blocking(schedkit::telemetry::traces::shutdown).await;
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // `{:#}` prints the whole chain of causes on one line, never a backtrace.

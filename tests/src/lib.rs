@@ -8,6 +8,7 @@ pub mod counter;
 pub mod graph;
 pub mod lambda;
 pub mod lane_tables;
+pub mod otlp;
 pub mod private;
 pub mod processes;
 pub mod proxy;

@@ -10,6 +10,17 @@ use crate::stack::Stack;
 /// A worker process polling `stack`'s queue with the catalog `catalog`, killed when dropped;
 /// its log at `target/<area>/<stage>-<name>.log`.
 pub fn worker(stack: &Stack, catalog: &Path, area: &str, name: &str) -> Child {
+    worker_with(stack, catalog, area, name, &[])
+}
+
+/// [`worker`] with more environment (`env`: an OTLP endpoint, say).
+pub fn worker_with(
+    stack: &Stack,
+    catalog: &Path,
+    area: &str,
+    name: &str,
+    env: &[(String, String)],
+) -> Child {
     let logs = crate::target_dir().join(area);
     std::fs::create_dir_all(&logs).unwrap();
     let log = std::fs::File::create(logs.join(format!("{}-{name}.log", stack.name))).unwrap();
@@ -17,6 +28,7 @@ pub fn worker(stack: &Stack, catalog: &Path, area: &str, name: &str) -> Child {
         .args(["--wait-seconds", "1"])
         .envs(stack.worker_env())
         .env("SCHEDKIT_CATALOG", catalog)
+        .envs(env.iter().cloned())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .kill_on_drop(true)
@@ -27,6 +39,16 @@ pub fn worker(stack: &Stack, catalog: &Path, area: &str, name: &str) -> Child {
 /// The console's JSON answer to `args` on `stack` with the catalog `catalog` (its audit
 /// trail's file copy in the temporary folder), asserting it succeeds.
 pub fn console_json(stack: &Stack, catalog: &Path, args: &[&str]) -> serde_json::Value {
+    console_json_with(stack, catalog, args, &[])
+}
+
+/// [`console_json`] with more environment.
+pub fn console_json_with(
+    stack: &Stack,
+    catalog: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+) -> serde_json::Value {
     let audit = std::env::temp_dir().join(format!("{}-audit.jsonl", stack.name));
     let out = std::process::Command::new(crate::binary("schedkit"))
         .args(args)
@@ -34,6 +56,7 @@ pub fn console_json(stack: &Stack, catalog: &Path, args: &[&str]) -> serde_json:
         .envs(stack.worker_env())
         .env("SCHEDKIT_CATALOG", catalog)
         .env("SCHEDKIT_AUDIT_LOG", audit)
+        .envs(env.iter().cloned())
         .output()
         .expect("the console runs");
     assert!(

@@ -96,6 +96,10 @@ mod store_contract;
 /// The store against a reference model: random claims, heartbeats, finishes, commits,
 /// expiries and redrives from owners with skewed clocks agree step by step.
 mod store_model;
+/// Traces: the shipped month-end chain fired through the console and run by a worker
+/// process exports one trace to the test kit's OTLP receiver, from the trigger to the last
+/// step, every parent right, the retries and the dead letter as spans.
+mod traces;
 /// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
 /// batch response.
 mod worker_lambda_mode;

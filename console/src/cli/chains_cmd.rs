@@ -276,6 +276,7 @@ fn tree(view: &ChainView) -> String {
             ));
         }
     }
+    out.push_str(&format!("trace id {}\n", view.trace_id));
     out.push_str(&format!(
         "scheduled for {}; started {}; {}\n",
         view.scheduled_for,

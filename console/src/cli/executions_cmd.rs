@@ -272,8 +272,20 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
                 .await
                 .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?
                 .ok_or_else(|| UsageError(format!("no execution `{key}` in {table}")))?;
+            let trace_id = schedkit::telemetry::trace_ids::of_record(&record);
             if cli.output == Output::Json {
-                println!("{}", serde_json::to_string_pretty(&record)?);
+                /// The record as stored, and its trace's id.
+                #[derive(serde::Serialize)]
+                struct Shown<'a> {
+                    #[serde(flatten)]
+                    record: &'a schedkit::ExecutionRecord,
+                    trace_id: &'a str,
+                }
+                let shown = Shown {
+                    record: &record,
+                    trace_id: &trace_id,
+                };
+                println!("{}", serde_json::to_string_pretty(&shown)?);
                 return Ok(());
             }
             let now = chrono::Utc::now().timestamp_millis();
@@ -290,6 +302,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
             line("job", record.job.clone());
             line("scheduled for", record.scheduled_for.clone());
             line("status", style::status(record.status));
+            line("trace id", trace_id);
             line(
                 "attempts",
                 match record.status {

@@ -139,7 +139,10 @@ pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
         serde_json::json!({"job": name, "scheduled_for": when, "key": envelope.key, "queue": queue_url}),
     )
     .await?;
-    let enqueued = one_off::enqueue(&sdk, &target, &envelope, now).await;
+    // The trigger's span in the run's trace (when traces are on): its deliveries hang
+    // under it.
+    let trigger = schedkit::telemetry::traces::trigger(&format!("fire {name}"), &key, &key);
+    let enqueued = one_off::enqueue_traced(&sdk, &target, &envelope, now, trigger.as_ref()).await;
     audited
         .end(&enqueued.as_ref().map(|e| format!("{e:?}")), None)
         .await;

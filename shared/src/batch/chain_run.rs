@@ -8,7 +8,7 @@ use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
-use crate::telemetry::{Event, Transition};
+use crate::telemetry::{Event, Transition, traces};
 
 impl Processor {
     /// A chain run's trigger or end: the key it concerns and the message's outcome.
@@ -19,6 +19,7 @@ impl Processor {
         envelope: &Envelope,
     ) -> (Option<String>, Outcome) {
         let now = self.inner.config.clock.now();
+        let began = std::time::SystemTime::now();
         let store = self.inner.store.as_ref();
         let done = chains
             .handle_run(store, envelope, ctx.body(), ctx.message_id(), now)
@@ -43,6 +44,8 @@ impl Processor {
         match done {
             RunMessage::Started { key } => {
                 emit(&key, Event::ChainStarted);
+                let carried = ctx.delivery.carried_span();
+                traces::chain_event(job, &key, "chain start", carried, began, None);
                 (Some(key), Outcome::Succeeded)
             }
             RunMessage::AlreadyStarted { key } | RunMessage::AlreadyEnded { key, stale: false } => {
@@ -59,6 +62,9 @@ impl Processor {
             }
             RunMessage::Ended { key, paused } => {
                 emit(&key, Event::ChainEnded { paused });
+                let end = if paused { "chain paused" } else { "chain done" };
+                let start = std::time::SystemTime::from(envelope.scheduled_for);
+                traces::chain_event(job, &key, end, None, began, Some(start));
                 (Some(key), Outcome::Succeeded)
             }
             RunMessage::Unavailable { key, error } => {

@@ -39,14 +39,30 @@ pub struct Delivery {
     /// How many times this copy was received (SQS's `ApproximateReceiveCount`; 1 when
     /// the source did not say).
     pub receive_count: u32,
-    /// Its message attributes: a redrive's mark, a waiting run's count, a copy's origin.
+    /// Its message attributes: a redrive's mark, a waiting run's count, a copy's origin,
+    /// the trigger's `traceparent`.
     pub attributes: BTreeMap<String, Attribute>,
+    /// SQS's `AWSTraceHeader` system attribute (X-Ray), when the sender traced.
+    pub trace_header: Option<String>,
 }
 
 impl Delivery {
     /// The text of a string or number attribute.
     pub fn text(&self, name: &str) -> Option<&str> {
         self.attributes.get(name)?.string.as_deref()
+    }
+
+    /// The trigger's span this copy carries: its `traceparent` attribute, else the X-Ray
+    /// header SQS passed on.
+    pub(crate) fn carried_span(&self) -> Option<crate::telemetry::trace_ids::RemoteSpan> {
+        use crate::telemetry::trace_ids::{RemoteSpan, TRACEPARENT};
+        self.text(TRACEPARENT)
+            .and_then(RemoteSpan::parse_traceparent)
+            .or_else(|| {
+                self.trace_header
+                    .as_deref()
+                    .and_then(RemoteSpan::parse_xray)
+            })
     }
 
     /// The id of the delivery this copy stands for: its origin's when it is a copy sent
@@ -94,6 +110,7 @@ impl From<SqsMessage> for Delivery {
     fn from(m: SqsMessage) -> Self {
         Delivery {
             receive_count: receive_count(m.attributes.get("ApproximateReceiveCount")),
+            trace_header: m.attributes.get("AWSTraceHeader").cloned(),
             message_id: m.message_id.unwrap_or_default(),
             receipt_handle: m.receipt_handle,
             body: m.body.unwrap_or_default(),
@@ -121,6 +138,7 @@ impl From<aws_sdk_sqs::types::Message> for Delivery {
         let system = m.attributes.unwrap_or_default();
         Delivery {
             receive_count: receive_count(system.get(&System::ApproximateReceiveCount)),
+            trace_header: system.get(&System::AwsTraceHeader).cloned(),
             message_id: m.message_id.unwrap_or_default(),
             receipt_handle: m.receipt_handle,
             body: m.body.unwrap_or_default(),

@@ -22,12 +22,13 @@
 //! Every transition is one [`Event`]: its log line and its metrics written together.
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::delivery::Delivery;
 use super::outcome::{MessageReport, Outcome};
 use super::processor::Processor;
 use crate::envelope::Envelope;
-use crate::telemetry::{Event, Transition};
+use crate::telemetry::{Event, Transition, traces};
 
 /// A step's result: what the next step needs, or the message's outcome, which ends the walk.
 pub(super) type Step<T> = Result<T, Outcome>;
@@ -100,27 +101,63 @@ impl Processor {
             }
         };
         report.job = Some(envelope.job.clone());
+        let mut span = None;
         let outcome = self
-            .walk_run(&ctx, &envelope, &mut report.key)
+            .walk_run(&ctx, &envelope, &mut report.key, &mut span)
             .await
             .unwrap_or_else(|ended| ended);
-        report.outcome = self.answer(&envelope, report.key.as_deref(), outcome).await;
+        let answer = self.answer(&envelope, report.key.as_deref(), outcome);
+        report.outcome = match &span {
+            Some(span) => answer.instrument(span.clone()).await,
+            None => answer.await,
+        };
+        if let Some(span) = span {
+            span.record("schedkit.outcome", report.outcome.label());
+        }
         report
     }
 
-    /// Steps 2 to 7 for a parsed envelope; `key` is set as soon as the run's key is known.
+    /// Steps 2 to 7 for a parsed envelope; `key` is set as soon as the run's key is known,
+    /// and `span` then to the delivery's span in the run's trace (the rest of the walk
+    /// runs in it).
     async fn walk_run(
         &self,
         ctx: &MessageCtx<'_>,
         envelope: &Envelope,
         key: &mut Option<String>,
+        span: &mut Option<tracing::Span>,
     ) -> Step<Outcome> {
         let job = self.route(ctx, envelope, key).await?;
         let run_key = self.key(ctx, envelope, &job).await?;
         *key = Some(run_key.clone());
-        let t = ctx.transition(envelope, &run_key);
+        // A chain's step is in its chain run's trace; any other run is its own root.
+        let root = match &envelope.chain {
+            Some(c) if c.step.is_some() => c.key.as_str(),
+            _ => run_key.as_str(),
+        };
+        let delivery =
+            traces::delivery_span(&envelope.job, root, &run_key, ctx.delivery.carried_span());
+        *span = Some(delivery.clone());
+        self.run_steps(ctx, envelope, job, &run_key)
+            .instrument(delivery)
+            .await
+    }
+
+    /// Steps 4 to 7, in the delivery's span.
+    async fn run_steps(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        job: super::route::Routed<'_>,
+        run_key: &str,
+    ) -> Step<Outcome> {
+        let t = ctx.transition(envelope, run_key);
         let gates = self.gates(ctx, envelope, &job, &t).await?;
-        let claim = self.claim(ctx, envelope, &job, &t).await?;
+        let claim = self
+            .claim(ctx, envelope, &job, &t)
+            .instrument(tracing::info_span!("claim"))
+            .await?;
+        tracing::Span::current().record("schedkit.attempt", claim.record.attempt);
         let admission = self.admit(ctx, &job, &claim, &t).await?;
         let permits = match self
             .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
@@ -133,8 +170,30 @@ impl Processor {
                 return Err(outcome);
             }
         };
-        let attempted = self.attempt(ctx, envelope, &job, &claim, &t).await;
-        let outcome = self.settle(ctx, &job, &claim.record, attempted, &t).await;
+        // The attempt's span: the job, then its outcome written and acted on.
+        let attempt = tracing::info_span!(
+            "attempt",
+            otel.name = format!("attempt {}", claim.record.attempt),
+            schedkit.key = run_key,
+            schedkit.attempt = claim.record.attempt,
+            schedkit.outcome = tracing::field::Empty,
+        );
+        let outcome = async {
+            let job_span = tracing::info_span!("job", otel.name = format!("job {}", envelope.job));
+            let attempted = self
+                .attempt(ctx, envelope, &job, &claim, &t)
+                .instrument(job_span)
+                .await;
+            self.settle(ctx, &job, &claim.record, attempted, &t).await
+        }
+        .instrument(attempt.clone())
+        .await;
+        attempt.record("schedkit.outcome", outcome.label());
+        if ended_for_good(&outcome) {
+            let chain = envelope.chain.as_ref().map(|c| c.key.as_str());
+            let start = first_instant(&claim.record, envelope);
+            traces::run_ended(run_key, chain, &envelope.job, start, outcome.label());
+        }
         if outcome_written(&outcome) {
             self.release_permits(permits, &t).await;
         }
@@ -146,6 +205,26 @@ impl Processor {
     pub(super) fn emit(&self, t: &Transition<'_>, event: Event<'_>) {
         event.record(t, &self.inner.metrics);
     }
+}
+
+/// Whether the run ended for good with this delivery (its own span then ends).
+fn ended_for_good(outcome: &Outcome) -> bool {
+    matches!(
+        outcome,
+        Outcome::Succeeded | Outcome::DeadLettered { .. } | Outcome::Cancelled
+    )
+}
+
+/// When the run began: its scheduled time, or its first claim if that came first (a
+/// run fired for a time ahead).
+fn first_instant(
+    record: &crate::store::ExecutionRecord,
+    envelope: &Envelope,
+) -> std::time::SystemTime {
+    let created = chrono::DateTime::parse_from_rfc3339(&record.created_at)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .unwrap_or(envelope.scheduled_for);
+    std::time::SystemTime::from(created.min(envelope.scheduled_for))
 }
 
 /// Whether the run's outcome is written, so that what it held (its permits) may be given

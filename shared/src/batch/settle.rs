@@ -17,6 +17,8 @@ use super::outcome::Outcome;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use super::route::Routed;
+use tracing::Instrument;
+
 use crate::dead_letter::{DeadLetter, DeadLetterReason};
 use crate::job::JobPolicy;
 use crate::job::{JobError, JobResult};
@@ -121,11 +123,18 @@ impl Processor {
         let value = match &finish {
             Finish::Succeeded { result: value } if !effects.is_empty() => value.clone(),
             _ => {
-                let written = store.finish(record, &finish, now).await.map(|_| ());
+                let written = store
+                    .finish(record, &finish, now)
+                    .instrument(tracing::info_span!("finish"))
+                    .await
+                    .map(|_| ());
                 return (finish, written);
             }
         };
-        let refused = match store.commit(record, value, now, effects).await {
+        let commit = store
+            .commit(record, value, now, effects)
+            .instrument(tracing::info_span!("commit"));
+        let refused = match commit.await {
             Ok(_) => return (finish, Ok(())),
             Err(CommitError::LeaseLost { current }) => {
                 return (finish, Err(TransitionError::LeaseLost { current }));
@@ -136,7 +145,11 @@ impl Processor {
         // The effects can never commit as written: the run fails for good.
         *result = Err(JobError::permanent(refused.to_string()));
         let finish = finish_of(result, policy, attempt);
-        let written = store.finish(record, &finish, now).await.map(|_| ());
+        let written = store
+            .finish(record, &finish, now)
+            .instrument(tracing::info_span!("finish"))
+            .await
+            .map(|_| ());
         (finish, written)
     }
 
@@ -310,7 +323,12 @@ impl Processor {
         let letter = DeadLetter::written(ctx.body(), reason, error, attempt, ran.now)
             .of_run(Some(t.job), Some(t.key))
             .sent_from(&self.inner.config.queue_url, ctx.message_id());
-        self.dead_letter(&letter, reason).await
+        self.dead_letter(&letter, reason)
+            .instrument(tracing::info_span!(
+                "dead letter",
+                schedkit.reason = reason.as_str()
+            ))
+            .await
     }
 }
 

@@ -54,6 +54,8 @@ pub struct ChainView {
     pub execution_status: Option<String>,
     /// When the run was due.
     pub scheduled_for: String,
+    /// The run's trace: the chain run's and every step's spans (its key's).
+    pub trace_id: String,
     /// When the first run started.
     pub started_at: Option<String>,
     /// When the record last changed.
@@ -203,6 +205,7 @@ impl ChainRuns {
             stages.push(steps);
         }
         Ok(Some(ChainView {
+            trace_id: crate::telemetry::trace_ids::trace_id_hex(&run.execution_key),
             key: run.execution_key,
             chain: chain.name.clone(),
             status: run.status,

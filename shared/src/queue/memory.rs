@@ -198,6 +198,7 @@ fn delivery(m: &Stored, receipt: &str) -> Delivery {
         body: m.body.clone(),
         receive_count: m.receives,
         attributes: m.attributes.clone(),
+        trace_header: None,
     }
 }
 

@@ -3,20 +3,25 @@
 //! `SCHEDKIT_LOG_PAYLOADS` variable says so.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
-/// Sets up the JSON subscriber on stdout. `RUST_LOG` filters (default `info`). Calling it
-/// twice is harmless (the second call does nothing).
+/// Sets up the JSON subscriber on stdout, and the traces' exporter when an OTLP endpoint
+/// is configured (`super::traces`). `RUST_LOG` filters (default `info`). Calling it twice
+/// is harmless (the second call does nothing).
 pub fn init_logging() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let lines = tracing_subscriber::fmt::layer()
         .json()
         .flatten_event(true)
         .with_current_span(false)
         .with_span_list(false)
         .with_target(false)
-        .with_env_filter(filter)
-        .with_writer(std::io::stdout)
-        .try_init();
+        .with_writer(std::io::stdout);
+    let registry = tracing_subscriber::registry().with(filter).with(lines);
+    #[cfg(feature = "otlp")]
+    let registry = registry.with(super::traces::layer());
+    let _ = registry.try_init();
 }
 
 /// Whether payloads may appear in logs (`SCHEDKIT_LOG_PAYLOADS=1`).

@@ -73,14 +73,39 @@ pub async fn enqueue(
     envelope: &Envelope,
     now: DateTime<Utc>,
 ) -> Result<Enqueued, TriggerError> {
+    enqueue_traced(sdk, target, envelope, now, None).await
+}
+
+/// [`enqueue`], the message carrying `trigger` (the trigger's span) as its `traceparent`
+/// attribute when it goes straight to the queue (a one-time schedule cannot carry one).
+pub async fn enqueue_traced(
+    sdk: &SdkConfig,
+    target: &OneOffTarget,
+    envelope: &Envelope,
+    now: DateTime<Utc>,
+    trigger: Option<&crate::telemetry::trace_ids::RemoteSpan>,
+) -> Result<Enqueued, TriggerError> {
     let wait = (envelope.scheduled_for - now).num_milliseconds();
     if !needs_schedule(envelope.scheduled_for, now) {
         let delay_seconds = (wait.max(0) as f64 / 1000.0).ceil() as i32;
+        let traceparent = trigger.map(|span| {
+            aws_sdk_sqs::types::MessageAttributeValue::builder()
+                .data_type("String")
+                .string_value(span.traceparent())
+                .build()
+                .expect("type and value are set")
+        });
         let out = aws_sdk_sqs::Client::new(sdk)
             .send_message()
             .queue_url(&target.queue_url)
             .message_body(envelope.to_json())
             .delay_seconds(delay_seconds)
+            .set_message_attributes(traceparent.map(|v| {
+                std::collections::HashMap::from([(
+                    crate::telemetry::trace_ids::TRACEPARENT.to_string(),
+                    v,
+                )])
+            }))
             .send()
             .await
             .aws("sending the envelope")?;

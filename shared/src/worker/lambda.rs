@@ -55,7 +55,7 @@ pub(super) async fn serve(
         let processor = processor.clone();
         let accountant = accountant.clone();
         async move {
-            match event.payload {
+            let answer = match event.payload {
                 Invocation::Batch(batch) => Ok::<_, Error>(Answer::Batch(
                     handle(&processor, LambdaEvent::new(batch, event.context)).await,
                 )),
@@ -65,7 +65,10 @@ pub(super) async fn serve(
                     schedkit: CommandName::Account,
                     since,
                 }) => Ok(Answer::Account(Box::new(accountant.check(since).await?))),
-            }
+            };
+            // Lambda freezes the process once it answers: the spans go first.
+            crate::telemetry::traces::flush().await;
+            answer
         }
     }));
     let code = tokio::select! {

@@ -121,7 +121,9 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
         metrics: metrics.clone(),
     };
     if settings.account {
-        return account_once(&accountant, settings.account_since).await;
+        let code = account_once(&accountant, settings.account_since).await;
+        crate::telemetry::traces::shutdown();
+        return code;
     }
     let jobs = jobs(&Setup {
         aws: &sdk,
@@ -153,10 +155,16 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
         },
         metrics,
     );
-    if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
-        return lambda::serve(processor, accountant, process::shutdown_signal()).await;
-    }
-    serve_polling(processor, &sdk, &settings).await
+    let code = if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
+        lambda::serve(processor, accountant, process::shutdown_signal()).await
+    } else {
+        serve_polling(processor, &sdk, &settings).await
+    };
+    // What the exporter still holds goes before the process ends.
+    tokio::task::spawn_blocking(crate::telemetry::traces::shutdown)
+        .await
+        .ok();
+    code
 }
 
 /// The worker's means to pause a job's schedule, when a job of the catalog asks for it
