@@ -20,6 +20,9 @@ use crate::store::{DynamoStore, ExecutionRecord, PauseRecord, Status, StoreError
 /// scheduler's delivery retries and a queue that is behind.
 pub const GRACE: Duration = Duration::from_secs(10 * 60);
 
+/// Jobs read at once by a check.
+const QUERIES_AT_ONCE: usize = 8;
+
 /// A firing that is missed or late.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unaccounted {
@@ -103,26 +106,39 @@ async fn read_span(
     names.dedup();
     let mut queries = 0;
     let mut found: HashMap<String, ExecutionRecord> = HashMap::new();
-    for name in names {
-        let (records, pages) = store.scheduled_between(name, from, to).await?;
-        queries += pages;
-        for r in records {
-            // A job with a key template runs its firings under other keys: its record is
-            // found by job and scheduled time instead (the key a firing has without one).
-            let derived = DateTime::parse_from_rfc3339(&r.scheduled_for).map(|t| {
-                format!(
-                    "{}#{}",
-                    r.job,
-                    crate::envelope::format_instant(&t.with_timezone(&Utc))
-                )
-            });
-            if let Ok(derived) = derived
-                && derived != r.execution_key
-            {
-                found.entry(derived).or_insert_with(|| r.clone());
-            }
-            found.insert(r.execution_key.clone(), r);
+    // A few jobs' queries at once: a check's time is their round trips.
+    let mut reads = tokio::task::JoinSet::new();
+    let mut names = names.into_iter().map(str::to_owned);
+    let mut all = Vec::new();
+    loop {
+        while reads.len() < QUERIES_AT_ONCE {
+            let Some(name) = names.next() else { break };
+            let store = store.clone();
+            reads.spawn(async move { store.scheduled_between(&name, from, to).await });
         }
+        let Some(read) = reads.join_next().await else {
+            break;
+        };
+        let (records, pages) = read.expect("a query task does not panic")?;
+        queries += pages;
+        all.extend(records);
+    }
+    for r in all {
+        // A job with a key template runs its firings under other keys: its record is
+        // found by job and scheduled time instead (the key a firing has without one).
+        let derived = DateTime::parse_from_rfc3339(&r.scheduled_for).map(|t| {
+            format!(
+                "{}#{}",
+                r.job,
+                crate::envelope::format_instant(&t.with_timezone(&Utc))
+            )
+        });
+        if let Ok(derived) = derived
+            && derived != r.execution_key
+        {
+            found.entry(derived).or_insert_with(|| r.clone());
+        }
+        found.insert(r.execution_key.clone(), r);
     }
     Ok(Span {
         expected,

@@ -168,6 +168,9 @@ mod tests {
         );
         assert_eq!(of_record(&step), trace_id_hex("month-end#2026-11"));
         let plain = crate::accounting::run_of("nightly#2026-11-30T02:00:00Z", "nightly", at);
-        assert_eq!(of_record(&plain), trace_id_hex("nightly#2026-11-30T02:00:00Z"));
+        assert_eq!(
+            of_record(&plain),
+            trace_id_hex("nightly#2026-11-30T02:00:00Z")
+        );
     }
 }
