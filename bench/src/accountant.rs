@@ -194,7 +194,7 @@ pub async fn run(
             let at = now + TimeDelta::minutes(round as i64);
             wire.take();
             let started = Instant::now();
-            let found = check(&store, &catalog, at, Some(at - *span)).await?;
+            let found = check(&store, &catalog, at, Some(at - *span), true).await?;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let counts = wire.take();
             anyhow::ensure!(

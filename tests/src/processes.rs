@@ -67,15 +67,16 @@ pub fn console_json_with(
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
-/// One check of the accountant through the worker binary (`--account`, from `since` when
-/// given), as the stage's schedule runs it: the EMF lines it printed, and its check.
+/// One check of the accountant through the worker binary (`--account --account-commit`,
+/// from `since` when given), as the stage's schedule runs it: the EMF lines it printed,
+/// and its check.
 pub fn account(
     stack: &Stack,
     catalog: &Path,
     since: Option<&str>,
 ) -> (Vec<serde_json::Value>, serde_json::Value) {
     let mut command = std::process::Command::new(crate::binary("worker"));
-    command.arg("--account");
+    command.args(["--account", "--account-commit"]);
     if let Some(since) = since {
         command.args(["--account-since", since]);
     }

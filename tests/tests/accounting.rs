@@ -463,7 +463,7 @@ async fn across_berlins_clock_changes_nothing_is_missed_or_expected_twice() {
         runs += fired.len();
         drained(&stack, Duration::from_secs(120)).await;
         // The check as it would run at the end of those days, judging them.
-        let found = check(&store, &catalog, to, Some(from)).await.unwrap();
+        let found = check(&store, &catalog, to, Some(from), true).await.unwrap();
         assert!(found.reported.is_empty(), "no false missed: {found:#?}");
         assert!(found.findings.is_empty(), "{found:#?}");
     }
@@ -472,4 +472,106 @@ async fn across_berlins_clock_changes_nothing_is_missed_or_expected_twice() {
         runs,
         "one run per firing"
     );
+}
+
+// ---- holes found by the adversarial review, each shown first ------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chain_steps_record_does_not_stand_for_its_jobs_own_firing() {
+    localstack().await;
+    let stack = Stack::lane("acct-step", StackOptions::default()).await;
+    let store = stack.store();
+    let catalog = Catalog::parse(CATALOG, "catalog.toml").unwrap();
+    let now = Utc::now();
+    let at = now.duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(2);
+    // A chain's step running `hourly` for a chain fired at the same hour: its record has
+    // the job and the time, under the step's key.
+    let scheduled = secs(at);
+    let claim = ClaimRequest {
+        key: format!("month-end#{scheduled}#report"),
+        job: "hourly".into(),
+        scheduled_for: scheduled.clone(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: None,
+        owner: "w:1".into(),
+        now: at,
+        lease: Duration::from_secs(60),
+        retention: Duration::from_secs(86_400),
+        redrive: None,
+    };
+    let ClaimOutcome::Claimed { record, .. } = store.claim(&claim).await.unwrap() else {
+        panic!("not claimed")
+    };
+    let done = Finish::Succeeded {
+        result: serde_json::json!(null),
+    };
+    store.finish(&record, &done, at).await.unwrap();
+    let found = account(&store, &catalog, at, at + TimeDelta::minutes(1), now, &[])
+        .await
+        .unwrap();
+    let missed: Vec<&str> = found
+        .missed
+        .iter()
+        .map(|u| u.key.as_str())
+        .filter(|k| k.starts_with("hourly#"))
+        .collect();
+    assert_eq!(missed, [format!("hourly#{scheduled}")], "{found:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_write_sent_again_after_its_answer_was_lost_counts_as_written() {
+    localstack().await;
+    let stack = Stack::lane("acct-retry", StackOptions::default()).await;
+    let store = stack.store();
+    let ledger = schedkit::accounting::ledger::Ledger {
+        checks: 1,
+        checked_to: Some(Utc::now()),
+        ..Default::default()
+    };
+    assert!(store.put_ledger(&ledger, 0).await.unwrap());
+    // The same write again (the SDK's retry of a write whose answer was lost): written.
+    assert!(store.put_ledger(&ledger, 0).await.unwrap());
+    // Another check's, on the ledger as it was: refused.
+    let other = schedkit::accounting::ledger::Ledger {
+        checks: 1,
+        checked_to: Some(Utc::now() + TimeDelta::seconds(1)),
+        ..Default::default()
+    };
+    assert!(!store.put_ledger(&other, 0).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_long_deadline_does_not_make_every_jobs_span_long() {
+    localstack().await;
+    let stack = Stack::lane("acct-span", StackOptions::default()).await;
+    let store = stack.store();
+    let catalog = Catalog::parse(
+        r#"
+[jobs.often]
+owner = "data"
+deadline = "2m"
+timeout_seconds = 60
+[jobs.often.schedule]
+expression = "rate(5 minutes)"
+start = 2026-01-01T00:00:00Z
+
+[jobs.daily]
+owner = "data"
+deadline = "1d"
+[jobs.daily.schedule]
+expression = "rate(1 day)"
+start = 2026-01-01T00:00:00Z
+"#,
+        "span.toml",
+    )
+    .unwrap();
+    let t0 = Utc::now().duration_trunc(TimeDelta::minutes(5)).unwrap() + TimeDelta::minutes(1);
+    check(&store, &catalog, t0, None, true).await.unwrap();
+    let next = check(&store, &catalog, t0 + TimeDelta::minutes(5), None, true)
+        .await
+        .unwrap();
+    // `often`'s firing whose window ended in these 5 minutes, `daily`'s if its deadline
+    // did: not a day of `often`'s.
+    assert!(next.expected <= 3, "{next:#?}");
 }

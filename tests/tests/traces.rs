@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use schedkit::Status;
-use schedkit::telemetry::trace_ids::{run_span_id, trace_id_hex};
+use schedkit::telemetry::trace_ids::{run_span_id, trace_id_in};
 use schedkit_testkit::otlp::{Receiver, Span};
 use schedkit_testkit::{Stack, StackOptions, localstack, processes, unique};
 
@@ -67,7 +67,7 @@ async fn a_chain_runs_in_one_trace_from_its_trigger_to_its_last_step_with_retrie
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
-    let trace = trace_id_hex(key);
+    let trace = hex::encode(trace_id_in(&stack.name, key));
     let spans = trace_of(&receiver, &trace).await;
     let by_id: BTreeMap<&str, &Span> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };

@@ -84,6 +84,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     // when it names one (`--stage`, `--table`); one that works on resources named one by
     // one (`--queue-url`, `--group`) keeps it in the file (`SCHEDKIT_AUDIT_LOG`).
     let stage = cli.globals.target.stage_ref();
+    // The stage's traces (a `fire`'s trigger span, the trace ids `show` prints).
+    schedkit::telemetry::trace_ids::set_stage(&schedkit::telemetry::trace_ids::stage_of(
+        stage.stage.as_deref(),
+        Some(&stage.table()),
+    ));
     let names_stage = stage.stage.is_some() || stage.table.is_some();
     let acts = names_stage
         && matches!(

@@ -8,7 +8,7 @@
 //! Pure: the caller reads the records in the check's window (by job, scheduled time) and
 //! the ones the ledger holds from before it (by key), and says what time it is.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -76,6 +76,80 @@ pub struct Ledger {
     /// Findings dropped beyond [`MOST_FINDINGS`], over the ledger's life.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
+    /// Since when each scheduled job and chain has been expected: its first check, or the
+    /// first check that found it resumed. The firings of a schedule added, enabled or
+    /// resumed between two checks are not expected from before it was (they never were).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub watched: BTreeMap<String, Watched>,
+    /// The firings reported lately (key → when): a firing is reported once, whatever it
+    /// was found (missed, then late when its run came after all).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reported: BTreeMap<String, DateTime<Utc>>,
+}
+
+/// A name the checks watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Watched {
+    /// Its firings from here on are expected.
+    pub since: DateTime<Utc>,
+    /// Paused at the last check: its resume is seen at the next.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+/// How long a reported firing's key is remembered: longer than any span a check reads.
+const REMEMBER_REPORTED: Duration = Duration::from_secs(3 * 24 * 3600);
+/// The most reported keys remembered, newest kept.
+const MOST_REPORTED: usize = 5000;
+
+/// Whether `e` is expected by the checks: its name is watched, and since before it.
+pub fn is_watched(watched: &BTreeMap<String, Watched>, e: &Expected) -> bool {
+    watched
+        .get(&e.name)
+        .is_some_and(|w| e.scheduled_for >= w.since)
+}
+
+/// The names the checks watch after a check at `now` judging from `since`: every enabled
+/// scheduled job and chain of `catalog`, from when it was first seen (a stage's first
+/// check: `since`; later, `now`) or seen resumed (`now`); `paused` are paused now.
+pub fn watch(
+    previous: &Ledger,
+    catalog: &Catalog,
+    paused: &BTreeSet<&str>,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> BTreeMap<String, Watched> {
+    let enabled =
+        |spec: Option<&crate::catalog::model::ScheduleSpec>| spec.is_some_and(|s| s.enabled);
+    let jobs = catalog
+        .jobs
+        .values()
+        .filter(|j| j.schedule.is_some() && enabled(j.spec.schedule.as_ref()))
+        .map(|j| j.name.as_str());
+    let chains = catalog
+        .chains
+        .values()
+        .filter(|c| c.schedule.is_some() && enabled(c.spec.schedule.as_ref()))
+        .map(|c| c.name.as_str());
+    let first_check = previous.checks == 0;
+    jobs.chain(chains)
+        .map(|name| {
+            let is_paused = paused.contains(name);
+            let from = match previous.watched.get(name) {
+                Some(w) if w.paused && !is_paused => now, // resumed since the last check
+                Some(w) => w.since,
+                None if first_check => since,
+                None => now,
+            };
+            (
+                name.to_string(),
+                Watched {
+                    since: from,
+                    paused: is_paused,
+                },
+            )
+        })
+        .collect()
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -134,6 +208,58 @@ pub fn since(
     from.clamp(earliest, now)
 }
 
+/// The ledger's findings from before the check's span, looked up again (`earlier`): a
+/// missed one kept for [`KEEP_MISSED`] while it has no run, a late one while its run is
+/// not ended (for [`KEEP_LATE`] at most).
+fn carried(
+    previous: &Ledger,
+    in_span: &BTreeSet<&str>,
+    earlier: &HashMap<String, Option<ExecutionRecord>>,
+    now: DateTime<Utc>,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for f in &previous.findings {
+        if in_span.contains(f.key.as_str()) {
+            continue; // judged again above
+        }
+        let Some(record) = earlier.get(&f.key) else {
+            out.push(f.clone()); // not looked up: kept as it was
+            continue;
+        };
+        let kept = match record {
+            None => (now - f.found_at).to_std().unwrap_or_default() < KEEP_MISSED,
+            Some(r) => {
+                !matches!(r.status, Status::Done | Status::Skipped | Status::Cancelled)
+                    && (now - f.found_at).to_std().unwrap_or_default() < KEEP_LATE
+            }
+        };
+        if kept {
+            let mut f = f.clone();
+            if let Some(r) = record {
+                f.kind = Kind::Late;
+                f.status = Some(r.status);
+            }
+            out.push(f);
+        }
+    }
+    out
+}
+
+/// Forgets the reported keys older than [`REMEMBER_REPORTED`], and the oldest beyond
+/// [`MOST_REPORTED`].
+fn forget_old(remembered: &mut BTreeMap<String, DateTime<Utc>>, now: DateTime<Utc>) {
+    let forget = now - chrono::Duration::from_std(REMEMBER_REPORTED).unwrap_or_default();
+    remembered.retain(|_, at| *at > forget);
+    if remembered.len() > MOST_REPORTED {
+        let mut by_age: Vec<(DateTime<Utc>, String)> =
+            remembered.iter().map(|(k, at)| (*at, k.clone())).collect();
+        by_age.sort();
+        for (_, key) in by_age.into_iter().take(remembered.len() - MOST_REPORTED) {
+            remembered.remove(&key);
+        }
+    }
+}
+
 /// Folds one check into the ledger. `expected` are the firings in the check's span
 /// ([`span`] to `now`), `found` their records by key; `earlier` the records (by key,
 /// None: still none) of the ledger's findings from before the span.
@@ -144,7 +270,9 @@ pub fn settle(
     expected: &[Expected],
     found: &HashMap<String, ExecutionRecord>,
     earlier: &HashMap<String, Option<ExecutionRecord>>,
+    watched: BTreeMap<String, Watched>,
 ) -> Settled {
+    let mut remembered = previous.reported.clone();
     let known: HashMap<&str, &Finding> = previous
         .findings
         .iter()
@@ -163,8 +291,11 @@ pub fn settle(
         let earlier_finding = known.get(e.key.as_str());
         // Judged by the checks only from when it turned so after the last one (before the
         // first check, nothing was expected); a firing they know stays theirs.
-        let new = earlier_finding.is_none() && turned_at > since;
-        if earlier_finding.is_none() && !new {
+        let new = earlier_finding.is_none()
+            && turned_at > since
+            && !previous.reported.contains_key(e.key.as_str());
+        let reported_before = previous.reported.contains_key(e.key.as_str());
+        if earlier_finding.is_none() && !new && !reported_before {
             continue;
         }
         let finding = Finding {
@@ -180,34 +311,12 @@ pub fn settle(
         // Reported once: when it turned so (missed, or late: a missed firing whose run
         // came after all and is late is the same firing, reported already).
         if new {
+            remembered.insert(finding.key.clone(), now);
             reported.push(finding.clone());
         }
         findings.push(finding);
     }
-    for f in &previous.findings {
-        if in_span.contains(f.key.as_str()) {
-            continue; // judged again above
-        }
-        let Some(record) = earlier.get(&f.key) else {
-            findings.push(f.clone()); // not looked up: kept as it was
-            continue;
-        };
-        let kept = match record {
-            None => (now - f.found_at).to_std().unwrap_or_default() < KEEP_MISSED,
-            Some(r) => {
-                !matches!(r.status, Status::Done | Status::Skipped | Status::Cancelled)
-                    && (now - f.found_at).to_std().unwrap_or_default() < KEEP_LATE
-            }
-        };
-        if kept {
-            let mut f = f.clone();
-            if let Some(r) = record {
-                f.kind = Kind::Late;
-                f.status = Some(r.status);
-            }
-            findings.push(f);
-        }
-    }
+    findings.extend(carried(previous, &in_span, earlier, now));
     findings.sort_by(|a, b| (a.scheduled_for, &a.name).cmp(&(b.scheduled_for, &b.name)));
     findings.dedup_by(|a, b| a.key == b.key);
     let mut dropped = previous.dropped;
@@ -216,12 +325,15 @@ pub fn settle(
         findings.drain(..excess);
         dropped += excess as u64;
     }
+    forget_old(&mut remembered, now);
     Settled {
         ledger: Ledger {
             checked_to: Some(now.max(previous.checked_to.unwrap_or(now))),
             checks: previous.checks + 1,
             findings,
             dropped,
+            watched,
+            reported: remembered,
         },
         reported,
     }
@@ -259,10 +371,26 @@ start = 2026-01-01T00:00:00Z
 
     /// A check at `now` after `previous`, with `records` (key → status) in the store.
     fn check(previous: &Ledger, now: &str, records: &[(&str, Status)]) -> Settled {
+        check_of(&catalog(), previous, now, records, &[])
+    }
+
+    /// [`check`] of `catalog`, with the jobs `paused` paused.
+    fn check_of(
+        catalog: &Catalog,
+        previous: &Ledger,
+        now: &str,
+        records: &[(&str, Status)],
+        paused: &[&str],
+    ) -> Settled {
         let now = at(now);
         let since = since(Some(previous), None, now);
-        let from = span(&catalog(), GRACE, since);
-        let expected = expected(&catalog(), from, now, GRACE, |_| None);
+        let from = span(catalog, GRACE, since);
+        let paused: BTreeSet<&str> = paused.iter().copied().collect();
+        let watched = watch(previous, catalog, &paused, since, now);
+        let expected: Vec<Expected> = expected(catalog, from, now, GRACE, |_| None)
+            .into_iter()
+            .filter(|e| is_watched(&watched, e))
+            .collect();
         let store: HashMap<String, ExecutionRecord> = records
             .iter()
             .map(|(k, s)| (k.to_string(), record(k, *s)))
@@ -272,7 +400,7 @@ start = 2026-01-01T00:00:00Z
             .iter()
             .map(|f| (f.key.clone(), store.get(&f.key).cloned()))
             .collect();
-        settle(previous, since, now, &expected, &store, &earlier)
+        settle(previous, since, now, &expected, &store, &earlier, watched)
     }
 
     fn keys(findings: &[Finding]) -> Vec<(Kind, &str)> {
@@ -424,5 +552,92 @@ start = 2026-01-01T00:00:00Z
             longest_wait(&catalog(), Duration::from_secs(3600)),
             Duration::from_secs(3600)
         );
+    }
+
+    const EVERY_5: &str = r#"
+[jobs.hourly]
+owner = "data"
+deadline = "20m"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2026-01-01T00:00:00Z
+
+[jobs.often]
+owner = "data"
+deadline = "2m"
+timeout_seconds = 60
+[jobs.often.schedule]
+expression = "rate(5 minutes)"
+start = 2026-01-01T00:00:00Z
+"#;
+
+    #[test]
+    fn a_schedule_added_or_resumed_is_expected_from_then_not_before() {
+        let both = Catalog::parse(EVERY_5, "c.toml").unwrap();
+        let start = check(&Ledger::default(), "2026-06-01T10:01:00Z", &[]).ledger;
+        // `often` is deployed at 10:03: its 09:55 and 10:00 firings never were.
+        let added = check_of(&both, &start, "2026-06-01T10:06:00Z", &[], &[]);
+        assert!(added.reported.is_empty(), "{added:#?}");
+        // Paused from before 10:11, resumed before 10:26: the firings while paused are not
+        // missed; the first after the resume is.
+        let records: Vec<(String, Status)> = ["10:05", "10:10"]
+            .iter()
+            .map(|t| (format!("often#2026-06-01T{t}:00Z"), Status::Done))
+            .collect();
+        let records: Vec<(&str, Status)> = records.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+        let paused = check_of(
+            &both,
+            &added.ledger,
+            "2026-06-01T10:11:00Z",
+            &records,
+            &["often"],
+        );
+        let paused = check_of(
+            &both,
+            &paused.ledger,
+            "2026-06-01T10:21:00Z",
+            &records,
+            &["often"],
+        );
+        assert!(paused.reported.is_empty(), "{paused:#?}");
+        let resumed = check_of(&both, &paused.ledger, "2026-06-01T10:26:00Z", &records, &[]);
+        assert!(
+            resumed.reported.is_empty(),
+            "nothing while paused: {resumed:#?}"
+        );
+        let later = check_of(
+            &both,
+            &resumed.ledger,
+            "2026-06-01T10:46:00Z",
+            &records,
+            &[],
+        );
+        let keys: Vec<&str> = later.reported.iter().map(|f| f.key.as_str()).collect();
+        assert!(keys.contains(&"often#2026-06-01T10:30:00Z"), "{keys:?}");
+        assert!(
+            !keys.iter().any(|k| *k < "often#2026-06-01T10:26"),
+            "{keys:?}"
+        );
+    }
+
+    #[test]
+    fn a_missed_firing_whose_run_comes_before_its_deadline_is_not_reported_again_late() {
+        let key = "hourly#2026-06-01T01:00:00Z";
+        let start = check(&Ledger::default(), "2026-06-01T00:55:00Z", &[]).ledger;
+        let missed = check(&start, "2026-06-01T01:11:00Z", &[]);
+        assert_eq!(keys(&missed.reported), [(Kind::Missed, key)]);
+        let running = check(
+            &missed.ledger,
+            "2026-06-01T01:16:00Z",
+            &[(key, Status::Running)],
+        );
+        assert!(running.reported.is_empty());
+        let late = check(
+            &running.ledger,
+            "2026-06-01T01:21:00Z",
+            &[(key, Status::Running)],
+        );
+        assert!(late.reported.is_empty(), "reported once already: {late:#?}");
+        assert_eq!(keys(&late.ledger.findings), [(Kind::Late, key)]);
     }
 }

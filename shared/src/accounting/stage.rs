@@ -5,7 +5,7 @@
 //! runs every few minutes ([`check`]), which carries its judgement from one check to the
 //! next in the ledger ([`crate::accounting::ledger`]) so each firing is reported once.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -62,7 +62,8 @@ pub async fn account(
     now: DateTime<Utc>,
     paused: &[PauseRecord],
 ) -> Result<Account, StoreError> {
-    let span = read_span(store, catalog, from, to, paused).await?;
+    let expected = super::expected(catalog, from, to, GRACE, paused_since(paused));
+    let span = read_records(store, catalog, expected, to).await?;
     let mut account = Account {
         expected: span.expected.len(),
         queries: span.queries,
@@ -86,33 +87,41 @@ struct Span {
     queries: usize,
 }
 
-async fn read_span(
-    store: &DynamoStore,
-    catalog: &Catalog,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    paused: &[PauseRecord],
-) -> Result<Span, StoreError> {
-    let paused_since = |name: &str| {
+/// When each paused job was paused, from its pause record.
+fn paused_since(paused: &[PauseRecord]) -> impl Fn(&str) -> Option<DateTime<Utc>> + '_ {
+    |name: &str| {
         paused
             .iter()
             .find(|p| p.job == name)
             .and_then(|p| DateTime::parse_from_rfc3339(&p.at).ok())
             .map(|at| at.with_timezone(&Utc))
-    };
-    let expected = super::expected(catalog, from, to, GRACE, paused_since);
-    let mut names: Vec<&str> = expected.iter().map(|e| e.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
+    }
+}
+
+/// The records of the `expected` firings: each job's read from its own earliest firing
+/// among them to `to` (a job with a long deadline does not make every job's span long).
+async fn read_records(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    expected: Vec<Expected>,
+    to: DateTime<Utc>,
+) -> Result<Span, StoreError> {
+    let mut spans: HashMap<String, DateTime<Utc>> = HashMap::new();
+    for e in &expected {
+        let from = spans.entry(e.name.clone()).or_insert(e.scheduled_for);
+        *from = (*from).min(e.scheduled_for);
+    }
     let mut queries = 0;
     let mut found: HashMap<String, ExecutionRecord> = HashMap::new();
     // A few jobs' queries at once: a check's time is their round trips.
     let mut reads = tokio::task::JoinSet::new();
-    let mut names = names.into_iter().map(str::to_owned);
+    let mut names = spans.into_iter();
     let mut all = Vec::new();
     loop {
         while reads.len() < QUERIES_AT_ONCE {
-            let Some(name) = names.next() else { break };
+            let Some((name, from)) = names.next() else {
+                break;
+            };
             let store = store.clone();
             reads.spawn(async move { store.scheduled_between(&name, from, to).await });
         }
@@ -126,16 +135,17 @@ async fn read_span(
     for r in all {
         // A job with a key template runs its firings under other keys: its record is
         // found by job and scheduled time instead (the key a firing has without one).
-        let derived = DateTime::parse_from_rfc3339(&r.scheduled_for).map(|t| {
-            format!(
+        // Only such a job's: a chain step's record has its job and its chain's time, and
+        // must not stand for the job's own firing at that time.
+        let templated = catalog
+            .job(&r.job)
+            .is_some_and(|j| j.policy.key_template.is_some());
+        if templated && let Ok(t) = DateTime::parse_from_rfc3339(&r.scheduled_for) {
+            let derived = format!(
                 "{}#{}",
                 r.job,
                 crate::envelope::format_instant(&t.with_timezone(&Utc))
-            )
-        });
-        if let Ok(derived) = derived
-            && derived != r.execution_key
-        {
+            );
             found.entry(derived).or_insert_with(|| r.clone());
         }
         found.insert(r.execution_key.clone(), r);
@@ -162,19 +172,22 @@ pub struct Check {
     pub findings: Vec<Finding>,
     /// DynamoDB requests the check made.
     pub requests: usize,
-    /// False when another check wrote the ledger first: it reports this span, and this
-    /// check reports nothing.
+    /// Whether the ledger was written: false for a look (no commit), and when another
+    /// check wrote it first (that one reports this span, and this check nothing).
     pub written: bool,
 }
 
 /// Checks the stage at `now`: the firings that turned missed or late since the last check
 /// (or since `override_since`, to account a span again), with the ledger carried forward
-/// and written back only if no other check wrote it meanwhile.
+/// and, with `commit`, written back if no other check wrote it meanwhile (the stage's own
+/// check, whose metrics are the alarms'). Without `commit` it is a look: nothing written,
+/// so a check run elsewhere (an operator's terminal) takes no report from the alarms.
 pub async fn check(
     store: &DynamoStore,
     catalog: &Catalog,
     now: DateTime<Utc>,
     override_since: Option<DateTime<Utc>>,
+    commit: bool,
 ) -> Result<Check, StoreError> {
     let previous = store.ledger().await?;
     let since = ledger::since(previous.as_ref(), override_since, now);
@@ -187,22 +200,43 @@ pub async fn check(
         .await?
         .into_values()
         .collect();
-    let span = read_span(store, catalog, from, now, &paused).await?;
+    let paused_names: BTreeSet<&str> = paused.iter().map(|p| p.job.as_str()).collect();
+    let watched = ledger::watch(&previous, catalog, &paused_names, since, now);
+    let known: BTreeSet<&str> = previous.findings.iter().map(|f| f.key.as_str()).collect();
+    // Only what this check can judge: a firing known to the ledger, or one whose window or
+    // deadline ends after the last check.
+    let expected: Vec<Expected> = super::expected(catalog, from, now, GRACE, paused_since(&paused))
+        .into_iter()
+        .filter(|e| ledger::is_watched(&watched, e))
+        .filter(|e| known.contains(e.key.as_str()) || e.missed_after.max(e.due_by) > since)
+        .collect();
+    let span = read_records(store, catalog, expected, now).await?;
     let mut requests = 2 + span.queries + (catalog.jobs.len() + catalog.chains.len()).div_ceil(50);
     let mut earlier = HashMap::new();
+    let in_span: BTreeSet<&str> = span.expected.iter().map(|e| e.key.as_str()).collect();
     for f in &previous.findings {
-        if f.scheduled_for < from {
+        if !in_span.contains(f.key.as_str()) {
             earlier.insert(f.key.clone(), store.get(&f.key).await?);
             requests += 1;
         }
     }
-    let settled = ledger::settle(&previous, since, now, &span.expected, &span.found, &earlier);
-    let written = store.put_ledger(&settled.ledger, previous.checks).await?;
+    let settled = ledger::settle(
+        &previous,
+        since,
+        now,
+        &span.expected,
+        &span.found,
+        &earlier,
+        watched,
+    );
+    let written = commit && store.put_ledger(&settled.ledger, previous.checks).await?;
     Ok(Check {
         since,
         now,
         expected: span.expected.len(),
-        reported: if written {
+        // A look without a commit says what a check would report; one that lost the race
+        // reports nothing (the other check did).
+        reported: if written || !commit {
             settled.reported
         } else {
             Vec::new()

@@ -138,67 +138,61 @@ impl Processor {
         let delivery =
             traces::delivery_span(&envelope.job, root, &run_key, ctx.delivery.carried_span());
         *span = Some(delivery.clone());
-        self.run_steps(ctx, envelope, job, &run_key)
-            .instrument(delivery)
-            .await
-    }
-
-    /// Steps 4 to 7, in the delivery's span.
-    async fn run_steps(
-        &self,
-        ctx: &MessageCtx<'_>,
-        envelope: &Envelope,
-        job: super::route::Routed<'_>,
-        run_key: &str,
-    ) -> Step<Outcome> {
-        let t = ctx.transition(envelope, run_key);
-        let gates = self.gates(ctx, envelope, &job, &t).await?;
-        let claim = self
-            .claim(ctx, envelope, &job, &t)
-            .instrument(tracing::info_span!("claim"))
-            .await?;
-        tracing::Span::current().record("schedkit.attempt", claim.record.attempt);
-        let admission = self.admit(ctx, &job, &claim, &t).await?;
-        let permits = match self
-            .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
-            .await
-        {
-            Ok(permits) => permits,
-            Err(outcome) => {
-                // Not run: nothing goes on under the slot's entry.
-                self.leave_entered(admission, &t).await;
-                return Err(outcome);
+        let run_key = run_key.as_str();
+        // Steps 4 to 7, in the delivery's span.
+        async {
+            let t = ctx.transition(envelope, run_key);
+            let gates = self.gates(ctx, envelope, &job, &t).await?;
+            let claim = self
+                .claim(ctx, envelope, &job, &t)
+                .instrument(tracing::info_span!("claim"))
+                .await?;
+            tracing::Span::current().record("schedkit.attempt", claim.record.attempt);
+            let admission = self.admit(ctx, &job, &claim, &t).await?;
+            let permits = match self
+                .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
+                .await
+            {
+                Ok(permits) => permits,
+                Err(outcome) => {
+                    // Not run: nothing goes on under the slot's entry.
+                    self.leave_entered(admission, &t).await;
+                    return Err(outcome);
+                }
+            };
+            // The attempt's span: the job, then its outcome written and acted on.
+            let attempt = tracing::info_span!(
+                "attempt",
+                otel.name = format!("attempt {}", claim.record.attempt),
+                schedkit.key = run_key,
+                schedkit.attempt = claim.record.attempt,
+                schedkit.outcome = tracing::field::Empty,
+            );
+            let outcome = async {
+                let job_span =
+                    tracing::info_span!("job", otel.name = format!("job {}", envelope.job));
+                let attempted = self
+                    .attempt(ctx, envelope, &job, &claim, &t)
+                    .instrument(job_span)
+                    .await;
+                self.settle(ctx, &job, &claim.record, attempted, &t).await
             }
-        };
-        // The attempt's span: the job, then its outcome written and acted on.
-        let attempt = tracing::info_span!(
-            "attempt",
-            otel.name = format!("attempt {}", claim.record.attempt),
-            schedkit.key = run_key,
-            schedkit.attempt = claim.record.attempt,
-            schedkit.outcome = tracing::field::Empty,
-        );
-        let outcome = async {
-            let job_span = tracing::info_span!("job", otel.name = format!("job {}", envelope.job));
-            let attempted = self
-                .attempt(ctx, envelope, &job, &claim, &t)
-                .instrument(job_span)
-                .await;
-            self.settle(ctx, &job, &claim.record, attempted, &t).await
+            .instrument(attempt.clone())
+            .await;
+            attempt.record("schedkit.outcome", outcome.label());
+            if ended_for_good(&outcome) {
+                let chain = envelope.chain.as_ref().map(|c| c.key.as_str());
+                let start = first_instant(&claim.record, envelope);
+                traces::run_ended(run_key, chain, &envelope.job, start, outcome.label());
+            }
+            if outcome_written(&outcome) {
+                self.release_permits(permits, &t).await;
+            }
+            self.leave(admission, &outcome, &t).await;
+            Ok(outcome)
         }
-        .instrument(attempt.clone())
-        .await;
-        attempt.record("schedkit.outcome", outcome.label());
-        if ended_for_good(&outcome) {
-            let chain = envelope.chain.as_ref().map(|c| c.key.as_str());
-            let start = first_instant(&claim.record, envelope);
-            traces::run_ended(run_key, chain, &envelope.job, start, outcome.label());
-        }
-        if outcome_written(&outcome) {
-            self.release_permits(permits, &t).await;
-        }
-        self.leave(admission, &outcome, &t).await;
-        Ok(outcome)
+        .instrument(delivery)
+        .await
     }
 
     /// Writes a transition's log line and metrics.

@@ -121,7 +121,12 @@ pub(super) fn check_chains(
                 .map(|job| super::deadlines::spec_attempt_budget(job, settings))
                 .max()
                 .unwrap_or_default();
-            if let Err(e) = super::deadlines::check(text, budget) {
+            let window = super::deadlines::window(
+                spec.schedule
+                    .as_ref()
+                    .map(|sched| sched.flexible_window_minutes),
+            );
+            if let Err(e) = super::deadlines::check_with_window(text, budget, window) {
                 fail("deadline", e);
             }
         }

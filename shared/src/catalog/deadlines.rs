@@ -53,6 +53,25 @@ pub(super) fn window(minutes: Option<u32>) -> Duration {
     Duration::from_secs(u64::from(minutes.unwrap_or(0)) * 60)
 }
 
+/// Why `deadline` cannot be a job's whose one attempt may take `budget` and whose
+/// schedule may deliver `window` after its time: it is not a duration, or it is shorter
+/// than the window and that attempt (a run on time would be reported late).
+pub fn check_with_window(
+    text: &str,
+    budget: Duration,
+    window: Duration,
+) -> Result<Duration, String> {
+    let deadline = check(text, budget)?;
+    if !window.is_zero() && deadline < window + budget {
+        return Err(format!(
+            "{} is shorter than the schedule's flexible window and one attempt ({}): a run the scheduler delivers late in its window would be late",
+            humantime::format_duration(deadline),
+            humantime::format_duration(window + budget)
+        ));
+    }
+    Ok(deadline)
+}
+
 /// Why `deadline` cannot be a job's whose one attempt may take `budget`: it is not a
 /// duration, or it is shorter than that attempt (every run would be reported late).
 pub fn check(text: &str, budget: Duration) -> Result<Duration, String> {
@@ -98,6 +117,16 @@ mod tests {
             check("0s", Duration::from_secs(1))
                 .unwrap_err()
                 .contains("longer than 0")
+        );
+        let hour = Duration::from_secs(3600);
+        assert!(
+            check_with_window("30m", Duration::from_secs(60), hour)
+                .unwrap_err()
+                .contains("shorter than the schedule's flexible window and one attempt (1h 1m)")
+        );
+        assert_eq!(
+            check_with_window("2h", Duration::from_secs(60), hour),
+            Ok(2 * hour)
         );
         assert!(
             check("soon", Duration::from_secs(1))

@@ -204,7 +204,12 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
     let job = Some(name);
     if let Some(text) = &spec.deadline {
         let budget = super::deadlines::spec_attempt_budget(spec, s);
-        if let Err(e) = super::deadlines::check(text, budget) {
+        let window = super::deadlines::window(
+            spec.schedule
+                .as_ref()
+                .map(|sched| sched.flexible_window_minutes),
+        );
+        if let Err(e) = super::deadlines::check_with_window(text, budget, window) {
             found.fail(job, "deadline", e);
         }
     }

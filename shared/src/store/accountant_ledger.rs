@@ -49,7 +49,8 @@ impl DynamoStore {
 
     /// Writes `ledger` if the stored one still has `previous_checks` checks (0: none
     /// stored). False when another check wrote first: this one's findings are theirs to
-    /// report.
+    /// report. True when the stored ledger is this one already (a write whose answer was
+    /// lost, sent again).
     pub async fn put_ledger(
         &self,
         ledger: &Ledger,
@@ -72,16 +73,26 @@ impl DynamoStore {
             .expression_attribute_names("#k", KEY_ATTRIBUTE)
             .expression_attribute_names("#checks", "checks")
             .expression_attribute_values(":checks", n(previous_checks as i64))
+            .return_values_on_condition_check_failure(
+                aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
+            )
             .send();
+        let text = serde_json::to_string(ledger).expect("a ledger serialises");
         match self.timed(put).await? {
             Ok(_) => Ok(true),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|e| e.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(unavailable(e)),
+            // Refused on what is there: this very ledger (the write applied, its answer
+            // lost and the SDK sent it again) is written; another check's is not ours.
+            Err(e) => match e.as_service_error() {
+                Some(
+                    aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(
+                        refused,
+                    ),
+                ) => Ok(matches!(
+                    refused.item().and_then(|i| i.get("ledger")),
+                    Some(AttributeValue::S(there)) if *there == text
+                )),
+                _ => Err(unavailable(e)),
+            },
         }
     }
 }

@@ -19,10 +19,40 @@ fn digest(domain: &str, key: &str) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// The trace id of every span of the run rooted at `root_key` (never all zeros).
+/// The stage this process works for ([`set_stage`]); `-` when none was set.
+static STAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the stage whose traces this process writes and shows (once; later calls are
+/// ignored): stages of one account share a trace back end, and the same key in two
+/// stages is two runs.
+pub fn set_stage(stage: &str) {
+    let _ = STAGE.set(stage.to_string());
+}
+
+/// The stage a process names (`--stage`), else the one its executions table's name says
+/// (`schedkit-<stage>-executions`), else `-`: as the worker names its metrics' stage.
+pub fn stage_of(stage: Option<&str>, table: Option<&str>) -> String {
+    stage
+        .map(str::to_owned)
+        .or_else(|| {
+            table?
+                .strip_prefix("schedkit-")?
+                .strip_suffix("-executions")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The trace id of every span of the run rooted at `root_key` in this process's stage.
 pub fn trace_id(root_key: &str) -> [u8; 16] {
+    trace_id_in(STAGE.get().map_or("-", String::as_str), root_key)
+}
+
+/// The trace id of the run rooted at `root_key` in `stage` (never all zeros).
+pub fn trace_id_in(stage: &str, root_key: &str) -> [u8; 16] {
     let mut id = [0u8; 16];
-    id.copy_from_slice(&digest("schedkit trace", root_key)[..16]);
+    id.copy_from_slice(&digest("schedkit trace", &format!("{stage}\0{root_key}"))[..16]);
     if id == [0; 16] {
         id[15] = 1;
     }
@@ -124,9 +154,11 @@ mod tests {
         // Pinned: a change here splits the traces of runs in flight across an upgrade.
         assert_eq!(trace_id_hex("month-end#2026-11").len(), 32);
         assert_eq!(
-            trace_id_hex("month-end#2026-11"),
-            hex::encode(&Sha256::digest(b"schedkit trace\0month-end#2026-11")[..16])
+            hex::encode(trace_id_in("prod", "month-end#2026-11")),
+            hex::encode(&Sha256::digest(b"schedkit trace\0prod\0month-end#2026-11")[..16])
         );
+        // The same key in two stages: two traces.
+        assert_ne!(trace_id_in("dev", "a"), trace_id_in("prod", "a"));
     }
 
     #[test]

@@ -1,19 +1,25 @@
 //! The accountant's check as the worker runs it: invoked by the stage's accountant
-//! schedule (Lambda mode), or once from the command line (`--account`). Its findings go
-//! out as metrics, each firing once: `Missed` / `Late` per job (their alarms), how many
-//! jobs had one (the failure-storm alarm counts them), and one `AccountantChecks` per
-//! check (its own alarm fires when checks stop).
+//! schedule (Lambda mode: the stage's check, its ledger written, its findings reported),
+//! or from the command line (`--account`: a look that writes nothing, unless
+//! `--account-commit` makes it the stage's check, for a worker whose stdout reaches
+//! CloudWatch). Findings go out as metrics, each firing once: `Missed` / `Late` per job
+//! (their alarms), how many jobs had one (the failure-storm alarm counts them), and one
+//! `AccountantChecks` per check (its own alarm fires when checks stop).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::accounting::ledger::Kind;
 use crate::accounting::stage::{Check, check};
 use crate::catalog::Catalog;
 use crate::store::{DynamoStore, StoreError};
 use crate::telemetry::{Metric, Metrics};
+
+/// The most findings logged one by one per check (the rest are counted).
+const LOGGED_FINDINGS: usize = 100;
 
 /// What a check needs; cheap to clone.
 #[derive(Clone)]
@@ -23,27 +29,67 @@ pub(crate) struct Accountant {
     pub(crate) metrics: Metrics,
 }
 
-impl Accountant {
-    /// One check now (from `since` when given), its findings reported.
-    pub(crate) async fn check(&self, since: Option<DateTime<Utc>>) -> Result<Check, StoreError> {
-        let check = check(&self.store, &self.catalog, Utc::now(), since).await?;
-        report(&self.metrics, &check);
+/// A check in numbers: what the schedule's invocation answers (a few hundred bytes
+/// however many firings a check after an outage finds).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Summary {
+    pub(crate) since: DateTime<Utc>,
+    pub(crate) now: DateTime<Utc>,
+    pub(crate) expected: usize,
+    /// Firings reported by this check, missed and late.
+    pub(crate) missed: usize,
+    pub(crate) late: usize,
+    /// Every firing unaccounted for now.
+    pub(crate) unaccounted: usize,
+    pub(crate) requests: usize,
+    pub(crate) written: bool,
+}
+
+impl Summary {
+    fn of(check: &Check) -> Summary {
         let missed = check
             .reported
             .iter()
             .filter(|f| f.kind == Kind::Missed)
             .count();
-        tracing::info!(
-            since = %check.since,
-            expected = check.expected,
+        Summary {
+            since: check.since,
+            now: check.now,
+            expected: check.expected,
             missed,
-            late = check.reported.len() - missed,
-            unaccounted = check.findings.len(),
-            requests = check.requests,
-            written = check.written,
+            late: check.reported.len() - missed,
+            unaccounted: check.findings.len(),
+            requests: check.requests,
+            written: check.written,
+        }
+    }
+}
+
+impl Accountant {
+    /// One check now (from `since` when given); with `commit`, the stage's: its ledger
+    /// written and its findings reported.
+    pub(crate) async fn check(
+        &self,
+        since: Option<DateTime<Utc>>,
+        commit: bool,
+    ) -> Result<(Check, Summary), StoreError> {
+        let check = check(&self.store, &self.catalog, Utc::now(), since, commit).await?;
+        let summary = Summary::of(&check);
+        if commit {
+            report(&self.metrics, &check);
+        }
+        tracing::info!(
+            since = %summary.since,
+            expected = summary.expected,
+            missed = summary.missed,
+            late = summary.late,
+            unaccounted = summary.unaccounted,
+            requests = summary.requests,
+            written = summary.written,
+            committed = commit,
             "accountant checked"
         );
-        for f in &check.reported {
+        for f in check.reported.iter().take(LOGGED_FINDINGS) {
             tracing::warn!(
                 job = f.name,
                 key = f.key,
@@ -53,21 +99,29 @@ impl Accountant {
                 "a scheduled run is unaccounted for"
             );
         }
-        Ok(check)
+        Ok((check, summary))
     }
 }
 
-/// The metrics of one check: nothing but the heartbeat when another check wrote first.
+/// The metrics of one check: per job one line with its counts, then the stage's line
+/// (nothing but the heartbeat when another check wrote first).
 pub(crate) fn report(metrics: &Metrics, check: &Check) {
-    let mut names = BTreeSet::new();
+    let mut per_job: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
     for f in &check.reported {
-        names.insert(f.name.as_str());
-        let metric = match f.kind {
-            Kind::Missed => Metric::Missed,
-            Kind::Late => Metric::Late,
-        };
-        metrics.count(&f.name, metric);
+        let counts = per_job.entry(f.name.as_str()).or_default();
+        match f.kind {
+            Kind::Missed => counts.0 += 1.0,
+            Kind::Late => counts.1 += 1.0,
+        }
     }
+    for (job, (missed, late)) in &per_job {
+        let values: Vec<(Metric, f64)> = [(Metric::Missed, *missed), (Metric::Late, *late)]
+            .into_iter()
+            .filter(|(_, n)| *n > 0.0)
+            .collect();
+        metrics.emit(job, &values);
+    }
+    let names: BTreeSet<&str> = per_job.keys().copied().collect();
     metrics.emit_for_stage(&[
         (Metric::AccountantChecks, 1.0),
         (Metric::UnaccountedJobs, names.len() as f64),

@@ -9,8 +9,7 @@ use chrono::{DateTime, Utc};
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use serde::{Deserialize, Serialize};
 
-use super::accountant::Accountant;
-use crate::accounting::stage::Check;
+use super::accountant::{Accountant, Summary};
 use crate::batch::{Processor, batch_response};
 
 /// What the function is invoked with: the jobs queue's batches, or a command of the
@@ -41,7 +40,7 @@ enum CommandName {
 #[serde(untagged)]
 enum Answer {
     Batch(SqsBatchResponse),
-    Account(Box<Check>),
+    Account(Summary),
 }
 
 /// Serves SQS events until the runtime ends or `shutdown` resolves (Lambda sends SIGTERM
@@ -55,6 +54,7 @@ pub(super) async fn serve(
         let processor = processor.clone();
         let accountant = accountant.clone();
         async move {
+            let deadline = event.context.deadline();
             let answer = match event.payload {
                 Invocation::Batch(batch) => Ok::<_, Error>(Answer::Batch(
                     handle(&processor, LambdaEvent::new(batch, event.context)).await,
@@ -64,10 +64,17 @@ pub(super) async fn serve(
                 Invocation::Command(Command {
                     schedkit: CommandName::Account,
                     since,
-                }) => Ok(Answer::Account(Box::new(accountant.check(since).await?))),
+                }) => Ok(Answer::Account(accountant.check(since, true).await?.1)),
             };
-            // Lambda freezes the process once it answers: the spans go first.
-            crate::telemetry::traces::flush().await;
+            // Lambda freezes the process once it answers: the spans go first, but never at
+            // the cost of the answer (a collector that does not answer is waited for only
+            // while the invocation has time left; what it missed goes with the next).
+            let left = deadline
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+                .saturating_sub(std::time::Duration::from_millis(500))
+                .min(std::time::Duration::from_secs(2));
+            let _ = tokio::time::timeout(left, crate::telemetry::traces::flush()).await;
             answer
         }
     }));

@@ -115,13 +115,14 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
     }
     let sdk = crate::aws::load_config().await;
     let metrics = Metrics::stdout().for_stage(settings.stage());
+    crate::telemetry::trace_ids::set_stage(settings.stage());
     let accountant = accountant::Accountant {
         store: DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table),
         catalog: std::sync::Arc::new(catalog.clone()),
         metrics: metrics.clone(),
     };
     if settings.account {
-        let code = account_once(&accountant, settings.account_since).await;
+        let code = account_once(&accountant, settings.account_since, settings.account_commit).await;
         crate::telemetry::traces::shutdown();
         return code;
     }
@@ -216,9 +217,10 @@ async fn serve_polling(processor: Processor, sdk: &SdkConfig, settings: &Setting
 async fn account_once(
     accountant: &accountant::Accountant,
     since: Option<chrono::DateTime<chrono::Utc>>,
+    commit: bool,
 ) -> ExitCode {
-    match accountant.check(since).await {
-        Ok(check) => {
+    match accountant.check(since, commit).await {
+        Ok((check, _)) => {
             println!(
                 "{}",
                 serde_json::to_string(&check).expect("a check serialises")

@@ -47,10 +47,16 @@ pub struct Settings {
     /// Polling only: stop once the queue holds no message (visible, in flight or delayed).
     #[arg(long)]
     pub until_drained: bool,
-    /// Run one check of the accountant (every expected firing accounted for: missed and
-    /// late runs reported as metrics), print it as JSON and exit, instead of serving.
+    /// Look at what the accountant finds (every expected firing accounted for: missed
+    /// and late runs), print it as JSON and exit, instead of serving. A look writes
+    /// nothing and reports nothing: the stage's own check (its schedule) does.
     #[arg(long)]
     pub account: bool,
+    /// With `--account`: be the stage's check (its ledger written, each finding reported
+    /// once as an EMF metric on stdout). Only where stdout reaches CloudWatch (Lambda, or a
+    /// container with the CloudWatch agent): elsewhere the reports are lost to the alarms.
+    #[arg(long, requires = "account")]
+    pub account_commit: bool,
     /// With `--account`: judge the firings that turned missed or late since this time
     /// (RFC 3339) instead of since the last check (at most two days back).
     #[arg(long, requires = "account", value_parser = instant)]
