@@ -110,13 +110,15 @@ impl Console {
 
 /// Replaces what changes from run to run (times, ids, the stage, durations).
 pub(crate) fn stable(text: &str, stage: &str) -> String {
-    let rules: [(&str, &str); 10] = [
+    let rules: [(&str, &str); 11] = [
         (stage, "<stage>"),
         (
             r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|\+00:00)",
             "<time>",
         ),
         (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f-]*", "<uuid>"),
+        // A trace id: the stage's (a test's stage has a name of its own) and the key's.
+        (r"\b[0-9a-f]{32}\b", "<trace id>"),
         (r"\b[0-9a-f]{8}\b", "<id>"),
         (r"\d+ ms", "<n> ms"),
         (r#""duration_ms": \d+"#, r#""duration_ms": <n>"#),

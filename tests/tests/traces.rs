@@ -69,6 +69,13 @@ async fn a_chain_runs_in_one_trace_from_its_trigger_to_its_last_step_with_retrie
 
     let trace = hex::encode(trace_id_in(&stack.name, key));
     let spans = trace_of(&receiver, &trace).await;
+    // The console shows the same trace id.
+    let shown = processes::console_json(
+        &stack,
+        &catalog,
+        &["--stage", &stack.name, "chains", "show", key],
+    );
+    assert_eq!(shown["trace_id"], trace, "{shown:#}");
     let by_id: BTreeMap<&str, &Span> = spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
     let named = |name: &str| -> Vec<&Span> { spans.iter().filter(|s| s.name == name).collect() };
     let parent_of = |s: &Span| by_id.get(s.parent_span_id.as_str()).copied();
