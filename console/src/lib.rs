@@ -5,3 +5,4 @@
 //! do what it does.
 
 pub mod cli;
+pub mod ui;

@@ -20,3 +20,7 @@ mod pause;
 /// is refused every action (the refusal names the permission and the policy); an operator
 /// acts; each used exactly its policy's actions.
 mod roles;
+/// `schedkit ui` in headless Chromium on a deployed stage: the operator's walk-through by
+/// clicking (a screenshot of each page under target/ui-screenshots/), no browser errors, a
+/// forged request refused, and no listening beyond loopback without a token.
+mod ui;

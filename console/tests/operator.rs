@@ -57,7 +57,7 @@ impl Console {
         }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_schedkit"));
         c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
             .arg("--stage")

@@ -11,7 +11,11 @@ use serde_json::json;
 
 use super::status_cmd::clip;
 use super::style::{self, confirm};
-use super::{globals::Globals, globals::load_catalog, output::Output, usage::UsageError};
+use super::{
+    globals::Globals, globals::load_catalog, output::Acted, output::Output, usage::UsageError,
+};
+use schedkit::aws::SdkConfig;
+use schedkit::ops::stage::Stage;
 
 #[derive(Debug, Subcommand)]
 pub enum ChainsCommand {
@@ -81,7 +85,8 @@ pub struct RerunArgs {
     pub yes: bool,
 }
 
-pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
+/// The stage's chain runs, for any chain command; a catalog without chains is a usage error.
+async fn chain_runs(cli: &Globals) -> anyhow::Result<(SdkConfig, Stage, ChainRuns)> {
     let catalog = load_catalog(cli)?;
     if catalog.chains.is_empty() {
         return Err(UsageError(format!("{} declares no chains", catalog.file)).into());
@@ -89,6 +94,21 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let runs = ChainRuns::new(&sdk, &target, &catalog);
+    Ok((sdk, target, runs))
+}
+
+pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
+    let acted = match command {
+        ChainsCommand::Rerun(a) => Some(rerun(a, cli).await?),
+        ChainsCommand::Cancel(a) => Some(cancel(a, cli).await?),
+        ChainsCommand::Skip(a) => Some(skip(a, cli).await?),
+        ChainsCommand::List { .. } | ChainsCommand::Show { .. } => None,
+    };
+    if let Some(acted) = acted {
+        cli.output.outcome(&acted.text, &acted.details);
+        return Ok(());
+    }
+    let (_, target, runs) = chain_runs(cli).await?;
     let failed = |e| super::target::usage_if_not_found(e, &cli.target);
     match command {
         ChainsCommand::List { limit } => {
@@ -140,119 +160,140 @@ pub async fn run(command: &ChainsCommand, cli: &Globals) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        ChainsCommand::Rerun(a) => {
-            audit::ensure_writable()?;
-            confirm(
-                &format!(
-                    "rerun chain run `{}` on stage {} from its failed step{}",
-                    a.key,
-                    target.stage,
-                    if a.redrive { " (RedriveExecution)" } else { "" }
-                ),
-                a.yes,
-            )?;
-            let audited = audit::begin(
-                &sdk,
-                "chains rerun",
-                json!({"stage": target.stage, "key": a.key, "redrive": a.redrive}),
-            )
-            .await?;
-            let result = runs.rerun(&a.key, a.redrive, Utc::now()).await;
-            audited
-                .end(&result, result.as_ref().err().and_then(|e| e.done()))
-                .await;
-            let done = result.map_err(failed)?;
-            let text = match &done {
-                Rerun::Started {
-                    execution,
-                    run,
-                    steps,
-                } => format!(
-                    "{}: run {run} started (execution {execution}); to run: {}; DONE steps answer from their records",
-                    a.key,
-                    steps.join(", ")
-                ),
-                Rerun::Redriven { execution } => {
-                    format!("{}: execution {execution} redriven", a.key)
-                }
-                Rerun::AlreadyRunning { execution } => format!(
-                    "{}: running already (execution {execution}); nothing changed",
-                    a.key
-                ),
-                Rerun::Reconciled { execution } => format!(
-                    "{}: execution {execution} had ended with every step DONE and its end was never recorded; the run is recorded DONE now, nothing to rerun",
-                    a.key
-                ),
-            };
-            let details = serde_json::to_value(&done)?;
-            cli.output.outcome(&text, &details);
-            Ok(())
-        }
-        ChainsCommand::Cancel(a) => {
-            audit::ensure_writable()?;
-            confirm(
-                &format!("cancel chain run `{}` on stage {}", a.key, target.stage),
-                a.yes,
-            )?;
-            let audited = audit::begin(
-                &sdk,
-                "chains cancel",
-                json!({"stage": target.stage, "key": a.key, "reason": a.reason}),
-            )
-            .await?;
-            let who = audited.who().to_string();
-            let result = runs.cancel(&a.key, &who, &a.reason, Utc::now()).await;
-            audited
-                .end(&result, result.as_ref().err().and_then(|e| e.done()))
-                .await;
-            let done = result.map_err(failed)?;
-            let text = format!(
-                "{}: CANCELLED (it was {}); execution stopped: {}; steps cancelled: {}",
-                a.key,
-                done.was,
-                done.stopped.as_deref().unwrap_or("none (not running)"),
-                if done.steps.is_empty() {
-                    "none".to_string()
-                } else {
-                    done.steps.join(", ")
-                }
-            );
-            cli.output.outcome(&text, &serde_json::to_value(&done)?);
-            Ok(())
-        }
-        ChainsCommand::Skip(a) => {
-            let output: serde_json::Value = serde_json::from_str(&a.output)
-                .map_err(|e| UsageError(format!("--output is not JSON: {e}")))?;
-            audit::ensure_writable()?;
-            confirm(
-                &format!(
-                    "skip step `{}` of chain run `{}` on stage {} and run the later stages",
-                    a.step, a.key, target.stage
-                ),
-                a.yes,
-            )?;
-            let audited = audit::begin(
-                &sdk,
-                "chains skip",
-                json!({"stage": target.stage, "key": a.key, "step": a.step, "output": output, "reason": a.reason}),
-            )
-            .await?;
-            let who = audited.who().to_string();
-            let result = runs
-                .skip(&a.key, &a.step, &output, &who, &a.reason, Utc::now())
-                .await;
-            audited
-                .end(&result, result.as_ref().err().and_then(|e| e.done()))
-                .await;
-            let done = result.map_err(failed)?;
-            let text = format!(
-                "{}: step {} skipped (DONE with the given output, its failure kept); the run goes on: {:?}",
-                a.key, done.step, done.rerun
-            );
-            cli.output.outcome(&text, &serde_json::to_value(&done)?);
-            Ok(())
+        ChainsCommand::Rerun(_) | ChainsCommand::Cancel(_) | ChainsCommand::Skip(_) => {
+            unreachable!("acted on above")
         }
     }
+}
+
+/// `chains rerun`: confirmed (unless `--yes`), audited; what it did, for the console to
+/// print and the web page to show.
+pub(crate) async fn rerun(a: &RerunArgs, cli: &Globals) -> anyhow::Result<Acted> {
+    let (sdk, target, runs) = chain_runs(cli).await?;
+    let failed = |e| super::target::usage_if_not_found(e, &cli.target);
+    audit::ensure_writable()?;
+    confirm(
+        &format!(
+            "rerun chain run `{}` on stage {} from its failed step{}",
+            a.key,
+            target.stage,
+            if a.redrive { " (RedriveExecution)" } else { "" }
+        ),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        &sdk,
+        "chains rerun",
+        json!({"stage": target.stage, "key": a.key, "redrive": a.redrive}),
+    )
+    .await?;
+    let result = runs.rerun(&a.key, a.redrive, Utc::now()).await;
+    audited
+        .end(&result, result.as_ref().err().and_then(|e| e.done()))
+        .await;
+    let done = result.map_err(failed)?;
+    let text = match &done {
+        Rerun::Started {
+            execution,
+            run,
+            steps,
+        } => format!(
+            "{}: run {run} started (execution {execution}); to run: {}; DONE steps answer from their records",
+            a.key,
+            steps.join(", ")
+        ),
+        Rerun::Redriven { execution } => {
+            format!("{}: execution {execution} redriven", a.key)
+        }
+        Rerun::AlreadyRunning { execution } => format!(
+            "{}: running already (execution {execution}); nothing changed",
+            a.key
+        ),
+        Rerun::Reconciled { execution } => format!(
+            "{}: execution {execution} had ended with every step DONE and its end was never recorded; the run is recorded DONE now, nothing to rerun",
+            a.key
+        ),
+    };
+    Ok(Acted {
+        text,
+        details: serde_json::to_value(&done)?,
+    })
+}
+
+/// `chains cancel`: confirmed (unless `--yes`), audited.
+pub(crate) async fn cancel(a: &ChainCancelArgs, cli: &Globals) -> anyhow::Result<Acted> {
+    let (sdk, target, runs) = chain_runs(cli).await?;
+    let failed = |e| super::target::usage_if_not_found(e, &cli.target);
+    audit::ensure_writable()?;
+    confirm(
+        &format!("cancel chain run `{}` on stage {}", a.key, target.stage),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        &sdk,
+        "chains cancel",
+        json!({"stage": target.stage, "key": a.key, "reason": a.reason}),
+    )
+    .await?;
+    let who = audited.who().to_string();
+    let result = runs.cancel(&a.key, &who, &a.reason, Utc::now()).await;
+    audited
+        .end(&result, result.as_ref().err().and_then(|e| e.done()))
+        .await;
+    let done = result.map_err(failed)?;
+    let text = format!(
+        "{}: CANCELLED (it was {}); execution stopped: {}; steps cancelled: {}",
+        a.key,
+        done.was,
+        done.stopped.as_deref().unwrap_or("none (not running)"),
+        if done.steps.is_empty() {
+            "none".to_string()
+        } else {
+            done.steps.join(", ")
+        }
+    );
+    Ok(Acted {
+        text,
+        details: serde_json::to_value(&done)?,
+    })
+}
+
+/// `chains skip`: confirmed (unless `--yes`), audited.
+pub(crate) async fn skip(a: &SkipArgs, cli: &Globals) -> anyhow::Result<Acted> {
+    let output: serde_json::Value = serde_json::from_str(&a.output)
+        .map_err(|e| UsageError(format!("--output is not JSON: {e}")))?;
+    let (sdk, target, runs) = chain_runs(cli).await?;
+    let failed = |e| super::target::usage_if_not_found(e, &cli.target);
+    audit::ensure_writable()?;
+    confirm(
+        &format!(
+            "skip step `{}` of chain run `{}` on stage {} and run the later stages",
+            a.step, a.key, target.stage
+        ),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        &sdk,
+        "chains skip",
+        json!({"stage": target.stage, "key": a.key, "step": a.step, "output": output, "reason": a.reason}),
+    )
+    .await?;
+    let who = audited.who().to_string();
+    let result = runs
+        .skip(&a.key, &a.step, &output, &who, &a.reason, Utc::now())
+        .await;
+    audited
+        .end(&result, result.as_ref().err().and_then(|e| e.done()))
+        .await;
+    let done = result.map_err(failed)?;
+    let text = format!(
+        "{}: step {} skipped (DONE with the given output, its failure kept); the run goes on: {:?}",
+        a.key, done.step, done.rerun
+    );
+    Ok(Acted {
+        text,
+        details: serde_json::to_value(&done)?,
+    })
 }
 
 /// The run as a tree: a line for the run, then each stage with its steps.

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::status_cmd::clip;
 use super::style::{Progress, confirm};
-use super::{globals::Globals, output::Output, usage::UsageError};
+use super::{globals::Globals, output::Acted, output::Output, usage::UsageError};
 use schedkit::ops::audit;
 use schedkit::ops::dlq::{self, HeldLetter, Selection};
 use schedkit::ops::executions::Records;
@@ -54,7 +54,7 @@ pub struct SelectArgs {
 }
 
 impl SelectArgs {
-    fn selection(&self) -> anyhow::Result<Selection> {
+    pub(crate) fn selection(&self) -> anyhow::Result<Selection> {
         let duration = |t: &Option<String>, flag: &str| -> anyhow::Result<Option<Duration>> {
             t.as_deref()
                 .map(|d| {
@@ -73,7 +73,7 @@ impl SelectArgs {
         })
     }
 
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         for (name, values) in [
             ("job", &self.jobs),
@@ -110,6 +110,15 @@ fn age(d: Duration) -> String {
 }
 
 pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
+    let acted = match command {
+        DlqCommand::Redrive(a) => Some(redrive(a, cli).await?),
+        DlqCommand::Purge(a) => Some(purge(a, cli).await?),
+        DlqCommand::List | DlqCommand::Show { .. } => None,
+    };
+    if let Some(acted) = acted {
+        cli.output.outcome(&acted.text, &acted.details);
+        return Ok(());
+    }
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
     let store = Records::new(&sdk, &target.table);
@@ -251,96 +260,97 @@ pub async fn run(command: &DlqCommand, cli: &Globals) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        DlqCommand::Redrive(a) => {
-            let selection = a.selection()?;
-            audit::ensure_writable()?;
-            confirm(
-                &format!("redrive {} to {}", a.describe(), target.queue_url),
-                a.yes,
-            )?;
-            let audited = audit::begin(
-                &sdk,
-                "dlq redrive",
-                json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
-            )
-            .await?;
-            if selection.is_everything() {
-                let mut progress = Progress::new("moving dead letters", None);
-                let mut moved = 0;
-                let done = dlq::redrive_all(&sdk, &target.dlq_arn, &target.queue_arn, |p| {
-                    moved = p.moved;
-                    progress.set(p.moved as u64, p.to_move.map(|t| t as u64));
-                })
-                .await;
-                progress.finish();
-                let so_far = format!("about {moved} letter(s) moved by the message move task");
-                audited.end(&done, Some(&so_far)).await;
-                let done = done?;
-                let details = json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status});
-                cli.output.outcome(
-                    &format!(
-                        "moved {} dead letter(s) back with a message move task ({})",
-                        done.moved, done.status
-                    ),
-                    &details,
-                );
-            } else {
-                let mut progress = Progress::new("redriving", None);
-                let done = dlq::redrive_selected(
-                    &sdk,
-                    &target.dlq_url,
-                    &target.queue_url,
-                    &selection,
-                    |n| progress.set(n as u64, None),
-                )
-                .await;
-                progress.finish();
-                audited
-                    .end(&done, done.as_ref().err().and_then(|e| e.done()))
-                    .await;
-                let done = done?;
-                let details = json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"});
-                cli.output.outcome(
-                    &format!(
-                        "redrove {} dead letter(s); {} did not match and stay",
-                        done.done, done.skipped
-                    ),
-                    &details,
-                );
-            }
-            Ok(())
-        }
-        DlqCommand::Purge(a) => {
-            let selection = a.selection()?;
-            audit::ensure_writable()?;
-            confirm(
-                &format!("delete {} from {} for good", a.describe(), target.dlq_url),
-                a.yes,
-            )?;
-            let audited = audit::begin(
-                &sdk,
-                "dlq purge",
-                json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
-            )
-            .await?;
-            let mut progress = Progress::new("deleting", None);
-            let done = dlq::purge_selected(&sdk, &target.dlq_url, &selection, |n| {
-                progress.set(n as u64, None)
-            })
-            .await;
-            progress.finish();
-            audited
-                .end(&done, done.as_ref().err().and_then(|e| e.done()))
-                .await;
-            let done = done?;
-            cli.output.outcome(
-                &format!(
-                    "deleted {} dead letter(s); {} did not match and stay",
-                    done.done, done.skipped
-                ),
-                &json!({"selection": a.describe(), "deleted": done.done, "skipped": done.skipped}),
-            );
-            Ok(())
-        }
+        DlqCommand::Redrive(_) | DlqCommand::Purge(_) => unreachable!("acted on above"),
     }
+}
+
+/// `dlq redrive`: confirmed (unless `--yes`), audited; what it did, for the console to
+/// print and the web page to show.
+pub(crate) async fn redrive(a: &SelectArgs, cli: &Globals) -> anyhow::Result<Acted> {
+    let selection = a.selection()?;
+    let sdk = cli.aws.sdk_config().await;
+    let target = cli.target.resolve(&sdk).await?;
+    audit::ensure_writable()?;
+    confirm(
+        &format!("redrive {} to {}", a.describe(), target.queue_url),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        &sdk,
+        "dlq redrive",
+        json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
+    )
+    .await?;
+    if selection.is_everything() {
+        let mut progress = Progress::new("moving dead letters", None);
+        let mut moved = 0;
+        let done = dlq::redrive_all(&sdk, &target.dlq_arn, &target.queue_arn, |p| {
+            moved = p.moved;
+            progress.set(p.moved as u64, p.to_move.map(|t| t as u64));
+        })
+        .await;
+        progress.finish();
+        let so_far = format!("about {moved} letter(s) moved by the message move task");
+        audited.end(&done, Some(&so_far)).await;
+        let done = done?;
+        return Ok(Acted {
+            text: format!(
+                "moved {} dead letter(s) back with a message move task ({})",
+                done.moved, done.status
+            ),
+            details: json!({"selection": "all", "moved": done.moved, "via": "message move task", "task_status": done.status}),
+        });
+    }
+    let mut progress = Progress::new("redriving", None);
+    let done = dlq::redrive_selected(&sdk, &target.dlq_url, &target.queue_url, &selection, |n| {
+        progress.set(n as u64, None)
+    })
+    .await;
+    progress.finish();
+    audited
+        .end(&done, done.as_ref().err().and_then(|e| e.done()))
+        .await;
+    let done = done?;
+    Ok(Acted {
+        text: format!(
+            "redrove {} dead letter(s); {} did not match and stay",
+            done.done, done.skipped
+        ),
+        details: json!({"selection": a.describe(), "moved": done.done, "skipped": done.skipped, "via": "send then delete"}),
+    })
+}
+
+/// `dlq purge`: confirmed (unless `--yes`), audited.
+pub(crate) async fn purge(a: &SelectArgs, cli: &Globals) -> anyhow::Result<Acted> {
+    let selection = a.selection()?;
+    let sdk = cli.aws.sdk_config().await;
+    let target = cli.target.resolve(&sdk).await?;
+    audit::ensure_writable()?;
+    confirm(
+        &format!("delete {} from {} for good", a.describe(), target.dlq_url),
+        a.yes,
+    )?;
+    let audited = audit::begin(
+        &sdk,
+        "dlq purge",
+        json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
+    )
+    .await?;
+    let mut progress = Progress::new("deleting", None);
+    let done = dlq::purge_selected(&sdk, &target.dlq_url, &selection, |n| {
+        progress.set(n as u64, None)
+    })
+    .await;
+    progress.finish();
+    audited
+        .end(&done, done.as_ref().err().and_then(|e| e.done()))
+        .await;
+    let done = done?;
+    Ok(Acted {
+        text: format!(
+            "deleted {} dead letter(s); {} did not match and stay",
+            done.done, done.skipped
+        ),
+        details: json!({"selection": a.describe(), "deleted": done.done, "skipped": done.skipped}),
+    })
 }

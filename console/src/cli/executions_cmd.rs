@@ -10,7 +10,10 @@ use schedkit::store::CANCELLABLE;
 use serde_json::json;
 
 use super::status_cmd::clip;
-use super::{globals::Globals, globals::parse_instant, output::Output, style, usage::UsageError};
+use super::{
+    globals::Globals, globals::parse_instant, output::Acted, output::Output, style,
+    usage::UsageError,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum ExecutionsCommand {
@@ -199,7 +202,11 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
     let table = cli.target.stage_ref().table();
     let store = Records::new(&sdk, &table);
     match command {
-        ExecutionsCommand::Cancel(a) => cancel(a, cli, &sdk, &table).await,
+        ExecutionsCommand::Cancel(a) => {
+            let acted = cancel(a, cli, &sdk, &table).await?;
+            cli.output.outcome(&acted.text, &acted.details);
+            Ok(())
+        }
         ExecutionsCommand::List(a) if a.missed || a.late => unaccounted(a, cli, &sdk, &table).await,
         ExecutionsCommand::List(a) => {
             let instant = |t: &Option<String>| {
@@ -392,13 +399,15 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
     }
 }
 
-/// `executions cancel`: one run, or a job's runs after a preview of how many.
-async fn cancel(
+/// `executions cancel`: one run, or a job's runs after a preview of how many; confirmed
+/// (unless `--yes`), audited; what it did, for the console to print and the web page to
+/// show.
+pub(crate) async fn cancel(
     a: &CancelArgs,
     cli: &Globals,
     sdk: &schedkit::aws::SdkConfig,
     table: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Acted> {
     let selection = a.selection()?;
     let catalog = super::globals::load_catalog(cli)?;
     if let Some(s) = &selection {
@@ -422,24 +431,22 @@ async fn cancel(
             .map(|c| json!({"key": key, "was": c.was, "by": audited.who()}));
         audited.end(&summary, None).await;
         let done = done?;
-        cli.output.outcome(
+        return Ok(Acted::of(
             &format!(
                 "cancelled {key} (it was {}); a running attempt stops at its next heartbeat",
                 done.was
             ),
             &json!({"key": key, "was": done.was, "status": done.record.status, "cancelled": done.record.cancelled}),
-        );
-        return Ok(());
+        ));
     };
     // With --yes nothing waits on the count: the queue is scanned once, by the action
     // (every scan receives each message once, toward its maxReceiveCount).
     let preview = canceller.preview(&selection, &catalog, !a.yes).await?;
     if preview.total() == 0 && !(a.yes && selection.queued) {
-        cli.output.outcome(
+        return Ok(Acted::of(
             &format!("no run of {} to cancel", selection.job),
             &json!({"job": selection.job, "would_cancel": preview, "cancelled": 0}),
-        );
-        return Ok(());
+        ));
     }
     let queue_too = if a.yes && selection.queued {
         " (and the queue's, counted as they are cancelled)"
@@ -480,7 +487,7 @@ async fn cancel(
         .end(&done, done.as_ref().err().and_then(|e| e.done()))
         .await;
     let done = done?;
-    cli.output.outcome(
+    Ok(Acted::of(
         &format!(
             "cancelled {} run(s) of {} ({}); {} had moved on and were left",
             done.keys.len(),
@@ -489,6 +496,5 @@ async fn cancel(
             done.moved_on
         ),
         &json!({"job": selection.job, "previewed": preview, "cancelled": done.cancelled, "keys": done.keys, "moved_on": done.moved_on}),
-    );
-    Ok(())
+    ))
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::{
     globals::Globals, globals::load_catalog, globals::parse_instant, globals::stage_group,
-    output::Output, usage::UsageError,
+    output::Acted, output::Output, usage::UsageError,
 };
 
 #[derive(Debug, Args)]
@@ -45,7 +45,35 @@ pub struct FireArgs {
     pub dead_letter_arn: Option<String>,
 }
 
+impl FireArgs {
+    /// A run of `job` now, as `schedkit fire JOB` with no other flag.
+    pub fn now(job: &str) -> FireArgs {
+        FireArgs {
+            job: job.to_string(),
+            payload: None,
+            key: None,
+            at: None,
+            delay: None,
+            group: None,
+            role_arn: None,
+            dead_letter_arn: None,
+        }
+    }
+}
+
 pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
+    let acted = fire(a, cli).await?;
+    match cli.output {
+        // One line, as a script reads it.
+        Output::Json => println!("{}", acted.details),
+        Output::Table => println!("{}", acted.text),
+    }
+    Ok(())
+}
+
+/// Enqueues (or schedules) the run, audited; what it did, for the console to print and
+/// the web page to show.
+pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
     let catalog = load_catalog(cli)?;
     // A job, or a chain: a chain's run is its trigger on the jobs queue, which the worker
     // turns into one execution named after the key.
@@ -148,35 +176,21 @@ pub async fn run(a: &FireArgs, cli: &Globals) -> anyhow::Result<()> {
         .await;
     let enqueued = enqueued?;
     let job = &name;
-    match (cli.output, &enqueued) {
-        (
-            Output::Json,
-            Enqueued::Queued {
-                message_id,
-                delay_seconds,
-            },
-        ) => println!(
-            "{}",
-            serde_json::json!({"job": job, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}})
-        ),
-        (Output::Json, Enqueued::Scheduled { group, name }) => println!(
-            "{}",
-            serde_json::json!({"job": job, "scheduled_for": when, "schedule": {"group": group, "name": name}})
-        ),
-        (
-            Output::Table,
-            Enqueued::Queued {
-                message_id,
-                delay_seconds,
-            },
-        ) => {
-            println!("{job} queued for {when} (message {message_id}, visible in {delay_seconds} s)")
-        }
-        (Output::Table, Enqueued::Scheduled { group, name }) => {
-            println!(
+    Ok(match &enqueued {
+        Enqueued::Queued {
+            message_id,
+            delay_seconds,
+        } => Acted {
+            text: format!(
+                "{job} queued for {when} (message {message_id}, visible in {delay_seconds} s)"
+            ),
+            details: serde_json::json!({"job": job, "scheduled_for": when, "queued": {"message_id": message_id, "delay_seconds": delay_seconds}}),
+        },
+        Enqueued::Scheduled { group, name } => Acted {
+            text: format!(
                 "{job} scheduled for {when} (one-time schedule {group}/{name}, deleted after it fires)"
-            )
-        }
-    }
-    Ok(())
+            ),
+            details: serde_json::json!({"job": job, "scheduled_for": when, "schedule": {"group": group, "name": name}}),
+        },
+    })
 }

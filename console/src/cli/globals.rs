@@ -11,7 +11,7 @@ use super::target;
 use super::usage::UsageError;
 
 /// The flags every command takes.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Globals {
     /// The job catalog.
     #[arg(

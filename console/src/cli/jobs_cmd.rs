@@ -13,8 +13,8 @@ use serde::Serialize;
 use schedkit::ops::executions::Records;
 
 use super::{
-    globals::Globals, globals::load_catalog, globals::stage_group, output::Output, style,
-    usage::UsageError,
+    globals::Globals, globals::load_catalog, globals::stage_group, output::Acted, output::Output,
+    style, usage::UsageError,
 };
 
 #[derive(Debug, Args)]
@@ -41,8 +41,9 @@ pub enum JobsAction {
     },
 }
 
-/// Pauses or resumes `job` on the stage; audited.
-async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<()> {
+/// Pauses or resumes `job` on the stage; audited. What it did, for the console to print
+/// and the web page to show.
+pub(crate) async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<Acted> {
     let catalog = load_catalog(cli)?;
     let (JobsAction::Pause { job, .. } | JobsAction::Resume { job }) = action;
     if catalog.job(job).is_none_or(|j| j.schedule.is_none()) {
@@ -101,21 +102,20 @@ async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<(
                     false,
                 ),
             };
-            match cli.output {
-                Output::Json => {
-                    let mut out = serde_json::to_value(&p)?;
-                    out["already"] = already.into();
-                    println!("{out}");
-                }
-                Output::Table if already => println!(
+            let mut details = serde_json::to_value(&p)?;
+            details["already"] = already.into();
+            let text = if already {
+                format!(
                     "{job}: already paused (schedule {group}/{job} DISABLED) by {} at {}: {} (kept; `jobs resume {job}` first to pause it with another reason)",
                     p.by, p.at, p.reason
-                ),
-                Output::Table => println!(
+                )
+            } else {
+                format!(
                     "{job}: paused (schedule {group}/{job} DISABLED) by {} at {}: {}",
                     p.by, p.at, p.reason
-                ),
-            }
+                )
+            };
+            Ok(Acted { text, details })
         }
         JobsAction::Resume { job } => {
             let audited = audit::begin(
@@ -138,24 +138,19 @@ async fn pause_or_resume(action: &JobsAction, cli: &Globals) -> anyhow::Result<(
                     "{job}: the pause is removed, but schedule {group}/{job} could not be enabled: {e} (the next `jobs resume` or `schedules sync` sets it)"
                 ));
             }
-            match cli.output {
-                Output::Json => println!(
-                    "{}",
-                    serde_json::json!({"job": job, "resumed": true, "was": ended})
+            let text = match &ended {
+                Some(p) => format!(
+                    "{job}: resumed (schedule ENABLED); it was paused by {} at {}: {}",
+                    p.by, p.at, p.reason
                 ),
-                Output::Table => match ended {
-                    Some(p) => println!(
-                        "{job}: resumed (schedule ENABLED); it was paused by {} at {}: {}",
-                        p.by, p.at, p.reason
-                    ),
-                    None => {
-                        println!("{job}: resumed (schedule ENABLED); it had no pause on record")
-                    }
-                },
-            }
+                None => format!("{job}: resumed (schedule ENABLED); it had no pause on record"),
+            };
+            Ok(Acted {
+                text,
+                details: serde_json::json!({"job": job, "resumed": true, "was": ended}),
+            })
         }
     }
-    Ok(())
 }
 
 /// A pause's or resume's result as the audit trail keeps it: finished when the schedule
@@ -194,42 +189,50 @@ fn summary(paused: &Paused) -> serde_json::Value {
     }
 }
 
+/// A catalog job as `schedkit jobs` and the web page's jobs list show it.
 #[derive(Serialize)]
-struct Row {
-    job: String,
-    owner: String,
-    schedule: Option<String>,
-    timezone: Option<String>,
-    next_runs: Vec<String>,
+pub(crate) struct Row {
+    pub job: String,
+    pub owner: String,
+    pub schedule: Option<String>,
+    pub timezone: Option<String>,
+    pub next_runs: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    paused: Option<PauseRecord>,
-    last_status: Option<Status>,
+    pub paused: Option<PauseRecord>,
+    pub last_status: Option<Status>,
     /// What limits its runs (`schedkit status` shows the limits in use).
     #[serde(skip_serializing_if = "String::is_empty")]
-    limits: String,
+    pub limits: String,
     /// DONE / (DONE + FAILED) over the recent runs, when any ended.
-    success_rate: Option<f64>,
-    recent_runs: usize,
+    pub success_rate: Option<f64>,
+    pub recent_runs: usize,
+    /// The recent runs themselves, newest first (the page draws them as a strip).
+    #[serde(skip)]
+    pub recent: Vec<schedkit::ExecutionRecord>,
 }
 
-pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
-    if let Some(action) = &a.action {
-        return pause_or_resume(action, cli).await;
-    }
-    let catalog = load_catalog(cli)?;
-    let sdk = cli.aws.sdk_config().await;
-    let target = cli.target.resolve(&sdk).await?;
-    let records = Records::new(&sdk, &target.table);
-    let mut paused = Pauses::for_table(&sdk, &target.table)
+/// Every catalog job with its next three runs, pause, last status and success rate over
+/// its last 20 runs: one `by-job` query per job and one read of the pauses.
+pub(crate) async fn rows(
+    catalog: &schedkit::catalog::Catalog,
+    sdk: &schedkit::aws::SdkConfig,
+    table: &str,
+) -> Result<Vec<Row>, schedkit::ops::OpsError> {
+    let records = Records::new(sdk, table);
+    let mut paused = Pauses::for_table(sdk, table)
         .of(catalog.jobs.keys().map(String::as_str))
-        .await?;
+        .await
+        .map_err(|e| {
+            schedkit::ops::OpsError::Aws(schedkit::aws::AwsError {
+                doing: "reading the pauses".into(),
+                answer: e.to_string(),
+                code: None,
+            })
+        })?;
     let now = Utc::now();
     let mut rows = Vec::new();
     for job in catalog.jobs.values() {
-        let recent = records
-            .recent_of(&job.name, 20)
-            .await
-            .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
+        let recent = records.recent_of(&job.name, 20).await?;
         let done = recent.iter().filter(|r| r.status == Status::Done).count();
         let failed = recent.iter().filter(|r| r.status == Status::Failed).count();
         let spec = job.spec.schedule.as_ref();
@@ -251,8 +254,24 @@ pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
             limits: schedkit::ops::limits::describe(job),
             success_rate: (done + failed > 0).then(|| done as f64 / (done + failed) as f64),
             recent_runs: recent.len(),
+            recent,
         });
     }
+    Ok(rows)
+}
+
+pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
+    if let Some(action) = &a.action {
+        let acted = pause_or_resume(action, cli).await?;
+        cli.output.outcome(&acted.text, &acted.details);
+        return Ok(());
+    }
+    let catalog = load_catalog(cli)?;
+    let sdk = cli.aws.sdk_config().await;
+    let target = cli.target.resolve(&sdk).await?;
+    let rows = rows(&catalog, &sdk, &target.table)
+        .await
+        .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
     if cli.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());

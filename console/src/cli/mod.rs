@@ -3,14 +3,14 @@
 mod audit_cmd;
 mod aws_args;
 mod catalog_cmd;
-mod chains_cmd;
-mod dlq_cmd;
+pub(crate) mod chains_cmd;
+pub(crate) mod dlq_cmd;
 mod engine_cmd;
-mod executions_cmd;
-mod fire_cmd;
+pub(crate) mod executions_cmd;
+pub(crate) mod fire_cmd;
 mod globals;
 mod iac_cmd;
-mod jobs_cmd;
+pub(crate) mod jobs_cmd;
 mod output;
 mod schedules_cmd;
 mod status_cmd;
@@ -22,7 +22,9 @@ use clap::{Parser, Subcommand};
 
 pub use aws_args::AwsArgs;
 pub use globals::Globals;
-pub use output::Output;
+pub use globals::{load_catalog, parse_instant};
+pub use output::{Acted, Output};
+pub use status_cmd::clip;
 pub use usage::UsageError;
 
 /// schedkit: run and operate scheduled jobs on AWS (or LocalStack).
@@ -64,6 +66,9 @@ pub enum Command {
     /// Infrastructure as code: keep the template's catalog-derived parts in sync.
     #[command(subcommand)]
     Iac(IacCommand),
+    /// The operator's web page: every job, run and chain at a glance, and the actions,
+    /// each behind a confirmation (127.0.0.1:8080 unless --listen says otherwise).
+    Ui(crate::ui::UiArgs),
     /// The stage's audit trail: who did what and when, each action begun and ended, and
     /// the worker's own pauses.
     Audit(audit_cmd::AuditArgs),
@@ -100,6 +105,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 | Command::Schedules(_)
                 | Command::Fire(_)
                 | Command::Engine(_)
+                | Command::Ui(_)
         );
     if acts {
         let sdk = cli.globals.aws.sdk_config().await;
@@ -107,6 +113,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     match &cli.command {
         Command::Audit(a) => audit_cmd::run(a, &cli.globals).await,
+        Command::Ui(a) => crate::ui::run(a, &cli.globals).await,
         Command::Status => status_cmd::run(&cli.globals).await,
         Command::Jobs(a) => jobs_cmd::run(a, &cli.globals).await,
         Command::Executions(c) => executions_cmd::run(c, &cli.globals).await,

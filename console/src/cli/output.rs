@@ -30,6 +30,24 @@ impl Output {
     }
 }
 
+/// What an action did: a sentence for people and a JSON value for scripts. The commands
+/// print it (as `--output` says); the web page shows the sentence.
+#[derive(Debug, Clone)]
+pub struct Acted {
+    pub text: String,
+    pub details: serde_json::Value,
+}
+
+impl Acted {
+    /// From the sentence and the value, as `Output::outcome` takes them.
+    pub fn of(text: &str, details: &serde_json::Value) -> Acted {
+        Acted {
+            text: text.to_string(),
+            details: details.clone(),
+        }
+    }
+}
+
 impl Output {
     /// Prints what an action did: `text` for people, `value` as JSON for scripts.
     pub fn outcome(self, text: &str, value: &serde_json::Value) {
