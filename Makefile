@@ -36,7 +36,7 @@ sim-reverts:
 #         LETTERS dead letters (default 2000). 11 minutes on 2 cores (17 from a fresh clone: the release build).
 bench:
 	functions/package.sh --release worker
-	$(CARGO) build --release --locked -p schedkit-bench --bin peer-bench -p schedkit-lambda-init --bin schedkit-lambda-init
+	$(CARGO) build --release --locked -p schedkit-bench --bin peer-bench -p schedkit-lambda-init --bin schedkit-lambda-init -p schedkit-console --bin schedkit
 	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/schedkit-lambda-init \
 	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/peer-bench \
 	  --deliveries $(or $(N),2000) --letters $(or $(LETTERS),2000) --out bench

@@ -8,15 +8,14 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use schedkit::DynamoStore;
 use schedkit::accounting::stage::check;
 use schedkit::catalog::Catalog;
-use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
-use schedkit::{DynamoStore, ExecutionRecord};
 use schedkit_testkit::Stack;
 
 use crate::report::{Better, Row, Section};
+use crate::seed;
 use crate::stats::median;
 use crate::throughput;
 use crate::wire::WireCounter;
@@ -58,42 +57,13 @@ fn catalog(jobs: usize) -> String {
         .collect()
 }
 
-/// A DONE record, as the worker writes one: claimed and finished through the store.
-async fn done_record(store: &DynamoStore) -> anyhow::Result<ExecutionRecord> {
-    let now = Utc::now();
-    let claim = ClaimRequest {
-        key: "bench-template".into(),
-        job: "template".into(),
-        scheduled_for: now.to_rfc3339(),
-        payload_hash: "h".into(),
-        input: "{}".into(),
-        message_id: None,
-        owner: "bench:1".into(),
-        now,
-        lease: Duration::from_secs(60),
-        retention: Duration::from_secs(30 * 86_400),
-        redrive: None,
-    };
-    let ClaimOutcome::Claimed { record, .. } = store.claim(&claim).await? else {
-        anyhow::bail!("the template record was not claimed");
-    };
-    let finish = Finish::Succeeded {
-        result: serde_json::json!({"rows": 1}),
-    };
-    store.finish(&record, &finish, now).await?;
-    store
-        .get("bench-template")
-        .await?
-        .ok_or_else(|| anyhow::anyhow!("the template record is gone"))
-}
-
 /// Writes a DONE record for every firing of the catalog in the day before `now`.
 async fn a_day_of_records(
     stack: &Stack,
     catalog: &Catalog,
     now: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
-    let template = done_record(&stack.store()).await?;
+    let template = seed::done_record(&stack.store()).await?;
     let firings = schedkit::accounting::expected(
         catalog,
         now - TimeDelta::hours(25),
@@ -101,57 +71,16 @@ async fn a_day_of_records(
         Duration::ZERO,
         |_| None,
     );
-    let mut items: Vec<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> =
-        Vec::with_capacity(firings.len());
-    for f in &firings {
+    let records = firings.iter().map(|f| {
         let mut r = template.clone();
         r.execution_key = f.key.clone();
         r.job = f.name.clone();
         r.scheduled_for = f
             .scheduled_for
             .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        items.push(serde_dynamo::to_item(&r)?);
-    }
-    let mut writes = tokio::task::JoinSet::new();
-    for chunk in items.chunks(25) {
-        let requests: Vec<WriteRequest> = chunk
-            .iter()
-            .map(|item| {
-                WriteRequest::builder()
-                    .put_request(
-                        PutRequest::builder()
-                            .set_item(Some(item.clone()))
-                            .build()
-                            .unwrap(),
-                    )
-                    .build()
-            })
-            .collect();
-        let (ddb, table) = (stack.ddb.clone(), stack.table.clone());
-        writes.spawn(async move {
-            let mut pending = requests;
-            while !pending.is_empty() {
-                let out = ddb
-                    .batch_write_item()
-                    .request_items(&table, pending)
-                    .send()
-                    .await?;
-                pending = out
-                    .unprocessed_items
-                    .and_then(|mut u| u.remove(&table))
-                    .unwrap_or_default();
-            }
-            anyhow::Ok(())
-        });
-        if writes.len() >= 8
-            && let Some(done) = writes.join_next().await
-        {
-            done??;
-        }
-    }
-    while let Some(done) = writes.join_next().await {
-        done??;
-    }
+        r
+    });
+    seed::put_records(stack, records).await?;
     Ok(firings.len())
 }
 

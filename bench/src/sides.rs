@@ -40,6 +40,8 @@ pub struct Programs {
     pub worker: PathBuf,
     /// `functions/package.sh`'s zip of it: what a stage deploys.
     pub zip: PathBuf,
+    /// `target/<profile>/schedkit`: the console, for its web page.
+    pub console: PathBuf,
     /// The peer virtualenv's Python (Powertools and awslambdaric installed).
     pub python: PathBuf,
 }
@@ -52,6 +54,7 @@ impl Programs {
         let target = schedkit_testkit::target_dir();
         let worker = target.join(profile).join("worker");
         let zip = target.join("lambda").join(profile).join("worker.zip");
+        let console = target.join(profile).join("schedkit");
         let package = if profile == "release" {
             "functions/package.sh --release worker"
         } else {
@@ -64,6 +67,16 @@ impl Programs {
                 path.display()
             );
         }
+        anyhow::ensure!(
+            console.exists(),
+            "{} is missing: cargo build -p schedkit-console --bin schedkit{} (make bench does)",
+            console.display(),
+            if profile == "release" {
+                " --release"
+            } else {
+                ""
+            }
+        );
         let out = Command::new(root.join("bench/peer/install.sh"))
             .output()
             .context("installing the peer (bench/peer/install.sh)")?;
@@ -77,6 +90,7 @@ impl Programs {
             root,
             worker,
             zip,
+            console,
             python,
         })
     }

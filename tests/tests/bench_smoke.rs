@@ -26,13 +26,9 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                 .args(["--cold-starts", "1", "--batches", "1", "--letters", "40"])
                 .args(["--redrive-rounds", "1", "--hol-shorts", "20"])
                 .args(["--hol-long-seconds", "3", "--flow-runs", "30"])
-                .args([
-                    "--accountant-jobs",
-                    "12",
-                    "--accountant-rounds",
-                    "1",
-                    "--out",
-                ])
+                .args(["--accountant-jobs", "12", "--accountant-rounds", "1"])
+                .args(["--page-records", "200", "--page-letters", "20"])
+                .args(["--page-rounds", "1", "--out"])
                 .arg(&out)
                 .env("AWS_ENDPOINT_URL", endpoint())
                 .output()
@@ -64,6 +60,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "One polling worker: 20 one-second jobs beside one 3 s job",
         "Flow control: 30 runs of a 50 ms job",
         "The accountant: a catalog of 12 scheduled jobs",
+        "The web page: 200 records and 20 dead letters",
         "Cost per million jobs",
     ] {
         assert!(
@@ -112,6 +109,32 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "{flow:#}"
     );
     assert!(markdown.contains(&format!("| {none} |")), "{markdown}");
+    // The web page: each page's time and requests, the peer's cells saying it has none.
+    let page = sections
+        .iter()
+        .find(|s| s["title"].as_str().unwrap().starts_with("The web page"))
+        .unwrap();
+    let page_rows = page["rows"].as_array().unwrap();
+    for p in ["the overview", "a job's page", "the dead letters"] {
+        for measure in [
+            "milliseconds to the whole page",
+            "DynamoDB requests",
+            "SQS requests",
+        ] {
+            assert!(
+                page_rows
+                    .iter()
+                    .any(|r| r["name"].as_str().unwrap() == format!("{p}: {measure}")),
+                "no row {p:?}: {measure:?} in {page:#}"
+            );
+        }
+    }
+    assert!(
+        page_rows
+            .iter()
+            .all(|r| r["theirs_text"] == "none (the peer has no web page)"),
+        "{page:#}"
+    );
     for s in sections {
         for r in s["rows"].as_array().unwrap() {
             for side in ["ours", "theirs"] {

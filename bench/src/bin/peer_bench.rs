@@ -2,21 +2,22 @@
 //! and idempotency utilities as their docs show, `bench/peer/`) on the same LocalStack,
 //! alternating so that drift cancels, and its selective DLQ redrive against a one-by-one
 //! loop; what a flow-control limit costs in throughput and requests (the peer has none);
-//! what the accountant's check costs on a catalog of 300 scheduled jobs (the peer has none);
+//! what the accountant's check costs on a catalog of 300 scheduled jobs, and what the web
+//! page's pages cost on a stage of 10,000 records and 300 dead letters (the peer has none);
 //! then the cost per million jobs on AWS from what was measured. Writes
 //! `bench/results.md` and `bench/results.json` (`bench/chart.py` draws `results.png`).
 //!
 //! ```text
-//! functions/package.sh --release worker && cargo run --release -p schedkit-bench --bin peer-bench -- \
+//! functions/package.sh --release worker && cargo build --release -p schedkit-console --bin schedkit && \
+//!   cargo run --release -p schedkit-bench --bin peer-bench -- \
 //!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000] \
-//!     [--flow-runs 300] [--accountant-jobs 300]
+//!     [--flow-runs 300] [--accountant-jobs 300] [--page-records 10000] [--page-letters 300]
 //! ```
 //! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
 use std::path::PathBuf;
 
 use clap::Parser;
-use schedkit_bench::accountant;
 use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
 use schedkit_bench::flow_control;
 use schedkit_bench::head_of_line::{self, Receiving};
@@ -27,6 +28,7 @@ use schedkit_bench::sides::{Programs, Side};
 use schedkit_bench::stats::median;
 use schedkit_bench::throughput::{self, per_delivery};
 use schedkit_bench::wire::{TRANSACTION_ITEM, WireCounter};
+use schedkit_bench::{accountant, web_page};
 use schedkit_testkit::{Stack, localstack, unique};
 
 #[derive(Parser)]
@@ -72,6 +74,16 @@ struct Args {
     /// The accountant: checks of each span (5 minutes, a day), alternating.
     #[arg(long, default_value_t = 3)]
     accountant_rounds: usize,
+    /// The web page: execution records in the stage its pages read; 0 leaves the
+    /// section out.
+    #[arg(long, default_value_t = 10_000)]
+    page_records: usize,
+    /// The web page: dead letters in the stage's DLQ.
+    #[arg(long, default_value_t = 300)]
+    page_letters: usize,
+    /// The web page: fetches of each page, in turn.
+    #[arg(long, default_value_t = 3)]
+    page_rounds: usize,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
     /// `--profiler` and write its profile to this file.
     #[arg(long)]
@@ -139,6 +151,15 @@ async fn main() -> anyhow::Result<()> {
     let flow = flow_control::run(&stack, &wire, args.flow_runs).await?;
     let accounting =
         accountant::run(&stack, &wire, args.accountant_jobs, args.accountant_rounds).await?;
+    let pages = web_page::run(
+        &programs.console,
+        &stack,
+        &wire,
+        args.page_records,
+        args.page_letters,
+        args.page_rounds,
+    )
+    .await?;
 
     let n = t.deliveries;
     let records = stack.table.clone();
@@ -382,7 +403,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {} --page-records {} --page-letters {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -392,6 +413,8 @@ async fn main() -> anyhow::Result<()> {
             args.hol_long_seconds,
             args.flow_runs,
             args.accountant_jobs,
+            args.page_records,
+            args.page_letters,
             if args.worker_profile == "release" {
                 String::new()
             } else {
@@ -411,6 +434,7 @@ async fn main() -> anyhow::Result<()> {
             head_of_line_section,
             flow.section(Side::Powertools.label()),
             accounting.section(Side::Powertools.label()),
+            pages.section(Side::Powertools.label()),
             cost_section,
         ]
         .into_iter()
