@@ -114,6 +114,8 @@ async fn fill_dlq(stack: &Stack, letters: usize) -> anyhow::Result<()> {
 struct Server {
     child: Child,
     port: u16,
+    /// The access token's cookie, as the browser keeps it after the printed URL.
+    cookie: String,
 }
 
 impl Drop for Server {
@@ -124,6 +126,8 @@ impl Drop for Server {
 }
 
 fn serve(console: &Path, stack: &Stack, wire: &WireCounter) -> anyhow::Result<Server> {
+    // Its stderr in a file: a pipe nobody reads would fill, or break its writes.
+    let log = schedkit_testkit::target_dir().join(format!("{}-ui.log", stack.name));
     let mut child = Command::new(console)
         .current_dir(schedkit_testkit::root())
         .args(["--stage", &stack.name, "ui", "--listen", "127.0.0.1:0"])
@@ -141,35 +145,41 @@ fn serve(console: &Path, stack: &Stack, wire: &WireCounter) -> anyhow::Result<Se
         )
         .env_remove("SCHEDKIT_CATALOG")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&log)?)
         .spawn()?;
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-    let port = line
-        .trim()
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok());
-    let Some(port) = port else {
+    // `schedkit ui: http://127.0.0.1:<port>/?token=<token>`
+    let printed = line.trim().strip_prefix("schedkit ui: http://127.0.0.1:");
+    let parts = printed.and_then(|rest| {
+        let (port, token) = rest.split_once("/?token=")?;
+        Some((port.parse::<u16>().ok()?, token.to_string()))
+    });
+    let Some((port, token)) = parts else {
         let _ = child.kill();
-        let out = child.wait_with_output()?;
+        let _ = child.wait();
         anyhow::bail!(
             "schedkit ui did not print its URL: {line:?}; {}",
-            String::from_utf8_lossy(&out.stderr)
+            std::fs::read_to_string(&log).unwrap_or_default()
         );
     };
-    // Its stderr is its start-up line only; nothing reads it after this.
-    drop(child.stderr.take());
-    Ok(Server { child, port })
+    Ok(Server {
+        child,
+        port,
+        cookie: format!("schedkit_ui_token_{port}={token}"),
+    })
 }
 
 /// One page, whole: its status and its size.
-async fn fetch(port: u16, path: &str) -> anyhow::Result<(String, usize)> {
+async fn fetch(server: &Server, path: &str) -> anyhow::Result<(String, usize)> {
+    let port = server.port;
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n")
-            .as_bytes(),
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+            server.cookie
+        )
+        .as_bytes(),
     )
     .await?;
     let mut answer = Vec::new();
@@ -208,12 +218,12 @@ pub async fn run(
         .map(|(label, _)| (*label, Measured::default()))
         .collect();
     // A first look, unmeasured: the server's connections and credentials made once.
-    fetch(server.port, "/help").await?;
+    fetch(&server, "/help").await?;
     for _ in 0..rounds {
         for (i, (_, path)) in PAGES.iter().enumerate() {
             wire.take();
             let started = Instant::now();
-            let (status, bytes) = fetch(server.port, path).await?;
+            let (status, bytes) = fetch(&server, path).await?;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             let counts = wire.take();
             anyhow::ensure!(status.contains(" 200 "), "{path}: {status}");

@@ -79,12 +79,16 @@ async fn http(port: u16, request: String) -> std::io::Result<String> {
     Ok(out)
 }
 
-/// A form posted to the page without going through its confirmation: the status line.
-async fn post_form(port: u16, body: &str) -> String {
+/// A form posted to the page as another program would (with the access token's cookie
+/// when given): the status line.
+async fn post_form(port: u16, cookie: Option<&str>, body: &str) -> String {
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
     let answer = http(
         port,
         format!(
-            "POST /act HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /act HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{cookie}Content-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ),
     )
@@ -184,14 +188,31 @@ impl Walk {
             .unwrap();
     }
 
+    /// The text of the element `css` selects, once the page has one (an action's page
+    /// comes after its work: a redrive's takes a second or two).
     async fn text(&self, css: &str) -> String {
-        self.client
-            .find(Locator::Css(css))
-            .await
-            .unwrap_or_else(|e| panic!("{css}: {e}"))
-            .text()
-            .await
-            .unwrap()
+        let found = self
+            .client
+            .wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::Css(css))
+            .await;
+        match found {
+            Ok(e) => e.text().await.unwrap(),
+            Err(e) => {
+                let page = self
+                    .client
+                    .find(Locator::Css("body"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                let png = self.client.screenshot().await.unwrap();
+                std::fs::write(self.shots.join("failed.png"), png).unwrap();
+                panic!("{css}: {e}; the page (target/ui-screenshots/failed.png) says:\n{page}")
+            }
+        }
     }
 
     async fn title(&self) -> String {
@@ -199,7 +220,8 @@ impl Walk {
     }
 }
 
-/// The UI served by the `schedkit` binary as `console`'s user; its URL.
+/// The UI served by the `schedkit` binary as `console`'s user; the URL it printed (with
+/// its access token).
 fn serve(console: &Console, extra: &[&str]) -> (Owned, String) {
     let mut args = vec!["ui", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
@@ -313,15 +335,40 @@ async fn the_operators_walk_through_by_clicking_in_chromium() {
         .filter(|d| d.job.as_deref() == Some("partner-export"))
         .count();
 
-    let (_server, base) = serve(&console, &[]);
+    let (_server, url) = serve(&console, &[]);
+    let (base, token) = url
+        .split_once("/?token=")
+        .expect("the URL carries its token");
     let port: u16 = base.rsplit(':').next().unwrap().parse().unwrap();
+    let cookie = format!("schedkit_ui_token_{port}={token}");
     let (_driver, driver_url) = chromedriver().await;
     let mut walk = Walk {
         client: browser(&driver_url).await,
-        base: base.clone(),
+        base: base.to_string(),
         shots: screenshots(),
         taken: Vec::new(),
     };
+    // The page needs its token: without it, refused; the printed URL lets the browser in
+    // (a cookie, and a redirect to the page without the token in the address bar).
+    walk.go("/").await;
+    assert_eq!(walk.title().await, "Refused");
+    // The browser logged that refusal (reading the log empties it): only that.
+    let refusals = walk.client.issue_cmd(BrowserLog).await.unwrap();
+    assert!(
+        refusals
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|e| e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("401 (Unauthorized)"))),
+        "{refusals}"
+    );
+    walk.client.goto(&url).await.unwrap();
+    assert_eq!(
+        walk.client.current_url().await.unwrap().as_str(),
+        format!("{base}/")
+    );
 
     // The overview names the failing job and the paused chain.
     walk.go("/").await;
@@ -399,22 +446,49 @@ async fn the_operators_walk_through_by_clicking_in_chromium() {
         "{done}"
     );
 
-    // A purge posted without the page's anti-forgery token, or with another: refused, and
-    // the poison is still there.
+    // The poison, purged through the page; before the operator confirms, the same purge
+    // posted by another program: without the access token's cookie, or without (or with
+    // another) anti-forgery token, refused, and the poison still there.
+    walk.go("/dlq?reason=poison").await;
+    walk.click_link("Purge these 1").await;
+    let says = walk.text(".says").await;
+    assert!(
+        says.starts_with("Delete 1 dead letter (reason poison)"),
+        "{says}"
+    );
+    let source = walk.client.source().await.unwrap();
+    let field = |name: &str| {
+        let re = regex::Regex::new(&format!(r#"name="{name}" value="([^"]*)""#)).unwrap();
+        re.captures(&source)
+            .unwrap_or_else(|| panic!("no {name} in the form"))[1]
+            .to_string()
+    };
+    let (csrf, once) = (field("csrf"), field("once"));
     let poison = letters
         .iter()
         .find(|d| d.reason.as_deref() == Some("poison"))
         .unwrap();
-    let forged = format!(
-        "action=purge&reason=poison&message_id={}",
+    let form = format!(
+        "action=purge&reason=poison&message_id={}&once={once}",
         poison.message_id
     );
-    assert!(post_form(port, &forged).await.contains(" 403 "), "no token");
+    let with_csrf = format!("{form}&csrf={csrf}");
     assert!(
-        post_form(port, &format!("{forged}&csrf=0123456789abcdef"))
+        post_form(port, None, &with_csrf).await.contains(" 401 "),
+        "no cookie"
+    );
+    assert!(
+        post_form(port, Some(&cookie), &form)
             .await
             .contains(" 403 "),
-        "a wrong token"
+        "no anti-forgery token"
+    );
+    let other = format!("{form}&csrf=0123456789abcdef");
+    assert!(
+        post_form(port, Some(&cookie), &other)
+            .await
+            .contains(" 403 "),
+        "another token"
     );
     let after = schedkit::ops::dlq::peek(&sdk, &stack.dlq_url)
         .await
@@ -423,20 +497,25 @@ async fn the_operators_walk_through_by_clicking_in_chromium() {
         after.iter().any(|d| d.message_id == poison.message_id),
         "a forged request purged the poison"
     );
-
-    // The poison, purged through the page.
-    walk.go("/dlq?reason=poison").await;
-    walk.click_link("Purge these 1").await;
-    let says = walk.text(".says").await;
-    assert!(
-        says.starts_with("Delete 1 dead letter (reason poison)"),
-        "{says}"
-    );
     walk.click("#confirm").await;
     assert!(
         walk.text(".done")
             .await
             .contains("deleted 1 dead letter(s)")
+    );
+    // The same confirmation sent again (a reload, a replay): refused, nothing done twice.
+    assert!(
+        post_form(port, Some(&cookie), &with_csrf)
+            .await
+            .contains(" 409 "),
+        "a replay"
+    );
+    walk.client.refresh().await.unwrap();
+    assert!(
+        walk.text(".done")
+            .await
+            .contains("deleted 1 dead letter(s)"),
+        "the result page reloads as it was"
     );
 
     // Every record DONE.
@@ -524,4 +603,32 @@ async fn listening_beyond_loopback_needs_a_token() {
         stderr.contains("not loopback) needs an access token"),
         "{stderr}"
     );
+}
+
+/// What the dead-letters page reads: at most its cap, every letter left in the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_look_at_the_dlq_reads_at_most_its_cap_and_consumes_nothing() {
+    let stack = Stack::lane("ui-peek", StackOptions::default()).await;
+    for i in 0..12 {
+        let mut e = Envelope::new("record-invoice", "2026-11-02T09:00:00Z".parse().unwrap());
+        e.key = Some(format!("letter-{i}"));
+        stack
+            .sqs
+            .send_message()
+            .queue_url(&stack.dlq_url)
+            .message_body(e.to_json())
+            .send()
+            .await
+            .unwrap();
+    }
+    let sdk = localstack().await;
+    let (some, stopped) = schedkit::ops::dlq::peek_at_most(&sdk, &stack.dlq_url, 5)
+        .await
+        .unwrap();
+    assert_eq!((some.len(), stopped), (5, true));
+    // Nothing consumed, nothing left held: a whole look right after finds all twelve.
+    let (all, stopped) = schedkit::ops::dlq::peek_at_most(&sdk, &stack.dlq_url, 100)
+        .await
+        .unwrap();
+    assert_eq!((all.len(), stopped), (12, false));
 }

@@ -5,7 +5,7 @@
 
 use axum::extract::{Form, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use schedkit::Status;
 use schedkit::ops::chains::ChainRuns;
@@ -13,6 +13,7 @@ use schedkit::ops::executions::Records;
 
 use super::dlq::{self, Filters};
 use super::html::{self, run_link};
+use super::once::Done;
 use super::{PageError, Shared};
 use crate::cli::{Acted, chains_cmd, dlq_cmd, executions_cmd, fire_cmd, jobs_cmd};
 
@@ -128,6 +129,7 @@ pub async fn confirm(
             } @else {
                 form method="post" action="/act" {
                     input type="hidden" name="csrf" value=(ui.access.form_token());
+                    input type="hidden" name="once" value=(ui.confirmations.issue());
                     @for (k, v) in &plan.fields { input type="hidden" name=(k) value=(v); }
                     @if let Some(label) = plan.reason {
                         label { (label) " " input type="text" name="why" required size="50" autofocus; }
@@ -193,7 +195,7 @@ async fn plan(ui: &Shared, action: &Action, fields: &Fields) -> Result<Plan, Pag
         }
         Action::Redrive { filters, ids } | Action::Purge { filters, ids } => {
             let redrive = matches!(action, Action::Redrive { .. });
-            let (mut letters, _) = dlq::selected(ui, filters).await?;
+            let mut letters = dlq::selected(ui, filters).await?.letters;
             if !ids.is_empty() {
                 letters.retain(|d| ids.contains(&d.message_id));
             }
@@ -313,6 +315,13 @@ pub async fn act(
         return Ok((StatusCode::FORBIDDEN, page).into_response());
     }
     let action = fields.action()?;
+    let Some(once) = fields.get("once").filter(|id| ui.confirmations.take(id)) else {
+        let page = html::refusal(
+            "refused: this confirmation was used already (or this server restarted since it was shown): nothing was done again; look at the page as it is now, and confirm again if there is still something to do",
+        );
+        return Ok((StatusCode::CONFLICT, page).into_response());
+    };
+    let once = once.to_string();
     // The dead-letter actions run their batches as lanes of one task (not `Send`): each
     // action runs on a blocking thread of its own, on this runtime.
     let runtime = tokio::runtime::Handle::current();
@@ -332,9 +341,33 @@ pub async fn act(
         }
         Action::Redrive { .. } | Action::Purge { .. } => "/dlq".into(),
     };
+    ui.confirmations.keep(
+        &once,
+        Done {
+            text: acted.text,
+            back,
+        },
+    );
+    // Sent to read the result: reloading it repeats nothing.
+    Ok(Redirect::to(&html::href("/done", &[("id", &once)])).into_response())
+}
+
+#[derive(Debug, serde::Deserialize)]
+pub struct DoneQuery {
+    id: String,
+}
+
+/// What a confirmed action did.
+pub async fn done(
+    State(ui): State<Shared>,
+    Query(q): Query<DoneQuery>,
+) -> Result<Response, PageError> {
+    let done = ui.confirmations.done(&q.id).ok_or_else(|| {
+        PageError::not_found("this server has no result under that id (restarted since?)")
+    })?;
     let body = html! {
-        p.done role="status" { (acted.text) }
-        p { a.button href=(back) { "See it" } " " a href="/" { "Overview" } " " a href="/audit" { "Audit trail" } }
+        p.done role="status" { (done.text) }
+        p { a.button href=(done.back) { "See it" } " " a href="/" { "Overview" } " " a href="/audit" { "Audit trail" } }
     };
     Ok(html::page(&ui.frame("Done", ""), body).into_response())
 }
@@ -410,11 +443,52 @@ async fn perform(ui: &Shared, action: &Action, fields: &Fields) -> Result<Acted,
                 ));
             }
             let args = filters.select_args(ids.clone());
-            if matches!(action, Action::Redrive { .. }) {
-                dlq_cmd::redrive(&args, cli).await?
+            let (mut acted, handled) = if matches!(action, Action::Redrive { .. }) {
+                let acted = dlq_cmd::redrive(&args, cli).await?;
+                let n = acted.details["moved"].as_u64();
+                (acted, n)
             } else {
-                dlq_cmd::purge(&args, cli).await?
+                let acted = dlq_cmd::purge(&args, cli).await?;
+                let n = acted.details["deleted"].as_u64();
+                (acted, n)
+            };
+            if let Some(short) = shortfall(ids.len(), handled.unwrap_or(0) as usize) {
+                acted.text = format!("{} — {short}", acted.text);
             }
+            acted
         }
     })
+}
+
+/// What to say when fewer letters were handled than confirmed: a letter another reader
+/// held at that moment (a second tab, `schedkit dlq list`, a redrive) is not found and
+/// stays, and the operator must hear it rather than read only "redrove 2".
+fn shortfall(confirmed: usize, handled: usize) -> Option<String> {
+    let missing = confirmed.checked_sub(handled).filter(|n| *n > 0)?;
+    Some(format!(
+        "{missing} of the {confirmed} confirmed letter{} {} not found (held by another reader at that moment, or handled already); any still there stay in the DLQ: look again",
+        plural(confirmed),
+        if missing == 1 { "was" } else { "were" }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fewer_letters_handled_than_confirmed_is_said() {
+        assert_eq!(shortfall(2, 2), None);
+        assert_eq!(shortfall(0, 0), None);
+        let one = shortfall(3, 2).unwrap();
+        assert!(
+            one.starts_with("1 of the 3 confirmed letters was not found"),
+            "{one}"
+        );
+        let two = shortfall(2, 0).unwrap();
+        assert!(
+            two.starts_with("2 of the 2 confirmed letters were not found"),
+            "{two}"
+        );
+    }
 }

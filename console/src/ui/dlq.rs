@@ -73,25 +73,50 @@ impl Filters {
     }
 }
 
-/// The letters the filters select, oldest first, and how many the DLQ holds in all.
-pub async fn selected(ui: &Shared, f: &Filters) -> Result<(Vec<HeldLetter>, usize), PageError> {
+/// Letters a page reads at most: each is held while the page is made, bodies included.
+pub const MOST_LETTERS: usize = 1000;
+
+/// What a look at the DLQ found.
+pub struct Looked {
+    /// The letters the filters select, oldest first.
+    pub letters: Vec<HeldLetter>,
+    /// Letters read (selected or not).
+    pub read: usize,
+    /// Whether the look stopped at [`MOST_LETTERS`]: more letters may wait unread.
+    pub stopped: bool,
+}
+
+/// The DLQ's letters (at most [`MOST_LETTERS`]) and those the filters select. The look
+/// runs as a task of its own: a browser that goes away mid-look does not stop it before
+/// it has made every letter it held visible again.
+pub async fn selected(ui: &Shared, f: &Filters) -> Result<Looked, PageError> {
     let selection = f
         .select_args(Vec::new())
         .selection()
         .map_err(|e| PageError::bad(format!("{e:#}")))?;
-    let all = dlq::peek(&ui.sdk, &ui.stage.dlq_url).await?;
-    let total = all.len();
+    let (sdk, url) = (ui.sdk.clone(), ui.stage.dlq_url.clone());
+    let (all, stopped) =
+        tokio::spawn(async move { dlq::peek_at_most(&sdk, &url, MOST_LETTERS).await })
+            .await
+            .map_err(|e| PageError::from(anyhow::anyhow!("reading the DLQ stopped: {e}")))??;
+    let read = all.len();
     let now = Utc::now();
-    Ok((
-        all.into_iter()
+    Ok(Looked {
+        letters: all
+            .into_iter()
             .filter(|d| selection.matches(d, now))
             .collect(),
-        total,
-    ))
+        read,
+        stopped,
+    })
 }
 
 pub async fn list(State(ui): State<Shared>, Query(f): Query<Filters>) -> Page {
-    let (letters, total) = selected(&ui, &f).await?;
+    let Looked {
+        letters,
+        read: total,
+        stopped,
+    } = selected(&ui, &f).await?;
     let now = Utc::now();
     let jobs: Vec<&String> = ui.catalog.jobs.keys().collect();
     let filtered = !f.pairs().is_empty();
@@ -110,6 +135,10 @@ pub async fn list(State(ui): State<Shared>, Query(f): Query<Filters>) -> Page {
             button type="submit" { "Filter" }
         }
         p.count { (letters.len()) " of " (total) " dead letters " @if filtered { "match" } @else { "in the DLQ" } "." }
+        @if stopped {
+            p.note role="note" { "This page reads at most " (MOST_LETTERS) " letters and stopped there: more wait unread. Redrive or purge these, narrow the filter, or use "
+                code { "schedkit dlq list" } " for all of them." }
+        }
         @if !letters.is_empty() {
             p.actions {
                 (action_link(&format!("Redrive these {}", letters.len()), "redrive", &f.pairs()))
@@ -151,7 +180,7 @@ pub struct IdQuery {
 }
 
 pub async fn one(State(ui): State<Shared>, Query(q): Query<IdQuery>) -> Page {
-    let letters = dlq::peek(&ui.sdk, &ui.stage.dlq_url).await?;
+    let letters = selected(&ui, &Filters::default()).await?.letters;
     let d = letters
         .iter()
         .find(|d| d.message_id == q.id)

@@ -14,6 +14,7 @@ mod chains;
 mod dlq;
 mod html;
 mod jobs;
+mod once;
 mod overview;
 mod runs;
 
@@ -38,7 +39,8 @@ pub struct UiArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// The access token every request must carry (given once in the printed URL, then kept
-    /// in a cookie); `generate` makes one. Required unless listening on loopback.
+    /// in a cookie); `generate` makes one, as does none on loopback. Required beyond
+    /// loopback. Letters, digits and . _ ~ -, at least 16.
     #[arg(long, env = "SCHEDKIT_UI_TOKEN")]
     pub token: Option<String>,
 }
@@ -51,6 +53,8 @@ pub(crate) struct Ui {
     pub stage: Stage,
     pub catalog: Catalog,
     pub access: Arc<Access>,
+    /// The confirmations issued, each usable once, and what the used ones did.
+    pub confirmations: once::Confirmations,
 }
 
 pub(crate) type Shared = Arc<Ui>;
@@ -152,10 +156,12 @@ pub(crate) fn router(ui: Shared) -> Router {
         .route("/help", get(overview::help))
         .route("/confirm", get(actions::confirm))
         .route("/act", axum::routing::post(actions::act))
+        .route("/done", get(actions::done))
         .route("/assets/ui.css", get(css))
         .route("/assets/icon.svg", get(icon))
-        .layer(axum::middleware::from_fn(secure_headers))
+        // The guard inside the headers: its refusals and redirects get them too.
         .layer(axum::middleware::from_fn_with_state(access, access::guard))
+        .layer(axum::middleware::from_fn(secure_headers))
         .with_state(ui)
 }
 
@@ -212,6 +218,7 @@ pub async fn run(a: &UiArgs, cli: &Globals) -> anyhow::Result<()> {
         stage,
         catalog,
         access,
+        confirmations: once::Confirmations::default(),
     });
     // The first line of stdout is the URL (scripts and tests read it).
     println!("schedkit ui: {url}");

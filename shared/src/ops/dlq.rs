@@ -181,6 +181,18 @@ pub(super) async fn release(
 
 /// Every dead letter, oldest first, left in the queue.
 pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<HeldLetter>, OpsError> {
+    Ok(peek_at_most(sdk, dlq_url, usize::MAX).await?.0)
+}
+
+/// At most `most` dead letters (whichever the receives return first), oldest first, left
+/// in the queue; and whether the scan stopped at `most` (more letters may wait). A page
+/// that shows letters reads a bounded number: a DLQ of ten thousand letters of 256 KB each
+/// would be gigabytes to hold for one look.
+pub async fn peek_at_most(
+    sdk: &SdkConfig,
+    dlq_url: &str,
+    most: usize,
+) -> Result<(Vec<HeldLetter>, bool), OpsError> {
     let sqs = &Client::new(sdk);
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -192,16 +204,17 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<HeldLetter>, Ops
         let before = out.len();
         for m in batch {
             let d = HeldLetter::from(m);
-            if seen.insert(d.message_id.clone()) {
+            if out.len() < most && seen.insert(d.message_id.clone()) {
                 out.push(d);
             } else {
+                // Seen before, or past `most`: released with the rest, unread.
                 again.push(d.receipt_handle);
             }
         }
         if out.len() > before {
             last_new = Instant::now();
         }
-        if scan_over(received, last_new.elapsed(), hold()) {
+        if out.len() >= most || scan_over(received, last_new.elapsed(), hold()) {
             break;
         }
     }
@@ -209,7 +222,8 @@ pub async fn peek(sdk: &SdkConfig, dlq_url: &str) -> Result<Vec<HeldLetter>, Ops
     receipts.extend(again);
     release(sqs, dlq_url, &receipts).await?;
     out.sort_by_key(|d| d.dead_lettered_at);
-    Ok(out)
+    let stopped = out.len() >= most;
+    Ok((out, stopped))
 }
 
 /// What a redrive or purge did.
