@@ -9,7 +9,7 @@ CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
 CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo chaos sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo ui chaos sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -18,6 +18,13 @@ help:
 ## demo: a day of the job catalog on LocalStack through two workers, then a redrive (LocalStack stays up).
 demo: build localstack-start
 	target/debug/demo
+
+## ui: the operator's web page for stage STAGE (default dev; `make ui STAGE=demo` after `make demo`) on LISTEN (default 127.0.0.1:8080); prints the address to open.
+ui: export AWS_ACCESS_KEY_ID ?= test
+ui: export AWS_SECRET_ACCESS_KEY ?= test
+ui: export AWS_REGION ?= us-east-1
+ui: build
+	target/debug/schedkit --stage $(STAGE) ui --listen $(or $(LISTEN),127.0.0.1:8080)
 
 ## chaos: the chaos run at N deliveries (default 10000): killed pollers, duplicates, an outage; prints the report.
 chaos: build localstack-start

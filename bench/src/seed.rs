@@ -46,10 +46,11 @@ pub async fn put_records(
     stack: &Stack,
     records: impl IntoIterator<Item = ExecutionRecord>,
 ) -> anyhow::Result<usize> {
+    // As the store writes them: with the attributes its indexes are keyed on.
     let items: Vec<HashMap<String, AttributeValue>> = records
         .into_iter()
-        .map(|r| serde_dynamo::to_item(&r))
-        .collect::<Result<_, _>>()?;
+        .map(|r| schedkit::store::record_item(&r))
+        .collect();
     let mut writes = tokio::task::JoinSet::new();
     for chunk in items.chunks(25) {
         let requests: Vec<WriteRequest> = chunk

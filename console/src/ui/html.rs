@@ -148,11 +148,37 @@ pub fn clip(text: &str, n: usize) -> String {
     crate::cli::clip(text, n)
 }
 
-/// `1.2 s`, `340 ms`, `3 min 20 s`.
+/// `340 ms`, `1.2 s`, `3 min 20 s`, `5 h 04 min`, `31 d 07 h`.
 pub fn duration_ms(ms: u64) -> String {
+    let s = ms / 1000;
     match ms {
         0..1000 => format!("{ms} ms"),
         1000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        _ => format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000),
+        60_000..3_600_000 => format!("{} min {} s", s / 60, s % 60),
+        3_600_000..86_400_000 => format!("{} h {:02} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {:02} h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_the_unit_that_fits() {
+        assert_eq!(duration_ms(340), "340 ms");
+        assert_eq!(duration_ms(1_234), "1.2 s");
+        assert_eq!(duration_ms(200_000), "3 min 20 s");
+        assert_eq!(duration_ms(18_240_000), "5 h 04 min");
+        assert_eq!(duration_ms(2_705_440_000), "31 d 07 h");
+    }
+
+    #[test]
+    fn links_encode_what_they_carry() {
+        assert_eq!(
+            href("/run", &[("key", "month-end#2026-11&x")]),
+            "/run?key=month-end%232026-11%26x"
+        );
+        assert_eq!(encode_segment("a b/c"), "a%20b%2Fc");
     }
 }

@@ -122,7 +122,8 @@ pub async fn one(State(ui): State<Shared>, Path(job): Path<String>) -> Page {
         @if let Some(j) = ui.catalog.job(&job) {
             p { "Owner " (j.spec.owner) "; "
                 @match &j.spec.schedule { Some(s) => { "schedule " code { (s.expression) } " in " (s.timezone) }, None => "run on demand" }
-                "; " (schedkit::ops::limits::describe(j)) }
+                @let limits = schedkit::ops::limits::describe(j);
+                @if !limits.is_empty() { "; " (limits) } "." }
         }
         @if let Some(p) = paused.get(&job) {
             p.paused { "PAUSED since " (p.at) " by " (p.by) ": " (p.reason) }

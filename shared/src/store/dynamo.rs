@@ -596,6 +596,20 @@ where
     }
 }
 
+/// The item the store writes for `record`: its attributes, its listing shard (the
+/// `by-shard` index) and, unless DONE or SKIPPED, its open status (the sparse
+/// `open-by-status` index). Public for tools that write records as the store would (the
+/// benchmark fills a table with them).
+pub fn record_item(record: &ExecutionRecord) -> HashMap<String, AttributeValue> {
+    let mut item: HashMap<String, AttributeValue> =
+        serde_dynamo::to_item(record).expect("a record serialises");
+    item.insert("list_shard".into(), s(&list_shard(&record.execution_key)));
+    if !matches!(record.status, Status::Done | Status::Skipped) {
+        item.insert("open_status".into(), s(record.status.as_str()));
+    }
+    item
+}
+
 pub(super) fn s(v: &str) -> AttributeValue {
     AttributeValue::S(v.to_string())
 }
@@ -650,7 +664,7 @@ impl DynamoStore {
         }
     }
 
-    /// One conditional `PutItem` of `record` (with its listing shard, and its open status
+    /// One conditional `PutItem` of `record` ([`record_item`]: with its listing shard, and its open status
     /// unless DONE or SKIPPED); `owner` fills `:owner` (and `:running`) for conditions that
     /// name them. A refusal gives back the record that was there (None: no item).
     async fn put_record(
@@ -659,15 +673,7 @@ impl DynamoStore {
         condition: &str,
         owner: Option<&str>,
     ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
-        let mut item: HashMap<String, AttributeValue> =
-            serde_dynamo::to_item(record).expect("a record serialises");
-        item.insert(
-            "list_shard".into(),
-            s(&super::list_shard(&record.execution_key)),
-        );
-        if !matches!(record.status, Status::Done | Status::Skipped) {
-            item.insert("open_status".into(), s(record.status.as_str()));
-        }
+        let item = record_item(record);
         let mut request = self
             .client
             .put_item()

@@ -28,7 +28,7 @@ pub use cancel::{CANCELLABLE, CancelError, CancelRequest, Cancelled};
 pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
 pub use dynamo::{
     CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
-    KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError,
+    KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError, record_item,
 };
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
