@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use schedkit_console::cli::{Cli, UsageError, run};
+use schedkit_console::cli::{Cli, Command, UsageError, prepare, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -13,7 +13,14 @@ async fn main() -> ExitCode {
     let stage = cli.globals.target.stage.clone();
     // Traces (a `fire`'s trigger span) when OTEL_EXPORTER_OTLP_ENDPOINT is set.
     schedkit::telemetry::traces::init_exporter();
-    let result = run(cli).await;
+    let result = match &cli.command {
+        // The web page is built on the commands; the binary serves it.
+        Command::Ui(a) => {
+            prepare(&cli).await;
+            schedkit_console::ui::run(a, &cli.globals).await
+        }
+        _ => run(cli).await,
+    };
     let _ = tokio::task::spawn_blocking(schedkit::telemetry::traces::shutdown).await;
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -178,6 +178,27 @@ impl Walk {
             .unwrap();
     }
 
+    /// Tabs from the top of the page to the control whose text is `text` (as a keyboard
+    /// user would: every control on the way must take the focus in turn), then presses
+    /// Enter on it.
+    async fn tab_to_and_enter(&self, text: &str) {
+        // WebDriver's key codes: Tab and Enter.
+        const TAB: &str = "\u{e004}";
+        const ENTER: &str = "\u{e007}";
+        let mut passed = Vec::new();
+        for _ in 0..60 {
+            let focused = self.client.active_element().await.unwrap();
+            let label = focused.text().await.unwrap_or_default();
+            if label.trim() == text {
+                focused.send_keys(ENTER).await.unwrap();
+                return;
+            }
+            passed.push(label);
+            focused.send_keys(TAB).await.unwrap();
+        }
+        panic!("Tab never reached `{text}`; it went through {passed:?}");
+    }
+
     async fn click_link(&self, text: &str) {
         self.client
             .find(Locator::LinkText(text))
@@ -391,9 +412,10 @@ async fn the_operators_walk_through_by_clicking_in_chromium() {
         .expect("a failed run on the time line");
     walk.shot("job").await;
 
-    // The paused chain's picture: its stages, the export FAILED, the summary not started.
+    // The paused chain's picture, reached with the keyboard alone (Tab to its link, then
+    // Enter): its stages, the export FAILED, the summary not started.
     walk.go("/").await;
-    walk.click("#paused tr.paused-chain a").await;
+    walk.tab_to_and_enter(chain).await;
     assert_eq!(walk.title().await, format!("Chain run {chain}"));
     let export_box = walk.text("a.step[data-step='orders-export']").await;
     assert!(export_box.contains("FAILED"), "{export_box}");

@@ -16,6 +16,7 @@ mod schedules_cmd;
 mod status_cmd;
 pub(crate) mod style;
 pub mod target;
+pub mod ui_cmd;
 mod usage;
 
 use clap::{Parser, Subcommand};
@@ -68,7 +69,7 @@ pub enum Command {
     Iac(IacCommand),
     /// The operator's web page: every job, run and chain at a glance, and the actions,
     /// each behind a confirmation (127.0.0.1:8080 unless --listen says otherwise).
-    Ui(crate::ui::UiArgs),
+    Ui(ui_cmd::UiArgs),
     /// The stage's audit trail: who did what and when, each action begun and ended, and
     /// the worker's own pauses.
     Audit(audit_cmd::AuditArgs),
@@ -83,8 +84,9 @@ pub enum IacCommand {
     Init(iac_cmd::InitArgs),
 }
 
-/// Runs the command.
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
+/// What every command sets up first: the stage its traces belong to, and (for those that
+/// act on a stage) the stage's audit trail.
+pub async fn prepare(cli: &Cli) {
     // Every action that changes state writes the audit trail of the stage it acts on,
     // when it names one (`--stage`, `--table`); one that works on resources named one by
     // one (`--queue-url`, `--group`) keeps it in the file (`SCHEDKIT_AUDIT_LOG`).
@@ -111,9 +113,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         let sdk = cli.globals.aws.sdk_config().await;
         schedkit::ops::audit::to_stage(&sdk, &stage.table());
     }
+}
+
+/// Runs the command (after [`prepare`]). `ui` is the binary's to serve
+/// (`schedkit_console::ui::run`): the page is built on these commands, not the other way.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    prepare(&cli).await;
     match &cli.command {
+        Command::Ui(_) => Err(anyhow::anyhow!(
+            "`schedkit ui` is served by the binary (schedkit_console::ui::run), not by cli::run"
+        )),
         Command::Audit(a) => audit_cmd::run(a, &cli.globals).await,
-        Command::Ui(a) => crate::ui::run(a, &cli.globals).await,
         Command::Status => status_cmd::run(&cli.globals).await,
         Command::Jobs(a) => jobs_cmd::run(a, &cli.globals).await,
         Command::Executions(c) => executions_cmd::run(c, &cli.globals).await,

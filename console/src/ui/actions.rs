@@ -14,7 +14,8 @@ use schedkit::ops::executions::Records;
 use super::dlq::{self, Filters};
 use super::html::{self, run_link};
 use super::once::Done;
-use super::{PageError, Shared};
+use super::page::PageError;
+use super::state::Shared;
 use crate::cli::{Acted, chains_cmd, dlq_cmd, executions_cmd, fire_cmd, jobs_cmd};
 
 /// An action and what it acts on, from a confirmation's link or form.

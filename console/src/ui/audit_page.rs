@@ -7,7 +7,8 @@ use schedkit::store::{AuditEntry, AuditFilter};
 use serde::Deserialize;
 
 use super::html;
-use super::{Page, Shared};
+use super::page::Page;
+use super::state::Shared;
 
 /// Entries read at most.
 const LIMIT: usize = 500;

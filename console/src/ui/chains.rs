@@ -7,8 +7,9 @@ use schedkit::Status;
 use schedkit::ops::chains::{ChainRuns, ChainView, StepView};
 
 use super::html::{self, action_link, job_link};
+use super::page::{Page, PageError};
 use super::runs::KeyQuery;
-use super::{Page, PageError, Shared};
+use super::state::Shared;
 
 /// Runs the list shows.
 const LISTED: i32 = 50;

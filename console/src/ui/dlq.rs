@@ -9,7 +9,8 @@ use schedkit::ops::executions::Records;
 use serde::Deserialize;
 
 use super::html::{self, action_link, run_link};
-use super::{Page, PageError, Shared};
+use super::page::{Page, PageError};
+use super::state::Shared;
 use crate::cli::dlq_cmd::SelectArgs;
 
 /// The reasons a letter can carry (`redrive-policy`: SQS moved it, the worker never decided).

@@ -16,131 +16,24 @@ mod html;
 mod jobs;
 mod once;
 mod overview;
+mod page;
 mod runs;
+mod state;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use clap::Args;
-use schedkit::aws::SdkConfig;
-use schedkit::catalog::Catalog;
-use schedkit::ops::stage::Stage;
 
+use crate::cli::ui_cmd::UiArgs;
 use crate::cli::{Globals, UsageError};
 pub use access::Access;
-
-#[derive(Debug, Args)]
-pub struct UiArgs {
-    /// Where to listen. Loopback by default; any other address needs --token.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
-    /// The access token every request must carry (given once in the printed URL, then kept
-    /// in a cookie); `generate` makes one, as does none on loopback. Required beyond
-    /// loopback. Letters, digits and . _ ~ -, at least 16.
-    #[arg(long, env = "SCHEDKIT_UI_TOKEN")]
-    pub token: Option<String>,
-}
-
-/// What every handler reads: the flags (for the actions, which are the commands'), the
-/// stage's resources and the catalog.
-pub(crate) struct Ui {
-    pub globals: Globals,
-    pub sdk: SdkConfig,
-    pub stage: Stage,
-    pub catalog: Catalog,
-    pub access: Arc<Access>,
-    /// The confirmations issued, each usable once, and what the used ones did.
-    pub confirmations: once::Confirmations,
-}
-
-pub(crate) type Shared = Arc<Ui>;
-
-impl Ui {
-    /// The frame of a page in `section`.
-    pub fn frame<'a>(&'a self, title: &'a str, section: &'a str) -> html::Frame<'a> {
-        html::Frame {
-            title,
-            section,
-            stage: &self.stage.stage,
-            refresh: None,
-        }
-    }
-}
-
-/// A page that could not be made: its error, said on a page with the right status.
-pub(crate) struct PageError {
-    status: StatusCode,
-    message: String,
-}
-
-impl PageError {
-    /// Something the request named that is not there (404).
-    pub fn not_found(message: impl Into<String>) -> PageError {
-        PageError {
-            status: StatusCode::NOT_FOUND,
-            message: message.into(),
-        }
-    }
-
-    /// A request that cannot be served as it is (400).
-    pub fn bad(message: impl Into<String>) -> PageError {
-        PageError {
-            status: StatusCode::BAD_REQUEST,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<anyhow::Error> for PageError {
-    fn from(e: anyhow::Error) -> PageError {
-        let status = if e.downcast_ref::<UsageError>().is_some() {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::INTERNAL_SERVER_ERROR
-        };
-        PageError {
-            status,
-            message: format!("{e:#}"),
-        }
-    }
-}
-
-impl From<schedkit::ops::OpsError> for PageError {
-    fn from(e: schedkit::ops::OpsError) -> PageError {
-        anyhow::Error::from(e).into()
-    }
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let body = maud::html! {
-            (maud::DOCTYPE)
-            html lang="en" {
-                head {
-                    meta charset="utf-8";
-                    title { "error · schedkit" }
-                    link rel="stylesheet" href="/assets/ui.css";
-                }
-                body { main {
-                    h1 { "That did not work" }
-                    p.error role="alert" { (self.message) }
-                    p { a href="/" { "Back to the overview" } }
-                } }
-            }
-        };
-        (self.status, body).into_response()
-    }
-}
-
-/// What a handler answers.
-pub(crate) type Page = Result<maud::Markup, PageError>;
+use state::{Shared, Ui};
 
 /// Every route, behind the access guards, with the headers that keep the page to itself.
-pub(crate) fn router(ui: Shared) -> Router {
+fn router(ui: Shared) -> Router {
     let access = ui.access.clone();
     Router::new()
         .route("/", get(overview::page))

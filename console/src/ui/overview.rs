@@ -7,7 +7,8 @@ use maud::{Markup, html};
 use schedkit::ops::status::{self, StatusReport};
 
 use super::html::{self, clip, job_link, run_link};
-use super::{Page, Shared};
+use super::page::Page;
+use super::state::Shared;
 
 /// Seconds between the overview's reloads.
 const REFRESH_SECONDS: u32 = 30;

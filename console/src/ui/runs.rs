@@ -8,7 +8,8 @@ use schedkit::ops::executions::{Filter, Records};
 use serde::Deserialize;
 
 use super::html::{self, action_link, job_link, run_link};
-use super::{Page, PageError, Shared};
+use super::page::{Page, PageError};
+use super::state::Shared;
 use crate::cli::parse_instant;
 
 /// Records per page.
