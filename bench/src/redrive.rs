@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
-    SendMessageBatchRequestEntry,
 };
 use schedkit::Envelope;
 use schedkit::aws::SdkConfig;
@@ -53,26 +52,7 @@ async fn fill_dlq(stack: &Stack, letters: usize) -> anyhow::Result<()> {
         .map(|t| invoice(t, 0.0))
         .chain((0..others).map(|_| Envelope::new("long-report", at).to_json()))
         .collect();
-    for chunk in bodies.chunks(10) {
-        let entries = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(b)
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        stack
-            .sqs
-            .send_message_batch()
-            .queue_url(&stack.dlq_url)
-            .set_entries(Some(entries))
-            .send()
-            .await?;
-    }
-    Ok(())
+    crate::seed::dead_letters(stack, bodies.into_iter().map(|b| (b, None))).await
 }
 
 async fn visible(stack: &Stack, url: &str) -> anyhow::Result<usize> {

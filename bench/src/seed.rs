@@ -1,11 +1,13 @@
-//! Records written straight into a stage's table, as the worker would have left them: for
-//! the sections that measure reading a table of a given size (the accountant, the web
-//! page), without running thousands of jobs first.
+//! Records written straight into a stage's table, and letters straight onto its DLQ, as
+//! the worker would have left them: for the sections that measure reading a stage of a
+//! given size (the redrive, the accountant, the web page), without running thousands of
+//! jobs first.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use chrono::Utc;
 use schedkit::store::{ClaimOutcome, ClaimRequest, Finish};
 use schedkit::{DynamoStore, ExecutionRecord};
@@ -92,4 +94,39 @@ pub async fn put_records(
         done??;
     }
     Ok(items.len())
+}
+
+/// Puts `letters` (a body, and the reason schedkit's worker would have written, if any) on
+/// the stage's DLQ, ten to a SendMessageBatch.
+pub async fn dead_letters(
+    stack: &Stack,
+    letters: impl IntoIterator<Item = (String, Option<&str>)>,
+) -> anyhow::Result<()> {
+    let letters: Vec<(String, Option<&str>)> = letters.into_iter().collect();
+    for chunk in letters.chunks(10) {
+        let mut entries = Vec::with_capacity(chunk.len());
+        for (i, (body, reason)) in chunk.iter().enumerate() {
+            let mut entry = SendMessageBatchRequestEntry::builder()
+                .id(i.to_string())
+                .message_body(body);
+            if let Some(reason) = reason {
+                entry = entry.message_attributes(
+                    schedkit::dead_letter::attr::REASON,
+                    MessageAttributeValue::builder()
+                        .data_type("String")
+                        .string_value(*reason)
+                        .build()?,
+                );
+            }
+            entries.push(entry.build()?);
+        }
+        stack
+            .sqs
+            .send_message_batch()
+            .queue_url(&stack.dlq_url)
+            .set_entries(Some(entries))
+            .send()
+            .await?;
+    }
+    Ok(())
 }

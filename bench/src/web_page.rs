@@ -81,33 +81,12 @@ async fn fill_table(stack: &Stack, records: usize) -> anyhow::Result<usize> {
 /// `letters` dead letters of the shipped jobs, as the worker writes them.
 async fn fill_dlq(stack: &Stack, letters: usize) -> anyhow::Result<()> {
     let at = "2026-11-02T09:00:00Z".parse().expect("an instant");
-    for start in (0..letters).step_by(10) {
-        let entries = (start..letters.min(start + 10))
-            .map(|i| {
-                let mut e = Envelope::new(JOBS[i % JOBS.len()], at);
-                e.key = Some(format!("letter-{i}"));
-                aws_sdk_sqs::types::SendMessageBatchRequestEntry::builder()
-                    .id(i.to_string())
-                    .message_body(e.to_json())
-                    .message_attributes(
-                        schedkit::dead_letter::attr::REASON,
-                        aws_sdk_sqs::types::MessageAttributeValue::builder()
-                            .data_type("String")
-                            .string_value("attempts-exhausted")
-                            .build()?,
-                    )
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        stack
-            .sqs
-            .send_message_batch()
-            .queue_url(&stack.dlq_url)
-            .set_entries(Some(entries))
-            .send()
-            .await?;
-    }
-    Ok(())
+    let all = (0..letters).map(|i| {
+        let mut e = Envelope::new(JOBS[i % JOBS.len()], at);
+        e.key = Some(format!("letter-{i}"));
+        (e.to_json(), Some("attempts-exhausted"))
+    });
+    seed::dead_letters(stack, all).await
 }
 
 /// `schedkit ui` on the stage, its AWS requests through `wire`; killed when dropped.

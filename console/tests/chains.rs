@@ -37,31 +37,24 @@ async fn run_until(
     }
 }
 
-/// The ARN of the execution a month-end run's record names.
-fn execution_of(stack: &Stack, run: &ExecutionRecord) -> String {
-    format!(
-        "{}month-end:{}",
-        stack
-            .state_machine_prefix()
-            .replacen(":stateMachine:", ":execution:", 1),
-        run.owner.clone().unwrap()
-    )
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_done() {
-    let sdk = localstack().await;
-    let stack = Stack::create(&sdk, &unique("chains-console"), StackOptions::default())
-        .await
-        .unwrap();
+/// The worker's processor with the stage's chains, polling the stage until `stop` is sent
+/// (its task ends once it has stopped): a worker process, inside the test.
+pub(crate) fn chain_worker(
+    stack: &Stack,
+    sdk: &schedkit::aws::SdkConfig,
+    id: &str,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<schedkit::poller::PollStats>,
+) {
     let catalog = schedkit_worker::CATALOG.load().unwrap();
     let worker = Processor::new(
         stack.store(),
         stack.sqs.clone(),
         stack.example_registry(),
         ProcessorConfig {
-            chains: Some(Chains::new(&sdk, &catalog, &stack.state_machine_prefix())),
-            ..stack.config("worker-chains")
+            chains: Some(Chains::new(sdk, &catalog, &stack.state_machine_prefix())),
+            ..stack.config(id)
         },
         Metrics::capture().0,
     );
@@ -79,6 +72,27 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
         })
         .await
     });
+    (stop, polling)
+}
+
+/// The ARN of the execution a month-end run's record names.
+fn execution_of(stack: &Stack, run: &ExecutionRecord) -> String {
+    format!(
+        "{}month-end:{}",
+        stack
+            .state_machine_prefix()
+            .replacen(":stateMachine:", ":execution:", 1),
+        run.owner.clone().unwrap()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_done() {
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("chains-console"), StackOptions::default())
+        .await
+        .unwrap();
+    let (stop, polling) = chain_worker(&stack, &sdk, "worker-chains");
     let console = Console::operator(&stack).await;
     let key = "month-end#2026-11";
 

@@ -17,8 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use schedkit::batch::Chains;
-use schedkit::{Envelope, Metrics, Processor, ProcessorConfig, Status};
+use schedkit::{Envelope, Status};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -265,39 +264,6 @@ fn serve(console: &Console, extra: &[&str]) -> (Owned, String) {
     (Owned(child), url)
 }
 
-/// The chain-aware worker polling the stage until the returned sender is dropped.
-fn polling_worker(
-    stack: &Stack,
-    sdk: &schedkit::aws::SdkConfig,
-) -> tokio::sync::oneshot::Sender<()> {
-    let catalog = schedkit_worker::CATALOG.load().unwrap();
-    let worker = Processor::new(
-        stack.store(),
-        stack.sqs.clone(),
-        stack.example_registry(),
-        ProcessorConfig {
-            chains: Some(Chains::new(sdk, &catalog, &stack.state_machine_prefix())),
-            ..stack.config("worker-ui")
-        },
-        Metrics::capture().0,
-    );
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let sqs = stack.sqs.clone();
-    tokio::spawn(async move {
-        let options = schedkit::poller::PollOptions {
-            wait_seconds: 1,
-            max_messages: 10,
-            until_drained: false,
-            keep_reports: false,
-        };
-        schedkit::poller::poll(&worker, &sqs, &options, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    stop
-}
-
 /// Waits (up to two minutes) until `check` holds of the stage's dead letters.
 async fn letters_until(
     sdk: &schedkit::aws::SdkConfig,
@@ -320,7 +286,7 @@ async fn the_operators_walk_through_by_clicking_in_chromium() {
     let stack = Stack::create(&sdk, &unique("ui"), StackOptions::default())
         .await
         .unwrap();
-    let stop = polling_worker(&stack, &sdk);
+    let (stop, _polling) = super::chains::chain_worker(&stack, &sdk, "worker-ui");
     let console = Console::operator(&stack).await;
 
     // What the demo's operator finds: the month-end chain paused after the partner export
