@@ -99,7 +99,8 @@ impl SelectArgs {
     }
 }
 
-fn age(d: Duration) -> String {
+/// `45s`, `12m`, `3h05m`, `2d04h` (the list's column, and the web page's).
+pub(crate) fn age(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s}s"),

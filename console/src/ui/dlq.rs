@@ -11,7 +11,7 @@ use serde::Deserialize;
 use super::html::{self, action_link, run_link};
 use super::page::{Page, PageError};
 use super::state::Shared;
-use crate::cli::dlq_cmd::SelectArgs;
+use crate::cli::dlq_cmd::{self, SelectArgs};
 
 /// The reasons a letter can carry (`redrive-policy`: SQS moved it, the worker never decided).
 pub const REASONS: [&str; 9] = [
@@ -154,7 +154,7 @@ pub async fn list(State(ui): State<Shared>, Query(f): Query<Filters>) -> Page {
                         td { @match &d.key { Some(k) => (run_link(k)), None => "–" } }
                         td { (d.reason.as_deref().unwrap_or(schedkit::dead_letter::REDRIVE_POLICY)) }
                         td.num { (d.attempts.map(|a| a.to_string()).unwrap_or_else(|| "–".into())) }
-                        td { (age(d.age(now))) }
+                        td { (dlq_cmd::age(d.age(now))) }
                         td { (d.error.as_deref().map(|e| html::clip(e, 80)).unwrap_or_default()) }
                     }
                 } }
@@ -162,17 +162,6 @@ pub async fn list(State(ui): State<Shared>, Query(f): Query<Filters>) -> Page {
         }
     };
     Ok(html::page(&ui.frame("Dead letters", "/dlq"), body))
-}
-
-/// `45s`, `12m`, `3h05m`, `2d04h`.
-pub fn age(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86_400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3600),
-    }
 }
 
 #[derive(Debug, Deserialize)]
