@@ -106,9 +106,12 @@ sam-build:
 ## sam-deploy: deploy what sam-build built to your AWS account as stage STAGE (default dev), then sync its schedules.
 #        `sam deploy --guided` asks for the region and the other parameters; the endpoint
 #        variable this Makefile sets for LocalStack is not passed on: this goes to AWS.
+#        --resolve-s3: SAM's managed bucket holds the worker's zip, the chains' definitions
+#        and, past CloudFormation's 51,200 inline bytes (a catalog with many chains), the
+#        template itself.
 STAGE ?= dev
 sam-deploy: sam-build build
-	env -u AWS_ENDPOINT_URL infra/.cache/sam-venv/bin/sam deploy --guided --template-file target/sam/template.yaml \
+	env -u AWS_ENDPOINT_URL infra/.cache/sam-venv/bin/sam deploy --guided --resolve-s3 --template-file target/sam/template.yaml \
 	  --capabilities CAPABILITY_IAM CAPABILITY_NAMED_IAM \
 	  --stack-name schedkit-$(STAGE) --parameter-overrides Stage=$(STAGE)
 	env -u AWS_ENDPOINT_URL target/debug/schedkit --stage $(STAGE) schedules sync --yes

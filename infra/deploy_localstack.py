@@ -9,7 +9,8 @@ profile, its binary `Binary` stripped of debug information; this repository's ow
 through functions/package.sh, as the tests build them; or the zip SCHEDKIT_WORKER_ZIP
 names) into LocalStack's S3, points the
 template's CodeUri at it, uploads the files it refers to (DefinitionUri, relative to the
-template), and deploys the same template as on AWS through a change set. LocalStack
+template), and deploys the same template as on AWS through a change set (inline up to
+CloudFormation's 51,200 bytes, through S3 beyond, as `sam deploy` does). LocalStack
 reports a change set without changes as created rather than failed (as AWS does); it is
 deleted instead of executed, so an unchanged deploy changes nothing. Prints a JSON summary
 on stdout: {"stack", "status", "changed", "outputs"}.
@@ -57,16 +58,20 @@ def upload(s3, path):
     """`path` in S3, keyed by its content (an unchanged file keeps its URI); the S3 URI."""
     data = path.read_bytes()
     key = f"{path.stem}-{hashlib.sha256(data).hexdigest()[:32]}{path.suffix}"
-    try:
-        s3.head_bucket(Bucket=BUCKET)
-    except ClientError:
-        s3.create_bucket(Bucket=BUCKET)
+    ensure_bucket(s3)
     try:
         s3.head_object(Bucket=BUCKET, Key=key)
     except ClientError:
         log(f"uploading {path.name} ({len(data) // 1024} KiB) as s3://{BUCKET}/{key}")
         s3.put_object(Bucket=BUCKET, Key=key, Body=data)
     return f"s3://{BUCKET}/{key}"
+
+
+def ensure_bucket(s3):
+    try:
+        s3.head_bucket(Bucket=BUCKET)
+    except ClientError:
+        s3.create_bucket(Bucket=BUCKET)
 
 
 # Lambda refuses a function whose unzipped code is larger than this.
@@ -247,7 +252,27 @@ LAMBDA_FIX = (
 )
 
 
-def deploy_once(cfn, stack, body, params):
+# CloudFormation takes a template inline up to this many bytes; a larger one (a catalog
+# with many chains) must be given as an S3 URL, as `sam deploy` does.
+INLINE_LIMIT = 51_200
+
+
+def template_source(s3, body):
+    """How CloudFormation is handed the template: inline when it fits, else uploaded to
+    the artifacts bucket (keyed by its content) and named by its URL."""
+    data = body.encode()
+    if len(data) <= INLINE_LIMIT:
+        return {"TemplateBody": body}
+    key = f"template-{hashlib.sha256(data).hexdigest()[:32]}.yaml"
+    ensure_bucket(s3)
+    s3.put_object(Bucket=BUCKET, Key=key, Body=data)
+    endpoint = s3.meta.endpoint_url.rstrip("/")
+    log(f"the template is {len(data):,} bytes, over CloudFormation's inline {INLINE_LIMIT:,}: "
+        f"handed over as s3://{BUCKET}/{key}")
+    return {"TemplateURL": f"{endpoint}/{BUCKET}/{key}"}
+
+
+def deploy_once(cfn, stack, source, params):
     """One change set: (final status, whether anything changed, failure reasons)."""
     existing = stack_status(cfn, stack)
     if existing == "ROLLBACK_COMPLETE":
@@ -260,7 +285,7 @@ def deploy_once(cfn, stack, body, params):
         StackName=stack,
         ChangeSetName=change_set,
         ChangeSetType="UPDATE" if existing else "CREATE",
-        TemplateBody=body,
+        **source,
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(params.items())],
         Capabilities=CAPABILITIES,
     )
@@ -338,9 +363,10 @@ def main(argv):
         return
     if not template.is_file():
         sys.exit(f"deploy: error: no template at {template}")
-    body = template_body(client("s3"), template)
+    s3 = client("s3")
+    source = template_source(s3, template_body(s3, template))
     for attempt in range(1, ATTEMPTS + 1):
-        status, changed, reasons = deploy_once(cfn, stack, body, params)
+        status, changed, reasons = deploy_once(cfn, stack, source, params)
         if status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
             break
         faults = [r for r in reasons if is_localstack_fault(r)]

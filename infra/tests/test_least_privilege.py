@@ -35,6 +35,12 @@ STAR_ONLY = {
 }
 
 
+# The stage's state machines and their executions, by the name prefix they share
+# (`schedkit-<stage>.<chain>`; no stage name has a `.`, so no other stage's match): one
+# ARN for a hundred chains, where a role's inline policies hold 10,240 characters.
+STAGE_CHAINS = (":stateMachine:schedkit-${Stage}.*", ":execution:schedkit-${Stage}.*")
+
+
 def as_list(value):
     return value if isinstance(value, list) else [value]
 
@@ -64,7 +70,7 @@ def names_stack_resource(resource, logical_ids):
             return target in logical_ids
         if fn == "Fn::Sub":
             text = arg if isinstance(arg, str) else arg[0]
-            return any("${" + lid in text for lid in logical_ids)
+            return any("${" + lid in text for lid in logical_ids) or text.endswith(STAGE_CHAINS)
     return False
 
 

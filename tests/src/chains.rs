@@ -16,7 +16,7 @@ pub async fn generated_state_machine(
     generated_state_machine_named(sfn, catalog, chain, queue_url, &name).await
 }
 
-/// [`generated_state_machine`] named `name` (`schedkit-<stage>-<chain>`, as the template
+/// [`generated_state_machine`] named `name` (`schedkit-<stage>.<chain>`, as the template
 /// names it); its ARN.
 pub async fn generated_state_machine_named(
     sfn: &aws_sdk_sfn::Client,

@@ -586,16 +586,16 @@ impl Stack {
         schedkit_worker::jobs::EffectsTable::new(self.ddb.clone(), Some(self.effects_table.clone()))
     }
 
-    /// The stage's state machines' ARN up to the chain's name (`schedkit-<stage>-`), in the
+    /// The stage's state machines' ARN up to the chain's name (`schedkit-<stage>.`), in the
     /// region and account of its jobs queue, as the template gives the worker.
     pub fn state_machine_prefix(&self) -> String {
         let queue = self.arn_of(&self.queue_url);
         let name = queue.rsplit(':').next().unwrap_or_default();
         let base = queue.strip_suffix(name).unwrap_or(&queue);
         format!(
-            "{}stateMachine:schedkit-{}-",
+            "{}stateMachine:{}",
             base.replacen(":sqs:", ":states:", 1),
-            self.name
+            schedkit::orchestrator::state_machine_name_prefix(&self.name)
         )
     }
 

@@ -185,7 +185,10 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
     for chain in catalog.chains.values() {
         let arn = o["JobsQueueArn"].replace(":sqs:", ":states:").replace(
             &format!(":schedkit-{stage}-jobs"),
-            &format!(":stateMachine:schedkit-{stage}-{}", chain.name),
+            &format!(
+                ":stateMachine:{}",
+                schedkit::orchestrator::state_machine_name(&stage, &chain.name)
+            ),
         );
         let machine = sfn
             .describe_state_machine()

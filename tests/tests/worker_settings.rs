@@ -1,5 +1,5 @@
 //! The worker binary started with the settings the README documents, and nothing else: it
-//! finds its chains' state machines by the stage's names (`schedkit-<stage>-<chain>`, the
+//! finds its chains' state machines by the stage's names (`schedkit-<stage>.<chain>`, the
 //! stage read from the table's name) when a chain's first trigger comes, even one created
 //! after it started, and runs the chain to DONE; a chain whose machine of that name sends
 //! its steps to another queue (another stage's) is dead-lettered under a reason of its
@@ -69,14 +69,14 @@ async fn a_poller_with_only_the_documented_settings_runs_a_chain_to_done() {
     let mut worker = documented_worker(&stack, &file);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let sfn = aws_sdk_sfn::Client::new(&localstack().await);
-    let name = format!("schedkit-{}-settle", stack.name);
+    let name = schedkit::orchestrator::state_machine_name(&stack.name, "settle");
     generated_state_machine_named(&sfn, &catalog, "settle", &stack.queue_url, &name)
         .await
         .unwrap();
     // `orphan`'s machine of the right name sends its steps to another queue: another
     // stage's, not this worker's to start.
     let other_queue = stack.dlq_url.replace("-dlq", "-elsewhere");
-    let orphan = format!("schedkit-{}-orphan", stack.name);
+    let orphan = schedkit::orchestrator::state_machine_name(&stack.name, "orphan");
     generated_state_machine_named(&sfn, &catalog, "orphan", &other_queue, &orphan)
         .await
         .unwrap();

@@ -1,7 +1,8 @@
 //! The accountant's reading of a stage: the firings the catalog expected in a window
-//! ([`super::expected`]), each looked up among its job's (or chain's) records through the
-//! `by-job` index ([`DynamoStore::scheduled_between`]: one query per name, paged by
-//! scheduled time; nothing scans the table), and what is missed or late at `now` ([`account`]); and the check the stage
+//! ([`super::expected`]), each looked up by its key (a hundred to a request,
+//! [`DynamoStore::get_many`]), or, for a job with a key template, among its records through
+//! the `by-job` index ([`DynamoStore::scheduled_between`]: paged by scheduled time; nothing
+//! scans the table), and what is missed or late at `now` ([`account`]); and the check the stage
 //! runs every few minutes ([`check`]), which carries its judgement from one check to the
 //! next in the ledger ([`crate::accounting::ledger`]) so each firing is reported once.
 
@@ -98,22 +99,34 @@ fn paused_since(paused: &[PauseRecord]) -> impl Fn(&str) -> Option<DateTime<Utc>
     }
 }
 
-/// The records of the `expected` firings: each job's read from its own earliest firing
-/// among them to `to` (a job with a long deadline does not make every job's span long).
+/// The records of the `expected` firings: by key, a hundred to a request, for the firings
+/// whose run has the key they are expected under (`<name>#<scheduled time>`); through the
+/// `by-job` index for a job with a key template (its runs have other keys), each such job
+/// read from its own earliest firing (a job with a long deadline does not make every job's
+/// span long). Requests grow with the firings, not with the catalog's jobs.
 async fn read_records(
     store: &DynamoStore,
     catalog: &Catalog,
     expected: Vec<Expected>,
     to: DateTime<Utc>,
 ) -> Result<Span, StoreError> {
+    let templated = |name: &str| {
+        catalog
+            .job(name)
+            .is_some_and(|j| j.policy.key_template.is_some())
+    };
     let mut spans: HashMap<String, DateTime<Utc>> = HashMap::new();
+    let mut keys = Vec::new();
     for e in &expected {
-        let from = spans.entry(e.name.clone()).or_insert(e.scheduled_for);
-        *from = (*from).min(e.scheduled_for);
+        if templated(&e.name) {
+            let from = spans.entry(e.name.clone()).or_insert(e.scheduled_for);
+            *from = (*from).min(e.scheduled_for);
+        } else {
+            keys.push(e.key.clone());
+        }
     }
-    let mut queries = 0;
-    let mut found: HashMap<String, ExecutionRecord> = HashMap::new();
-    // A few jobs' queries at once: a check's time is their round trips.
+    let (mut found, mut queries) = store.get_many(keys).await?;
+    // A few templated jobs' queries at once: a check's time is their round trips.
     let mut reads = tokio::task::JoinSet::new();
     let mut names = spans.into_iter();
     let mut all = Vec::new();
@@ -137,10 +150,9 @@ async fn read_records(
         // found by job and scheduled time instead (the key a firing has without one).
         // Only such a job's: a chain step's record has its job and its chain's time, and
         // must not stand for the job's own firing at that time.
-        let templated = catalog
-            .job(&r.job)
-            .is_some_and(|j| j.policy.key_template.is_some());
-        if templated && let Ok(t) = DateTime::parse_from_rfc3339(&r.scheduled_for) {
+        if templated(&r.job)
+            && let Ok(t) = DateTime::parse_from_rfc3339(&r.scheduled_for)
+        {
             let derived = format!(
                 "{}#{}",
                 r.job,
@@ -170,6 +182,9 @@ pub struct Check {
     pub reported: Vec<Finding>,
     /// Every firing missed or late now (`schedkit status`).
     pub findings: Vec<Finding>,
+    /// Jobs (and chains) with a run that ended FAILED since `since`: with the names of
+    /// `reported`, what the failure storm counts.
+    pub failed_jobs: BTreeSet<String>,
     /// DynamoDB requests the check made.
     pub requests: usize,
     /// Whether the ledger was written: false for a look (no commit), and when another
@@ -211,15 +226,25 @@ pub async fn check(
         .filter(|e| known.contains(e.key.as_str()) || e.missed_after.max(e.due_by) > since)
         .collect();
     let span = read_records(store, catalog, expected, now).await?;
-    let mut requests = 2 + span.queries + (catalog.jobs.len() + catalog.chains.len()).div_ceil(50);
-    let mut earlier = HashMap::new();
+    let (failed_jobs, failed_pages) = store.jobs_failed_since(since).await?;
+    let mut requests =
+        2 + span.queries + failed_pages + (catalog.jobs.len() + catalog.chains.len()).div_ceil(50);
     let in_span: BTreeSet<&str> = span.expected.iter().map(|e| e.key.as_str()).collect();
-    for f in &previous.findings {
-        if !in_span.contains(f.key.as_str()) {
-            earlier.insert(f.key.clone(), store.get(&f.key).await?);
-            requests += 1;
-        }
-    }
+    let outside: Vec<String> = previous
+        .findings
+        .iter()
+        .filter(|f| !in_span.contains(f.key.as_str()))
+        .map(|f| f.key.clone())
+        .collect();
+    let (mut records, made) = store.get_many(outside.iter().cloned()).await?;
+    requests += made;
+    let earlier: HashMap<String, Option<ExecutionRecord>> = outside
+        .into_iter()
+        .map(|k| {
+            let r = records.remove(&k);
+            (k, r)
+        })
+        .collect();
     let settled = ledger::settle(
         &previous,
         since,
@@ -242,6 +267,7 @@ pub async fn check(
             Vec::new()
         },
         findings: settled.ledger.findings,
+        failed_jobs,
         requests,
         written,
     })

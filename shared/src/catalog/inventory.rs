@@ -42,6 +42,11 @@ pub struct Job {
 }
 
 impl Job {
+    /// The implementation it runs (`handler`, else its own name).
+    pub fn handler(&self) -> &str {
+        self.spec.handler.as_deref().unwrap_or(&self.name)
+    }
+
     /// The payload scheduled runs carry (empty when none is given).
     pub fn payload(&self) -> Map<String, Value> {
         self.spec.payload.clone().unwrap_or_default()

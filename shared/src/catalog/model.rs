@@ -183,7 +183,25 @@ pub struct JobSpec {
     /// for a scheduled job: its retry policy's worst case (see `catalog::deadlines`).
     #[serde(default)]
     pub deadline: Option<String>,
+    /// The implementation the job runs: a name given to `Jobs::add`. Omitted: the job's
+    /// own name. Many jobs may share one (a catalog of a thousand jobs is mostly a few
+    /// implementations with their payloads).
+    #[serde(default)]
+    pub handler: Option<String>,
+    /// An alarm of the job's own on its failures, beside the stage's alarm that covers
+    /// every job (at most [`OWN_ALARMS_MAX`] jobs: each is a resource of the stack).
+    #[serde(default)]
+    pub own_alarm: bool,
 }
+
+/// The most jobs that may ask for an alarm of their own (`own_alarm`): the stack's
+/// resources and the template's bytes stay bounded whatever the catalog's size.
+pub const OWN_ALARMS_MAX: usize = 20;
+
+/// The most chains a catalog may have: each is a state machine and an alarm in the stack,
+/// which CloudFormation caps at 500 resources (the rest of the stack is about 40, and
+/// [`OWN_ALARMS_MAX`] more at most).
+pub const CHAINS_MAX: usize = 200;
 
 fn default_target() -> String {
     "queue".into()

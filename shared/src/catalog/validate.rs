@@ -8,7 +8,9 @@ use super::chains::check_chains;
 use super::error::{CatalogError, CatalogErrors};
 use super::inventory::{Catalog, Job, Target, policy};
 use super::limits;
-use super::model::{CatalogFile, JobSpec, RetrySpec, ScheduleSpec, Settings};
+use super::model::{
+    CHAINS_MAX, CatalogFile, JobSpec, OWN_ALARMS_MAX, RetrySpec, ScheduleSpec, Settings,
+};
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::key::KeyTemplate;
 use crate::retry::MAX_VISIBILITY;
@@ -119,6 +121,7 @@ pub(super) fn validate(raw: CatalogFile, file: &str) -> Result<Catalog, CatalogE
         job_limits.insert(name.clone(), checked);
     }
     let mut checked = Vec::new();
+    check_budgets(&raw, &mut found);
     for (name, spec) in &raw.jobs {
         check_job(name, spec, &raw.settings, &mut found);
         let template = check_key_template(name, spec, &mut found);
@@ -199,6 +202,37 @@ fn check_settings(s: &Settings, found: &mut Findings<'_>) {
     }
 }
 
+/// What the stack holds per job or chain, whatever the catalog's size: a few alarms of
+/// jobs' own, and a state machine and an alarm per chain.
+fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
+    let own: Vec<&str> = raw
+        .jobs
+        .iter()
+        .filter(|(_, j)| j.own_alarm)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if own.len() > OWN_ALARMS_MAX {
+        found.fail(
+            Some(own[OWN_ALARMS_MAX]),
+            "own_alarm",
+            format!(
+                "{} jobs ask for an alarm of their own, at most {OWN_ALARMS_MAX} may (the stage's failed alarm already names every failing job, each as a contributor; keep own alarms for the jobs that page someone else)",
+                own.len()
+            ),
+        );
+    }
+    if raw.chains.len() > CHAINS_MAX {
+        found.fail(
+            None,
+            "chains",
+            format!(
+                "{} chains, at most {CHAINS_MAX}: each is a state machine and an alarm in the stage's stack, which CloudFormation caps at 500 resources",
+                raw.chains.len()
+            ),
+        );
+    }
+}
+
 /// A job's name, owner, target and automatic pause, then its time limits and retries.
 fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
     let job = Some(name);
@@ -215,6 +249,11 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
     }
     if !valid_name(name) {
         found.fail(job, "name", name_rule(name));
+    }
+    if let Some(handler) = &spec.handler
+        && !valid_name(handler)
+    {
+        found.fail(job, "handler", name_rule(handler));
     }
     if spec.owner.trim().is_empty() {
         found.fail(

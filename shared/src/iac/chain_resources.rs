@@ -1,11 +1,14 @@
 //! The template's resources for the catalog's chains: each chain's state machine (its
-//! definition from `chains/<chain>.asl.json`, see [`super::chain_definition`]), its
-//! alarms, and the worker's permission to start it and answer its steps.
+//! definition from `chains/<chain>.asl.json`, see [`super::chain_definition`]) and its
+//! alarm on Step Functions' own failed executions (AWS's metrics of a state machine carry
+//! its ARN, not the stage: one alarm per chain); and, once for all chains, the worker's
+//! permission to start them and answer their steps. A chain's paused runs are the stage's
+//! `chains-paused` alarm's ([`super::stage_alarms`]).
 
 use std::fmt::Write;
 
 use super::chain_definition::definition_file;
-use super::resources::{JobAlarm, NOTIFY, logical_id, q};
+use super::resources::{NOTIFY, logical_id, q};
 use crate::catalog::{Catalog, Chain};
 
 /// Writes every chain's resources; nothing when the catalog has none.
@@ -17,7 +20,7 @@ pub(super) fn write(r: &mut String, catalog: &Catalog) {
         state_machine(r, chain);
         alarms(r, chain);
     }
-    worker_policy(r, catalog);
+    worker_policy(r);
 }
 
 fn state_machine(r: &mut String, chain: &Chain) {
@@ -25,7 +28,12 @@ fn state_machine(r: &mut String, chain: &Chain) {
     writeln!(r, "  Chain{id}:").unwrap();
     writeln!(r, "    Type: AWS::Serverless::StateMachine").unwrap();
     writeln!(r, "    Properties:").unwrap();
-    writeln!(r, "      Name: !Sub schedkit-${{Stage}}-{}", chain.name).unwrap();
+    writeln!(
+        r,
+        "      Name: !Sub {}",
+        crate::orchestrator::state_machine_name("${Stage}", &chain.name)
+    )
+    .unwrap();
     writeln!(r, "      DefinitionUri: {}", definition_file(&chain.name)).unwrap();
     writeln!(r, "      DefinitionSubstitutions:").unwrap();
     writeln!(r, "        JobsQueueUrl: !Ref JobsQueue").unwrap();
@@ -40,24 +48,11 @@ fn state_machine(r: &mut String, chain: &Chain) {
     writeln!(r, "      Tracing:\n        Enabled: true\n").unwrap();
 }
 
-/// PAUSED (schedkit's metric: a step failed for good) and Step Functions' own failed,
-/// timed-out or aborted executions (what schedkit did not expect: a paused chain ends its
-/// execution SUCCEEDED).
+/// Step Functions' own failed, timed-out or aborted executions: what schedkit did not
+/// expect (a paused chain ends its execution SUCCEEDED).
 fn alarms(r: &mut String, chain: &Chain) {
     let id = logical_id(&chain.name);
     let owner = &chain.spec.owner;
-    let paused = format!(
-        "Chain {} paused: a step failed for good; the other branches of its stage finished, later stages did not start. `schedkit executions show <chain key>` names the failed step and its error (each step's record is `<chain key>#<step>`). Owner: {owner}.",
-        chain.name
-    );
-    JobAlarm {
-        resource: format!("ChainPausedAlarm{id}"),
-        suffix: "paused",
-        description: &paused,
-        metric: "ChainPaused",
-        notify: true,
-    }
-    .write(r, &chain.name);
     writeln!(r, "  ChainExecutionsAlarm{id}:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
     writeln!(r, "    Properties:").unwrap();
@@ -94,9 +89,12 @@ fn alarms(r: &mut String, chain: &Chain) {
     .unwrap();
 }
 
-/// The worker starts each chain (a trigger on the jobs queue) and answers its steps' tasks.
-/// The task actions take no resource: Step Functions authorises them by the token.
-fn worker_policy(r: &mut String, catalog: &Catalog) {
+/// The worker starts the stage's chains (a trigger on the jobs queue) and answers their
+/// steps' tasks: every state machine of the stage, by the name they share
+/// (`schedkit-<stage>.<chain>`; no stage name has a `.`), so the policy is the same size for
+/// a hundred chains as for one (a role's inline policies hold 10,240 characters). The task
+/// actions take no resource: Step Functions authorises them by the token.
+fn worker_policy(r: &mut String) {
     writeln!(r, "  WorkerChainPolicy:").unwrap();
     writeln!(r, "    Type: AWS::IAM::Policy").unwrap();
     writeln!(r, "    Properties:").unwrap();
@@ -108,10 +106,7 @@ fn worker_policy(r: &mut String, catalog: &Catalog) {
     writeln!(r, "          - Sid: StartChains").unwrap();
     writeln!(r, "            Effect: Allow").unwrap();
     writeln!(r, "            Action: states:StartExecution").unwrap();
-    writeln!(r, "            Resource:").unwrap();
-    for chain in catalog.chains.values() {
-        writeln!(r, "              - !Ref Chain{}", logical_id(&chain.name)).unwrap();
-    }
+    writeln!(r, "            Resource: {}", STATE_MACHINES).unwrap();
     writeln!(r, "          - Sid: AnswerSteps").unwrap();
     writeln!(r, "            Effect: Allow").unwrap();
     writeln!(
@@ -121,3 +116,9 @@ fn worker_policy(r: &mut String, catalog: &Catalog) {
     .unwrap();
     writeln!(r, "            Resource: \"*\"\n").unwrap();
 }
+
+/// Every state machine of the stage, by the name they share.
+pub(super) const STATE_MACHINES: &str = "!Sub \"arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:stateMachine:schedkit-${Stage}.*\"";
+
+/// Every execution of the stage's state machines.
+pub(super) const EXECUTIONS: &str = "!Sub \"arn:${AWS::Partition}:states:${AWS::Region}:${AWS::AccountId}:execution:schedkit-${Stage}.*\"";

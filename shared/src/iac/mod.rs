@@ -1,7 +1,9 @@
-//! The parts of `infra/template.yaml` that the job catalog decides: worker settings,
-//! per-job failure alarms, the failure-storm alarm, the paused alarms and the worker's
-//! permission to pause (only for jobs with `pause_after_failures`), the dashboard, and the
-//! viewer and operator policies ([`roles`]). The schedules are not
+//! The parts of `infra/template.yaml` that the job catalog decides: worker settings, the
+//! stage's alarms over every job ([`stage_alarms`]), the worker's permission to pause, the
+//! chains' state machines, the dashboard ([`dashboard`]), and the viewer and operator
+//! policies ([`roles`]). None grows with the number of jobs: a thousand jobs make the same
+//! stack as four (a chain is a state machine and an alarm; a job that asks for an alarm of
+//! its own, one more). The schedules are not
 //! among them: the stack owns the stage's schedule group and tags it with its wiring, and
 //! schedule sync owns the schedules in it (see [`crate::trigger::sync`] for why). `schedkit iac render` rewrites them between the
 //! template's `BEGIN GENERATED` / `END GENERATED` markers; `--check` (run by the tests)
@@ -11,11 +13,12 @@
 //! YAML is written by hand: every value is a plain scalar or a JSON-quoted string (JSON
 //! strings are valid YAML double-quoted scalars), so no YAML library is needed.
 
-mod accounting_alarms;
 mod chain_definition;
 mod chain_resources;
+mod dashboard;
 mod resources;
 pub mod roles;
+pub mod stage_alarms;
 
 use std::fmt::Write;
 
@@ -25,24 +28,12 @@ pub use chain_definition::{
 
 pub use resources::logical_id;
 
-use crate::catalog::{Catalog, Job, Target};
-use resources::{JobAlarm, NOTIFY, q};
+use crate::catalog::Catalog;
+use resources::q;
 
 /// Why the template cannot be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IacError {
-    /// CloudWatch metric math combines at most 10 metrics in one alarm.
-    #[error(
-        "{file}: the failure-storm alarm combines at most {max} jobs' metrics (and the accountant's), the catalog has {count}"
-    )]
-    TooManyJobs {
-        /// The catalog.
-        file: String,
-        /// The most jobs one alarm can watch.
-        max: usize,
-        /// The catalog's queue jobs.
-        count: usize,
-    },
     /// The template's generated blocks are not marked as expected.
     #[error("{0}")]
     Markers(&'static str),
@@ -60,16 +51,14 @@ pub(crate) const BEGIN: &str =
 /// The last line of a generated block.
 pub const END: &str = "# END GENERATED";
 
-/// A metric-math alarm can combine at most 10 metrics: one is the accountant's.
-const STORM_MAX_JOBS: usize = 9;
-
 /// The generated blocks, in template order: mappings, then resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {
     /// The `Catalog` mapping: worker timeout, queue retention and visibility, the group.
     pub mappings: String,
-    /// Per-job alarms, the storm alarm, the pause permission, the dashboard and the viewer
-    /// and operator policies.
+    /// The stage's alarms, the pause permission, the chains' state machines, the viewer and
+    /// operator policies and the dashboard: the same resources whatever the number of jobs
+    /// (chains aside: a state machine and an alarm each; and the jobs' own alarms).
     pub resources: String,
 }
 
@@ -118,106 +107,24 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     }
 
     let mut r = String::new();
-    let queue_jobs: Vec<&Job> = catalog
-        .jobs
-        .values()
-        .filter(|j| j.target == Target::Queue)
-        .collect();
-    if queue_jobs.len() > STORM_MAX_JOBS {
-        return Err(IacError::TooManyJobs {
-            file: catalog.file.clone(),
-            max: STORM_MAX_JOBS,
-            count: queue_jobs.len(),
-        });
-    }
-    for job in &queue_jobs {
-        failure_alarms(&mut r, job);
-        paused_alarm(&mut r, job);
-    }
-    pause_policy(&mut r, &queue_jobs);
+    stage_alarms::write(&mut r, catalog);
+    pause_policy(&mut r);
     chain_resources::write(&mut r, catalog);
-    accounting_alarms::write(&mut r, catalog);
     roles::write(&mut r, catalog);
-    storm_alarm(&mut r, &queue_jobs);
-    dashboard(&mut r, &queue_jobs);
+    dashboard::write(&mut r);
     Ok(Rendered {
         mappings,
         resources: r,
     })
 }
 
-fn failure_alarms(r: &mut String, job: &Job) {
-    let id = logical_id(&job.name);
-    let owner = &job.spec.owner;
-    let signal = format!(
-        "{} ended FAILED at least once in 5 minutes (the signal; notifications come from its notice alarm). Owner: {owner}.",
-        job.name
-    );
-    let alarm = JobAlarm {
-        resource: format!("FailedAlarm{id}"),
-        suffix: "failed-metric",
-        description: &signal,
-        metric: "Failed",
-        notify: false,
-    };
-    alarm.write(r, &job.name);
-    // Composite, so the storm alarm can hold its notification back.
-    writeln!(r, "  FailedNotice{id}:").unwrap();
-    writeln!(r, "    Type: AWS::CloudWatch::CompositeAlarm").unwrap();
-    writeln!(r, "    Properties:").unwrap();
-    writeln!(
-        r,
-        "      AlarmName: !Sub schedkit-${{Stage}}-{}-failed",
-        job.name
-    )
-    .unwrap();
-    writeln!(r, "      AlarmDescription: {}", q(&format!("{} failed for good: its message is in the DLQ with the reason (`schedkit dlq list`). Owner: {owner}. Held back during a failure storm.", job.name))).unwrap();
-    writeln!(
-        r,
-        "      AlarmRule: !Sub 'ALARM(\"${{FailedAlarm{id}.Arn}}\")'"
-    )
-    .unwrap();
-    writeln!(r, "      ActionsSuppressor: !Ref FailureStormAlarm").unwrap();
-    writeln!(
-        r,
-        "      ActionsSuppressorWaitPeriod: 120\n      ActionsSuppressorExtensionPeriod: 600"
-    )
-    .unwrap();
-    writeln!(r, "      AlarmActions: {NOTIFY}\n").unwrap();
-}
-
-/// The alarm that says the worker paused a job (`pause_after_failures`). Not held back by
-/// the storm alarm: a pause stops the job until someone resumes it.
-fn paused_alarm(r: &mut String, job: &Job) {
-    let Some(n) = job.policy.pause_after_failures else {
-        return;
-    };
-    let description = format!(
-        "The worker paused {} after {n} consecutive FAILED runs (pause_after_failures): its schedule fires no more until `schedkit jobs resume {}`. `schedkit status` shows why. Owner: {}.",
-        job.name, job.name, job.spec.owner
-    );
-    let alarm = JobAlarm {
-        resource: format!("PausedAlarm{}", logical_id(&job.name)),
-        suffix: "paused",
-        description: &description,
-        metric: "AutoPaused",
-        notify: true,
-    };
-    alarm.write(r, &job.name);
-}
-
-/// The worker's permission to pause the schedules of the jobs that ask for it, and those
-/// only (nothing when no job does): read and update each one's schedule in the stage's
-/// group, and hand the schedule's own role back to the scheduler, as an update must.
-fn pause_policy(r: &mut String, jobs: &[&Job]) {
-    let pausing: Vec<&str> = jobs
-        .iter()
-        .filter(|j| j.policy.pause_after_failures.is_some())
-        .map(|j| j.name.as_str())
-        .collect();
-    if pausing.is_empty() {
-        return;
-    }
+/// The worker's permission to pause the schedules of the jobs that ask for it
+/// (`pause_after_failures`): read and update a schedule of the stage's group, and hand the
+/// schedule's own role back to the scheduler, as an update must. The group's every
+/// schedule, not each pausing job's by name: a role's inline policies hold 10,240
+/// characters, a thousand names would not fit; which jobs the worker pauses is the
+/// catalog's, bound into the worker.
+fn pause_policy(r: &mut String) {
     writeln!(r, "  WorkerPausePolicy:").unwrap();
     writeln!(r, "    Type: AWS::IAM::Policy").unwrap();
     writeln!(r, "    Properties:").unwrap();
@@ -233,10 +140,7 @@ fn pause_policy(r: &mut String, jobs: &[&Job]) {
         "            Action: [scheduler:GetSchedule, scheduler:UpdateSchedule]"
     )
     .unwrap();
-    writeln!(r, "            Resource:").unwrap();
-    for job in pausing {
-        writeln!(r, "              - !Sub \"arn:${{AWS::Partition}}:scheduler:${{AWS::Region}}:${{AWS::AccountId}}:schedule/${{ScheduleGroup}}/{job}\"").unwrap();
-    }
+    writeln!(r, "            Resource: !Sub \"arn:${{AWS::Partition}}:scheduler:${{AWS::Region}}:${{AWS::AccountId}}:schedule/${{ScheduleGroup}}/*\"").unwrap();
     writeln!(r, "          - Sid: KeepTheSchedulesRole").unwrap();
     writeln!(r, "            Effect: Allow").unwrap();
     writeln!(r, "            Action: iam:PassRole").unwrap();
@@ -247,137 +151,6 @@ fn pause_policy(r: &mut String, jobs: &[&Job]) {
         "              StringEquals: {{ iam:PassedToService: scheduler.amazonaws.com }}\n"
     )
     .unwrap();
-}
-
-fn storm_alarm(r: &mut String, jobs: &[&Job]) {
-    writeln!(r, "  FailureStormAlarm:").unwrap();
-    writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
-    writeln!(r, "    Properties:").unwrap();
-    writeln!(r, "      AlarmName: !Sub schedkit-${{Stage}}-failure-storm").unwrap();
-    writeln!(r, "      AlarmDescription: {}", q("Two or more jobs failed, or had runs missed or late, within 5 minutes: probably a shared dependency, not the jobs. One notification instead of one per job; the per-job failure notices are held back while this fires.")).unwrap();
-    writeln!(r, "      Metrics:").unwrap();
-    let mut terms = Vec::new();
-    for (i, job) in jobs.iter().enumerate() {
-        let id = format!("m{i}");
-        writeln!(r, "        - Id: {id}\n          ReturnData: false\n          MetricStat:\n            Period: 300\n            Stat: Sum").unwrap();
-        writeln!(r, "            Metric:\n              Namespace: schedkit\n              MetricName: Failed").unwrap();
-        writeln!(
-            r,
-            "              Dimensions: [{{ Name: Stage, Value: !Ref Stage }}, {{ Name: Job, Value: {} }}]",
-            q(&job.name)
-        )
-        .unwrap();
-        terms.push(format!("IF(FILL({id}, 0) > 0, 1, 0)"));
-    }
-    // The accountant's count of jobs with a firing missed or late in one check.
-    let id = "unaccounted";
-    writeln!(r, "        - Id: {id}\n          ReturnData: false\n          MetricStat:\n            Period: 300\n            Stat: Maximum").unwrap();
-    writeln!(r, "            Metric:\n              Namespace: schedkit\n              MetricName: UnaccountedJobs").unwrap();
-    writeln!(
-        r,
-        "              Dimensions: [{{ Name: Stage, Value: !Ref Stage }}]"
-    )
-    .unwrap();
-    terms.push(format!("FILL({id}, 0)"));
-    let expression = terms.join(" + ");
-    writeln!(r, "        - Id: failing_jobs\n          Label: jobs failing, missed or late\n          ReturnData: true\n          Expression: {}", q(&expression)).unwrap();
-    writeln!(r, "      EvaluationPeriods: 1\n      Threshold: 2\n      ComparisonOperator: GreaterThanOrEqualToThreshold").unwrap();
-    writeln!(
-        r,
-        "      TreatMissingData: notBreaching\n      AlarmActions: {NOTIFY}\n"
-    )
-    .unwrap();
-}
-
-fn dashboard(r: &mut String, jobs: &[&Job]) {
-    let metric = |name: &str| {
-        jobs.iter()
-            .map(|j| {
-                format!(
-                    r#"["schedkit","{name}","Stage","${{Stage}}","Job","{}"]"#,
-                    j.name
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let widget = |x: u32, y: u32, title: &str, metrics: String, stat: &str| {
-        format!(
-            r#"{{"type":"metric","x":{x},"y":{y},"width":12,"height":6,"properties":{{"title":"{title}","region":"${{AWS::Region}}","stat":"{stat}","period":300,"metrics":[{metrics}]}}}}"#
-        )
-    };
-    let queue = r#"["AWS/SQS","ApproximateNumberOfMessagesVisible","QueueName","${JobsQueue.QueueName}"],["AWS/SQS","ApproximateNumberOfMessagesVisible","QueueName","${JobsDeadLetterQueue.QueueName}"],["AWS/SQS","ApproximateAgeOfOldestMessage","QueueName","${JobsQueue.QueueName}",{"yAxis":"right"}]"#;
-    let widgets = [
-        widget(
-            0,
-            0,
-            "Queue depth, DLQ depth, oldest message (s)",
-            queue.to_string(),
-            "Maximum",
-        ),
-        widget(12, 0, "Failed runs by job", metric("Failed"), "Sum"),
-        widget(0, 6, "Succeeded runs by job", metric("Succeeded"), "Sum"),
-        widget(12, 6, "Retries by job", metric("Retried"), "Sum"),
-        widget(0, 12, "Duration p99 by job (ms)", metric("Duration"), "p99"),
-        widget(
-            12,
-            12,
-            "Schedule lag p99 by job (ms)",
-            metric("ScheduleLag"),
-            "p99",
-        ),
-    ];
-    let mut widgets = widgets.to_vec();
-    widgets.extend(limit_widgets(jobs, widget));
-    let body = format!(r#"{{"widgets":[{}]}}"#, widgets.join(","));
-    writeln!(r, "  Dashboard:").unwrap();
-    writeln!(r, "    Type: AWS::CloudWatch::Dashboard").unwrap();
-    writeln!(r, "    Properties:").unwrap();
-    writeln!(r, "      DashboardName: !Sub schedkit-${{Stage}}").unwrap();
-    writeln!(r, "      DashboardBody: !Sub {}", q(&body)).unwrap();
-}
-
-/// The widgets of the jobs' limits, when any job has one: runs held back per limit (a
-/// shared limit's `Limit` dimension sums its jobs), and how long runs waited, per job.
-fn limit_widgets(
-    jobs: &[&Job],
-    widget: impl Fn(u32, u32, &str, String, &str) -> String,
-) -> Vec<String> {
-    let limited: Vec<&&Job> = jobs.iter().filter(|j| j.policy.flow.any()).collect();
-    if limited.is_empty() {
-        return Vec::new();
-    }
-    let mut limits: Vec<String> = limited
-        .iter()
-        .flat_map(|j| {
-            j.policy
-                .flow
-                .gates(&j.name, Some(&j.payload()))
-                .map(|gates| gates.into_iter().map(|g| g.limit).collect())
-                .unwrap_or_else(|_| Vec::new())
-        })
-        .collect();
-    limits.sort();
-    limits.dedup();
-    let throttled = limits
-        .iter()
-        .map(|l| format!(r#"["schedkit","Throttled","Stage","${{Stage}}","Limit","{l}"]"#))
-        .collect::<Vec<_>>()
-        .join(",");
-    let waited = limited
-        .iter()
-        .map(|j| {
-            format!(
-                r#"["schedkit","LimitWait","Stage","${{Stage}}","Job","{}"]"#,
-                j.name
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(",");
-    vec![
-        widget(0, 18, "Runs held back by limit", throttled, "Sum"),
-        widget(12, 18, "Wait for limits p99 by job (ms)", waited, "p99"),
-    ]
 }
 
 /// A team's copy of the stock template, whose worker function is built from its own crate:
@@ -488,125 +261,95 @@ mod tests {
         let catalog =
             Catalog::load(std::path::Path::new(&format!("{root}/infra/catalog.toml"))).unwrap();
         let resources = render(&catalog).unwrap().resources;
-        // Step Functions' own metrics are the stage's by their state machine's ARN.
+        // Queries: each names the stage; plain alarms: the stage's dimension.
+        for line in resources.lines().filter(|l| l.contains("SELECT ")) {
+            assert!(line.contains("WHERE Stage = '${Stage}'"), "{line}");
+        }
         let dimensions: Vec<&str> = resources
             .lines()
             .filter(|l| l.trim_start().starts_with("Dimensions:"))
             .filter(|l| !l.contains("Name: StateMachineArn, Value: !Ref Chain"))
             .collect();
-        // One per job alarm and one per job in the storm alarm, one per paused alarm, one
-        // per chain's paused alarm, two (missed, late) per enabled schedule; the storm
-        // alarm's count of jobs unaccounted for is the stage's alone.
-        let pausing = catalog
-            .jobs
-            .values()
-            .filter(|j| j.policy.pause_after_failures.is_some())
-            .count();
-        assert!(
-            pausing > 0,
-            "the shipped catalog shows pause_after_failures"
-        );
-        let scheduled = catalog
-            .jobs
-            .values()
-            .filter(|j| j.schedule.is_some())
-            .count()
-            + catalog
-                .chains
-                .values()
-                .filter(|c| c.schedule.is_some())
-                .count();
-        assert_eq!(
-            dimensions.len(),
-            2 * catalog.jobs.len() + pausing + catalog.chains.len() + 2 * scheduled + 1,
-            "{resources}"
-        );
-        let stage_only = "Dimensions: [{ Name: Stage, Value: !Ref Stage }]";
-        assert_eq!(
-            dimensions.iter().filter(|l| l.trim() == stage_only).count(),
-            1
-        );
-        for line in dimensions.iter().filter(|l| l.trim() != stage_only) {
+        assert!(!dimensions.is_empty());
+        for line in dimensions {
             assert!(
-                line.contains("{ Name: Stage, Value: !Ref Stage }, { Name: Job,"),
+                line.contains("[{ Name: Stage, Value: !Ref Stage }"),
                 "{line}"
             );
         }
-        let dashboard = resources
-            .lines()
-            .find(|l| l.contains("DashboardBody"))
-            .unwrap();
-        assert!(
-            !dashboard.contains(r#"\"schedkit\",\"Failed\",\"Job\""#),
-            "{dashboard}"
-        );
-        assert!(
-            dashboard.contains(r#"\"Stage\",\"${Stage}\",\"Job\""#),
-            "{dashboard}"
-        );
     }
 
-    #[test]
-    fn the_dashboard_shows_runs_held_back_per_limit_and_their_wait_per_job() {
-        let text = r#"
-[limits.partner-api]
-concurrency = 3
-[jobs.export]
-owner = "x"
-payload = { account = "a" }
-limits = ["partner-api"]
-concurrency = { limit = 1, key = "{account}" }
-[jobs.plain]
-owner = "x"
-"#;
-        let catalog = Catalog::parse(text, "c.toml").unwrap();
-        let resources = render(&catalog).unwrap().resources;
-        let dashboard = resources
-            .lines()
-            .find(|l| l.contains("DashboardBody"))
+    /// Renders a catalog of `jobs` jobs (scheduled, pausing, limited: every kind of job
+    /// the stage alarms cover) and `chains` chains.
+    fn grown(jobs: usize, chains: usize) -> Catalog {
+        let mut text = String::from("[limits.partner-api]\nconcurrency = 3\n");
+        for i in 0..jobs {
+            writeln!(
+                text,
+                "[jobs.job-{i:04}]\nowner = \"team-{}\"\nhandler = \"sync\"\nlimits = [\"partner-api\"]\npause_after_failures = 3\n[jobs.job-{i:04}.schedule]\nexpression = \"cron({} * * * ? *)\"\n",
+                i % 7,
+                i % 60
+            )
             .unwrap();
-        for limit in ["partner-api", "export/concurrency"] {
-            let line = format!(r#"\"Throttled\",\"Stage\",\"${{Stage}}\",\"Limit\",\"{limit}\""#);
-            assert!(dashboard.contains(&line), "{limit}: {dashboard}");
         }
-        assert!(dashboard.contains(r#"\"LimitWait\",\"Stage\",\"${Stage}\",\"Job\",\"export\""#));
-        assert!(!dashboard.contains(r#"\"LimitWait\",\"Stage\",\"${Stage}\",\"Job\",\"plain\""#));
-        let unlimited = Catalog::parse("[jobs.plain]\nowner = \"x\"\n", "c.toml").unwrap();
-        let plain = render(&unlimited).unwrap().resources;
-        assert!(!plain.contains("Throttled"));
+        for c in 0..chains {
+            writeln!(
+                text,
+                "[chains.chain-{c:03}]\nowner = \"x\"\nstages = [\"a\", [\"b\", \"c\"]]\n[chains.chain-{c:03}.steps.a]\njob = \"step\"\n[chains.chain-{c:03}.steps.b]\njob = \"step\"\n[chains.chain-{c:03}.steps.c]\njob = \"step\"\n[chains.chain-{c:03}.schedule]\nexpression = \"cron(0 {} * * ? *)\"\n",
+                c % 24
+            )
+            .unwrap();
+        }
+        if chains > 0 {
+            text.push_str("[jobs.step]\nowner = \"x\"\n");
+        }
+        Catalog::parse(&text, "grown.toml").unwrap()
+    }
+
+    fn resource_count(resources: &str) -> usize {
+        resources
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(':'))
+            .count()
     }
 
     #[test]
-    fn the_worker_may_pause_only_the_schedules_of_jobs_with_pause_after_failures() {
-        let catalog = |extra: &str| {
-            let text = format!(
-                "[jobs.a]\nowner = \"x\"\n{extra}\n[jobs.a.schedule]\nexpression = \"rate(1 hour)\"\n\n[jobs.b]\nowner = \"x\"\n[jobs.b.schedule]\nexpression = \"rate(1 hour)\"\n"
-            );
-            render(&Catalog::parse(&text, "c.toml").unwrap())
-                .unwrap()
-                .resources
-        };
-        let none = catalog("");
-        assert!(!none.contains("WorkerPausePolicy"), "{none}");
-        assert!(!none.contains("PausedAlarm"), "{none}");
-        let one = catalog("pause_after_failures = 2");
-        // The policy's own lines: up to the next resource.
+    fn the_stacks_resources_and_bytes_do_not_grow_with_the_jobs() {
+        let sizes: Vec<(usize, usize)> = [4, 10, 100, 1000]
+            .into_iter()
+            .map(|n| {
+                let r = render(&grown(n, 0)).unwrap();
+                (resource_count(&r.resources), r.resources.len())
+            })
+            .collect();
+        for (count, bytes) in &sizes {
+            assert_eq!(*count, sizes[0].0, "{sizes:?}");
+            assert_eq!(*bytes, sizes[0].1, "{sizes:?}");
+        }
+        // A chain is its state machine and its executions alarm; the chains-paused alarm
+        // and the worker's chain policy come with the first.
+        let one = resource_count(&render(&grown(10, 1)).unwrap().resources);
+        let hundred = render(&grown(10, 100)).unwrap().resources;
+        assert_eq!(one, sizes[0].0 + 2 + 2);
+        assert_eq!(resource_count(&hundred), one + 99 * 2);
+        assert!(resource_count(&hundred) < 500 - 40);
+    }
+
+    #[test]
+    fn the_worker_may_pause_the_schedules_of_its_stages_group_and_nothing_else() {
+        let catalog = Catalog::parse("[jobs.a]\nowner = \"x\"\n", "c.toml").unwrap();
+        let one = render(&catalog).unwrap().resources;
         let policy: String = one[one.find("  WorkerPausePolicy:").unwrap()..]
             .lines()
             .enumerate()
             .take_while(|(i, l)| *i == 0 || l.is_empty() || l.starts_with("    "))
             .map(|(_, l)| format!("{l}\n"))
             .collect();
-        let resources: Vec<&str> = policy
-            .lines()
-            .filter(|l| l.contains(":schedule/${ScheduleGroup}/"))
-            .collect();
-        assert_eq!(resources.len(), 1, "{policy}");
-        assert!(resources[0].ends_with("/a\""), "{policy}");
+        assert!(policy.contains(
+            "Resource: !Sub \"arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}:schedule/${ScheduleGroup}/*\""
+        ), "{policy}");
         assert!(policy.contains("Action: [scheduler:GetSchedule, scheduler:UpdateSchedule]"));
         assert!(policy.contains("iam:PassedToService: scheduler.amazonaws.com"));
-        assert!(one.contains("  PausedAlarmA:\n") && !one.contains("PausedAlarmB"));
-        assert!(one.contains("after 2 consecutive FAILED runs"));
     }
 
     #[test]

@@ -32,13 +32,15 @@ pub enum BindError {
     /// A queue job of the catalog that no implementation was registered for: every run
     /// of it would fail.
     #[error(
-        "{file}: job `{job}` targets the queue but the worker has no implementation for it (register it with `Jobs::add`)"
+        "{file}: job `{job}` targets the queue but the worker has no implementation `{handler}` for it (register it with `Jobs::add`, or name another with the job's `handler`)"
     )]
     Unimplemented {
         /// The catalog.
         file: String,
         /// The job's name in it.
         job: String,
+        /// The implementation it names (its `handler`, else its own name).
+        handler: String,
     },
 }
 
@@ -76,18 +78,24 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
     }
 
     /// The registry the batch adapter runs: every catalog job that targets the queue, with
-    /// its catalog policy. Implementations the catalog does not list are left out with a
-    /// warning (nothing can fire them).
-    pub fn bind(mut self, catalog: &Catalog) -> Result<Registry, BindError> {
+    /// its catalog policy and the implementation it names (`handler`, else its own name;
+    /// many jobs may share one). Implementations no job names are left out with a warning
+    /// (nothing can fire them).
+    pub fn bind(self, catalog: &Catalog) -> Result<Registry, BindError> {
         let mut registry = Registry::default();
+        let mut used = std::collections::BTreeSet::new();
         for job in catalog.jobs.values().filter(|j| j.target == Target::Queue) {
+            let handler = job.handler();
             let run = self
                 .jobs
-                .remove(&job.name)
+                .get(handler)
+                .cloned()
                 .ok_or_else(|| BindError::Unimplemented {
                     file: catalog.file.clone(),
                     job: job.name.clone(),
+                    handler: handler.to_string(),
                 })?;
+            used.insert(handler);
             registry.insert(
                 job.name.clone(),
                 RegisteredJob {
@@ -96,11 +104,11 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
                 },
             );
         }
-        for name in self.jobs.keys() {
+        for name in self.jobs.keys().filter(|n| !used.contains(n.as_str())) {
             tracing::warn!(
                 job = name,
                 catalog = catalog.file,
-                "implemented job is not a queue job of the catalog; it will never run"
+                "implemented job is not the handler of any queue job of the catalog; it will never run"
             );
         }
         Ok(registry)
@@ -152,7 +160,34 @@ mod tests {
         let error = Jobs::new().add("other", noop).bind(&catalog).err().unwrap();
         assert_eq!(
             error.to_string(),
-            "c.toml: job `mystery` targets the queue but the worker has no implementation for it (register it with `Jobs::add`)"
+            "c.toml: job `mystery` targets the queue but the worker has no implementation `mystery` for it (register it with `Jobs::add`, or name another with the job's `handler`)"
         );
+    }
+
+    #[test]
+    fn jobs_naming_one_handler_share_its_implementation_each_with_its_own_policy() {
+        let catalog = Catalog::parse(
+            "[jobs.sync-a]\nowner = \"ops\"\nhandler = \"sync\"\nlease_seconds = 7\n[jobs.sync-b]\nowner = \"ops\"\nhandler = \"sync\"\n[jobs.alone]\nowner = \"ops\"\nhandler = \"missing\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        let error = Jobs::new().add("sync", noop).bind(&catalog).err().unwrap();
+        assert_eq!(
+            error,
+            BindError::Unimplemented {
+                file: "c.toml".into(),
+                job: "alone".into(),
+                handler: "missing".into()
+            }
+        );
+        let two = Catalog::parse(
+            "[jobs.sync-a]\nowner = \"ops\"\nhandler = \"sync\"\nlease_seconds = 7\n[jobs.sync-b]\nowner = \"ops\"\nhandler = \"sync\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        let registry = Jobs::new().add("sync", noop).bind(&two).unwrap();
+        assert_eq!(registry.get("sync-a").unwrap().policy.lease.as_secs(), 7);
+        assert_eq!(registry.get("sync-b").unwrap().policy.lease.as_secs(), 60);
+        assert!(registry.get("sync").is_none(), "a handler is not a job");
     }
 }

@@ -128,7 +128,7 @@ pub enum Rerun {
 }
 
 impl ChainRuns {
-    /// The catalog's chains as deployed on `stage`: state machines `schedkit-<stage>-<chain>`
+    /// The catalog's chains as deployed on `stage`: state machines `schedkit-<stage>.<chain>`
     /// in the region and account of the stage's jobs queue.
     pub fn new(sdk: &SdkConfig, stage: &super::stage::Stage, catalog: &Catalog) -> ChainRuns {
         let machines = catalog
@@ -546,12 +546,12 @@ mod tests {
             &catalog,
             BTreeMap::from([(
                 "c".to_string(),
-                "arn:aws:states:eu-west-1:123456789012:stateMachine:schedkit-dev-c".to_string(),
+                "arn:aws:states:eu-west-1:123456789012:stateMachine:schedkit-dev.c".to_string(),
             )]),
         );
         assert_eq!(
             runs.execution_arn("c", "c_2026-x").unwrap(),
-            "arn:aws:states:eu-west-1:123456789012:execution:schedkit-dev-c:c_2026-x"
+            "arn:aws:states:eu-west-1:123456789012:execution:schedkit-dev.c:c_2026-x"
         );
         assert!(matches!(
             runs.execution_arn("d", "x"),

@@ -38,8 +38,9 @@ pub struct Stage {
 }
 
 impl Stage {
-    /// The ARN of the stage's state machine of `chain`: `schedkit-<stage>-<chain>`, in the
-    /// region and account of its jobs queue (the template's names).
+    /// The ARN of the stage's state machine of `chain` (the template's name,
+    /// [`crate::orchestrator::state_machine_name`]), in the region and account of its jobs
+    /// queue.
     pub fn state_machine_arn(&self, chain: &str) -> String {
         let queue = self.queue_arn.rsplit(':').next().unwrap_or_default();
         let base = self
@@ -47,9 +48,9 @@ impl Stage {
             .strip_suffix(queue)
             .unwrap_or(&self.queue_arn);
         format!(
-            "{}stateMachine:schedkit-{}-{chain}",
+            "{}stateMachine:{}",
             base.replacen(":sqs:", ":states:", 1),
-            self.stage
+            crate::orchestrator::state_machine_name(&self.stage, chain)
         )
     }
 }

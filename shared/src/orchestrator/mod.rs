@@ -15,6 +15,19 @@ use std::pin::Pin;
 pub use memory::{Answer, MemoryOrchestrator, OrchestratorState};
 pub use sfn::SfnOrchestrator;
 
+/// The name of stage `stage`'s state machine of `chain`: `schedkit-<stage>.<chain>`. The
+/// `.` is in no stage's name (`[a-z0-9-]`), so the prefix `schedkit-<stage>.` names one
+/// stage's state machines and no other's: its policies grant them all with one ARN (stage
+/// `prod`'s prefix is not `prod-eu`'s).
+pub fn state_machine_name(stage: &str, chain: &str) -> String {
+    format!("{}{chain}", state_machine_name_prefix(stage))
+}
+
+/// What every state machine name of stage `stage` starts with.
+pub fn state_machine_name_prefix(stage: &str) -> String {
+    format!("schedkit-{stage}.")
+}
+
 /// An orchestrator call in flight.
 pub(crate) type OrchestratorCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

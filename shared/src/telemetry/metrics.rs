@@ -66,9 +66,11 @@ pub enum Metric {
     /// A scheduled run not DONE by its deadline, found by the accountant (once per run);
     /// the job's late alarm watches it.
     Late,
-    /// Jobs and chains with a firing found missed or late by one check (stage only): the
-    /// failure-storm alarm counts them.
+    /// Jobs and chains with a firing found missed or late by one check (stage only).
     UnaccountedJobs,
+    /// Jobs and chains with a run that ended FAILED, or a firing found missed or late,
+    /// between two checks of the accountant (stage only): the failure-storm alarm's.
+    FailingJobs,
     /// A check of the accountant ran (stage only): its alarm fires when checks stop.
     AccountantChecks,
     /// Milliseconds an attempt ran.
@@ -100,6 +102,7 @@ impl Metric {
             Metric::Missed => "Missed",
             Metric::Late => "Late",
             Metric::UnaccountedJobs => "UnaccountedJobs",
+            Metric::FailingJobs => "FailingJobs",
             Metric::AccountantChecks => "AccountantChecks",
             Metric::Duration => "Duration",
             Metric::ScheduleLag => "ScheduleLag",

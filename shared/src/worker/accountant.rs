@@ -3,7 +3,8 @@
 //! or from the command line (`--account`: a look that writes nothing, unless
 //! `--account-commit` makes it the stage's check, for a worker whose stdout reaches
 //! CloudWatch). Findings go out as metrics, each firing once: `Missed` / `Late` per job
-//! (their alarms), how many jobs had one (the failure-storm alarm counts them), and one
+//! (their alarms), how many jobs had one, how many jobs failed, were missed or were late
+//! since the last check (`FailingJobs`: the failure-storm alarm's), and one
 //! `AccountantChecks` per check (its own alarm fires when checks stop).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -122,8 +123,14 @@ pub(crate) fn report(metrics: &Metrics, check: &Check) {
         metrics.emit(job, &values);
     }
     let names: BTreeSet<&str> = per_job.keys().copied().collect();
+    let failing: BTreeSet<&str> = names
+        .iter()
+        .copied()
+        .chain(check.failed_jobs.iter().map(String::as_str))
+        .collect();
     metrics.emit_for_stage(&[
         (Metric::AccountantChecks, 1.0),
         (Metric::UnaccountedJobs, names.len() as f64),
+        (Metric::FailingJobs, failing.len() as f64),
     ]);
 }

@@ -1,5 +1,5 @@
 //! How the worker finds its chains' state machines: the prefix the template gives it, or
-//! by name in its stage (`schedkit-<stage>-<chain>`, looked for when a chain's first
+//! by name in its stage (`schedkit-<stage>.<chain>`, looked for when a chain's first
 //! trigger comes), so that a poller started with the queue, the DLQ and the table alone
 //! starts chains too.
 

@@ -32,9 +32,9 @@ pub struct Settings {
     #[arg(long, env = "SCHEDKIT_SCHEDULE_GROUP")]
     pub schedule_group: Option<String>,
     /// The stage's state machines' ARN up to the chain's name
-    /// (`arn:aws:states:<region>:<account>:stateMachine:schedkit-<stage>-`; the template
+    /// (`arn:aws:states:<region>:<account>:stateMachine:schedkit-<stage>.`; the template
     /// sets it). Default: each chain's state machine looked for by its name,
-    /// `schedkit-<stage>-<chain>`, when its first trigger comes (ListStateMachines and
+    /// `schedkit-<stage>.<chain>`, when its first trigger comes (ListStateMachines and
     /// DescribeStateMachine), and taken only if it sends its steps to this worker's queue.
     #[arg(long, env = "SCHEDKIT_STATE_MACHINE_PREFIX")]
     pub state_machine_prefix: Option<String>,

@@ -29,7 +29,7 @@ pub struct Chains {
     finder: Option<Finder>,
 }
 
-/// Where a chain's state machine not given is looked for: `schedkit-<stage>-<chain>`,
+/// Where a chain's state machine not given is looked for: `schedkit-<stage>.<chain>`,
 /// sending its steps to `queue_url`.
 #[derive(Debug, Clone)]
 struct Finder {
@@ -49,7 +49,7 @@ pub(crate) enum Machine {
 
 impl Chains {
     /// The catalog's chains, each the state machine `<prefix><chain>` (the template names
-    /// them `schedkit-<stage>-<chain>`; `SCHEDKIT_STATE_MACHINE_PREFIX` is the ARN up to
+    /// them `schedkit-<stage>.<chain>`; `SCHEDKIT_STATE_MACHINE_PREFIX` is the ARN up to
     /// the chain's name). An empty prefix knows no state machine: steps are answered, and
     /// a trigger is dead-lettered saying what is missing.
     pub fn new(sdk: &SdkConfig, catalog: &Catalog, prefix: &str) -> Self {
@@ -87,10 +87,9 @@ impl Chains {
     }
 
     /// The same chains, each state machine not given looked for when its first trigger
-    /// comes (and again until found): `schedkit-<stage>-<chain>`, the template's name, and
-    /// only if its definition sends its steps to `queue_url`, this worker's queue (another
-    /// stage's machine can have the same name: stage `prod`'s chain `eu-close` and stage
-    /// `prod-eu`'s `close`).
+    /// comes (and again until found): `schedkit-<stage>.<chain>`, the template's name, and
+    /// only if its definition sends its steps to `queue_url`, this worker's queue (a stage of
+    /// the same name in another stack of the account has the same names).
     pub fn finding_in_stage(mut self, stage: &str, queue_url: &str) -> Self {
         self.finder = Some(Finder {
             stage: stage.to_string(),
@@ -107,10 +106,10 @@ impl Chains {
         }
         let Some(finder) = &self.finder else {
             return Machine::Unconfigured(format!(
-                "this worker knows no state machine for chain `{chain}`: give it SCHEDKIT_STATE_MACHINE_PREFIX (the template does), or the stage (SCHEDKIT_STAGE, or a table named schedkit-<stage>-executions) so that it looks for `schedkit-<stage>-{chain}`; then redrive this letter"
+                "this worker knows no state machine for chain `{chain}`: give it SCHEDKIT_STATE_MACHINE_PREFIX (the template does), or the stage (SCHEDKIT_STAGE, or a table named schedkit-<stage>-executions) so that it looks for `schedkit-<stage>.{chain}`; then redrive this letter"
             ));
         };
-        let name = format!("schedkit-{}-{chain}", finder.stage);
+        let name = crate::orchestrator::state_machine_name(&finder.stage, chain);
         match self
             .orchestrator
             .find_state_machine(&name, &finder.queue_url)
