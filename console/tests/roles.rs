@@ -137,6 +137,29 @@ async fn a_viewer_reads_everything_and_changes_nothing_an_operator_does_every_ac
             .ok(&["executions", "show", "roles-queued"])
             .contains("CANCELLED")
     );
+    // An alarm in ALARM (LocalStack evaluates none: set by hand): the viewer's status names
+    // it, reading it and its contributors (which LocalStack does not emulate: said so).
+    let failed = schedkit::iac::stage_alarms::alarm_name(&stack.name, "jobs-failed");
+    aws_sdk_cloudwatch::Client::new(&sdk)
+        .set_alarm_state()
+        .alarm_name(&failed)
+        .state_value(aws_sdk_cloudwatch::types::StateValue::Alarm)
+        .state_reason("set by the roles test")
+        .send()
+        .await
+        .unwrap();
+    let status: serde_json::Value =
+        serde_json::from_str(&viewer.ok(&["--output", "json", "status"])).unwrap();
+    let in_alarm = &status["alarms"]["in_alarm"][0];
+    assert_eq!(in_alarm["alarm"], failed.as_str(), "{status:#}");
+    assert!(
+        in_alarm["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("set by the roles test"),
+        "{status:#}"
+    );
+    operator.ok(&["status"]);
     // The listing's filters apply before its limit: the one purge among all the entries.
     let purge: serde_json::Value = serde_json::from_str(&viewer.ok(&[
         "--output",

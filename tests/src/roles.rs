@@ -136,6 +136,10 @@ fn lane_arns(stack: &Stack, on: On) -> Vec<String> {
             machines.replacen(":stateMachine:", ":execution:", 1)
         )],
         On::SchedulerRole => vec![stack.scheduler_role_arn.clone()],
+        On::StageAlarms => schedkit::ops::alarms::names(&stack.name)
+            .into_iter()
+            .map(|name| format!("arn:aws:cloudwatch:{REGION}:alarm:{name}"))
+            .collect(),
         On::Anything => vec!["*".into()],
     }
 }

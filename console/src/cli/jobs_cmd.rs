@@ -10,7 +10,11 @@ use schedkit::store::{PauseRecord, Paused, Pauses};
 use schedkit::trigger::{pause, sync};
 use serde::Serialize;
 
+use futures::StreamExt;
 use schedkit::ops::executions::Records;
+use schedkit::ops::paging::{Page, Paged};
+
+use super::page_args::{PageArgs, footer};
 
 use super::{
     globals::Globals, globals::load_catalog, globals::stage_group, output::Acted, output::Output,
@@ -21,7 +25,31 @@ use super::{
 pub struct JobsArgs {
     #[command(subcommand)]
     pub action: Option<JobsAction>,
+    /// Only the jobs of this owner (the catalog's `owner`).
+    #[arg(long)]
+    pub owner: Option<String>,
+    #[command(flatten)]
+    pub page: PageArgs,
 }
+
+/// Which of the catalog's jobs a listing shows: an owner's, a page of them.
+#[derive(Debug, Clone)]
+pub(crate) struct Selection {
+    pub owner: Option<String>,
+    pub page: Page,
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Selection {
+            owner: None,
+            page: Page::first(),
+        }
+    }
+}
+
+/// Jobs whose recent runs are read at once.
+const QUERIES_AT_ONCE: usize = 8;
 
 #[derive(Debug, Subcommand)]
 pub enum JobsAction {
@@ -211,16 +239,25 @@ pub(crate) struct Row {
     pub recent: Vec<schedkit::ExecutionRecord>,
 }
 
-/// Every catalog job with its next three runs, pause, last status and success rate over
-/// its last 20 runs: one `by-job` query per job and one read of the pauses.
+/// The selected catalog jobs with their next three runs, pause, last status and success
+/// rate over their last 20 runs: one `by-job` query per job of the page (a few at once) and
+/// one read of their pauses. Where the page stands among the selection.
 pub(crate) async fn rows(
     catalog: &schedkit::catalog::Catalog,
     sdk: &schedkit::aws::SdkConfig,
     table: &str,
-) -> Result<Vec<Row>, schedkit::ops::OpsError> {
+    selection: &Selection,
+) -> Result<(Vec<Row>, Paged), schedkit::ops::OpsError> {
     let records = Records::new(sdk, table);
+    let selected: Vec<&schedkit::catalog::Job> = catalog
+        .jobs
+        .values()
+        .filter(|j| selection.owner.as_ref().is_none_or(|o| &j.spec.owner == o))
+        .collect();
+    let paged = selection.page.of(selected.len());
+    let on_page = &selected[selection.page.range(selected.len())];
     let mut paused = Pauses::for_table(sdk, table)
-        .of(catalog.jobs.keys().map(String::as_str))
+        .of(on_page.iter().map(|j| j.name.as_str()))
         .await
         .map_err(|e| {
             schedkit::ops::OpsError::Aws(schedkit::aws::AwsError {
@@ -229,10 +266,20 @@ pub(crate) async fn rows(
                 code: None,
             })
         })?;
+    let names: Vec<String> = on_page.iter().map(|j| j.name.clone()).collect();
+    let recents: Vec<Vec<schedkit::ExecutionRecord>> =
+        futures::stream::iter(names.into_iter().map(|name| {
+            let records = records.clone();
+            async move { records.recent_of(&name, 20).await }
+        }))
+        .buffered(QUERIES_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
     let now = Utc::now();
     let mut rows = Vec::new();
-    for job in catalog.jobs.values() {
-        let recent = records.recent_of(&job.name, 20).await?;
+    for (job, recent) in on_page.iter().zip(recents) {
         let done = recent.iter().filter(|r| r.status == Status::Done).count();
         let failed = recent.iter().filter(|r| r.status == Status::Failed).count();
         let spec = job.spec.schedule.as_ref();
@@ -257,7 +304,7 @@ pub(crate) async fn rows(
             recent,
         });
     }
-    Ok(rows)
+    Ok((rows, paged))
 }
 
 pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
@@ -269,7 +316,11 @@ pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
-    let rows = rows(&catalog, &sdk, &target.table)
+    let selection = Selection {
+        owner: a.owner.clone(),
+        page: a.page.page(),
+    };
+    let (rows, paged) = rows(&catalog, &sdk, &target.table, &selection)
         .await
         .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
     if cli.output == Output::Json {
@@ -322,5 +373,8 @@ pub async fn run(a: &JobsArgs, cli: &Globals) -> anyhow::Result<()> {
         }))
         .collect()
     });
+    if let Some(line) = footer(&paged, "jobs") {
+        println!("{line}");
+    }
     Ok(())
 }

@@ -12,6 +12,7 @@ mod globals;
 mod iac_cmd;
 pub(crate) mod jobs_cmd;
 mod output;
+pub(crate) mod page_args;
 mod schedules_cmd;
 mod status_cmd;
 pub(crate) mod style;
@@ -40,8 +41,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// The jobs queue, the DLQ, failing jobs, and each job's last run.
-    Status,
+    /// The jobs queue, the DLQ, failing jobs, the alarms in ALARM with the jobs they name,
+    /// and each job's last run (a page of the catalog at a time).
+    Status(status_cmd::StatusArgs),
     /// The catalog's jobs with their next three runs, last status and success rate; pause
     /// and resume a job's schedule.
     Jobs(jobs_cmd::JobsArgs),
@@ -124,7 +126,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             "`schedkit ui` is served by the binary (schedkit_console::ui::run), not by cli::run"
         )),
         Command::Audit(a) => audit_cmd::run(a, &cli.globals).await,
-        Command::Status => status_cmd::run(&cli.globals).await,
+        Command::Status(a) => status_cmd::run(a, &cli.globals).await,
         Command::Jobs(a) => jobs_cmd::run(a, &cli.globals).await,
         Command::Executions(c) => executions_cmd::run(c, &cli.globals).await,
         Command::Dlq(c) => dlq_cmd::run(c, &cli.globals).await,

@@ -91,6 +91,53 @@ pub struct SyncArgs {
     /// Do not ask before deleting schedules the catalog no longer lists.
     #[arg(long, short = 'y')]
     pub yes: bool,
+    /// Scheduler calls per second at most (EventBridge Scheduler's default quota is 50 a
+    /// second per call in some Regions, 1,000 or more in others: raise it to yours). A
+    /// throttled call waits and is tried again, and the pace slows down for a while.
+    #[arg(long, default_value_t = 50.0, value_parser = positive_rate)]
+    pub rate: f64,
+}
+
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "`{text}` is not a number of calls per second above 0"
+        )),
+    }
+}
+
+/// Changes an audit entry lists one by one; the rest are counted (an entry is one item of
+/// the stage's table, at most 400 KB).
+const AUDITED_CHANGES: usize = 100;
+
+/// The changes as the audit trail keeps them: the first [`AUDITED_CHANGES`], then a count.
+fn audited_changes(plan: &sync::Plan) -> serde_json::Value {
+    let mut listed: Vec<String> = plan
+        .changes
+        .iter()
+        .take(AUDITED_CHANGES)
+        .map(|c| c.to_string())
+        .collect();
+    if plan.changes.len() > AUDITED_CHANGES {
+        listed.push(format!(
+            "... and {} more",
+            plan.changes.len() - AUDITED_CHANGES
+        ));
+    }
+    serde_json::json!({"group": plan.group, "changes": listed, "count": plan.changes.len()})
+}
+
+/// Progress of a sync on stderr, for syncs of a hundred schedules or more: a line at every
+/// tenth of the way (`sync: 300/1000 schedules read`).
+fn progress(what: &str, done: usize, total: usize) {
+    if total < 100 {
+        return;
+    }
+    let step = total.div_ceil(10);
+    if done.is_multiple_of(step) || done == total {
+        eprintln!("sync: {done}/{total} schedules {what}");
+    }
 }
 
 #[derive(Serialize)]
@@ -271,7 +318,11 @@ async fn sync_catalog(a: &SyncArgs, cli: &Globals) -> anyhow::Result<()> {
         .context("reading the stage's paused jobs")?
         .into_keys()
         .collect();
-    let plan = sync::plan_keeping_paused(&client, &catalog, &targets, &paused)
+    let options = sync::Options {
+        pace: sync::Pace::at(a.rate),
+        progress: &progress,
+    };
+    let plan = sync::plan_with(&client, &catalog, &targets, &paused, &options)
         .await
         .context("planning the sync")?;
     let deletes: Vec<&str> = plan
@@ -300,14 +351,8 @@ async fn sync_catalog(a: &SyncArgs, cli: &Globals) -> anyhow::Result<()> {
         if a.dry_run || plan.changes.is_empty() {
             0
         } else {
-            let changes: Vec<String> = plan.changes.iter().map(|c| c.to_string()).collect();
-            let audited = audit::begin(
-                &sdk,
-                "schedules sync",
-                serde_json::json!({"group": plan.group, "changes": changes}),
-            )
-            .await?;
-            let mut applied = sync::apply(&client, &plan).await;
+            let audited = audit::begin(&sdk, "schedules sync", audited_changes(&plan)).await?;
+            let mut applied = sync::apply_with(&client, &plan, &options).await;
             // A pause or resume since the plan read the pauses: its record decides.
             if let Ok(writes) = applied {
                 applied = sync::keep_pauses(&client, &pauses, &catalog, &plan, Utc::now())

@@ -1,14 +1,26 @@
-//! `schedkit status`: the queue, the DLQ, failing jobs, and each job's last run.
+//! `schedkit status`: the queue, the DLQ, failing jobs, the alarms in ALARM with the jobs
+//! they name, and each job's last run (a page of the catalog at a time).
 
+use clap::Args;
 use schedkit::ops::status;
 
+use super::page_args::{PageArgs, footer};
 use super::{globals::Globals, globals::load_catalog, output::Output, style};
 
-pub async fn run(cli: &Globals) -> anyhow::Result<()> {
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub page: PageArgs,
+}
+
+/// Missed and late firings listed one by one; the rest are counted.
+const FINDINGS_LISTED: usize = 50;
+
+pub async fn run(a: &StatusArgs, cli: &Globals) -> anyhow::Result<()> {
     let catalog = load_catalog(cli)?;
     let sdk = cli.aws.sdk_config().await;
     let target = cli.target.resolve(&sdk).await?;
-    let report = status::gather(&sdk, &target, &catalog)
+    let report = status::gather_page(&sdk, &target, &catalog, a.page.page())
         .await
         .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
     if cli.output == Output::Json {
@@ -26,6 +38,7 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
         q.visible, q.in_flight, q.delayed
     );
     println!("dead letters   {}", report.dlq_depth);
+    print_alarms(report.alarms.as_ref());
     for p in &report.paused {
         println!(
             "paused         {} since {} by {}: {}",
@@ -97,7 +110,30 @@ pub async fn run(cli: &Globals) -> anyhow::Result<()> {
                 .collect::<Vec<_>>(),
         )
     );
+    if let Some(line) = footer(&report.jobs_page, "status") {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// The stage's alarms in ALARM, each with the jobs it names.
+fn print_alarms(alarms: Option<&schedkit::ops::alarms::StageAlarms>) {
+    let Some(a) = alarms else {
+        println!("alarms         n/a (CloudWatch could not be read)");
+        return;
+    };
+    if a.watched == 0 {
+        println!("alarms         none found (a stage deployed from the template has them)");
+    } else if a.in_alarm.is_empty() {
+        println!("alarms         none in ALARM ({} watched)", a.watched);
+    }
+    for alarm in &a.in_alarm {
+        let jobs = match alarm.jobs.len() {
+            0 => alarm.reason.clone(),
+            n => format!("{n} job(s): {}", alarm.jobs.join(", ")),
+        };
+        println!("in ALARM       {}: {jobs}", alarm.alarm);
+    }
 }
 
 /// The accountant's line, and one per firing missed or late.
@@ -111,7 +147,7 @@ fn print_accounted(a: &status::Accounted) {
         a.missed.len(),
         a.late.len()
     );
-    for f in &a.missed {
+    for f in a.missed.iter().take(FINDINGS_LISTED) {
         println!(
             "missed         {} (no run; due {})",
             f.key,
@@ -119,12 +155,19 @@ fn print_accounted(a: &status::Accounted) {
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         );
     }
-    for f in &a.late {
+    for f in a.late.iter().take(FINDINGS_LISTED) {
         let status = f.status.map(style::status).unwrap_or_else(|| "-".into());
         println!(
             "late           {} {status} (due DONE by {})",
             f.key,
             f.due_by.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
+    }
+    let more = a.missed.len().saturating_sub(FINDINGS_LISTED)
+        + a.late.len().saturating_sub(FINDINGS_LISTED);
+    if more > 0 {
+        println!(
+            "               and {more} more (`schedkit executions list --missed` or `--late`, or --output json)"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The jobs: the catalog with next runs (in the job's zone and UTC), success rate and a
 //! strip of recent runs; one job's runs on a time line.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use chrono::{DateTime, SecondsFormat, Utc};
 use maud::{Markup, html};
 use schedkit::ExecutionRecord;
 use schedkit::ops::executions::{Filter, Records};
+use serde::Deserialize;
 
 use super::html::{self, action_link, job_link, run_link};
 use super::page::{Page, PageError};
@@ -15,9 +16,38 @@ use crate::cli::jobs_cmd;
 /// Runs a job's page draws.
 const TIMELINE_RUNS: i32 = 50;
 
-pub async fn list(State(ui): State<Shared>) -> Page {
-    let rows = jobs_cmd::rows(&ui.catalog, &ui.sdk, &ui.stage.table).await?;
+/// Which jobs the list shows, as its links send it (an empty field is no filter).
+#[derive(Debug, Deserialize, Default)]
+pub struct ListQuery {
+    #[serde(default)]
+    owner: String,
+    #[serde(default)]
+    page: String,
+}
+
+pub async fn list(State(ui): State<Shared>, Query(q): Query<ListQuery>) -> Page {
+    let owner = (!q.owner.trim().is_empty()).then(|| q.owner.trim().to_string());
+    let number = match q.page.trim() {
+        "" => 1,
+        n => n.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            PageError::bad(format!("page `{n}` is not a page number (1, 2, ...)"))
+        })?,
+    };
+    let selection = jobs_cmd::Selection {
+        owner: owner.clone(),
+        page: schedkit::ops::paging::Page {
+            number,
+            size: schedkit::ops::paging::Page::DEFAULT_SIZE,
+        },
+    };
+    let (rows, paged) = jobs_cmd::rows(&ui.catalog, &ui.sdk, &ui.stage.table, &selection).await?;
+    let owner_text = owner.clone().unwrap_or_default();
     let body = html! {
+        form.filters method="get" action="/jobs" {
+            label { "Owner " input type="text" name="owner" value=(owner_text); }
+            button type="submit" { "Show" }
+        }
+        (pager(&paged, &owner_text))
         table.jobs {
             thead { tr {
                 th { "Job" } th { "Owner" } th { "Schedule" } th { "Next runs" } th { "Last" }
@@ -39,8 +69,25 @@ pub async fn list(State(ui): State<Shared>) -> Page {
                 }
             } }
         }
+        (pager(&paged, &owner_text))
     };
     Ok(html::page(&ui.frame("Jobs", "/jobs"), body))
+}
+
+/// Where this page stands among the jobs, with links to the pages beside it.
+pub fn pager(p: &schedkit::ops::paging::Paged, owner: &str) -> Markup {
+    let first = (p.number - 1) * p.size + 1;
+    let last = (p.number * p.size).min(p.total);
+    let link = |n: usize| html::href("/jobs", &[("owner", owner), ("page", &n.to_string())]);
+    html! {
+        @if p.pages > 1 {
+            nav.pager aria-label="pages of jobs" {
+                @if p.number > 1 { a rel="prev" href=(link(p.number - 1)) { "Previous" } " " }
+                span { "Jobs " (first.min(p.total)) "–" (last) " of " (p.total) ", page " (p.number) " of " (p.pages) }
+                @if p.has_next() { " " a rel="next" href=(link(p.number + 1)) { "Next" } }
+            }
+        }
+    }
 }
 
 /// The next runs in the job's zone, each with its UTC; or why there are none.

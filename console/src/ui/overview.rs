@@ -119,8 +119,13 @@ fn body(r: &StatusReport) -> Markup {
                 }
             }
         }
+        (alarms(r))
         section #last-runs {
             h2 { "Each job's last run" }
+            @if r.jobs_page.pages > 1 {
+                p.note { "The first " (r.jobs.len()) " of " (r.jobs_page.total) " jobs: "
+                    a href="/jobs?page=2" { "the others, a page at a time" } "." }
+            }
             table {
                 thead { tr { th { "Job" } th { "Scheduled for" } th { "Status" } th { "Attempts" } th { "Updated" } } }
                 tbody { @for j in &r.jobs {
@@ -137,6 +142,34 @@ fn body(r: &StatusReport) -> Markup {
     }
 }
 
+/// The stage's alarms in ALARM, each with the jobs it names.
+fn alarms(r: &StatusReport) -> Markup {
+    html! {
+        section #alarms {
+            h2 { "Alarms" }
+            @match &r.alarms {
+                None => p { "CloudWatch could not be read." },
+                Some(a) if a.in_alarm.is_empty() => p { "None in ALARM (" (a.watched) " watched)." },
+                Some(a) => table {
+                    thead { tr { th { "Alarm" } th { "Jobs it names" } th { "Why" } } }
+                    tbody { @for alarm in &a.in_alarm {
+                        tr.in-alarm {
+                            td { (alarm.alarm) }
+                            td { @for (i, job) in alarm.jobs.iter().enumerate() {
+                                @if i > 0 { ", " } (job_link(job))
+                            } }
+                            td { (clip(&alarm.reason, 160)) }
+                        }
+                    } }
+                },
+            }
+        }
+    }
+}
+
+/// Missed and late firings the overview lists one by one; the rest are counted.
+const FINDINGS_LISTED: usize = 50;
+
 /// The accountant's last word: missed firings and late runs.
 fn accountant(r: &StatusReport) -> Markup {
     let at = |t: &chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -152,13 +185,17 @@ fn accountant(r: &StatusReport) -> Markup {
                         table {
                             thead { tr { th { "Finding" } th { "Job" } th { "Run" } th { "Due" } th { "Status" } } }
                             tbody {
-                                @for f in &a.missed {
+                                @for f in a.missed.iter().take(FINDINGS_LISTED) {
                                     tr.missed { td { "missed" } td { (job_link(&f.name)) } td { (f.key) } td { (at(&f.scheduled_for)) } td { "no run" } }
                                 }
-                                @for f in &a.late {
+                                @for f in a.late.iter().take(FINDINGS_LISTED) {
                                     tr.late { td { "late" } td { (job_link(&f.name)) } td { (run_link(&f.key)) } td { "DONE by " (at(&f.due_by)) } td { (html::maybe_status(f.status)) } }
                                 }
                             }
+                        }
+                        @let more = a.missed.len().saturating_sub(FINDINGS_LISTED) + a.late.len().saturating_sub(FINDINGS_LISTED);
+                        @if more > 0 {
+                            p.note { "And " (more) " more: " a href="/executions?status=" { "the executions" } ", or " code { "schedkit executions list --missed" } "." }
                         }
                     }
                 }

@@ -126,6 +126,11 @@ def _checks(context, prefix: str, operation: str) -> list[tuple[str, str]]:
         return [(action, _queue_arn(context, request))]
     if prefix == "states":
         return [(action, request.get("executionArn") or request.get("stateMachineArn") or "*")]
+    if prefix == "cloudwatch" and operation in ("DescribeAlarms", "DescribeAlarmContributors"):
+        # Alarms are authorized by their ARNs: each one named (a listing without names is
+        # authorized on all of them, "*").
+        names = request.get("AlarmNames") or ([request["AlarmName"]] if request.get("AlarmName") else [])
+        return [(action, _arn(context, "cloudwatch", f"alarm:{n}")) for n in names] or [(action, "*")]
     if prefix == "scheduler":
         if operation.endswith("ScheduleGroup"):
             return [(action, _arn(context, "scheduler", f"schedule-group/{request['Name']}"))]

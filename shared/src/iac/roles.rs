@@ -69,6 +69,8 @@ pub enum On {
     ChainExecutions,
     /// The role EventBridge Scheduler sends with (passed with every schedule written).
     SchedulerRole,
+    /// The stage's alarms over every job, and its failure storm's.
+    StageAlarms,
     /// No resource: the action has no resource-level permissions.
     Anything,
 }
@@ -134,6 +136,16 @@ pub const GRANTS: &[Grant] = &[
         actions: &["cloudwatch:GetMetricStatistics"],
         on: &[On::Anything],
         used_by: "status (the oldest message's age, limits held back)",
+    },
+    Grant {
+        role: Role::Viewer,
+        sid: "ReadAlarms",
+        actions: &[
+            "cloudwatch:DescribeAlarms",
+            "cloudwatch:DescribeAlarmContributors",
+        ],
+        on: &[On::StageAlarms],
+        used_by: "status (the alarms in ALARM and the jobs they name)",
     },
     Grant {
         role: Role::Viewer,
@@ -397,6 +409,10 @@ fn arns(catalog: &Catalog, on: On) -> Vec<String> {
         On::ChainMachines => vec![super::chain_resources::STATE_MACHINES.into()],
         On::ChainExecutions => vec![super::chain_resources::EXECUTIONS.into()],
         On::SchedulerRole => vec!["!GetAtt SchedulerRole.Arn".into()],
+        On::StageAlarms => super::stage_alarms::resources(catalog)
+            .into_iter()
+            .map(|id| format!("!GetAtt {id}.Arn"))
+            .collect(),
         On::Anything => vec!["\"*\"".into()],
     }
 }

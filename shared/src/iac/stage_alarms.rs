@@ -72,6 +72,9 @@ pub const STAGE_ALARMS: &[StageAlarm] = &[
     },
 ];
 
+/// The failure storm's name after `schedkit-<stage>-`.
+pub const STORM_SUFFIX: &str = "failure-storm";
+
 /// The alarm of the stage named `stage` whose name ends in `suffix`.
 pub fn alarm_name(stage: &str, suffix: &str) -> String {
     format!("schedkit-{stage}-{suffix}")
@@ -92,6 +95,16 @@ pub fn insights_query(metric: &str, stage: &str) -> String {
 
 /// The period every stage alarm sums over, in seconds.
 pub const PERIOD_SECONDS: u32 = 300;
+
+/// The logical ids of the stage's alarms the catalog has (its own alarms aside).
+pub(super) fn resources(catalog: &Catalog) -> Vec<&'static str> {
+    STAGE_ALARMS
+        .iter()
+        .filter(|a| !a.chains_only || !catalog.chains.is_empty())
+        .map(|a| a.resource)
+        .chain(std::iter::once("FailureStormAlarm"))
+        .collect()
+}
 
 /// Writes the stage's alarms, each job's own, and the failure storm's.
 pub(super) fn write(r: &mut String, catalog: &Catalog) {
@@ -180,7 +193,12 @@ fn storm_alarm(r: &mut String) {
     writeln!(r, "  FailureStormAlarm:").unwrap();
     writeln!(r, "    Type: AWS::CloudWatch::Alarm").unwrap();
     writeln!(r, "    Properties:").unwrap();
-    writeln!(r, "      AlarmName: !Sub schedkit-${{Stage}}-failure-storm").unwrap();
+    writeln!(
+        r,
+        "      AlarmName: !Sub {}",
+        alarm_name("${Stage}", STORM_SUFFIX)
+    )
+    .unwrap();
     writeln!(r, "      AlarmDescription: {}", q("Two or more jobs ended FAILED, or had firings missed or late, between two of the accountant's checks (5 minutes): probably a shared dependency, not the jobs. The jobs-failed, jobs-missed and jobs-late alarms name them (`schedkit status`).")).unwrap();
     writeln!(
         r,

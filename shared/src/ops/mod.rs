@@ -5,6 +5,7 @@
 //! and keep the audit trail ([`audit`]).
 //! The console is one front end to these; a team's own tool can be another.
 
+pub mod alarms;
 pub mod audit;
 pub mod cancel;
 pub mod chain_control;
@@ -13,6 +14,7 @@ pub mod dlq;
 pub mod executions;
 pub mod limits;
 mod newest_first;
+pub mod paging;
 pub mod stage;
 pub mod status;
 

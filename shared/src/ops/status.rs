@@ -1,4 +1,5 @@
-//! What `schedkit status` shows: the queue, the DLQ, failing jobs, each job's last run.
+//! What `schedkit status` shows: the queue, the DLQ, failing jobs, the alarms in ALARM and
+//! the jobs they name, and each job's last run (a page of the catalog at a time).
 
 use std::collections::BTreeMap;
 
@@ -7,8 +8,12 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use chrono::Utc;
 use serde::Serialize;
 
+use futures::StreamExt;
+
 use super::OpsError;
+use super::alarms::StageAlarms;
 use super::executions::{Filter, Records};
+use super::paging::{Page, Paged};
 use super::stage::Stage;
 use crate::accounting::ledger::{Finding, Kind, Ledger};
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
@@ -64,8 +69,13 @@ pub struct StatusReport {
     pub dlq_depth: u64,
     /// Jobs with FAILED records, by name.
     pub failing_jobs: Vec<FailingJob>,
-    /// Every catalog job's last run, in the catalog's (name) order.
+    /// The last run of each job on this page of the catalog, in its (name) order.
     pub jobs: Vec<LastRun>,
+    /// Which page of the catalog's jobs `jobs` is.
+    pub jobs_page: Paged,
+    /// The stage's alarms in ALARM and the jobs each names; None when CloudWatch cannot be
+    /// read (a hint, like the oldest message's age).
+    pub alarms: Option<StageAlarms>,
     /// Paused jobs, with who paused them, when and why (absent from JSON when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paused: Vec<crate::store::PauseRecord>,
@@ -242,19 +252,71 @@ async fn recently_cancelled(records: &Records) -> Result<Vec<CancelledRun>, OpsE
         .collect())
 }
 
-/// The stage's status: one read of each queue, the failed records, each job's last run.
+/// The stage's status, with the first page of the catalog's jobs.
 pub async fn gather(
     sdk: &SdkConfig,
     target: &Stage,
     catalog: &Catalog,
 ) -> Result<StatusReport, OpsError> {
+    gather_page(sdk, target, catalog, Page::first()).await
+}
+
+/// Jobs whose last run is read at once.
+const QUERIES_AT_ONCE: usize = 8;
+
+/// The stage's status: one read of each queue, the failed records, the alarms in ALARM,
+/// and the last run of each job on `page` of the catalog (a query each, a few at once: a
+/// page's requests, however many jobs the catalog has). The reads go side by side.
+pub async fn gather_page(
+    sdk: &SdkConfig,
+    target: &Stage,
+    catalog: &Catalog,
+    page: Page,
+) -> Result<StatusReport, OpsError> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let records = Records::new(sdk, &target.table);
-    let queue = queue_depth(&sqs, &target.queue_url).await?;
-    let dlq = queue_depth(&sqs, &target.dlq_url).await?;
     let queue_name = target.queue_url.rsplit('/').next().unwrap_or_default();
-    let oldest = oldest_age(sdk, queue_name).await;
+    let (queue, dlq, oldest, failing_jobs, paused_chains, cancelled, jobs, paused) = tokio::try_join!(
+        queue_depth(&sqs, &target.queue_url),
+        queue_depth(&sqs, &target.dlq_url),
+        async { Ok(oldest_age(sdk, queue_name).await) },
+        failing_jobs(&records),
+        paused_chains(&records),
+        recently_cancelled(&records),
+        last_runs(&records, catalog, page),
+        paused_jobs(sdk, &target.table, catalog),
+    )?;
+    let (limits, accountant, alarms) = tokio::try_join!(
+        super::limits::gather(sdk, target, catalog),
+        accounted(sdk, &target.table),
+        async {
+            Ok(match super::alarms::in_alarm(sdk, &target.stage).await {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    tracing::debug!(error = %e, "the stage's alarms could not be read");
+                    None
+                }
+            })
+        },
+    )?;
+    Ok(StatusReport {
+        alarms,
+        jobs_page: page.of(catalog.jobs.len()),
+        accountant,
+        cancelled,
+        limits,
+        paused,
+        paused_chains,
+        queue,
+        oldest_message_age_seconds: oldest,
+        dlq_depth: dlq.visible + dlq.in_flight + dlq.delayed,
+        failing_jobs,
+        jobs,
+    })
+}
 
+/// Jobs with FAILED records among the stage's 200 most recently updated ones.
+async fn failing_jobs(records: &Records) -> Result<Vec<FailingJob>, OpsError> {
     let failed = records
         .list(&Filter {
             status: Some(Status::Failed),
@@ -273,7 +335,12 @@ pub async fn gather(
         });
         entry.failed += 1;
     }
-    let paused_chains = records
+    Ok(failing.into_values().collect())
+}
+
+/// The 50 chain runs most recently PAUSED.
+async fn paused_chains(records: &Records) -> Result<Vec<PausedChain>, OpsError> {
+    Ok(records
         .list(&Filter {
             status: Some(Status::Paused),
             limit: 50,
@@ -288,20 +355,44 @@ pub async fn gather(
             key: r.execution_key,
             chain: r.job,
         })
-        .collect();
-    let cancelled = recently_cancelled(&records).await?;
-    let mut jobs = Vec::new();
-    for job in catalog.jobs.keys() {
-        let last = records.last_of(job).await?;
-        jobs.push(LastRun {
-            job: job.clone(),
-            scheduled_for: last.as_ref().map(|r| r.scheduled_for.clone()),
-            status: last.as_ref().map(|r| r.status),
-            attempt: last.as_ref().map(|r| r.attempt),
-            updated_at: last.map(|r| r.updated_at),
-        });
-    }
-    let paused = crate::store::Pauses::for_table(sdk, &target.table)
+        .collect())
+}
+
+/// The last run of each job on `page` of the catalog, a few queries at once.
+async fn last_runs(
+    records: &Records,
+    catalog: &Catalog,
+    page: Page,
+) -> Result<Vec<LastRun>, OpsError> {
+    let names: Vec<String> = catalog.jobs.keys().cloned().collect();
+    let on_page = names[page.range(names.len())].to_vec();
+    futures::stream::iter(on_page.into_iter().map(|job| {
+        let records = records.clone();
+        async move {
+            let last = records.last_of(&job).await?;
+            Ok::<_, OpsError>(LastRun {
+                job,
+                scheduled_for: last.as_ref().map(|r| r.scheduled_for.clone()),
+                status: last.as_ref().map(|r| r.status),
+                attempt: last.as_ref().map(|r| r.attempt),
+                updated_at: last.map(|r| r.updated_at),
+            })
+        }
+    }))
+    .buffered(QUERIES_AT_ONCE)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect()
+}
+
+/// Every paused job, a hundred pauses read a request.
+async fn paused_jobs(
+    sdk: &SdkConfig,
+    table: &str,
+    catalog: &Catalog,
+) -> Result<Vec<crate::store::PauseRecord>, OpsError> {
+    Ok(crate::store::Pauses::for_table(sdk, table)
         .of(catalog.jobs.keys().map(String::as_str))
         .await
         .map_err(|e| {
@@ -312,19 +403,5 @@ pub async fn gather(
             })
         })?
         .into_values()
-        .collect();
-    let limits = super::limits::gather(sdk, target, catalog).await?;
-    let accountant = accounted(sdk, &target.table).await?;
-    Ok(StatusReport {
-        accountant,
-        cancelled,
-        limits,
-        paused,
-        paused_chains,
-        queue,
-        oldest_message_age_seconds: oldest,
-        dlq_depth: dlq.visible + dlq.in_flight + dlq.delayed,
-        failing_jobs: failing.into_values().collect(),
-        jobs,
-    })
+        .collect())
 }

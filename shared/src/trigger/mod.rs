@@ -8,6 +8,8 @@
 pub mod backfill;
 #[cfg(feature = "trigger")]
 pub mod one_off;
+#[cfg(feature = "trigger")]
+pub mod paced;
 pub mod pause;
 #[cfg(feature = "trigger")]
 pub mod sync;

@@ -10,6 +10,9 @@
 //!
 //! `plan` reads what is there and compares it field by field with what the catalog wants;
 //! `apply` performs exactly the planned writes, so a second run plans (and writes) nothing.
+//! Both go at the Scheduler's pace ([`super::paced`]): a few calls at once, spaced to a
+//! rate, a throttled call tried again; a thousand schedules read in about twenty seconds at
+//! the default 50 a second, and written in as many.
 //! The catalog owns its group: a schedule in the group that the catalog no longer lists is
 //! deleted. One-off jobs live in another group (`<group>-once`) and are never touched.
 
@@ -19,6 +22,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 
 use super::TriggerError;
+pub use super::paced::Pace;
 use super::template::{description, envelope_template};
 use crate::aws::{AwsError, AwsResultExt, SdkConfig};
 use crate::catalog::{Catalog, Chain, Job};
@@ -289,6 +293,9 @@ pub struct Plan {
     /// Jobs whose schedule has no run left (a one-time job whose time has passed): not
     /// created, and one already in the group is left as it is (it fires no more).
     pub finished: Vec<String>,
+    /// The jobs the plan kept DISABLED for their pause (as the pauses were when it read
+    /// them; [`keep_pauses`] looks again after the writes).
+    pub paused: std::collections::BTreeSet<String>,
 }
 
 impl Plan {
@@ -384,6 +391,23 @@ pub fn client(sdk: &SdkConfig) -> Client {
     Client::new(sdk)
 }
 
+/// How a sync talks to the Scheduler: at what pace, and whom it tells how far it is.
+pub struct Options<'a> {
+    /// Calls at once, per second, and tries of a throttled one.
+    pub pace: Pace,
+    /// Called as schedules are read (`"read"`) and written (`"written"`): (what, done, of).
+    pub progress: &'a (dyn Fn(&str, usize, usize) + Sync),
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            pace: Pace::default(),
+            progress: &|_, _, _| {},
+        }
+    }
+}
+
 /// Compares the catalog with the scheduler's group.
 pub async fn plan(
     client: &Client,
@@ -393,11 +417,18 @@ pub async fn plan(
     plan_keeping_paused(client, catalog, targets, &std::collections::BTreeSet::new()).await
 }
 
+/// A Scheduler error as sync reports it, and whether it was throttled.
+fn throttled(e: &TriggerError) -> bool {
+    matches!(e, TriggerError::Aws(a) if super::paced::is_throttling(a.code.as_deref()))
+}
+
 /// The schedules of `group` as the scheduler has them, and whether the group is missing
-/// (to be created).
+/// (to be created): the names a page at a time (ListSchedules), then each schedule read
+/// (GetSchedule: a listing does not carry the target and its input) at the sync's pace.
 async fn schedules_in(
     client: &Client,
     group: &str,
+    options: &Options<'_>,
 ) -> Result<(bool, BTreeMap<String, ScheduleConfig>), TriggerError> {
     let create_group = match client.get_schedule_group().name(group).send().await {
         Ok(_) => false,
@@ -412,24 +443,51 @@ async fn schedules_in(
         }
     };
     let mut current = BTreeMap::new();
-    if !create_group {
-        let mut pages = client
-            .list_schedules()
-            .group_name(group)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            for summary in page.aws("listing schedules")?.schedules {
-                let name = summary.name.unwrap_or_default();
-                let got = client
-                    .get_schedule()
-                    .group_name(group)
-                    .name(&name)
-                    .send()
-                    .await
-                    .aws(format!("reading schedule {name}"))?;
-                current.insert(name, ScheduleConfig::from_schedule(&got));
+    if create_group {
+        return Ok((create_group, current));
+    }
+    let mut names = Vec::new();
+    let mut pages = client
+        .list_schedules()
+        .group_name(group)
+        .max_results(100)
+        .into_paginator()
+        .send();
+    while let Some(page) = pages.next().await {
+        for summary in page.aws("listing schedules")?.schedules {
+            names.push(summary.name.unwrap_or_default());
+        }
+    }
+    let progress = |done, total| (options.progress)("read", done, total);
+    let read = super::paced::each(&names, options.pace, throttled, &progress, |name| {
+        let name = name.clone();
+        async move {
+            let got = client
+                .get_schedule()
+                .group_name(group)
+                .name(&name)
+                .send()
+                .await;
+            match got {
+                Ok(got) => Ok(Some((name, ScheduleConfig::from_schedule(&got)))),
+                // Deleted since the listing (a one-time schedule that fired): not there.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(TriggerError::from(AwsError::of(
+                    format!("reading schedule {name}"),
+                    &e,
+                ))),
             }
+        }
+    })
+    .await;
+    for r in read {
+        if let Some((name, config)) = r? {
+            current.insert(name, config);
         }
     }
     Ok((create_group, current))
@@ -443,8 +501,19 @@ pub async fn plan_keeping_paused(
     targets: &SyncTargets,
     paused: &std::collections::BTreeSet<String>,
 ) -> Result<Plan, TriggerError> {
+    plan_with(client, catalog, targets, paused, &Options::default()).await
+}
+
+/// [`plan_keeping_paused`] at the pace `options` give, telling their progress.
+pub async fn plan_with(
+    client: &Client,
+    catalog: &Catalog,
+    targets: &SyncTargets,
+    paused: &std::collections::BTreeSet<String>,
+    options: &Options<'_>,
+) -> Result<Plan, TriggerError> {
     let group = catalog.settings.schedule_group.clone();
-    let (create_group, mut current) = schedules_in(client, &group).await?;
+    let (create_group, mut current) = schedules_in(client, &group, options).await?;
     let now = Utc::now();
     let mut changes = Vec::new();
     let mut finished = Vec::new();
@@ -506,6 +575,7 @@ pub async fn plan_keeping_paused(
         create_group,
         changes,
         finished,
+        paused: paused.clone(),
     })
 }
 
@@ -542,11 +612,13 @@ macro_rules! schedule_request {
     };
 }
 
-/// After [`apply`]: sets the State of every schedule the plan wrote to what the job's pause
-/// record says now (and the catalog, when it is not paused). A pause or resume that landed
-/// between the plan (which read the pauses) and its writes is not undone by them; the pause
-/// or resume itself converges too, so whichever comes last leaves the schedule agreeing with
-/// the record. Returns how many schedules it set.
+/// After [`apply`]: a pause or resume that landed between the plan (which read the
+/// pauses) and its writes is not undone by them. The pauses of the schedules the plan wrote
+/// are read again (a hundred to a request) and each one that changed meanwhile has its
+/// State set to what its record says now ([`super::pause::converge_to`]). The pause or
+/// resume itself converges too (it writes its record, then the State, then reads the record
+/// again), so whichever comes last leaves the schedule agreeing with the record. Returns
+/// how many schedules it set.
 pub async fn keep_pauses(
     client: &Client,
     pauses: &crate::store::Pauses,
@@ -554,11 +626,22 @@ pub async fn keep_pauses(
     plan: &Plan,
     now: DateTime<Utc>,
 ) -> Result<usize, TriggerError> {
+    let written: Vec<(&str, &ScheduleConfig)> = plan
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Create { name, config } | Change::Update { name, config, .. } => {
+                Some((name.as_str(), config.as_ref()))
+            }
+            Change::Delete { .. } => None,
+        })
+        .collect();
+    let now_paused = pauses.of(written.iter().map(|(name, _)| *name)).await?;
     let mut set = 0;
-    for change in &plan.changes {
-        let (Change::Create { name, config } | Change::Update { name, config, .. }) = change else {
+    for (name, config) in written {
+        if now_paused.contains_key(name) == plan.paused.contains(name) {
             continue;
-        };
+        }
         let enabled = catalog_enabled(catalog, name).unwrap_or(config.enabled);
         let unpaused = if enabled {
             ScheduleState::Enabled
@@ -584,8 +667,20 @@ fn catalog_enabled(catalog: &Catalog, name: &str) -> Option<bool> {
     job.or(chain).map(|s| s.enabled)
 }
 
-/// Performs the plan's writes, in order; returns how many writes it made.
+/// Performs the plan's writes; returns how many writes it made.
 pub async fn apply(client: &Client, plan: &Plan) -> Result<usize, TriggerError> {
+    apply_with(client, plan, &Options::default()).await
+}
+
+/// Performs the plan's writes at the pace `options` give (the group first, then every
+/// create, update and delete, several at once), telling their progress. Every write is
+/// tried; when some fail, the error says how many and the first, and a sync run again
+/// plans only what is left (it reads the group anew).
+pub async fn apply_with(
+    client: &Client,
+    plan: &Plan,
+    options: &Options<'_>,
+) -> Result<usize, TriggerError> {
     let mut writes = 0;
     if plan.create_group {
         client
@@ -596,35 +691,57 @@ pub async fn apply(client: &Client, plan: &Plan) -> Result<usize, TriggerError> 
             .aws(format!("creating schedule group {}", plan.group))?;
         writes += 1;
     }
-    for change in &plan.changes {
-        match change {
-            Change::Create { name, config } => {
-                let parts = Parts::of(config)?;
-                schedule_request!(client.create_schedule(), &plan.group, name, config, parts)
-                    .send()
-                    .await
-                    .aws(format!("creating schedule {name}"))?;
-            }
-            Change::Update { name, config, .. } => {
-                let parts = Parts::of(config)?;
-                schedule_request!(client.update_schedule(), &plan.group, name, config, parts)
-                    .send()
-                    .await
-                    .aws(format!("updating schedule {name}"))?;
-            }
-            Change::Delete { name } => {
-                client
-                    .delete_schedule()
-                    .group_name(&plan.group)
-                    .name(name)
-                    .send()
-                    .await
-                    .aws(format!("deleting schedule {name}"))?;
-            }
-        }
-        writes += 1;
+    let progress = |done, total| (options.progress)("written", done, total);
+    let results = super::paced::each(
+        &plan.changes,
+        options.pace,
+        throttled,
+        &progress,
+        |change| write(client, &plan.group, change),
+    )
+    .await;
+    let total = results.len();
+    let mut failed = results.into_iter().filter_map(Result::err);
+    let first = failed.next();
+    let failures = first.iter().count() + failed.count();
+    writes += total - failures;
+    match first {
+        None => Ok(writes),
+        Some(e) if total == 1 => Err(e),
+        Some(e) => Err(TriggerError::Request(format!(
+            "{failures} of {total} schedule writes failed ({writes} made; `schedules sync` again plans what is left), the first: {e}"
+        ))),
     }
-    Ok(writes)
+}
+
+/// One planned write.
+async fn write(client: &Client, group: &str, change: &Change) -> Result<(), TriggerError> {
+    match change {
+        Change::Create { name, config } => {
+            let parts = Parts::of(config)?;
+            schedule_request!(client.create_schedule(), group, name, config, parts)
+                .send()
+                .await
+                .aws(format!("creating schedule {name}"))?;
+        }
+        Change::Update { name, config, .. } => {
+            let parts = Parts::of(config)?;
+            schedule_request!(client.update_schedule(), group, name, config, parts)
+                .send()
+                .await
+                .aws(format!("updating schedule {name}"))?;
+        }
+        Change::Delete { name } => {
+            client
+                .delete_schedule()
+                .group_name(group)
+                .name(name)
+                .send()
+                .await
+                .aws(format!("deleting schedule {name}"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The SDK shapes of a config (create and update take the same ones).

@@ -134,3 +134,50 @@ pub(crate) fn report(metrics: &Metrics, check: &Check) {
         (Metric::FailingJobs, failing.len() as f64),
     ]);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounting::ledger::Finding;
+
+    #[test]
+    fn the_storm_counts_each_job_failing_missed_or_late_once() {
+        let now = Utc::now();
+        let finding = |kind, name: &str| Finding {
+            kind,
+            name: name.into(),
+            chain: false,
+            key: format!("{name}#x"),
+            scheduled_for: now,
+            due_by: now,
+            status: None,
+            found_at: now,
+        };
+        let check = Check {
+            since: now,
+            now,
+            expected: 3,
+            reported: vec![
+                finding(Kind::Missed, "a"),
+                finding(Kind::Missed, "a"),
+                finding(Kind::Late, "b"),
+            ],
+            findings: Vec::new(),
+            failed_jobs: ["b".to_string(), "c".to_string()].into(),
+            requests: 4,
+            written: true,
+        };
+        let (metrics, lines) = Metrics::capture();
+        report(&metrics, &check);
+        let lines = lines.lock().unwrap();
+        let stage: serde_json::Value = serde_json::from_str(lines.last().unwrap()).unwrap();
+        assert_eq!(stage["UnaccountedJobs"].as_f64(), Some(2.0));
+        assert_eq!(stage["FailingJobs"].as_f64(), Some(3.0), "a, b and c");
+        assert_eq!(stage["AccountantChecks"].as_f64(), Some(1.0));
+        let a: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(
+            (a["Job"].as_str(), a["Missed"].as_f64()),
+            (Some("a"), Some(2.0))
+        );
+    }
+}
