@@ -9,7 +9,7 @@ CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
 CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo ui chaos sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo ui chaos scale sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -29,6 +29,11 @@ ui: build
 ## chaos: the chaos run at N deliveries (default 10000): killed pollers, duplicates, an outage; prints the report.
 chaos: build localstack-start
 	target/debug/chaos --deliveries $(or $(N),10000)
+
+## scale: the grown-catalog test at JOBS jobs (default 1000) and CHAINS chains (default 100) on LocalStack: render, lint, deploy, sync twice, an hour fired and run, the accountant, the failed alarm's query.
+scale: build localstack-start
+	SCHEDKIT_SCALE_JOBS=$(or $(JOBS),1000) SCHEDKIT_SCALE_CHAINS=$(or $(CHAINS),100) \
+	  $(CARGO) test --locked --test integration catalog_at_scale -- --nocapture
 
 ## sim: the deterministic simulation at SEEDS seeds (default 100000), release build, no LocalStack; prints the rate.
 sim:

@@ -104,10 +104,19 @@ impl Drop for Server {
     }
 }
 
-fn serve(console: &Path, stack: &Stack, wire: &WireCounter) -> anyhow::Result<Server> {
+fn serve(
+    console: &Path,
+    stack: &Stack,
+    wire: &WireCounter,
+    catalog: Option<&Path>,
+) -> anyhow::Result<Server> {
     // Its stderr in a file: a pipe nobody reads would fill, or break its writes.
     let log = schedkit_testkit::target_dir().join(format!("{}-ui.log", stack.name));
-    let mut child = Command::new(console)
+    let mut command = Command::new(console);
+    if let Some(catalog) = catalog {
+        command.arg("--catalog").arg(catalog);
+    }
+    let mut child = command
         .current_dir(schedkit_testkit::root())
         .args(["--stage", &stack.name, "ui", "--listen", "127.0.0.1:0"])
         .env("AWS_ENDPOINT_URL", wire.endpoint())
@@ -170,6 +179,25 @@ async fn fetch(server: &Server, path: &str) -> anyhow::Result<(String, usize)> {
     ))
 }
 
+/// The overview of the stage with the catalog `catalog`, once (after a first look, unmeasured):
+/// milliseconds to the whole page, and the AWS requests it made.
+pub async fn overview_of(
+    console: &Path,
+    stack: &Stack,
+    wire: &WireCounter,
+    catalog: &Path,
+) -> anyhow::Result<(f64, f64)> {
+    let server = serve(console, stack, wire, Some(catalog))?;
+    fetch(&server, "/help").await?;
+    wire.take();
+    let started = Instant::now();
+    let (status, _) = fetch(&server, "/").await?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    let counts = wire.take();
+    anyhow::ensure!(status.contains(" 200 "), "the overview: {status}");
+    Ok((ms, throughput::per(&counts, 1, |_, _| true)))
+}
+
 /// Fills the stage, then fetches each page `rounds` times, in turn.
 pub async fn run(
     console: &Path,
@@ -191,7 +219,7 @@ pub async fn run(
     out.records = fill_table(stack, records).await?;
     fill_dlq(stack, letters).await?;
     println!("web page: {} records, {letters} dead letters", out.records);
-    let server = serve(console, stack, wire)?;
+    let server = serve(console, stack, wire, None)?;
     let mut pages: Vec<(&'static str, Measured)> = PAGES
         .iter()
         .map(|(label, _)| (*label, Measured::default()))

@@ -83,6 +83,7 @@ async fn forward(
     loop {
         let mut head = Vec::new();
         let mut target = String::new();
+        let mut request_line = String::new();
         let mut length = 0usize;
         loop {
             let mut line = String::new();
@@ -94,6 +95,10 @@ async fn forward(
             let header = line.trim_end();
             if header.is_empty() {
                 break;
+            }
+            if request_line.is_empty() {
+                request_line = header.to_string();
+                continue;
             }
             if let Some((name, value)) = header.split_once(':') {
                 let value = value.trim();
@@ -108,7 +113,9 @@ async fn forward(
         requests.read_exact(&mut body).await?;
         let (table, items) = tables_of(&body);
         let operation = if target.is_empty() {
-            query_action(&body).unwrap_or_else(|| "(other)".into())
+            query_action(&body)
+                .or_else(|| rest_operation(&request_line))
+                .unwrap_or_else(|| "(other)".into())
         } else {
             target
         };
@@ -161,6 +168,28 @@ fn tables_of(body: &[u8]) -> (String, Vec<String>) {
     (table, Vec::new())
 }
 
+/// The EventBridge Scheduler operation of a REST request line (`GET /schedules/x?...`),
+/// named `scheduler.<Operation>`.
+fn rest_operation(request_line: &str) -> Option<String> {
+    let mut parts = request_line.split_whitespace();
+    let (method, path) = (parts.next()?, parts.next()?);
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let operation = match (method, segments.as_slice()) {
+        ("GET", ["schedules"]) => "ListSchedules",
+        ("GET", ["schedules", _]) => "GetSchedule",
+        ("POST", ["schedules", _]) => "CreateSchedule",
+        ("PUT", ["schedules", _]) => "UpdateSchedule",
+        ("DELETE", ["schedules", _]) => "DeleteSchedule",
+        ("GET", ["schedule-groups"]) => "ListScheduleGroups",
+        ("GET", ["schedule-groups", _]) => "GetScheduleGroup",
+        ("POST", ["schedule-groups", _]) => "CreateScheduleGroup",
+        ("GET", ["tags", ..]) => "ListTagsForResource",
+        _ => return None,
+    };
+    Some(format!("scheduler.{operation}"))
+}
+
 /// `Action=...` of a query-protocol request.
 fn query_action(body: &[u8]) -> Option<String> {
     std::str::from_utf8(body)
@@ -191,5 +220,14 @@ mod tests {
             query_action(b"Action=SendMessage&QueueUrl=x").as_deref(),
             Some("SendMessage")
         );
+        assert_eq!(
+            rest_operation("GET /schedules/job-1?groupName=g HTTP/1.1").as_deref(),
+            Some("scheduler.GetSchedule")
+        );
+        assert_eq!(
+            rest_operation("GET /schedules?ScheduleGroup=g HTTP/1.1").as_deref(),
+            Some("scheduler.ListSchedules")
+        );
+        assert_eq!(rest_operation("POST / HTTP/1.1"), None);
     }
 }

@@ -40,6 +40,8 @@ ACCESS_LEVEL = {
     "scheduler:DeleteSchedule": "Write",
     "scheduler:CreateScheduleGroup": "Write",
     "cloudwatch:GetMetricStatistics": "Read",
+    "cloudwatch:DescribeAlarms": "Read",
+    "cloudwatch:DescribeAlarmContributors": "Read",
     "states:DescribeExecution": "Read",
     "states:StartExecution": "Write",
     "states:StopExecution": "Write",

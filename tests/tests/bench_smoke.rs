@@ -28,7 +28,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                 .args(["--hol-long-seconds", "3", "--flow-runs", "30"])
                 .args(["--accountant-jobs", "12", "--accountant-rounds", "1"])
                 .args(["--page-records", "200", "--page-letters", "20"])
-                .args(["--page-rounds", "1", "--out"])
+                .args(["--page-rounds", "1", "--catalog-sizes", "10,30", "--out"])
                 .arg(&out)
                 .env("AWS_ENDPOINT_URL", endpoint())
                 .output()
@@ -61,6 +61,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "Flow control: 30 runs of a 50 ms job",
         "The accountant: a catalog of 12 scheduled jobs",
         "The web page: 200 records and 20 dead letters",
+        "A catalog of N jobs (N = 10, 30)",
         "Cost per million jobs",
     ] {
         assert!(

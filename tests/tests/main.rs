@@ -14,6 +14,11 @@ mod bench_smoke;
 /// again, a RUNNING one stops at its next heartbeat with its effect never applied, 50
 /// queued runs cancelled in bulk after a right preview; audited.
 mod cancel;
+/// A team's whole catalog, grown (60 jobs and 10 chains here, 1,000 and 100 with `make
+/// scale`): rendered with the demo's stack size, linted, deployed (through S3), synced
+/// once and again with no write, an hour fired and run to DONE once, nothing missed, and the
+/// failing job named by the failed alarm's own query. (Named to sort early: a long test.)
+mod catalog_at_scale;
 /// The generated chain definitions on LocalStack's Step Functions, answered by hand:
 /// stages in order, a failed branch lets its sibling finish and pauses the chain.
 mod chain_definition;

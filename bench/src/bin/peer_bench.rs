@@ -28,7 +28,7 @@ use schedkit_bench::sides::{Programs, Side};
 use schedkit_bench::stats::median;
 use schedkit_bench::throughput::{self, per_delivery};
 use schedkit_bench::wire::{TRANSACTION_ITEM, WireCounter};
-use schedkit_bench::{accountant, web_page};
+use schedkit_bench::{accountant, catalog_size, web_page};
 use schedkit_testkit::{Stack, localstack, unique};
 
 #[derive(Parser)]
@@ -84,6 +84,10 @@ struct Args {
     /// The web page: fetches of each page, in turn.
     #[arg(long, default_value_t = 3)]
     page_rounds: usize,
+    /// A catalog of N jobs: the sizes measured, comma-separated (each with N/10 chains);
+    /// empty leaves the section out.
+    #[arg(long, default_value = "10,100,1000", value_delimiter = ',')]
+    catalog_sizes: Vec<usize>,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
     /// `--profiler` and write its profile to this file.
     #[arg(long)]
@@ -160,6 +164,7 @@ async fn main() -> anyhow::Result<()> {
         args.page_rounds,
     )
     .await?;
+    let catalogs = catalog_size::run(&programs, &stack, &wire, &args.catalog_sizes).await?;
 
     let n = t.deliveries;
     let records = stack.table.clone();
@@ -403,7 +408,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {} --page-records {} --page-letters {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {} --page-records {} --page-letters {} --catalog-sizes {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -415,6 +420,11 @@ async fn main() -> anyhow::Result<()> {
             args.accountant_jobs,
             args.page_records,
             args.page_letters,
+            args.catalog_sizes
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
             if args.worker_profile == "release" {
                 String::new()
             } else {
@@ -435,6 +445,7 @@ async fn main() -> anyhow::Result<()> {
             flow.section(Side::Powertools.label()),
             accounting.section(Side::Powertools.label()),
             pages.section(Side::Powertools.label()),
+            catalogs.section(Side::Powertools.label()),
             cost_section,
         ]
         .into_iter()
