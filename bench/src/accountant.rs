@@ -198,7 +198,7 @@ impl AccountantCost {
             rows,
             notes: vec![
                 format!(
-                    "{} hourly jobs, each at its own minute, and a DONE record for each of their {} firings of the day before the check. The check reads its ledger, the jobs' pauses (one BatchGetItem per 50 jobs), each job with a firing in its span through the `by-job` index (one query, one page here), and writes its ledger: nothing scans the table.",
+                    "{} hourly jobs, each at its own minute, and a DONE record for each of their {} firings of the day before the check. The check reads its ledger, the jobs' pauses (one BatchGetItem per 50 jobs), the runs of the firings in its span by key (a hundred to a BatchGetItem), the jobs with runs FAILED since its last check (one query of `open-by-status`), and writes its ledger: nothing scans the table.",
                     self.jobs, self.records
                 ),
                 "Every 5 minutes: the firings whose window or deadline ended in the 5 minutes since the last check, so only the jobs with one are read. Over the day: one check judging 24 hours at once, as after the accountant was down or with `worker --account --account-since`. Each check is measured as a stage's first (its ledger removed before it).".into(),

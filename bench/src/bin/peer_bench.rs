@@ -85,7 +85,7 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     page_rounds: usize,
     /// A catalog of N jobs: the sizes measured, comma-separated (each with N/10 chains);
-    /// empty leaves the section out.
+    /// 0 leaves the section out.
     #[arg(long, default_value = "10,100,1000", value_delimiter = ',')]
     catalog_sizes: Vec<usize>,
     /// Instead of the benchmark: run schedkit's worker once over `--deliveries` under
