@@ -385,7 +385,7 @@ async fn a_parallel_stage_of_five_steps_on_a_job_limited_to_two_runs_two_at_a_ti
     let file = catalog_file(&stack, FAN_OUT);
     let catalog = Catalog::parse(FAN_OUT, "flow.toml").unwrap();
     let sfn = aws_sdk_sfn::Client::new(&localstack().await);
-    let name = format!("schedkit-{}-fan-out", stack.name);
+    let name = schedkit::orchestrator::state_machine_name(&stack.name, "fan-out");
     generated_state_machine_named(&sfn, &catalog, "fan-out", &stack.queue_url, &name)
         .await
         .unwrap();
