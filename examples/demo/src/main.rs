@@ -164,7 +164,7 @@ async fn account_day(
         "firings unaccounted for: {unaccounted:#?}"
     );
     println!(
-        "every expected firing accounted for: {} expected, 0 missed, 0 late ({} queries of the by-job index)",
+        "every expected firing accounted for: {} expected, 0 missed, 0 late (their runs read in {} request(s), by key)",
         found.expected, found.queries
     );
     Ok(())
