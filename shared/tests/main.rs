@@ -3,6 +3,9 @@
 
 /// Catalog validation names file, job and field for every invalid fixture.
 mod catalog;
+/// Command jobs: the process's environment, exit codes, output tail, and its group ended
+/// with its attempt.
+mod command_jobs;
 /// The job API through `schedkit::testing`: extractors, `?` on any error, a bad payload
 /// field named, state built once; a duplicate, a retry, a lost lease, a lost answer.
 mod job_api;

@@ -31,12 +31,9 @@ pub fn attempt_budget(policy: &JobPolicy) -> Duration {
 }
 
 /// [`attempt_budget`] as the job's table writes it (before its policy is built): its
-/// timeout, the function's when it gives none (as its policy has it).
+/// timeout, where it runs deciding it when it gives none (as its policy has it).
 pub(super) fn spec_attempt_budget(spec: &JobSpec, settings: &Settings) -> Duration {
-    let seconds = spec
-        .timeout_seconds
-        .unwrap_or(settings.function_timeout_seconds);
-    Duration::from_secs(u64::from(seconds))
+    Duration::from_secs(u64::from(spec.timeout(settings)))
 }
 
 /// The longest a run of `policy` can take to end, retries included.

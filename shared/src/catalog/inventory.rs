@@ -104,11 +104,8 @@ pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
         },
         lease,
         heartbeat: Some(spec.heartbeat_seconds.map(secs).unwrap_or(lease / 4)),
-        // Every job has a timeout: the function's when the catalog gives none.
-        timeout: Some(secs(
-            spec.timeout_seconds
-                .unwrap_or(settings.function_timeout_seconds),
-        )),
+        // Every job has a timeout: where it runs decides it when the catalog gives none.
+        timeout: Some(secs(spec.timeout(settings))),
         key_template: spec
             .key_template
             .as_deref()

@@ -8,6 +8,7 @@
 mod chains;
 pub mod deadlines;
 mod error;
+pub mod import;
 mod inventory;
 mod limits;
 pub mod model;
@@ -21,8 +22,8 @@ pub use error::{CatalogError, CatalogErrors};
 pub use inventory::{Catalog, Job, Target};
 pub use limits::{JobLimits, KeyedConcurrency, Limit};
 pub use model::{
-    CatalogFile, ChainSpec, ConcurrencySpec, JobSpec, LimitSpec, RetrySpec, ScheduleSpec, Settings,
-    StageSpec, StepSpec,
+    CatalogFile, ChainSpec, CommandSpec, ConcurrencySpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec,
+    LimitSpec, RetrySpec, RunsOn, ScheduleSpec, Settings, StageSpec, StepSpec,
 };
 
 impl Catalog {

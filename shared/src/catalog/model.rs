@@ -192,6 +192,96 @@ pub struct JobSpec {
     /// every job (at most [`OWN_ALARMS_MAX`] jobs: each is a resource of the stack).
     #[serde(default)]
     pub own_alarm: bool,
+    /// Where its runs go: `lambda` (default; bounded by the function's timeout) or `host`
+    /// (the stage's polling workers, on a queue of their own; bounded by the job's own
+    /// timeout, up to [`HOST_TIMEOUT_MAX_SECONDS`]).
+    #[serde(default)]
+    pub runs_on: RunsOn,
+    /// A command each run executes, instead of an implementation in Rust.
+    #[serde(default)]
+    pub command: Option<CommandSpec>,
+}
+
+impl JobSpec {
+    /// The longest one attempt may be given where it runs: the function's timeout on
+    /// Lambda, [`HOST_TIMEOUT_MAX_SECONDS`] on a host. Also its timeout when it gives none.
+    pub fn timeout_limit(&self, settings: &Settings) -> u32 {
+        match self.runs_on {
+            RunsOn::Lambda => settings.function_timeout_seconds,
+            RunsOn::Host => HOST_TIMEOUT_MAX_SECONDS,
+        }
+    }
+
+    /// Its timeout: as given, else [`JobSpec::timeout_limit`].
+    pub fn timeout(&self, settings: &Settings) -> u32 {
+        self.timeout_seconds
+            .unwrap_or_else(|| self.timeout_limit(settings))
+    }
+}
+
+/// Where a job's runs go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunsOn {
+    /// The worker function (its SQS event source), bounded by its timeout (15 minutes at
+    /// most, Lambda's limit).
+    #[default]
+    Lambda,
+    /// The polling workers of the stage's host queue (a container, a VM): runs of hours.
+    Host,
+}
+
+impl RunsOn {
+    /// As the catalog writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunsOn::Lambda => "lambda",
+            RunsOn::Host => "host",
+        }
+    }
+}
+
+/// The longest a host job's attempt may run: SQS keeps a received message invisible for at
+/// most 12 hours from its receive, however often a heartbeat extends it, and the worker
+/// needs the last minutes to record the outcome. Also a host job's timeout when it gives none
+/// (cron gave none either).
+pub const HOST_TIMEOUT_MAX_SECONDS: u32 = 12 * 3600 - 300;
+
+/// A run that is a process: the command line, run by a shell as cron runs it, in a process
+/// group of its own that the attempt's end (timeout, lost lease, shutdown) terminates.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandSpec {
+    /// The command line, given to `shell -c`.
+    pub run: String,
+    /// The shell that runs it (`/bin/sh`, as cron's default).
+    #[serde(default = "default_shell")]
+    pub shell: String,
+    /// Variables added to the worker's environment for the process.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Text given on its standard input (otherwise it reads nothing).
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// The directory it runs in (the worker's when omitted).
+    #[serde(default)]
+    pub working_dir: Option<String>,
+    /// Exit codes no retry can fix: the run ends FAILED at once, to the dead-letter queue.
+    /// Any other non-zero code is retried by the job's retry policy.
+    #[serde(default)]
+    pub permanent_exit_codes: Vec<i32>,
+    /// Seconds between SIGTERM to its process group and SIGKILL when an attempt is ended
+    /// (10 when omitted).
+    #[serde(default = "default_grace")]
+    pub grace_seconds: u32,
+}
+
+fn default_shell() -> String {
+    "/bin/sh".into()
+}
+
+fn default_grace() -> u32 {
+    10
 }
 
 /// The most jobs that may ask for an alarm of their own (`own_alarm`): the stack's

@@ -9,7 +9,8 @@ use super::error::{CatalogError, CatalogErrors};
 use super::inventory::{Catalog, Job, Target, policy};
 use super::limits;
 use super::model::{
-    CHAINS_MAX, CatalogFile, JobSpec, OWN_ALARMS_MAX, RetrySpec, ScheduleSpec, Settings,
+    CHAINS_MAX, CatalogFile, CommandSpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec, OWN_ALARMS_MAX,
+    RetrySpec, RunsOn, ScheduleSpec, Settings,
 };
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::key::KeyTemplate;
@@ -280,19 +281,78 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
     }
     check_times(name, spec, s, found);
     check_retry(name, &spec.retry, found);
+    if let Some(command) = &spec.command {
+        check_command(name, spec, command, found);
+    }
+}
+
+/// A command job's command: something to run, exit codes a process can return, and no
+/// Rust implementation named beside it.
+fn check_command(name: &str, spec: &JobSpec, command: &CommandSpec, found: &mut Findings<'_>) {
+    let job = Some(name);
+    if command.run.trim().is_empty() {
+        found.fail(job, "command.run", "must be the command line to run".into());
+    }
+    if command.shell.trim().is_empty() {
+        found.fail(
+            job,
+            "command.shell",
+            "must name the shell that runs the command (`/bin/sh`)".into(),
+        );
+    }
+    if let Some(code) = command
+        .permanent_exit_codes
+        .iter()
+        .find(|c| !(1..=255).contains(*c))
+    {
+        found.fail(
+            job,
+            "command.permanent_exit_codes",
+            format!("{code} is not an exit code a process can fail with (1-255)"),
+        );
+    }
+    if command.grace_seconds > 300 {
+        found.fail(
+            job,
+            "command.grace_seconds",
+            format!(
+                "{} s: at most 300 s between SIGTERM and SIGKILL",
+                command.grace_seconds
+            ),
+        );
+    }
+    if let Some(handler) = &spec.handler {
+        found.fail(
+            job,
+            "handler",
+            format!("`{handler}`: a job runs either its command or a handler, not both"),
+        );
+    }
 }
 
 /// A job's lease, heartbeat, timeout and record retention against the function's and the
 /// queues' limits.
 fn check_times(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
     let job = Some(name);
-    let timeout = s.function_timeout_seconds;
-    if spec.lease_seconds == 0 || spec.lease_seconds > timeout {
+    let limit = spec.timeout_limit(s);
+    let (bound, hint) = match spec.runs_on {
+        RunsOn::Lambda => (
+            format!("the function timeout ({limit} s, settings.function_timeout_seconds)"),
+            format!(
+                "; a job that runs longer runs on the polling workers: runs_on = \"host\" (up to {HOST_TIMEOUT_MAX_SECONDS} s)"
+            ),
+        ),
+        RunsOn::Host => (
+            format!("a host job's limit ({limit} s)"),
+            ": SQS keeps a received message at most 12 hours".to_string(),
+        ),
+    };
+    if spec.lease_seconds == 0 || spec.lease_seconds > limit {
         found.fail(
             job,
             "lease_seconds",
             format!(
-                "{} s is longer than the function timeout ({timeout} s, settings.function_timeout_seconds); a lease must end when the function can no longer be running",
+                "{} s is longer than {bound}; a lease must end when the worker can no longer be running",
                 spec.lease_seconds
             ),
         );
@@ -310,12 +370,12 @@ fn check_times(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_
         );
     }
     if let Some(t) = spec.timeout_seconds
-        && (t == 0 || t > timeout)
+        && (t == 0 || t > limit)
     {
         found.fail(
             job,
             "timeout_seconds",
-            format!("{t} s exceeds the function timeout ({timeout} s)"),
+            format!("{t} s exceeds {bound}{hint}"),
         );
     }
     if let Some(days) = spec.record_retention_days {

@@ -79,12 +79,24 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
 
     /// The registry the batch adapter runs: every catalog job that targets the queue, with
     /// its catalog policy and the implementation it names (`handler`, else its own name;
-    /// many jobs may share one). Implementations no job names are left out with a warning
+    /// many jobs may share one), or its `command`, which needs none. Implementations no job names are left out with a warning
     /// (nothing can fire them).
     pub fn bind(self, catalog: &Catalog) -> Result<Registry, BindError> {
         let mut registry = Registry::default();
         let mut used = std::collections::BTreeSet::new();
         for job in catalog.jobs.values().filter(|j| j.target == Target::Queue) {
+            if let Some(command) = &job.spec.command {
+                // A command job needs no implementation: its run is the process.
+                let run: Arc<dyn Job> = Arc::new(super::command::CommandJob::new(command.clone()));
+                registry.insert(
+                    job.name.clone(),
+                    RegisteredJob {
+                        job: run,
+                        policy: job.policy.clone(),
+                    },
+                );
+                continue;
+            }
             let handler = job.handler();
             let run = self
                 .jobs

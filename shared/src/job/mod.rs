@@ -29,12 +29,14 @@
 //! one no retry can fix, and the batch adapter decides what happens next from the job's
 //! [`JobPolicy`] (from the catalog).
 
+mod command;
 mod context;
 mod error;
 mod extract;
 mod handler;
 mod jobs;
 
+pub use command::OUTPUT_TAIL_BYTES;
 pub use context::{ChainStep, Ctx};
 pub use error::{ErrorKind, JobError, permanent};
 pub use extract::{FromRef, FromRun, Payload, State};

@@ -1,0 +1,299 @@
+//! A job whose run is a process: the catalog's `command`, run by a shell as cron runs it.
+//!
+//! The run's identity goes in its environment (`SCHEDKIT_KEY`, `SCHEDKIT_SCHEDULED_FOR`,
+//! `SCHEDKIT_ATTEMPT`, `SCHEDKIT_PAYLOAD`, ...), its output to the worker's log line by line
+//! and, its last [`OUTPUT_TAIL_BYTES`], to the record (DONE) or the failure (and so the dead
+//! letter). Its exit code is the outcome: 0 DONE, a code the catalog lists as permanent
+//! FAILED at once, any other a retryable failure. It runs in a process group of its own:
+//! when the attempt ends without it (the job's timeout, a lost lease), the group gets
+//! SIGTERM and, after the grace, SIGKILL, so nothing it started outlives the attempt.
+//!
+//! What "once" covers: schedkit claims the run, so two deliveries do not both start it,
+//! and a crash or a lost lease starts it again only after its lease; but what the process
+//! itself does is at least once (a retry runs it again). It gets the execution key to make
+//! its own side effects idempotent.
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::SecondsFormat;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+
+use super::context::Ctx;
+use super::error::JobError;
+use super::handler::{BoxFuture, Job, JobResult};
+use crate::catalog::CommandSpec;
+
+/// How much of a process's output (stdout and stderr, interleaved as they came) its record
+/// and its failure keep: the end, where the reason usually is.
+pub const OUTPUT_TAIL_BYTES: usize = 2048;
+
+/// How much of the output a failure's message keeps: with the exit code it fits the dead
+/// letter's error attribute (1,024 bytes), which keeps the start of a longer message.
+pub const FAILURE_TAIL_BYTES: usize = 900;
+
+/// How long the output may still be read once the process has exited (a background child
+/// that holds the pipe open is not waited for).
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// The catalog's `command` as a job the worker runs.
+pub(crate) struct CommandJob {
+    spec: Arc<CommandSpec>,
+}
+
+impl CommandJob {
+    pub(crate) fn new(spec: CommandSpec) -> Self {
+        CommandJob {
+            spec: Arc::new(spec),
+        }
+    }
+}
+
+impl Job for CommandJob {
+    fn run(&self, ctx: Ctx) -> BoxFuture<JobResult> {
+        let spec = self.spec.clone();
+        Box::pin(async move { run(&spec, &ctx).await })
+    }
+}
+
+async fn run(spec: &CommandSpec, ctx: &Ctx) -> JobResult {
+    let mut child = spawn(spec, ctx)?;
+    let mut group = Group {
+        pgid: child.id().map(|id| id as i32),
+        grace: Duration::from_secs(u64::from(spec.grace_seconds)),
+        ended: false,
+    };
+    if let (Some(text), Some(mut stdin)) = (&spec.stdin, child.stdin.take()) {
+        let text = text.clone();
+        tokio::spawn(async move {
+            // A process that does not read its input is not an error of the run.
+            let _ = stdin.write_all(text.as_bytes()).await;
+        });
+    }
+    let tail = Arc::new(Mutex::new(Tail::default()));
+    let mut readers = tokio::task::JoinSet::new();
+    if let Some(out) = child.stdout.take() {
+        readers.spawn(forward(out, "stdout", ctx.key.clone(), tail.clone()));
+    }
+    if let Some(err) = child.stderr.take() {
+        readers.spawn(forward(err, "stderr", ctx.key.clone(), tail.clone()));
+    }
+    let status = child.wait().await;
+    group.ended = true;
+    let _ = tokio::time::timeout(DRAIN, async {
+        while readers.join_next().await.is_some() {}
+    })
+    .await;
+    readers.abort_all();
+    let tail = tail.lock().expect("the tail's lock");
+    let status =
+        status.map_err(|e| JobError::retryable(format!("waiting for the process: {e}")))?;
+    outcome(spec, status, &tail)
+}
+
+/// The shell and its command in a process group of its own, the run in its environment.
+fn spawn(spec: &CommandSpec, ctx: &Ctx) -> Result<tokio::process::Child, JobError> {
+    let mut command = Command::new(&spec.shell);
+    command
+        .arg("-c")
+        .arg(&spec.run)
+        .envs(&spec.env)
+        .envs(environment(ctx))
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(dir) = &spec.working_dir {
+        command.current_dir(dir);
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl is async-signal-safe and touches nothing of the parent's: between fork
+    // and exec the child asks the kernel for SIGTERM when the worker dies (a worker killed
+    // without notice must not leave the process running while another worker reruns it).
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|e| {
+        JobError::retryable(format!(
+            "could not start `{}` with {}: {e}",
+            spec.run, spec.shell
+        ))
+    })
+}
+
+/// The exit status as the run's outcome.
+fn outcome(spec: &CommandSpec, status: std::process::ExitStatus, tail: &Tail) -> JobResult {
+    let last = tail.last(FAILURE_TAIL_BYTES);
+    match status.code() {
+        Some(0) => Ok(json!({ "exit_code": 0, "output": tail.text() })),
+        Some(code) => {
+            let message = format!("exited with code {code}; output: {}", or_none(&last));
+            Err(if spec.permanent_exit_codes.contains(&code) {
+                JobError::permanent(format!("{message} (a permanent exit code)"))
+            } else {
+                JobError::retryable(message)
+            })
+        }
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            let signal = status.signal().unwrap_or_default();
+            Err(JobError::retryable(format!(
+                "ended by signal {signal}; output: {}",
+                or_none(&last)
+            )))
+        }
+    }
+}
+
+fn or_none(output: &str) -> &str {
+    if output.is_empty() { "(none)" } else { output }
+}
+
+/// What the process knows of its run.
+fn environment(ctx: &Ctx) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("SCHEDKIT_JOB", ctx.job.clone()),
+        ("SCHEDKIT_KEY", ctx.key.clone()),
+        (
+            "SCHEDKIT_SCHEDULED_FOR",
+            ctx.scheduled_for.to_rfc3339_opts(SecondsFormat::Secs, true),
+        ),
+        ("SCHEDKIT_ATTEMPT", ctx.attempt.to_string()),
+        ("SCHEDKIT_PAYLOAD", ctx.payload.to_string()),
+    ];
+    if let Some(step) = ctx.chain() {
+        env.push(("SCHEDKIT_CHAIN", step.chain.clone()));
+        env.push(("SCHEDKIT_CHAIN_KEY", step.chain_key.clone()));
+        env.push(("SCHEDKIT_STEP", step.step.clone()));
+        env.push((
+            "SCHEDKIT_STEP_OUTPUTS",
+            serde_json::to_string(&step.outputs).unwrap_or_default(),
+        ));
+    }
+    env
+}
+
+/// Each line to the log (with the run's key) and to the tail.
+async fn forward(
+    stream: impl AsyncRead + Unpin,
+    name: &'static str,
+    key: String,
+    tail: Arc<Mutex<Tail>>,
+) {
+    let mut lines = BufReader::new(stream);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match lines.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches(['\n', '\r']);
+                tracing::info!(key = %key, stream = name, line = %text, "command output");
+                tail.lock().expect("the tail's lock").push(text);
+            }
+        }
+    }
+}
+
+/// The last [`OUTPUT_TAIL_BYTES`] of output, whole lines where they fit.
+#[derive(Default)]
+struct Tail {
+    lines: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Tail {
+    fn push(&mut self, line: &str) {
+        let line = if line.len() > OUTPUT_TAIL_BYTES {
+            let mut start = line.len() - OUTPUT_TAIL_BYTES;
+            while !line.is_char_boundary(start) {
+                start += 1;
+            }
+            &line[start..]
+        } else {
+            line
+        };
+        self.bytes += line.len() + 1;
+        self.lines.push_back(line.to_string());
+        while self.bytes > OUTPUT_TAIL_BYTES + 1 {
+            let first = self.lines.pop_front().expect("not empty while over");
+            self.bytes -= first.len() + 1;
+        }
+    }
+
+    fn text(&self) -> String {
+        Vec::from(self.lines.clone()).join("\n")
+    }
+
+    /// The last `bytes` of [`Tail::text`], from a character's start.
+    fn last(&self, bytes: usize) -> String {
+        let text = self.text();
+        let mut start = text.len().saturating_sub(bytes);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        text[start..].to_string()
+    }
+}
+
+/// The process group, ended when the attempt ends before the process does.
+struct Group {
+    pgid: Option<i32>,
+    grace: Duration,
+    ended: bool,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let Some(pgid) = self.pgid.filter(|_| !self.ended) else {
+            return;
+        };
+        // SAFETY: kill(2) with a negative pid signals the group this attempt created.
+        unsafe { libc::kill(-pgid, libc::SIGTERM) };
+        let grace = self.grace;
+        tracing::warn!(
+            pgid,
+            grace_seconds = grace.as_secs(),
+            "attempt ended before its process: SIGTERM to its group"
+        );
+        std::thread::spawn(move || {
+            std::thread::sleep(grace);
+            // SAFETY: as above; a group that has ended makes this fail with ESRCH.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_keeps_the_last_bytes_in_whole_lines() {
+        let mut tail = Tail::default();
+        for i in 0..1000 {
+            tail.push(&format!("line {i}"));
+        }
+        let text = tail.text();
+        assert!(text.len() <= OUTPUT_TAIL_BYTES, "{}", text.len());
+        assert!(text.ends_with("line 999"), "{text}");
+        assert!(text.starts_with("line "), "{text}");
+        let mut long = Tail::default();
+        long.push(&"é".repeat(3000));
+        assert!(long.text().len() <= OUTPUT_TAIL_BYTES);
+        let last = tail.last(FAILURE_TAIL_BYTES);
+        assert!(last.len() <= FAILURE_TAIL_BYTES && last.ends_with("line 999"));
+    }
+}

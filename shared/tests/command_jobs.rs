@@ -1,0 +1,170 @@
+//! Jobs that run a command (`[jobs.<name>.command]`): no Rust implementation, the process's
+//! environment names its run, its exit code is the outcome, its output's tail is kept, and
+//! an attempt that ends first (its timeout) ends the process's whole group. Real processes
+//! on real time, the memory store and queue.
+
+use std::time::Duration;
+
+use schedkit::catalog::Catalog;
+use schedkit::dead_letter::attr;
+use schedkit::testing::TestWorker;
+use schedkit::{Envelope, Jobs, Status};
+use serde_json::{Value, json};
+
+const CATALOG: &str = r#"
+[jobs.report]
+owner = "data"
+runs_on = "host"
+[jobs.report.command]
+run = 'echo "key=$SCHEDKIT_KEY attempt=$SCHEDKIT_ATTEMPT due=$SCHEDKIT_SCHEDULED_FOR payload=$SCHEDKIT_PAYLOAD region=$REGION"; cat; pwd'
+env = { REGION = "eu-west-1" }
+stdin = "from stdin\n"
+working_dir = "/tmp"
+
+[jobs.bad-input]
+owner = "data"
+retry = { max_attempts = 5 }
+[jobs.bad-input.command]
+run = "for i in $(seq 1 400); do echo \"row $i checked\"; done; echo 'no such customer: 42' >&2; exit 3"
+permanent_exit_codes = [3]
+
+[jobs.flaky]
+owner = "data"
+retry = { max_attempts = 1 }
+[jobs.flaky.command]
+run = "echo upstream down; exit 1"
+
+[jobs.hangs]
+owner = "data"
+timeout_seconds = 1
+retry = { max_attempts = 1 }
+[jobs.hangs.command]
+run = "sleep 300 & echo $! > \"$PIDFILE\"; wait"
+grace_seconds = 0
+"#;
+
+fn worker(catalog: &str) -> TestWorker {
+    let catalog = Catalog::parse(catalog, "catalog.toml").unwrap_or_else(|e| panic!("{e}"));
+    // No implementation registered: command jobs need none.
+    TestWorker::new(&catalog, Jobs::new()).expect("command jobs bind without code")
+}
+
+fn run(job: &str, key: &str) -> Envelope {
+    Envelope::new(job, "2026-12-05T02:30:00Z".parse().unwrap())
+        .with_key(key)
+        .with_payload(json!({"region": "eu"}))
+}
+
+fn letter_error(worker: &TestWorker) -> String {
+    let letters = worker.dead_letters();
+    assert_eq!(letters.len(), 1, "{letters:?}");
+    letters[0].attributes[attr::ERROR]
+        .string
+        .clone()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_command_runs_with_its_run_in_its_environment_and_its_output_on_the_record() {
+    let worker = worker(CATALOG);
+    worker.send(&run("report", "report:1"));
+    assert_eq!(worker.run_until_idle().await, ["succeeded"]);
+    let record = worker.record("report:1").expect("a record");
+    assert_eq!(record.status, Status::Done);
+    let result: Value = serde_json::from_str(record.result.as_deref().unwrap()).unwrap();
+    assert_eq!(result["exit_code"], 0);
+    assert_eq!(
+        result["output"],
+        "key=report:1 attempt=1 due=2026-12-05T02:30:00Z payload={\"region\":\"eu\"} region=eu-west-1\nfrom stdin\n/tmp"
+    );
+}
+
+#[tokio::test]
+async fn a_permanent_exit_code_fails_at_once_with_the_code_and_the_outputs_tail_in_the_dead_letter()
+{
+    let worker = worker(CATALOG);
+    worker.send(&run("bad-input", "bad:1"));
+    assert_eq!(worker.run_until_idle().await, ["dead-lettered"]);
+    let record = worker.record("bad:1").unwrap();
+    assert_eq!(record.status, Status::Failed);
+    assert_eq!(record.attempt, 1, "a permanent code is not retried");
+    let error = letter_error(&worker);
+    assert!(error.starts_with("exited with code 3; output: "), "{error}");
+    assert!(
+        error.contains("row 400 checked\nno such customer: 42"),
+        "{error}"
+    );
+    assert!(!error.contains("row 1 checked"), "only the tail: {error}");
+    assert!(error.len() <= 1024, "{}", error.len());
+    let last = record.last_error.unwrap_or_default();
+    assert!(
+        last.contains("no such customer: 42"),
+        "the record keeps it too: {last}"
+    );
+}
+
+#[tokio::test]
+async fn any_other_code_is_a_retryable_failure() {
+    let worker = worker(CATALOG);
+    worker.send(&run("flaky", "flaky:1"));
+    assert_eq!(worker.run_until_idle().await, ["dead-lettered"]);
+    let error = letter_error(&worker);
+    assert_eq!(error, "exited with code 1; output: upstream down");
+}
+
+#[tokio::test]
+async fn an_attempt_past_its_timeout_ends_the_processes_it_started() {
+    let dir = std::env::temp_dir().join(format!("schedkit-hangs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("pid");
+    let catalog = CATALOG.replace("$PIDFILE", pidfile.to_str().unwrap());
+    let worker = worker(&catalog);
+    worker.send(&run("hangs", "hangs:1"));
+    assert_eq!(worker.run_until_idle().await, ["dead-lettered"]);
+    assert!(
+        letter_error(&worker).contains("timed out"),
+        "{}",
+        letter_error(&worker)
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The background `sleep 300` was in the attempt's process group: it is gone.
+    let mut alive = true;
+    for _ in 0..50 {
+        // SAFETY: signal 0 only asks whether the process exists.
+        alive = unsafe { libc::kill(pid, 0) } == 0 && !zombie(pid);
+        if !alive {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!alive, "the command's child {pid} outlived its attempt");
+}
+
+fn zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.split(") ")
+                .nth(1)
+                .is_some_and(|rest| rest.starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn a_command_job_that_also_names_a_handler_is_refused() {
+    let errors = Catalog::parse(
+        "[jobs.x]\nowner = \"o\"\nhandler = \"h\"\n[jobs.x.command]\nrun = \"true\"\npermanent_exit_codes = [0]\n",
+        "c.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        errors.contains("a job runs either its command or a handler"),
+        "{errors}"
+    );
+    assert!(errors.contains("0 is not an exit code"), "{errors}");
+}
