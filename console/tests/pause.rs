@@ -552,12 +552,164 @@ async fn a_sync_planned_before_a_pause_leaves_the_schedule_as_the_pause_record_s
         reason: "the partner is down".into(),
     };
     pauses.pause(&pause).await.unwrap();
-    sync::apply(&scheduler, &plan).await.unwrap();
-    sync::keep_pauses(&scheduler, &pauses, &catalog, &plan, Utc::now())
+    sync::apply_keeping_pauses(&scheduler, &pauses, &catalog, &plan, &Default::default())
         .await
         .unwrap();
     assert_eq!(
         state_of(&scheduler, &group, &job).await,
         ScheduleState::Disabled
+    );
+}
+
+/// A catalog of two scheduled jobs in a fresh group, its targets on a fresh stack.
+async fn two_jobs(
+    name: &str,
+    description: &str,
+) -> (
+    Stack,
+    String,
+    [String; 2],
+    schedkit::trigger::sync::SyncTargets,
+    String,
+) {
+    let stack = Stack::lane(name, StackOptions::default()).await;
+    let (group, a, b) = (unique(name), unique("a"), unique("b"));
+    let text = format!(
+        "[settings]\nschedule_group = \"{group}\"\n[jobs.{a}]\nowner = \"ops\"\ndescription = \"{description}\"\n[jobs.{a}.schedule]\nexpression = \"rate(1 hour)\"\n[jobs.{b}]\nowner = \"ops\"\n[jobs.{b}.schedule]\nexpression = \"rate(1 hour)\"\n"
+    );
+    let targets = schedkit::trigger::sync::SyncTargets {
+        queue_arn: stack.arn_of(&stack.queue_url),
+        role_arn: stack.scheduler_role_arn.clone(),
+        dead_letter_arn: None,
+    };
+    (stack, group, [a, b], targets, text)
+}
+
+/// A sync whose other write fails (a schedule created since the plan: its Create is
+/// refused) still keeps the pause that landed between its plan and its writes: the
+/// schedule it updated ends DISABLED, as the record says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sync_with_a_failed_write_still_keeps_a_pause_that_landed_meanwhile() {
+    use schedkit::trigger::sync;
+    let sdk = localstack().await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let (stack, group, [a, b], targets, first) = two_jobs("sync-fail-pause", "v1").await;
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    // A is synced alone first; then the catalog changes A and adds B.
+    let only_a = first
+        .split(&format!("[jobs.{b}]"))
+        .next()
+        .unwrap()
+        .to_string();
+    let catalog = schedkit::catalog::Catalog::parse(&only_a, "c.toml").unwrap();
+    let plan = sync::plan_keeping_paused(&scheduler, &catalog, &targets, &Default::default())
+        .await
+        .unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
+    let catalog = schedkit::catalog::Catalog::parse(&first.replace("v1", "v2"), "c.toml").unwrap();
+    let plan = sync::plan_keeping_paused(&scheduler, &catalog, &targets, &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(plan.changes.len(), 2, "{plan}");
+    // Meanwhile: A is paused, and B created by someone else (the plan's Create will fail).
+    pauses
+        .pause(&schedkit::store::PauseRecord {
+            job: a.clone(),
+            by: "ops".into(),
+            at: "2026-12-05T00:00:00Z".into(),
+            reason: "the partner is down".into(),
+        })
+        .await
+        .unwrap();
+    let mut clash = plan.clone();
+    clash
+        .changes
+        .retain(|c| matches!(c, sync::Change::Create { .. }));
+    clash.create_group = false;
+    sync::apply(&scheduler, &clash).await.unwrap();
+    let applied =
+        sync::apply_keeping_pauses(&scheduler, &pauses, &catalog, &plan, &Default::default()).await;
+    assert!(applied.is_err(), "B's create was refused: {applied:?}");
+    assert_eq!(
+        state_of(&scheduler, &group, &a).await,
+        ScheduleState::Disabled
+    );
+}
+
+/// A pause whose read-modify-write of the State carried the schedule from before the sync
+/// (written after the sync's update): the sync writes its config again, DISABLED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_that_wrote_the_old_config_over_the_syncs_update_is_undone_but_its_state_kept() {
+    use schedkit::trigger::sync;
+    let sdk = localstack().await;
+    let scheduler = aws_sdk_scheduler::Client::new(&sdk);
+    let (stack, group, [a, _], targets, text) = two_jobs("sync-old-config", "v1").await;
+    let pauses = schedkit::store::Pauses::for_table(&sdk, &stack.table);
+    let v1 = schedkit::catalog::Catalog::parse(&text, "c.toml").unwrap();
+    let plan = sync::plan_keeping_paused(&scheduler, &v1, &targets, &Default::default())
+        .await
+        .unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
+    let old = scheduler
+        .get_schedule()
+        .group_name(&group)
+        .name(&a)
+        .send()
+        .await
+        .unwrap();
+    let v2 = schedkit::catalog::Catalog::parse(&text.replace("v1", "v2"), "c.toml").unwrap();
+    let plan = sync::plan_keeping_paused(&scheduler, &v2, &targets, &Default::default())
+        .await
+        .unwrap();
+    pauses
+        .pause(&schedkit::store::PauseRecord {
+            job: a.clone(),
+            by: "ops".into(),
+            at: "2026-12-05T00:00:00Z".into(),
+            reason: "maintenance".into(),
+        })
+        .await
+        .unwrap();
+    sync::apply(&scheduler, &plan).await.unwrap();
+    // The pause's UpdateSchedule of what it read before the sync's write, DISABLED.
+    scheduler
+        .update_schedule()
+        .group_name(&group)
+        .name(&a)
+        .set_schedule_expression(old.schedule_expression)
+        .set_description(old.description)
+        .state(ScheduleState::Disabled)
+        .set_flexible_time_window(old.flexible_time_window)
+        .set_target(old.target)
+        .send()
+        .await
+        .unwrap();
+    let written = plan
+        .changes
+        .iter()
+        .map(|c| match c {
+            sync::Change::Create { name, .. }
+            | sync::Change::Update { name, .. }
+            | sync::Change::Delete { name } => name.clone(),
+        })
+        .collect();
+    sync::keep_pauses(&scheduler, &pauses, &v2, &plan, &written)
+        .await
+        .unwrap();
+    let now = scheduler
+        .get_schedule()
+        .group_name(&group)
+        .name(&a)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(now.state, Some(ScheduleState::Disabled));
+    assert!(
+        now.description
+            .as_deref()
+            .unwrap_or_default()
+            .contains("v2"),
+        "{:?}",
+        now.description
     );
 }

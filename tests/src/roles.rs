@@ -136,7 +136,8 @@ fn lane_arns(stack: &Stack, on: On) -> Vec<String> {
             machines.replacen(":stateMachine:", ":execution:", 1)
         )],
         On::SchedulerRole => vec![stack.scheduler_role_arn.clone()],
-        On::StageAlarms => schedkit::ops::alarms::names(&stack.name)
+        // A lane's catalog is the demo's, which has chains.
+        On::StageAlarms => schedkit::ops::alarms::names(&stack.name, true)
             .into_iter()
             .map(|name| format!("arn:aws:cloudwatch:{REGION}:alarm:{name}"))
             .collect(),

@@ -578,3 +578,49 @@ start = 2026-01-01T00:00:00Z
     // did: not a day of `often`'s.
     assert!(next.expected <= 3, "{next:#?}");
 }
+
+/// The failure storm counts jobs failing now: a check that catches up on a day (after an
+/// outage) does not count the day's failures, only those of the last ten minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_storm_counts_the_jobs_failing_now_not_a_caught_up_days() {
+    localstack().await;
+    let stack = Stack::lane("acct-storm", StackOptions::default()).await;
+    let store = stack.store();
+    let catalog = Catalog::parse("[jobs.a]\nowner = \"data\"\n", "storm.toml").unwrap();
+    let now = Utc::now();
+    for (name, at) in [
+        ("yesterday-1", now - TimeDelta::hours(20)),
+        ("yesterday-2", now - TimeDelta::hours(19)),
+        ("just-now", now - TimeDelta::minutes(2)),
+    ] {
+        let scheduled = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let claim = ClaimRequest {
+            key: format!("{name}#{scheduled}"),
+            job: name.into(),
+            scheduled_for: scheduled,
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: "w:1".into(),
+            now: at,
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(30 * 86_400),
+            redrive: None,
+        };
+        let ClaimOutcome::Claimed { record, .. } = store.claim(&claim).await.unwrap() else {
+            panic!("{name} not claimed")
+        };
+        let failed = Finish::Failed {
+            error: "down".into(),
+        };
+        store.finish(&record, &failed, at).await.unwrap();
+    }
+    let caught_up = check(&store, &catalog, now, Some(now - TimeDelta::days(1)), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        caught_up.failed_jobs,
+        ["just-now".to_string()].into(),
+        "{caught_up:#?}"
+    );
+}

@@ -352,13 +352,10 @@ async fn sync_catalog(a: &SyncArgs, cli: &Globals) -> anyhow::Result<()> {
             0
         } else {
             let audited = audit::begin(&sdk, "schedules sync", audited_changes(&plan)).await?;
-            let mut applied = sync::apply_with(&client, &plan, &options).await;
-            // A pause or resume since the plan read the pauses: its record decides.
-            if let Ok(writes) = applied {
-                applied = sync::keep_pauses(&client, &pauses, &catalog, &plan, Utc::now())
-                    .await
-                    .map(|kept| writes + kept);
-            }
+            // A pause or resume since the plan read the pauses: its record decides, for
+            // every write made, even when some failed.
+            let applied =
+                sync::apply_keeping_pauses(&client, &pauses, &catalog, &plan, &options).await;
             audited.end(
             &applied,
             Some("some of the changes, in order (`schedules sync --dry-run` shows what is left)"),

@@ -76,11 +76,21 @@ pub async fn list(State(ui): State<Shared>, Query(q): Query<ListQuery>) -> Page 
 
 /// Where this page stands among the jobs, with links to the pages beside it.
 pub fn pager(p: &schedkit::ops::paging::Paged, owner: &str) -> Markup {
-    let first = (p.number - 1) * p.size + 1;
-    let last = (p.number * p.size).min(p.total);
+    // Saturating: the page number is the visitor's (`?page=18446744073709551615`).
+    let first = p
+        .number
+        .saturating_sub(1)
+        .saturating_mul(p.size)
+        .saturating_add(1);
+    let last = p.number.saturating_mul(p.size).min(p.total);
     let link = |n: usize| html::href("/jobs", &[("owner", owner), ("page", &n.to_string())]);
     html! {
-        @if p.pages > 1 {
+        @if p.number > p.pages {
+            nav.pager aria-label="pages of jobs" {
+                span { "Page " (p.number) " is past the last page (" (p.pages) "). " }
+                a rel="prev" href=(link(p.pages)) { "The last page" }
+            }
+        } @else if p.pages > 1 {
             nav.pager aria-label="pages of jobs" {
                 @if p.number > 1 { a rel="prev" href=(link(p.number - 1)) { "Previous" } " " }
                 span { "Jobs " (first.min(p.total)) "–" (last) " of " (p.total) ", page " (p.number) " of " (p.pages) }
@@ -267,5 +277,34 @@ fn timeline(runs: &[ExecutionRecord]) -> Markup {
             }
             figcaption { "Each row a run, newest on top: the thin line is the wait from when it was due to its start; the bar, how long it ran, coloured by its outcome." }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schedkit::ops::paging::Page;
+
+    #[test]
+    fn a_page_past_the_last_or_past_any_number_says_so_and_links_to_the_last() {
+        for number in [21, usize::MAX] {
+            let paged = Page { number, size: 50 }.of(1000);
+            let html = pager(&paged, "").into_string();
+            assert!(html.contains("is past the last page (20)"), "{html}");
+            assert!(html.contains("page=20"), "{html}");
+        }
+        let html = pager(
+            &Page {
+                number: 20,
+                size: 50,
+            }
+            .of(1000),
+            "",
+        )
+        .into_string();
+        assert!(
+            html.contains("Jobs 951–1000 of 1000, page 20 of 20"),
+            "{html}"
+        );
     }
 }

@@ -364,7 +364,8 @@ start = 2026-01-01T00:00:00Z
     const GRACE: Duration = Duration::from_secs(600);
 
     fn record(key: &str, status: Status) -> ExecutionRecord {
-        let mut r = crate::accounting::run_of(key, "hourly", at("2026-06-01T00:00:00Z"));
+        let job = key.split('#').next().unwrap_or(key);
+        let mut r = crate::accounting::run_of(key, job, at("2026-06-01T00:00:00Z"));
         r.status = status;
         r
     }

@@ -134,13 +134,15 @@ fn firings(
         .collect()
 }
 
-/// How `expected` stands at `now`, given its record (None: the key has none).
+/// How `expected` stands at `now`, given its record (None: the key has none). A record
+/// of another job under the key (an explicit key that names this job's firing: a fire or a
+/// forged message) is not this job's run: the firing it stands in for was refused.
 pub fn verdict(
     expected: &Expected,
     record: Option<&ExecutionRecord>,
     now: DateTime<Utc>,
 ) -> Verdict {
-    match record {
+    match record.filter(|r| r.job == expected.name) {
         None if now >= expected.missed_after => Verdict::Missed,
         None => Verdict::NotYet,
         Some(r) if matches!(r.status, Status::Done | Status::Skipped | Status::Cancelled) => {
@@ -290,6 +292,10 @@ owner = "data"
             .unwrap();
         let t = |minutes: i64| e.scheduled_for + chrono::Duration::minutes(minutes);
         assert_eq!(verdict(e, None, t(14)), Verdict::NotYet);
+        // Another job's record under this firing's key is not its run.
+        let mut other = run_of(&e.key, "other-job", t(12));
+        other.status = Status::Done;
+        assert_eq!(verdict(e, Some(&other), t(15)), Verdict::Missed);
         assert_eq!(verdict(e, None, t(15)), Verdict::Missed);
         let mut record = run_of(&e.key, &e.name, e.scheduled_for);
         assert_eq!(record.status, Status::Running);

@@ -169,6 +169,12 @@ async fn read_records(
     })
 }
 
+/// How far back a check looks for FAILED runs for the failure storm (`FailingJobs`): two of
+/// the storm alarm's 5-minute periods, so a failure the index shows late (it is eventually
+/// consistent) is still counted by the next check. A gauge: a job failing in both checks'
+/// windows counts in each, and the alarm takes the maximum.
+pub const STORM_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// One check of a stage.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
@@ -182,8 +188,8 @@ pub struct Check {
     pub reported: Vec<Finding>,
     /// Every firing missed or late now (`schedkit status`).
     pub findings: Vec<Finding>,
-    /// Jobs (and chains) with a run that ended FAILED since `since`: with the names of
-    /// `reported`, what the failure storm counts.
+    /// Jobs (and chains) with a run that ended FAILED in the last [`STORM_WINDOW`]: with
+    /// the names of `reported`, what the failure storm counts.
     pub failed_jobs: BTreeSet<String>,
     /// DynamoDB requests the check made.
     pub requests: usize,
@@ -226,7 +232,10 @@ pub async fn check(
         .filter(|e| known.contains(e.key.as_str()) || e.missed_after.max(e.due_by) > since)
         .collect();
     let span = read_records(store, catalog, expected, now).await?;
-    let (failed_jobs, failed_pages) = store.jobs_failed_since(since).await?;
+    // A trailing window, not `since`: the storm is jobs failing together now, whatever
+    // span this check catches up on (after an outage, a day's failures are no storm).
+    let storm_from = now - chrono::Duration::from_std(STORM_WINDOW).expect("minutes");
+    let (failed_jobs, failed_pages) = store.jobs_failed_since(storm_from).await?;
     let mut requests =
         2 + span.queries + failed_pages + (catalog.jobs.len() + catalog.chains.len()).div_ceil(50);
     let in_span: BTreeSet<&str> = span.expected.iter().map(|e| e.key.as_str()).collect();

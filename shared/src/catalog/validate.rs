@@ -206,6 +206,7 @@ fn check_settings(s: &Settings, found: &mut Findings<'_>) {
 /// What the stack holds per job or chain, whatever the catalog's size: a few alarms of
 /// jobs' own, and a state machine and an alarm per chain.
 fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
+    check_resource_ids(raw, found);
     let own: Vec<&str> = raw
         .jobs
         .iter()
@@ -231,6 +232,43 @@ fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
                 raw.chains.len()
             ),
         );
+    }
+}
+
+/// The stack's resources named after a job or a chain (a job's own alarm, a chain's state
+/// machine and alarm) take a CloudFormation id made of the name's letters and digits:
+/// `nightly-export` and `nightly_export` would both be `NightlyExport`, and the template
+/// would not deploy. Refused here, naming both.
+fn check_resource_ids(raw: &CatalogFile, found: &mut Findings<'_>) {
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let own = raw
+        .jobs
+        .iter()
+        .filter(|(_, j)| j.own_alarm)
+        .map(|(name, _)| {
+            (
+                format!("job `{name}`"),
+                format!("OwnFailedAlarm{}", crate::iac::logical_id(name)),
+            )
+        });
+    let chains = raw.chains.keys().map(|name| {
+        (
+            format!("chain `{name}`"),
+            format!("Chain{}", crate::iac::logical_id(name)),
+        )
+    });
+    for (what, id) in own.chain(chains) {
+        if let Some(first) = seen.get(&id) {
+            found.fail(
+                None,
+                "name",
+                format!(
+                    "{first} and {what} have the same resource id in the stack (`{id}`: the name's letters and digits); rename one"
+                ),
+            );
+        } else {
+            seen.insert(id, what);
+        }
     }
 }
 

@@ -58,8 +58,8 @@ fn alarms(r: &mut String, chain: &Chain) {
     writeln!(r, "    Properties:").unwrap();
     writeln!(
         r,
-        "      AlarmName: !Sub schedkit-${{Stage}}-{}-executions-failed",
-        chain.name
+        "      AlarmName: !Sub {}",
+        super::stage_alarms::chain_alarm_name("${Stage}", &chain.name)
     )
     .unwrap();
     writeln!(r, "      AlarmDescription: {}", q(&format!("A Step Functions execution of chain {} failed, timed out or was aborted: not a paused chain (that ends SUCCEEDED) but something schedkit did not expect, e.g. its end message could not be sent. See the execution's history. Owner: {owner}.", chain.name))).unwrap();

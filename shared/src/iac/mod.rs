@@ -108,7 +108,15 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
 
     let mut r = String::new();
     stage_alarms::write(&mut r, catalog);
-    pause_policy(&mut r);
+    // Only for a catalog with a job that pauses: the grant reaches every schedule of the
+    // stage, which a worker whose jobs never pause has no reason to hold.
+    if catalog
+        .jobs
+        .values()
+        .any(|j| j.policy.pause_after_failures.is_some())
+    {
+        pause_policy(&mut r);
+    }
     chain_resources::write(&mut r, catalog);
     roles::write(&mut r, catalog);
     dashboard::write(&mut r);
@@ -337,7 +345,17 @@ mod tests {
 
     #[test]
     fn the_worker_may_pause_the_schedules_of_its_stages_group_and_nothing_else() {
-        let catalog = Catalog::parse("[jobs.a]\nowner = \"x\"\n", "c.toml").unwrap();
+        let none = Catalog::parse("[jobs.a]\nowner = \"x\"\n", "c.toml").unwrap();
+        let none = render(&none).unwrap().resources;
+        assert!(
+            !none.contains("WorkerPausePolicy"),
+            "no job pauses: no grant"
+        );
+        let catalog = Catalog::parse(
+            "[jobs.a]\nowner = \"x\"\npause_after_failures = 3\n[jobs.a.schedule]\nexpression = \"rate(1 hour)\"\n",
+            "c.toml",
+        )
+        .unwrap();
         let one = render(&catalog).unwrap().resources;
         let policy: String = one[one.find("  WorkerPausePolicy:").unwrap()..]
             .lines()

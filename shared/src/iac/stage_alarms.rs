@@ -80,9 +80,17 @@ pub fn alarm_name(stage: &str, suffix: &str) -> String {
     format!("schedkit-{stage}-{suffix}")
 }
 
-/// The name of `job`'s own failed alarm (`own_alarm`) in `stage`.
+/// The name of `job`'s own failed alarm (`own_alarm`) in `stage`: after a `.`, which no
+/// stage name holds, so that no job's alarm can be another stage's (`prod` and job
+/// `x-jobs` against stage `prod-x`), and ending `.failed`, which no chain's alarm does.
 pub fn own_alarm_name(stage: &str, job: &str) -> String {
-    format!("schedkit-{stage}-job-{job}-failed")
+    format!("schedkit-{stage}.{job}.failed")
+}
+
+/// The name of `chain`'s executions alarm in `stage`: after a `.` like the chain's state
+/// machine (`schedkit-<stage>.<chain>`), ending `-executions-failed`.
+pub fn chain_alarm_name(stage: &str, chain: &str) -> String {
+    format!("schedkit-{stage}.{chain}-executions-failed")
 }
 
 /// The Metrics Insights query of a stage alarm's metric: its sum per job over the

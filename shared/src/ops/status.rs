@@ -290,13 +290,16 @@ pub async fn gather_page(
         super::limits::gather(sdk, target, catalog),
         accounted(sdk, &target.table),
         async {
-            Ok(match super::alarms::in_alarm(sdk, &target.stage).await {
-                Ok(a) => Some(a),
-                Err(e) => {
-                    tracing::debug!(error = %e, "the stage's alarms could not be read");
-                    None
-                }
-            })
+            Ok(
+                match super::alarms::in_alarm(sdk, &target.stage, !catalog.chains.is_empty()).await
+                {
+                    Ok(a) => Some(a),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "the stage's alarms could not be read");
+                        None
+                    }
+                },
+            )
         },
     )?;
     Ok(StatusReport {

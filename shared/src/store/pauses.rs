@@ -120,6 +120,25 @@ pub struct Pauses {
 /// The attributes a pause sets on the job's item.
 const PAUSE_FIELDS: [&str; 3] = ["by", "at", "reason"];
 
+/// Before [`Pauses::of`] asks again for `left` unprocessed keys (throttling): a wait that
+/// doubles, and an error after [`UNPROCESSED_ROUNDS`] rather than a spin.
+async fn back_off(round: u32, left: usize) -> Result<(), StoreError> {
+    if round == 0 {
+        return Ok(());
+    }
+    if round > UNPROCESSED_ROUNDS {
+        return Err(failed(
+            "reading the jobs' pauses".into(),
+            format!("{left} keys still unprocessed after {UNPROCESSED_ROUNDS} rounds (throttled)"),
+        ));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50 << round.min(6))).await;
+    Ok(())
+}
+
+/// How many times [`Pauses::of`] asks again for keys DynamoDB left unprocessed.
+const UNPROCESSED_ROUNDS: u32 = 8;
+
 /// Where stages before the job item kept a pause.
 fn legacy_key(job: &str) -> String {
     format!("pause#{job}")
@@ -196,7 +215,10 @@ impl Pauses {
             let mut keys: Vec<HashMap<String, AttributeValue>> =
                 wanted.keys().map(|k| key(k.clone())).collect();
             let mut found: Vec<(&str, bool, PauseRecord)> = Vec::new();
+            let mut round = 0u32;
             while !keys.is_empty() {
+                back_off(round, keys.len()).await?;
+                round += 1;
                 let request = KeysAndAttributes::builder()
                     .set_keys(Some(std::mem::take(&mut keys)))
                     .consistent_read(true)

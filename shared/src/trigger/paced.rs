@@ -95,7 +95,8 @@ impl Gate {
 
     fn throttled(&self) {
         let mut s = self.state.lock().expect("the gate's lock");
-        s.1 = (s.1 / 2.0).max(1.0);
+        // Never slower than one a second, nor faster than asked.
+        s.1 = (s.1 / 2.0).max(self.max.min(1.0));
     }
 
     fn succeeded(&self) {

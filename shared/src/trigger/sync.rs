@@ -16,7 +16,7 @@
 //! The catalog owns its group: a schedule in the group that the catalog no longer lists is
 //! deleted. One-off jobs live in another group (`<group>-once`) and are never touched.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -553,12 +553,15 @@ pub async fn plan_with(
             Some(have) => {
                 // Compared by effect: the start sent at the last sync (the next run then,
                 // on the catalog start's phase) is the same schedule as the one due now.
+                // Compared, not sent: an update sends the start due now, as AWS
+                // refuses one more than five minutes ago.
+                let mut compared = wanted.clone();
                 if have.start != wanted.start
                     && same_start_effect(schedule, have.start, wanted.start, now)
                 {
-                    wanted.start = have.start;
+                    compared.start = have.start;
                 }
-                let differences = have.differences(&wanted);
+                let differences = have.differences(&compared);
                 if !differences.is_empty() {
                     changes.push(Change::Update {
                         name: name.clone(),
@@ -612,21 +615,23 @@ macro_rules! schedule_request {
     };
 }
 
-/// After [`apply`]: a pause or resume that landed between the plan (which read the
-/// pauses) and its writes is not undone by them. The pauses of the schedules the plan wrote
-/// are read again (a hundred to a request) and each one that changed meanwhile has its
-/// State set to what its record says now ([`super::pause::converge_to`]). The pause or
-/// resume itself converges too (it writes its record, then the State, then reads the record
-/// again), so whichever comes last leaves the schedule agreeing with the record. Returns
-/// how many schedules it set.
+/// After the writes: a pause or resume that landed between the plan (which read the
+/// pauses) and its writes is not undone by them, and neither is the plan's config by it.
+///
+/// The pauses of the schedules written (`written`: those whose write succeeded) are read
+/// again, a hundred to a request. Each one whose pause changed since the plan, or that is
+/// paused now, is read back with its record and, while they disagree with the plan's config
+/// and the State the record says, written again whole (a pause's own read-modify-write of
+/// the State may have carried the config from before the sync). Returns how many schedules
+/// it wrote.
 pub async fn keep_pauses(
     client: &Client,
     pauses: &crate::store::Pauses,
     catalog: &Catalog,
     plan: &Plan,
-    now: DateTime<Utc>,
+    written: &BTreeSet<String>,
 ) -> Result<usize, TriggerError> {
-    let written: Vec<(&str, &ScheduleConfig)> = plan
+    let configs: Vec<(&str, &ScheduleConfig)> = plan
         .changes
         .iter()
         .filter_map(|c| match c {
@@ -635,27 +640,62 @@ pub async fn keep_pauses(
             }
             Change::Delete { .. } => None,
         })
+        .filter(|(name, _)| written.contains(*name))
         .collect();
-    let now_paused = pauses.of(written.iter().map(|(name, _)| *name)).await?;
+    let now_paused = pauses.of(configs.iter().map(|(name, _)| *name)).await?;
     let mut set = 0;
-    for (name, config) in written {
-        if now_paused.contains_key(name) == plan.paused.contains(name) {
+    for (name, config) in configs {
+        if !now_paused.contains_key(name) && !plan.paused.contains(name) {
             continue;
         }
-        let enabled = catalog_enabled(catalog, name).unwrap_or(config.enabled);
-        let unpaused = if enabled {
-            ScheduleState::Enabled
-        } else {
-            ScheduleState::Disabled
-        };
-        let state =
-            super::pause::converge_to(client, pauses, &plan.group, name, unpaused, now).await?;
-        if (state == ScheduleState::Enabled) != config.enabled {
-            set += 1;
-        }
+        set += converge_whole(client, pauses, catalog, &plan.group, name, config).await?;
     }
     Ok(set)
 }
+
+/// Reads `name`'s schedule and pause record and, while the schedule is not `planned` with
+/// the State the record says, writes it so and reads both again; how many writes it made.
+async fn converge_whole(
+    client: &Client,
+    pauses: &crate::store::Pauses,
+    catalog: &Catalog,
+    group: &str,
+    name: &str,
+    planned: &ScheduleConfig,
+) -> Result<usize, TriggerError> {
+    let unpaused = catalog_enabled(catalog, name).unwrap_or(planned.enabled);
+    for writes in 0..CONVERGE_ROUNDS {
+        let paused = pauses.of([name]).await?.contains_key(name);
+        let mut wanted = planned.clone();
+        wanted.enabled = unpaused && !paused;
+        let stored = client
+            .get_schedule()
+            .group_name(group)
+            .name(name)
+            .send()
+            .await
+            .aws(format!("reading schedule {name}"))?;
+        let agrees = ScheduleConfig::from_schedule(&stored)
+            .differences(&wanted)
+            .is_empty();
+        if agrees && pauses.of([name]).await?.contains_key(name) == paused {
+            return Ok(writes);
+        }
+        let change = Change::Update {
+            name: name.to_string(),
+            config: Box::new(wanted),
+            differences: Vec::new(),
+        };
+        write(client, group, &change).await?;
+    }
+    Err(TriggerError::Request(format!(
+        "schedule {name} or its pause changed {CONVERGE_ROUNDS} times while the sync set it"
+    )))
+}
+
+/// How often [`keep_pauses`] writes one schedule before it gives up (a pause and a resume
+/// each settle in one or two).
+const CONVERGE_ROUNDS: usize = 5;
 
 /// The catalog's `enabled` of the job or chain `name`'s schedule.
 fn catalog_enabled(catalog: &Catalog, name: &str) -> Option<bool> {
@@ -681,15 +721,59 @@ pub async fn apply_with(
     plan: &Plan,
     options: &Options<'_>,
 ) -> Result<usize, TriggerError> {
-    let mut writes = 0;
+    let applied = apply_changes(client, plan, options).await;
+    match applied.error {
+        None => Ok(applied.writes),
+        Some(e) => Err(e),
+    }
+}
+
+/// [`apply_with`], then [`keep_pauses`] over every write that succeeded, whether or not
+/// some failed: a pause that landed meanwhile is kept even by a sync that stops half-way.
+/// The writes' error comes first when both fail.
+pub async fn apply_keeping_pauses(
+    client: &Client,
+    pauses: &crate::store::Pauses,
+    catalog: &Catalog,
+    plan: &Plan,
+    options: &Options<'_>,
+) -> Result<usize, TriggerError> {
+    let applied = apply_changes(client, plan, options).await;
+    let kept = keep_pauses(client, pauses, catalog, plan, &applied.written).await;
+    match (applied.error, kept) {
+        (Some(e), _) | (None, Err(e)) => Err(e),
+        (None, Ok(kept)) => Ok(applied.writes + kept),
+    }
+}
+
+/// What the writes did.
+struct Applied {
+    /// Writes made (the group's included).
+    writes: usize,
+    /// The schedules created or updated.
+    written: BTreeSet<String>,
+    /// How many failed and the first's error, when some did.
+    error: Option<TriggerError>,
+}
+
+async fn apply_changes(client: &Client, plan: &Plan, options: &Options<'_>) -> Applied {
+    let mut applied = Applied {
+        writes: 0,
+        written: BTreeSet::new(),
+        error: None,
+    };
     if plan.create_group {
-        client
+        let created = client
             .create_schedule_group()
             .name(&plan.group)
             .send()
             .await
-            .aws(format!("creating schedule group {}", plan.group))?;
-        writes += 1;
+            .aws(format!("creating schedule group {}", plan.group));
+        if let Err(e) = created {
+            applied.error = Some(e.into());
+            return applied;
+        }
+        applied.writes += 1;
     }
     let progress = |done, total| (options.progress)("written", done, total);
     let results = super::paced::each(
@@ -701,17 +785,32 @@ pub async fn apply_with(
     )
     .await;
     let total = results.len();
-    let mut failed = results.into_iter().filter_map(Result::err);
-    let first = failed.next();
-    let failures = first.iter().count() + failed.count();
-    writes += total - failures;
-    match first {
-        None => Ok(writes),
-        Some(e) if total == 1 => Err(e),
-        Some(e) => Err(TriggerError::Request(format!(
-            "{failures} of {total} schedule writes failed ({writes} made; `schedules sync` again plans what is left), the first: {e}"
-        ))),
+    let mut failures = 0;
+    let mut first = None;
+    for (change, result) in plan.changes.iter().zip(results) {
+        match (change, result) {
+            (_, Err(e)) => {
+                failures += 1;
+                first.get_or_insert(e);
+            }
+            (Change::Create { name, .. } | Change::Update { name, .. }, Ok(())) => {
+                applied.written.insert(name.clone());
+            }
+            (Change::Delete { .. }, Ok(())) => {}
+        }
     }
+    applied.writes += total - failures;
+    applied.error = first.map(|e| {
+        if total == 1 {
+            e
+        } else {
+            TriggerError::Request(format!(
+                "{failures} of {total} schedule writes failed ({} made; `schedules sync` again plans what is left), the first: {e}",
+                applied.writes
+            ))
+        }
+    });
+    applied
 }
 
 /// One planned write.
