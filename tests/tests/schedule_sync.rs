@@ -283,3 +283,68 @@ expression = "at(2020-03-01T02:00:00)"
     assert!(again.is_empty(), "{again}");
     assert_eq!(writes.get(), 0);
 }
+
+/// An update of a schedule whose stored start has passed (the next run at the last sync,
+/// a day ago) sends the start due now: AWS refuses a start more than 5 minutes ago, so
+/// sending the stored one back would fail every edit of such a job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_sends_the_start_due_now_not_the_passed_one_it_found() {
+    let sdk = localstack().await;
+    let client = aws_sdk_scheduler::Client::new(&sdk);
+    let group = unique("sync-restart");
+    let targets = SyncTargets {
+        queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
+        role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
+        dead_letter_arn: None,
+    };
+    let jobs = "[jobs.every-7m]\nowner = \"ops\"\n[jobs.every-7m.schedule]\nexpression = \"rate(7 minutes)\"\nstart = 2020-01-01T00:17:00Z\n";
+    let plan = sync::plan(&client, &catalog(&group, jobs), &targets)
+        .await
+        .unwrap();
+    sync::apply(&client, &plan).await.unwrap();
+    // As a sync a day ago left it: its start then, on the same 7-minute phase.
+    let got = client
+        .get_schedule()
+        .group_name(&group)
+        .name("every-7m")
+        .send()
+        .await
+        .unwrap();
+    let day_ago = got.start_date.unwrap().secs() - 420 * 206;
+    client
+        .update_schedule()
+        .group_name(&group)
+        .name("every-7m")
+        .set_schedule_expression(got.schedule_expression)
+        .set_schedule_expression_timezone(got.schedule_expression_timezone)
+        .start_date(aws_sdk_scheduler::primitives::DateTime::from_secs(day_ago))
+        .set_description(got.description)
+        .set_state(got.state)
+        .set_flexible_time_window(got.flexible_time_window)
+        .set_target(got.target)
+        .send()
+        .await
+        .unwrap();
+    let now = chrono::Utc::now().timestamp();
+    let changed = jobs.replace("owner = \"ops\"", "owner = \"platform\"");
+    let plan = sync::plan(&client, &catalog(&group, &changed), &targets)
+        .await
+        .unwrap();
+    let [
+        sync::Change::Update {
+            config,
+            differences,
+            ..
+        },
+    ] = &plan.changes[..]
+    else {
+        panic!("one update: {plan}")
+    };
+    assert!(
+        differences.iter().all(|d| !d.starts_with("start")),
+        "the start is the same schedule: {differences:?}"
+    );
+    let sent = config.start.expect("a start");
+    assert!(sent > now - 300, "sends {sent}, {} s ago", now - sent);
+    assert_eq!((sent - day_ago) % 420, 0, "on the catalog's phase");
+}

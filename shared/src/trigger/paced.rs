@@ -221,6 +221,42 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_pace_below_one_a_second_stays_below_it_after_a_throttle() {
+        let thrown = std::sync::atomic::AtomicBool::new(false);
+        let starts = Mutex::new(Vec::new());
+        let t0 = Instant::now();
+        let items: Vec<u32> = (0..4).collect();
+        let pace = Pace {
+            per_second: 0.5,
+            at_once: 1,
+            first_backoff: Duration::from_millis(1),
+            ..Pace::default()
+        };
+        each(
+            &items,
+            pace,
+            |e: &&str| *e == "throttled",
+            &|_, _| {},
+            |_| {
+                let (thrown, starts) = (&thrown, &starts);
+                async move {
+                    starts.lock().unwrap().push(t0.elapsed());
+                    if !thrown.swap(true, Ordering::SeqCst) {
+                        return Err("throttled");
+                    }
+                    Ok(())
+                }
+            },
+        )
+        .await;
+        let starts = starts.lock().unwrap();
+        for pair in starts.windows(2) {
+            let gap = pair[1] - pair[0];
+            assert!(gap >= Duration::from_millis(1_900), "{starts:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_throttled_call_waits_and_goes_again_and_an_error_is_returned_not_retried() {
         let tries = Mutex::new(std::collections::BTreeMap::<u32, u32>::new());
         let progress = Mutex::new(Vec::new());
