@@ -10,6 +10,9 @@ mod chains;
 /// Previews, catalog checks, sync dry runs and `fire`: exact output, exit codes, one-line
 /// errors.
 mod cli;
+/// `catalog import` of a 30-line crontab: the catalog's next firings equal cron's,
+/// computed independently; the lines no `cron()` says exactly are named.
+mod import;
 /// Against a deployed stage on LocalStack: every read command (table and JSON) on a seeded
 /// state; selective redrive, a redrive killed half-way, redrive-all; the audit trail.
 mod operator;
