@@ -168,3 +168,33 @@ fn a_command_job_that_also_names_a_handler_is_refused() {
     );
     assert!(errors.contains("0 is not an exit code"), "{errors}");
 }
+
+/// A host job longer than the function's timeout (scaled down: a 1 s function, a 2 s lease,
+/// a 4 s command): it runs to DONE on its first attempt, its lease kept by heartbeats (without
+/// them the lease would lapse at 2 s and the attempt be ended).
+#[tokio::test]
+async fn a_host_job_longer_than_the_function_timeout_runs_to_done_kept_by_heartbeats() {
+    let worker = worker(
+        r#"
+[settings]
+function_timeout_seconds = 1
+
+[jobs.nightly-etl]
+owner = "data"
+runs_on = "host"
+lease_seconds = 2
+heartbeat_seconds = 1
+timeout_seconds = 30
+[jobs.nightly-etl.command]
+run = "sleep 4; echo loaded"
+"#,
+    );
+    let started = std::time::Instant::now();
+    worker.send(&run("nightly-etl", "etl:1"));
+    assert_eq!(worker.run_until_idle().await, ["succeeded"]);
+    assert!(started.elapsed() >= Duration::from_secs(4));
+    let record = worker.record("etl:1").unwrap();
+    assert_eq!(record.status, Status::Done);
+    assert_eq!(record.attempt, 1, "one attempt, never taken over");
+    assert!(record.duration_ms.unwrap_or_default() >= 4000, "{record:?}");
+}

@@ -37,6 +37,9 @@ mod chaos;
 /// by the README's own commands, each of its jobs run to DONE. (Named to sort early: its
 /// cold build of the crate is the longest test, and tests start in name order.)
 mod crate_anywhere;
+/// A crontab imported and its command jobs run by a polling worker: two DONE with their
+/// output, a failing one dead-lettered with its exit code and output's tail.
+mod cron_migration;
 /// Effects committed with the outcome: all or nothing, fenced, late commits refused,
 /// conditions and limits failing the run for good.
 mod effects;
