@@ -205,10 +205,28 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
         .unwrap();
         assert_eq!(deployed, generated, "{}", chain.name);
     }
-    let redeployed = deploy(&stage, &[enabled, ("OldestMessageAlarmSeconds", "900")])
+    // Into a VPC (LocalStack's default one), with the endpoints a worker without a NAT needs.
+    let net = default_network();
+    let in_vpc = [
+        enabled,
+        ("OldestMessageAlarmSeconds", "900"),
+        ("WorkerSubnetIds", net["subnet"].as_str()),
+        ("WorkerSecurityGroupIds", net["security_group"].as_str()),
+        ("VpcId", net["vpc"].as_str()),
+        ("WorkerRouteTableIds", net["route_table"].as_str()),
+        ("CreateVpcEndpoints", "true"),
+    ];
+    let redeployed = deploy(&stage, &in_vpc).await.unwrap();
+    assert_eq!(redeployed.status, "UPDATE_COMPLETE");
+    let function = aws_sdk_lambda::Client::new(&sdk)
+        .get_function_configuration()
+        .function_name(format!("schedkit-{stage}-worker"))
+        .send()
         .await
         .unwrap();
-    assert_eq!(redeployed.status, "UPDATE_COMPLETE");
+    let vpc = function.vpc_config.expect("the worker is in the VPC");
+    assert_eq!(vpc.subnet_ids(), [net["subnet"].clone()]);
+    assert_eq!(vpc.security_group_ids(), [net["security_group"].clone()]);
     assert_eq!(
         names().await,
         wanted,
@@ -218,4 +236,34 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
     assert!(plan.is_empty(), "a second sync would write:\n{plan}");
 
     schedkit_testkit::stack::undeploy(&stage).await.unwrap();
+}
+
+/// LocalStack's default VPC: a subnet of it, its default security group and main route
+/// table (read with the deploy tools' boto3: the tests link no EC2 client for this alone).
+fn default_network() -> std::collections::BTreeMap<String, String> {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../infra/.cache/deploy-venv/bin/python");
+    let script = r#"
+import json, os, boto3
+ec2 = boto3.client("ec2", endpoint_url=os.environ.get("AWS_ENDPOINT_URL", "http://127.0.0.1:4566"),
+                   region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+vpc = ec2.describe_vpcs(Filters=[{"Name": "isDefault", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
+only = [{"Name": "vpc-id", "Values": [vpc]}]
+print(json.dumps({
+    "vpc": vpc,
+    "subnet": ec2.describe_subnets(Filters=only)["Subnets"][0]["SubnetId"],
+    "security_group": ec2.describe_security_groups(Filters=only)["SecurityGroups"][0]["GroupId"],
+    "route_table": ec2.describe_route_tables(Filters=only)["RouteTables"][0]["RouteTableId"],
+}))
+"#;
+    let out = std::process::Command::new(&python)
+        .args(["-c", script])
+        .output()
+        .unwrap_or_else(|e| panic!("{} runs: {e}", python.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
