@@ -47,6 +47,7 @@ pub mod poller;
 pub mod queue;
 pub mod retry;
 pub mod schedule;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod testing;

@@ -120,7 +120,20 @@ impl TestWorker {
         catalog: &Catalog,
         jobs: Jobs<S>,
     ) -> Result<TestWorker, BindError> {
-        let registry = jobs.bind(catalog)?;
+        TestWorker::with_registry(jobs.bind(catalog)?)
+    }
+
+    /// [`TestWorker::new`], its jobs reading their secrets from `secrets` (a test's own
+    /// [`crate::secrets::Source`]).
+    pub fn with_secrets<S: Clone + Send + Sync + 'static>(
+        catalog: &Catalog,
+        jobs: Jobs<S>,
+        secrets: std::sync::Arc<crate::secrets::SecretStore>,
+    ) -> Result<TestWorker, BindError> {
+        TestWorker::with_registry(jobs.bind(catalog)?.with_secrets(secrets))
+    }
+
+    fn with_registry(registry: crate::job::Registry) -> Result<TestWorker, BindError> {
         let visibility = registry
             .longest_lease()
             .unwrap_or(Duration::from_secs(30))

@@ -334,3 +334,88 @@ expression = "cron(0 4 * * ? *)"
         assert!(chain.deadline(&shipped).is_some(), "{}", chain.name);
     }
 }
+
+/// The names of a struct's fields as serde reads them: a deserializer that records what
+/// `deserialize_struct` is asked for and stops there.
+fn fields_of<T: for<'de> serde::Deserialize<'de>>() -> &'static [&'static str] {
+    struct Fields(std::cell::Cell<&'static [&'static str]>);
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("stop")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl serde::de::Error for Stop {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+    impl<'de> serde::Deserializer<'de> for &Fields {
+        type Error = Stop;
+        fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            self.0.set(fields);
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let recorder = Fields(std::cell::Cell::new(&[]));
+    let _ = T::deserialize(&recorder);
+    recorder.0.get()
+}
+
+/// The catalog's header is its reference: every field serde reads is named there (a field
+/// added without a line there fails this test).
+#[test]
+fn the_shipped_catalogs_header_documents_every_field() {
+    use schedkit::catalog::*;
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/catalog.toml"),
+    )
+    .unwrap();
+    let header: String = text
+        .lines()
+        .take_while(|l| l.starts_with('#') || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let tables: [(&str, &[&str]); 9] = [
+        ("job", fields_of::<JobSpec>()),
+        ("settings", fields_of::<Settings>()),
+        ("schedule", fields_of::<ScheduleSpec>()),
+        ("retry", fields_of::<RetrySpec>()),
+        ("command", fields_of::<CommandSpec>()),
+        ("chain", fields_of::<ChainSpec>()),
+        ("step", fields_of::<StepSpec>()),
+        ("limit", fields_of::<LimitSpec>()),
+        ("concurrency", fields_of::<ConcurrencySpec>()),
+    ];
+    let mut missing = Vec::new();
+    for (table, fields) in tables {
+        assert!(!fields.is_empty(), "{table}: no fields read");
+        for field in fields {
+            let named = header
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .any(|word| word == *field);
+            if !named {
+                missing.push(format!("{table}.{field}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in infra/catalog.toml's header: {missing:?}"
+    );
+}

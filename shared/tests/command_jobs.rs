@@ -198,3 +198,86 @@ run = "sleep 4; echo loaded"
     assert_eq!(record.attempt, 1, "one attempt, never taken over");
     assert!(record.duration_ms.unwrap_or_default() >= 4000, "{record:?}");
 }
+
+/// A map of secret values, counting its fetches.
+struct Vault(std::collections::BTreeMap<&'static str, &'static str>);
+
+impl schedkit::secrets::Source for Vault {
+    fn fetch<'a>(&'a self, source: &'a str) -> schedkit::secrets::Fetching<'a> {
+        let value = self.0.get(source).map(|v| v.to_string());
+        Box::pin(async move { value.ok_or_else(|| format!("{source}: not found")) })
+    }
+}
+
+fn vault() -> std::sync::Arc<schedkit::secrets::SecretStore> {
+    let values = [
+        ("ssm:/team/db-url", "postgres://db.internal/app"),
+        ("secretsmanager:prod/partner", "s3cr3t"),
+    ];
+    std::sync::Arc::new(schedkit::secrets::SecretStore::new(
+        Vault(values.into_iter().collect()),
+        Duration::from_secs(300),
+    ))
+}
+
+const WITH_SECRETS: &str = r#"
+[jobs.export]
+owner = "data"
+secrets = { DB_URL = "ssm:/team/db-url", PARTNER_KEY = "secretsmanager:prod/partner" }
+[jobs.export.command]
+run = 'echo "$DB_URL ${#PARTNER_KEY}"'
+
+[jobs.rusty]
+owner = "data"
+secrets = { DB_URL = "ssm:/team/db-url" }
+retry = { max_attempts = 1 }
+
+[jobs.missing]
+owner = "data"
+secrets = { GONE = "ssm:/team/gone" }
+retry = { max_attempts = 1 }
+[jobs.missing.command]
+run = "true"
+"#;
+
+async fn rusty(ctx: schedkit::Ctx) -> Result<String, schedkit::JobError> {
+    let url = ctx.secret("DB_URL").await?;
+    ctx.secret("NOT_LISTED").await.map(|_| url)
+}
+
+#[tokio::test]
+async fn a_job_reads_the_secrets_its_catalog_lists_and_no_other() {
+    let catalog = Catalog::parse(WITH_SECRETS, "catalog.toml").unwrap();
+    let worker =
+        TestWorker::with_secrets(&catalog, Jobs::new().add("rusty", rusty), vault()).unwrap();
+    for (job, key) in [("export", "e:1"), ("rusty", "r:1"), ("missing", "m:1")] {
+        worker.send(&run(job, key));
+    }
+    worker.run_until_idle().await;
+    // A command gets each in its environment under its name.
+    let export = worker.record("e:1").unwrap();
+    assert_eq!(export.status, Status::Done);
+    assert!(
+        export
+            .result
+            .unwrap()
+            .contains("postgres://db.internal/app 6"),
+        "the command saw both"
+    );
+    // A Rust job reads its own by name; another name is refused for good.
+    let rusty = worker.record("r:1").unwrap();
+    assert_eq!(rusty.status, Status::Failed);
+    let error = rusty.last_error.unwrap();
+    assert!(
+        error.contains("`NOT_LISTED` is not among job rusty's secrets"),
+        "{error}"
+    );
+    // A secret that cannot be read fails the run (retryably), naming it.
+    let missing = worker.record("m:1").unwrap();
+    assert_eq!(missing.status, Status::Failed);
+    let error = missing.last_error.unwrap();
+    assert!(
+        error.contains("reading secret `GONE` (ssm:/team/gone)"),
+        "{error}"
+    );
+}

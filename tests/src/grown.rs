@@ -65,6 +65,12 @@ impl Grown {
                 // A job that pauses, as teams' catalogs have (the stage's worker then holds
                 // the grant to pause); after more failures than a test makes.
                 writeln!(t, "pause_after_failures = 1000").unwrap();
+                // And reads a secret, as jobs do (the worker's grant names it).
+                writeln!(
+                    t,
+                    "secrets = {{ PARTNER_KEY = \"secretsmanager:grown/partner\" }}"
+                )
+                .unwrap();
                 writeln!(t, "[jobs.{name}.retry]\nmax_attempts = 1").unwrap();
             }
             let expression = if i % EVERY_20_MINUTES == 3 {

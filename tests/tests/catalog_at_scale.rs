@@ -124,9 +124,13 @@ async fn a_grown_catalog_renders_deploys_syncs_runs_an_hour_and_its_failing_job_
     let shipped_catalog =
         Catalog::load(&schedkit_testkit::root().join("infra/catalog.toml")).unwrap();
     // The same stack as the demo's four jobs, chains aside (a state machine and an alarm
-    // each), whatever the number of jobs.
+    // each), whatever the number of jobs; but for the grant to read secrets, one policy
+    // for all of them, which the grown catalog has (a job reads one) and the demo's not.
+    assert!(
+        template.contains("  WorkerSecretsPolicy:") && !shipped.contains("WorkerSecretsPolicy")
+    );
     assert_eq!(
-        resources(&template) - 2 * grown.chains,
+        resources(&template) - 2 * grown.chains - 1,
         resources(&shipped) - 2 * shipped_catalog.chains.len(),
         "{} jobs",
         grown.jobs

@@ -234,6 +234,12 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
     );
     let plan = sync::plan(&scheduler, &catalog, &targets).await.unwrap();
     assert!(plan.is_empty(), "a second sync would write:\n{plan}");
+    // And out of the VPC again: an update to the parameters' defaults (LocalStack keeps the
+    // function's VpcConfig when the property goes; AWS detaches it), then the stack deletes.
+    let out = deploy(&stage, &[enabled, ("OldestMessageAlarmSeconds", "900")])
+        .await
+        .unwrap();
+    assert_eq!(out.status, "UPDATE_COMPLETE");
 
     schedkit_testkit::stack::undeploy(&stage).await.unwrap();
 }

@@ -62,6 +62,10 @@ impl Processor {
             attempt,
             lost_rx,
             effects.clone(),
+        )
+        .with_secrets(
+            job.registered.secrets.clone(),
+            self.inner.registry.secret_store().cloned(),
         );
         let mut result = self
             .run_job(ctx, envelope, job, job_ctx, attempt, &keeper)

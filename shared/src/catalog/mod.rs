@@ -23,7 +23,7 @@ pub use inventory::{Catalog, Job, Target};
 pub use limits::{JobLimits, KeyedConcurrency, Limit};
 pub use model::{
     CatalogFile, ChainSpec, CommandSpec, ConcurrencySpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec,
-    LimitSpec, RetrySpec, RunsOn, ScheduleSpec, Settings, StageSpec, StepSpec,
+    LimitSpec, RetrySpec, RunsOn, SECRETS_MAX, ScheduleSpec, Settings, StageSpec, StepSpec,
 };
 
 impl Catalog {

@@ -112,6 +112,9 @@ pub struct Settings {
     pub queue_retention_days: u32,
     /// The DLQ's message retention; records must outlive it as well.
     pub dlq_retention_days: u32,
+    /// How long a secret's value is kept before it is fetched again (a rotated secret
+    /// reaches the worker within this).
+    pub secrets_max_age_seconds: u32,
 }
 
 impl Default for Settings {
@@ -121,6 +124,7 @@ impl Default for Settings {
             function_timeout_seconds: 60,
             queue_retention_days: 4,
             dlq_retention_days: 14,
+            secrets_max_age_seconds: 300,
         }
     }
 }
@@ -200,7 +204,16 @@ pub struct JobSpec {
     /// A command each run executes, instead of an implementation in Rust.
     #[serde(default)]
     pub command: Option<CommandSpec>,
+    /// Parameters and secrets the job reads, by the name it reads them under:
+    /// `{ DB_URL = "ssm:/team/db-url", API_KEY = "secretsmanager:prod/partner" }`. The
+    /// template grants the worker exactly these; a command gets each in its environment.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, String>,
 }
+
+/// The most distinct secret sources a catalog may list: each is named in the worker's
+/// policy, whose inline size is bounded (10,240 characters).
+pub const SECRETS_MAX: usize = 100;
 
 impl JobSpec {
     /// The longest one attempt may be given where it runs: the function's timeout on

@@ -10,7 +10,7 @@ use super::inventory::{Catalog, Job, Target, policy};
 use super::limits;
 use super::model::{
     CHAINS_MAX, CatalogFile, CommandSpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec, OWN_ALARMS_MAX,
-    RetrySpec, RunsOn, ScheduleSpec, Settings,
+    RetrySpec, RunsOn, SECRETS_MAX, ScheduleSpec, Settings,
 };
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::key::KeyTemplate;
@@ -207,6 +207,28 @@ fn check_settings(s: &Settings, found: &mut Findings<'_>) {
 /// jobs' own, and a state machine and an alarm per chain.
 fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
     check_resource_ids(raw, found);
+    let sources: std::collections::BTreeSet<&str> = raw
+        .jobs
+        .values()
+        .flat_map(|j| j.secrets.values().map(String::as_str))
+        .collect();
+    if sources.len() > SECRETS_MAX {
+        found.fail(
+            None,
+            "secrets",
+            format!(
+                "{} distinct secrets, at most {SECRETS_MAX}: the worker's policy names each",
+                sources.len()
+            ),
+        );
+    }
+    if !(1..=86_400).contains(&raw.settings.secrets_max_age_seconds) {
+        found.fail(
+            None,
+            "settings.secrets_max_age_seconds",
+            "must be 1-86400 (a day)".into(),
+        );
+    }
     let own: Vec<&str> = raw
         .jobs
         .iter()
@@ -321,6 +343,25 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
     check_retry(name, &spec.retry, found);
     if let Some(command) = &spec.command {
         check_command(name, spec, command, found);
+    }
+    for (secret, source) in &spec.secrets {
+        let env_name = secret
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && secret
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !env_name {
+            found.fail(
+                job,
+                "secrets",
+                format!("`{secret}` must be a name a process's environment takes (letters, digits and `_`, not first a digit)"),
+            );
+        }
+        if let Err(e) = crate::secrets::parse(source) {
+            found.fail(job, "secrets", e);
+        }
     }
     if spec.runs_on == RunsOn::Host {
         found.warn(

@@ -18,6 +18,7 @@ mod chain_resources;
 mod dashboard;
 mod resources;
 pub mod roles;
+mod secrets_policy;
 pub mod stage_alarms;
 
 use std::fmt::Write;
@@ -117,6 +118,7 @@ pub fn render(catalog: &Catalog) -> Result<Rendered, IacError> {
     {
         pause_policy(&mut r);
     }
+    secrets_policy::write(&mut r, catalog);
     chain_resources::write(&mut r, catalog);
     roles::write(&mut r, catalog);
     dashboard::write(&mut r);

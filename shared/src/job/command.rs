@@ -61,7 +61,8 @@ impl Job for CommandJob {
 }
 
 async fn run(spec: &CommandSpec, ctx: &Ctx) -> JobResult {
-    let mut child = spawn(spec, ctx)?;
+    let secrets = ctx.all_secrets().await?;
+    let mut child = spawn(spec, ctx, &secrets)?;
     let mut group = Group {
         pgid: child.id().map(|id| id as i32),
         grace: Duration::from_secs(u64::from(spec.grace_seconds)),
@@ -96,12 +97,17 @@ async fn run(spec: &CommandSpec, ctx: &Ctx) -> JobResult {
 }
 
 /// The shell and its command in a process group of its own, the run in its environment.
-fn spawn(spec: &CommandSpec, ctx: &Ctx) -> Result<tokio::process::Child, JobError> {
+fn spawn(
+    spec: &CommandSpec,
+    ctx: &Ctx,
+    secrets: &[(String, String)],
+) -> Result<tokio::process::Child, JobError> {
     let mut command = Command::new(&spec.shell);
     command
         .arg("-c")
         .arg(&spec.run)
         .envs(&spec.env)
+        .envs(secrets.iter().map(|(k, v)| (k, v)))
         .envs(environment(ctx))
         .stdin(if spec.stdin.is_some() {
             Stdio::piped()

@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::error::JobError;
 use crate::effects::Effects;
 
 /// Everything a job may know about the run it performs.
@@ -23,6 +24,20 @@ pub struct Ctx {
     lease_lost: watch::Receiver<bool>,
     effects: Effects,
     chain: Option<ChainStep>,
+    secrets: RunSecrets,
+}
+
+/// The secrets a run may read (its job's, by name) and where they are read.
+#[derive(Clone, Default)]
+struct RunSecrets {
+    names: std::sync::Arc<std::collections::BTreeMap<String, String>>,
+    store: Option<std::sync::Arc<crate::secrets::SecretStore>>,
+}
+
+impl std::fmt::Debug for RunSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names.keys()).finish()
+    }
 }
 
 /// The chain run a step belongs to, and what the steps of its earlier stages returned.
@@ -62,7 +77,49 @@ impl Ctx {
             lease_lost,
             effects,
             chain: None,
+            secrets: RunSecrets::default(),
         }
+    }
+
+    /// The same run, with the secrets its job lists and the store they are read from.
+    pub(crate) fn with_secrets(
+        mut self,
+        names: std::sync::Arc<std::collections::BTreeMap<String, String>>,
+        store: Option<std::sync::Arc<crate::secrets::SecretStore>>,
+    ) -> Self {
+        self.secrets = RunSecrets { names, store };
+        self
+    }
+
+    /// The value of the secret the catalog lists for this job as `name` (its `secrets`):
+    /// cached by the worker, fetched again after `settings.secrets_max_age_seconds`. A name
+    /// the job does not list is a permanent error (no retry lists it); a failed fetch a
+    /// retryable one.
+    pub async fn secret(&self, name: &str) -> Result<String, JobError> {
+        let Some(source) = self.secrets.names.get(name) else {
+            return Err(JobError::permanent(format!(
+                "`{name}` is not among job {}'s secrets (the catalog's `secrets` of the job lists what it may read)",
+                self.job
+            )));
+        };
+        let Some(store) = &self.secrets.store else {
+            return Err(JobError::permanent(format!(
+                "secret `{name}`: this worker reads no secrets (`worker::run` gives it the AWS store; `Registry::with_secrets`)"
+            )));
+        };
+        store
+            .get(source)
+            .await
+            .map_err(|e| JobError::retryable(format!("reading secret `{name}` ({source}): {e}")))
+    }
+
+    /// Every secret the job lists, by name, read: a command's environment.
+    pub(crate) async fn all_secrets(&self) -> Result<Vec<(String, String)>, JobError> {
+        let mut out = Vec::with_capacity(self.secrets.names.len());
+        for name in self.secrets.names.keys() {
+            out.push((name.clone(), self.secret(name).await?));
+        }
+        Ok(out)
     }
 
     /// The same run, as a step of a chain run.

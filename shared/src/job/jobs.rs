@@ -93,6 +93,7 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
                     RegisteredJob {
                         job: run,
                         policy: job.policy.clone(),
+                        secrets: Arc::new(job.spec.secrets.clone()),
                     },
                 );
                 continue;
@@ -113,6 +114,7 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
                 RegisteredJob {
                     job: run,
                     policy: job.policy.clone(),
+                    secrets: Arc::new(job.spec.secrets.clone()),
                 },
             );
         }
@@ -132,7 +134,14 @@ impl<S: Clone + Send + Sync + 'static> Jobs<S> {
         let mut registry = Registry::default();
         for (name, job) in self.jobs {
             let policy = policy(&name);
-            registry.insert(name, RegisteredJob { job, policy });
+            registry.insert(
+                name,
+                RegisteredJob {
+                    job,
+                    policy,
+                    secrets: Arc::default(),
+                },
+            );
         }
         registry
     }

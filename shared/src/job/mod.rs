@@ -130,15 +130,34 @@ pub struct RegisteredJob {
     pub job: Arc<dyn Job>,
     /// How the framework runs it: retries, lease, heartbeats, timeout, key.
     pub policy: JobPolicy,
+    /// The secrets it may read, by name (the catalog's `secrets`).
+    pub secrets: Arc<BTreeMap<String, String>>,
 }
 
 /// Job name → implementation and policy. Built once at start-up, shared by all messages.
 #[derive(Clone, Default)]
 pub struct Registry {
     jobs: BTreeMap<String, RegisteredJob>,
+    secrets: Option<Arc<crate::secrets::SecretStore>>,
 }
 
 impl Registry {
+    /// Where its jobs' secrets are read (`worker::run` gives the AWS one; a test its own).
+    pub fn with_secrets(mut self, store: Arc<crate::secrets::SecretStore>) -> Self {
+        self.secrets = Some(store);
+        self
+    }
+
+    /// The store its jobs read secrets from, if any.
+    pub(crate) fn secret_store(&self) -> Option<&Arc<crate::secrets::SecretStore>> {
+        self.secrets.as_ref()
+    }
+
+    /// Whether a job of it lists a secret.
+    pub fn reads_secrets(&self) -> bool {
+        self.jobs.values().any(|j| !j.secrets.is_empty())
+    }
+
     /// Adds (or replaces) a job: [`Jobs`] builds registries.
     pub(crate) fn insert(&mut self, name: String, job: RegisteredJob) {
         self.jobs.insert(name, job);

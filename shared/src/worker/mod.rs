@@ -131,10 +131,18 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
         settings: &settings,
         catalog: &catalog,
     });
-    let registry = match jobs.bind(&catalog) {
+    let mut registry = match jobs.bind(&catalog) {
         Ok(r) => r,
         Err(e) => return refuse(&e),
     };
+    if registry.reads_secrets() {
+        let max_age = u64::from(catalog.settings.secrets_max_age_seconds);
+        let store = crate::secrets::SecretStore::new(
+            crate::secrets::AwsSource::new(&sdk),
+            std::time::Duration::from_secs(max_age),
+        );
+        registry = registry.with_secrets(std::sync::Arc::new(store));
+    }
     let auto_pause = auto_pause(&sdk, &settings, &catalog);
     let processor = Processor::new(
         DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table),
