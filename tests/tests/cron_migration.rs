@@ -103,5 +103,9 @@ async fn imported_cron_jobs_run_as_commands_on_a_polling_worker_and_a_failure_is
         .clone()
         .unwrap();
     assert!(error.starts_with("exited with code 4; output: "), "{error}");
-    assert!(error.contains("checking disk\ndisk full"), "{error}");
+    // Its stdout and stderr, each line as it came (the two streams' order is the OS's).
+    assert!(
+        error.contains("checking disk") && error.contains("disk full"),
+        "{error}"
+    );
 }

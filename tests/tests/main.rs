@@ -98,6 +98,9 @@ mod retries;
 mod sam_build;
 /// Schedule sync creates, changes and deletes schedules, and writes nothing the second time.
 mod schedule_sync;
+/// A job's secrets from SSM and Secrets Manager on LocalStack: cached, read again after
+/// their max age.
+mod secrets;
 /// The memory store answers every transition as the DynamoDB store does: the same calls
 /// on both, the same answers and records.
 mod store_contract;

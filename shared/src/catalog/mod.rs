@@ -25,6 +25,7 @@ pub use model::{
     CatalogFile, ChainSpec, CommandSpec, ConcurrencySpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec,
     LimitSpec, RetrySpec, RunsOn, SECRETS_MAX, ScheduleSpec, Settings, StageSpec, StepSpec,
 };
+pub use rules::logical_id;
 
 impl Catalog {
     /// Reads and validates a catalog file.

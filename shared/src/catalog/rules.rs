@@ -124,3 +124,17 @@ pub(super) fn name_rule(name: &str) -> String {
         "`{name}` must be 1-64 characters of letters, digits, `-`, `_` and `.` (EventBridge Scheduler's rule)"
     )
 }
+
+/// `long-report` → `LongReport`: the CloudFormation logical id of a resource named after a
+/// job or a chain (the catalog refuses two names with one id; `crate::iac` writes them).
+pub fn logical_id(name: &str) -> String {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}

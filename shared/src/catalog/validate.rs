@@ -270,13 +270,13 @@ fn check_resource_ids(raw: &CatalogFile, found: &mut Findings<'_>) {
         .map(|(name, _)| {
             (
                 format!("job `{name}`"),
-                format!("OwnFailedAlarm{}", crate::iac::logical_id(name)),
+                format!("OwnFailedAlarm{}", super::rules::logical_id(name)),
             )
         });
     let chains = raw.chains.keys().map(|name| {
         (
             format!("chain `{name}`"),
-            format!("Chain{}", crate::iac::logical_id(name)),
+            format!("Chain{}", super::rules::logical_id(name)),
         )
     });
     for (what, id) in own.chain(chains) {
@@ -421,16 +421,18 @@ fn check_command(name: &str, spec: &JobSpec, command: &CommandSpec, found: &mut 
 fn check_times(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>) {
     let job = Some(name);
     let limit = spec.timeout_limit(s);
-    let (bound, hint) = match spec.runs_on {
+    let (bound, hint, runner) = match spec.runs_on {
         RunsOn::Lambda => (
             format!("the function timeout ({limit} s, settings.function_timeout_seconds)"),
             format!(
                 "; a job that runs longer runs on the polling workers: runs_on = \"host\" (up to {HOST_TIMEOUT_MAX_SECONDS} s)"
             ),
+            "function",
         ),
         RunsOn::Host => (
             format!("a host job's limit ({limit} s)"),
             ": SQS keeps a received message at most 12 hours".to_string(),
+            "worker",
         ),
     };
     if spec.lease_seconds == 0 || spec.lease_seconds > limit {
@@ -438,7 +440,7 @@ fn check_times(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_
             job,
             "lease_seconds",
             format!(
-                "{} s is longer than {bound}; a lease must end when the worker can no longer be running",
+                "{} s is longer than {bound}; a lease must end when the {runner} can no longer be running",
                 spec.lease_seconds
             ),
         );

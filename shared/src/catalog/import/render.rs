@@ -1,7 +1,7 @@
 //! A parsed line as EventBridge's `cron()`, and the import as catalog TOML.
 
-use super::Imported;
 use super::field::{self, Field};
+use super::imported::Imported;
 use super::line::Entry;
 
 /// EventBridge's six-field `cron()` that fires exactly when cron ran the line, or why
