@@ -9,7 +9,7 @@ CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
 CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo ui chaos scale sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo ui chaos scale book sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-reverts localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -35,6 +35,10 @@ scale: build localstack-start
 	SCHEDKIT_SCALE_JOBS=$(or $(JOBS),1000) SCHEDKIT_SCALE_CHAINS=$(or $(CHAINS),100) \
 	  $(CARGO) test --locked --test integration catalog_at_scale -- --nocapture
 
+## book: the book (docs/book/) built into target/book/, every link inside it checked.
+book:
+	docs/book/build.sh
+
 ## sim: the deterministic simulation at SEEDS seeds (default 100000), release build, no LocalStack; prints the rate.
 sim:
 	SCHEDKIT_SIM_SEEDS=$(or $(SEEDS),100000) $(CARGO) test --release --locked -p schedkit --test library simulation -- --nocapture
@@ -54,7 +58,7 @@ bench:
 	  --deliveries $(or $(N),2000) --letters $(or $(LETTERS),2000) --out bench
 	bench/chart.sh
 
-## test: formatting, lints, then every test, LocalStack integration tests included (what CI runs).
+## test: formatting, lints, the book, then every test, LocalStack integration tests included (what CI runs).
 #        The pinned tools (LocalStack, DynamoDB Local, the lint, deploy and SAM CLI
 #        virtualenvs) install in the background (at low priority) while rustfmt, clippy and the build run
 #        (their log: target/install-tools.log). LocalStack is started if needed and
@@ -131,7 +135,7 @@ test-only:
 	CARGO=$(CARGO) tests/run.sh
 
 test-with-reverts:
-	CARGO=$(CARGO) tests/run.sh $(MAKE) --no-print-directory --keep-going lint-infra lint-no-default sim-reverts
+	CARGO=$(CARGO) tests/run.sh $(MAKE) --no-print-directory --keep-going lint-infra lint-no-default book sim-reverts
 
 ## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start

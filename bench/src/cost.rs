@@ -5,30 +5,8 @@
 
 use crate::wire::{Counts, TRANSACTION_ITEM};
 
-/// List prices, USD (us-east-1, x86, DynamoDB on-demand, SQS standard; no free tier).
-#[derive(Debug, Clone, Copy)]
-pub struct Prices {
-    pub lambda_gb_second: f64,
-    pub lambda_request: f64,
-    pub dynamodb_write_unit: f64,
-    pub dynamodb_read_unit: f64,
-    pub sqs_request: f64,
-}
-
-/// AWS's public list prices for us-east-1: Lambda x86 $0.0000166667 per GB-second and
-/// $0.20 per million requests; DynamoDB on-demand $0.625 per million write request units and
-/// $0.125 per million read request units (since the November 2024 cut); SQS standard
-/// $0.40 per million requests.
-pub const PRICES: Prices = Prices {
-    lambda_gb_second: 0.000_016_666_7,
-    lambda_request: 0.20 / 1e6,
-    dynamodb_write_unit: 0.625 / 1e6,
-    dynamodb_read_unit: 0.125 / 1e6,
-    sqs_request: 0.40 / 1e6,
-};
-
-/// When and where [`PRICES`] were read.
-pub const PRICES_AS_OF: &str = "AWS list prices for us-east-1 as of 2026-12-01: Lambda x86 $0.0000166667 per GB-s and $0.20 per million requests, DynamoDB on-demand $0.625 per million write units and $0.125 per million read units, SQS standard $0.40 per million requests; no free tier";
+/// The list prices are the library's, one table for the benchmark and `schedkit cost`.
+pub use schedkit::cost::{PRICES, PRICES_AS_OF, Prices};
 
 /// The smallest memory Lambda allows.
 pub const LAMBDA_MIN_MEMORY_MB: f64 = 128.0;

@@ -50,22 +50,7 @@ const REFUSED: [(usize, &str); 3] = [(28, "@reboot"), (29, "either"), (30, "both
 
 #[test]
 fn an_imported_crontab_fires_when_cron_would_and_its_untranslatable_lines_are_named() {
-    let dir = std::env::temp_dir().join(format!("schedkit-import-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let crontab = dir.join("crontab");
-    std::fs::write(&crontab, CRONTAB).unwrap();
-    let catalog = dir.join("catalog.toml");
-    let out = schedkit(&[
-        "catalog",
-        "import",
-        crontab.to_str().unwrap(),
-        "--owner",
-        "platform",
-        "--timezone",
-        "Europe/Lisbon",
-        "--out",
-        catalog.to_str().unwrap(),
-    ]);
+    let (catalog, out) = import("schedkit-import");
     assert_eq!(
         out.status.code(),
         Some(3),
@@ -129,6 +114,90 @@ fn an_imported_crontab_fires_when_cron_would_and_its_untranslatable_lines_are_na
     }
 }
 
+/// `schedkit cost` counts the imported catalog's month as cron would run it: its firings
+/// equal the crontab's over the same 30 days, counted minute by minute here; each is an
+/// EventBridge Scheduler invocation on the bill.
+#[test]
+fn the_cost_of_an_imported_crontab_counts_the_firings_cron_would_make() {
+    let (catalog, out) = import("schedkit-cost");
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let path = catalog.to_str().unwrap();
+    let from: DateTime<Utc> = "2027-01-04T00:00:00Z".parse().unwrap();
+    let cost = schedkit(&[
+        "--catalog",
+        path,
+        "--output",
+        "json",
+        "cost",
+        "--from",
+        "2027-01-04T00:00:00Z",
+        "--days",
+        "30",
+    ]);
+    assert!(cost.status.success(), "{}", stderr(&cost));
+    let estimate: Value = serde_json::from_str(&stdout(&cost)).unwrap();
+    let toml = std::fs::read_to_string(&catalog).unwrap();
+    let cron: usize = lines_of(&toml)
+        .values()
+        .map(|line| {
+            let (zone, entry) = crontab_line(*line);
+            let before = from - Duration::seconds(30);
+            cron_firings_until(&entry, zone, before, usize::MAX, from + Duration::days(30)).len()
+        })
+        .sum();
+    assert_eq!(
+        estimate["firings"].as_f64(),
+        Some(cron as f64),
+        "{estimate:#}"
+    );
+    let scheduler = estimate["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["item"] == "EventBridge Scheduler firings")
+        .unwrap();
+    // The jobs' firings and the accountant's checks, every five minutes.
+    assert_eq!(
+        scheduler["quantity"].as_f64(),
+        Some(cron as f64 + 288.0 * 30.0)
+    );
+    let total: f64 = estimate["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["usd"].as_f64().unwrap())
+        .sum();
+    assert!((estimate["total_usd"].as_f64().unwrap() - total).abs() < 1e-9);
+    assert!(
+        estimate["prices_as_of"]
+            .as_str()
+            .unwrap()
+            .contains("us-east-1")
+    );
+}
+
+/// [`CRONTAB`] imported into a catalog in a directory of its own (named after `test`):
+/// the catalog's path and what the import said.
+fn import(test: &str) -> (std::path::PathBuf, std::process::Output) {
+    let dir = std::env::temp_dir().join(format!("{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let crontab = dir.join("crontab");
+    std::fs::write(&crontab, CRONTAB).unwrap();
+    let catalog = dir.join("catalog.toml");
+    let out = schedkit(&[
+        "catalog",
+        "import",
+        crontab.to_str().unwrap(),
+        "--owner",
+        "platform",
+        "--timezone",
+        "Europe/Lisbon",
+        "--out",
+        catalog.to_str().unwrap(),
+    ]);
+    (catalog, out)
+}
+
 /// Each imported job's crontab line number, from its description.
 fn lines_of(toml: &str) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
@@ -174,6 +243,17 @@ fn crontab_line(n: usize) -> (Tz, String) {
 /// runs `times` at: minute, hour and month must match; the days match when both day
 /// fields do, or, with both restricted and neither starting with `*`, when either does.
 fn cron_firings(times: &str, zone: Tz, from: DateTime<Utc>, count: usize) -> Vec<DateTime<Utc>> {
+    cron_firings_until(times, zone, from, count, DateTime::<Utc>::MAX_UTC)
+}
+
+/// [`cron_firings`], before `until` too.
+fn cron_firings_until(
+    times: &str,
+    zone: Tz,
+    from: DateTime<Utc>,
+    count: usize,
+    until: DateTime<Utc>,
+) -> Vec<DateTime<Utc>> {
     let f: Vec<&str> = times.split(' ').collect();
     let minute = set(f[0], 0, 59);
     let hour = set(f[1], 0, 23);
@@ -188,7 +268,7 @@ fn cron_firings(times: &str, zone: Tz, from: DateTime<Utc>, count: usize) -> Vec
         + Duration::seconds(59 - i64::from(from.second()) + 1);
     t = t.with_second(0).unwrap();
     let mut out = Vec::new();
-    while out.len() < count {
+    while out.len() < count && t < until {
         let local = t.with_timezone(&zone);
         let (d, w) = (
             dom[local.day() as usize],

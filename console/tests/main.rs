@@ -11,7 +11,8 @@ mod chains;
 /// errors.
 mod cli;
 /// `catalog import` of a 30-line crontab: the catalog's next firings equal cron's,
-/// computed independently; the lines no `cron()` says exactly are named.
+/// computed independently, and so do the firings `cost` counts in a month; the lines no
+/// `cron()` says exactly are named.
 mod import;
 /// Against a deployed stage on LocalStack: every read command (table and JSON) on a seeded
 /// state; selective redrive, a redrive killed half-way, redrive-all; the audit trail.

@@ -32,6 +32,7 @@ pub mod aws;
 pub mod batch;
 pub mod catalog;
 pub mod clock;
+pub mod cost;
 pub mod dead_letter;
 pub mod effects;
 pub mod envelope;
@@ -66,3 +67,9 @@ pub use job::{
 pub use retry::RetryPolicy;
 pub use store::{DynamoStore, ExecutionRecord, Status};
 pub use telemetry::Metrics;
+
+/// The README's job, compiled by the doc tests so that the first code a reader meets stays
+/// true to the API (only in this repository: the README is outside the published crate).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeJob;

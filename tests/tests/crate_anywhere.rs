@@ -1,6 +1,7 @@
-//! A team's crate outside this workspace, taken to a deployed stage by the README's own
-//! commands: the shell block of "From a crate to a stage" is read from README.md and run
-//! as it is, in a temporary directory, with only what the README asks to be set
+//! A team's crate outside this workspace, taken to a deployed stage by the book's own
+//! commands: the shell block of "From a crate to a stage" is read from the book's
+//! "Writing jobs" chapter (docs/book/src/writing-jobs.md) and run
+//! as it is, in a temporary directory, with only what the chapter asks to be set
 //! (`SCHEDKIT_HOME`, `STAGE`, the LocalStack endpoint and credentials). It copies the
 //! starter, makes `schedkit` a path dependency, writes its template, deploys it (the deploy
 //! builds and packages the crate), fires one run of each job and runs the starter's unit
@@ -14,12 +15,15 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::{ExecutionRecord, Status};
 use schedkit_testkit::{localstack, root, unique};
 
-/// The first `sh` block after `heading` in README.md.
-fn readme_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
+/// The chapter whose commands this test runs.
+const CHAPTER: &str = "docs/book/src/writing-jobs.md";
+
+/// The first `sh` block after `heading` in [`CHAPTER`].
+fn chapter_block(heading: &str) -> String {
+    let chapter = std::fs::read_to_string(root().join(CHAPTER)).unwrap();
+    let section = chapter
         .split_once(heading)
-        .unwrap_or_else(|| panic!("README.md has no `{heading}`"))
+        .unwrap_or_else(|| panic!("{CHAPTER} has no `{heading}`"))
         .1;
     let block = section
         .split_once("```sh\n")
@@ -29,7 +33,7 @@ fn readme_block(heading: &str) -> String {
     block.to_string()
 }
 
-/// The environment the README asks for, and nothing of `cargo test`'s own (its target
+/// The environment the chapter asks for, and nothing of `cargo test`'s own (its target
 /// directory, the clippy wrapper `make test` sets): what a user's shell has.
 fn users_shell(dir: &Path, home: &Path, stage: &str) -> tokio::process::Command {
     let mut shell = tokio::process::Command::new("bash");
@@ -57,17 +61,17 @@ fn users_shell(dir: &Path, home: &Path, stage: &str) -> tokio::process::Command 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crate_outside_the_workspace_deploys_by_the_readmes_commands_and_runs_each_job_to_done() {
+async fn a_crate_outside_the_workspace_deploys_by_the_books_commands_and_runs_each_job_to_done() {
     let sdk = localstack().await;
     let home = root().canonicalize().unwrap();
     assert!(
         home.join("target/debug/schedkit").exists(),
-        "the README runs $SCHEDKIT_HOME/target/debug/schedkit: build this checkout with `make build` (not with CARGO_TARGET_DIR elsewhere)"
+        "the book runs $SCHEDKIT_HOME/target/debug/schedkit: build this checkout with `make build` (not with CARGO_TARGET_DIR elsewhere)"
     );
     let dir = std::env::temp_dir().join(unique("my-crate"));
     std::fs::create_dir_all(&dir).unwrap();
     let stage = unique("mine");
-    let block = readme_block("### From a crate to a stage");
+    let block = chapter_block("### From a crate to a stage");
     let out = users_shell(&dir, &home, &stage)
         .args(["-euo", "pipefail", "-c", &block])
         .output()
@@ -78,7 +82,7 @@ async fn a_crate_outside_the_workspace_deploys_by_the_readmes_commands_and_runs_
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "the README's commands failed\n{said}");
+    assert!(out.status.success(), "the book's commands failed\n{said}");
     assert!(
         said.contains("tests::a_duplicate_delivery_records_the_signup_once ... ok"),
         "the starter's unit tests ran\n{said}"

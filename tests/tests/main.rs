@@ -34,7 +34,7 @@ mod chains;
 /// exact accounting.
 mod chaos;
 /// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
-/// by the README's own commands, each of its jobs run to DONE. (Named to sort early: its
+/// by the book's own commands, each of its jobs run to DONE. (Named to sort early: its
 /// cold build of the crate is the longest test, and tests start in name order.)
 mod crate_anywhere;
 /// A crontab imported and its command jobs run by a polling worker: two DONE with their

@@ -18,6 +18,12 @@ pub enum CatalogCommand {
     /// The next firings of every scheduled job and chain (or one), in UTC: to compare an
     /// imported catalog with the crontab it came from.
     Next(NextArgs),
+    /// The catalog reference (Markdown): every table and field with its type, default and
+    /// meaning, from the catalog's own types. The book's reference page is this output.
+    Reference,
+    /// The catalog's JSON Schema, for an editor's completion and checks of `catalog.toml`
+    /// (Taplo / Even Better TOML: `#:schema ./catalog.schema.json` on the file's first line).
+    Schema,
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,6 +83,17 @@ struct Row {
 pub async fn run(command: &CatalogCommand, cli: &Globals) -> anyhow::Result<()> {
     match command {
         CatalogCommand::Import(a) => import(a),
+        CatalogCommand::Reference => {
+            print!("{}", schedkit::catalog::reference::markdown());
+            Ok(())
+        }
+        CatalogCommand::Schema => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schedkit::catalog::reference::schema())?
+            );
+            Ok(())
+        }
         CatalogCommand::Next(a) => {
             let catalog = load_catalog(cli)?;
             let from = a.from.unwrap_or_else(Utc::now);

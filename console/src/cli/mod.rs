@@ -4,6 +4,7 @@ mod audit_cmd;
 mod aws_args;
 mod catalog_cmd;
 pub(crate) mod chains_cmd;
+mod cost_cmd;
 pub(crate) mod dlq_cmd;
 mod engine_cmd;
 pub(crate) mod executions_cmd;
@@ -62,6 +63,9 @@ pub enum Command {
     /// Preview schedule expressions; sync EventBridge Scheduler with the catalog.
     #[command(subcommand)]
     Schedules(schedules_cmd::SchedulesCommand),
+    /// A month of the catalog on AWS at list prices: firings, requests per run, fixed
+    /// costs (alarms, the dashboard, endpoints), line by line.
+    Cost(cost_cmd::CostArgs),
     /// Run a job now or later (a one-off run with its own key unless one is given).
     Fire(fire_cmd::FireArgs),
     /// The local firing engine: fire the schedules of an endpoint that does not fire them.
@@ -134,6 +138,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Catalog(c) => catalog_cmd::run(c, &cli.globals).await,
         Command::Schedules(c) => schedules_cmd::run(c, &cli.globals).await,
         Command::Fire(a) => fire_cmd::run(a, &cli.globals).await,
+        Command::Cost(a) => cost_cmd::run(a, &cli.globals),
         Command::Engine(a) => engine_cmd::run(a, &cli.globals).await,
         Command::Iac(IacCommand::Render(a)) => iac_cmd::render(a, &cli.globals).await,
         Command::Iac(IacCommand::Init(a)) => iac_cmd::init(a, &cli.globals),

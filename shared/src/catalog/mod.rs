@@ -12,6 +12,8 @@ pub mod import;
 mod inventory;
 mod limits;
 pub mod model;
+#[cfg(feature = "schema")]
+pub mod reference;
 mod rules;
 mod validate;
 

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 /// The whole catalog.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CatalogFile {
     /// Defaults apply when `[settings]` is omitted.
@@ -27,6 +28,7 @@ pub struct CatalogFile {
 
 /// A limit that every job naming it shares: runs at once, starts per window, or both.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LimitSpec {
     /// Runs of all its jobs at once.
@@ -39,6 +41,7 @@ pub struct LimitSpec {
 
 /// A job's own concurrency: runs at once, per key when `key` is given.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ConcurrencySpec {
     /// Runs at once (per key).
@@ -51,6 +54,7 @@ pub struct ConcurrencySpec {
 /// A chain: stages run one after another, each one step or a parallel group of steps; a
 /// step runs a queue job of the catalog through the worker.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ChainSpec {
     /// What the chain does.
@@ -77,6 +81,7 @@ pub struct ChainSpec {
 
 /// One stage as written: `"step"` or `["step-a", "step-b"]`.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(
     untagged,
     expecting = "must be a step name, or a list of step names run side by side"
@@ -90,6 +95,7 @@ pub enum StageSpec {
 
 /// What one step of a chain runs.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {
     /// The queue job it runs (default: the job named like the step).
@@ -102,6 +108,7 @@ pub struct StepSpec {
 
 /// Settings shared by every job.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     /// The EventBridge Scheduler schedule group the catalog owns.
@@ -131,6 +138,7 @@ impl Default for Settings {
 
 /// One job.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// What the job does, for people reading the catalog and the console.
@@ -153,7 +161,9 @@ pub struct JobSpec {
     /// Default: a quarter of the lease.
     #[serde(default)]
     pub heartbeat_seconds: Option<u32>,
-    /// An attempt running longer fails (retryably). Default: no limit but the function's.
+    /// An attempt running longer fails (retryably); its process group, for a command, is
+    /// ended. Omitted: the most where it runs (the function's timeout on Lambda,
+    /// [`HOST_TIMEOUT_MAX_SECONDS`] on a host).
     #[serde(default)]
     pub timeout_seconds: Option<u32>,
     /// Default: queue + DLQ retention + 3 days.
@@ -234,6 +244,7 @@ impl JobSpec {
 
 /// Where a job's runs go.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum RunsOn {
     /// The worker function (its SQS event source), bounded by its timeout (15 minutes at
@@ -263,6 +274,7 @@ pub const HOST_TIMEOUT_MAX_SECONDS: u32 = 12 * 3600 - 300;
 /// A run that is a process: the command line, run by a shell as cron runs it, in a process
 /// group of its own that the attempt's end (timeout, lost lease, shutdown) terminates.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommandSpec {
     /// The command line, given to `shell -c`.
@@ -316,6 +328,7 @@ fn default_lease() -> u32 {
 
 /// The job's retry policy (the worker's, not the scheduler's delivery retries).
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrySpec {
     /// Attempts in one round, the first included; a redrive starts a fresh round.
@@ -342,6 +355,7 @@ impl Default for RetrySpec {
 
 /// When the job runs: an EventBridge Scheduler schedule.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleSpec {
     /// `cron(...)`, `rate(...)` or `at(...)`.
@@ -354,9 +368,11 @@ pub struct ScheduleSpec {
     pub flexible_window_minutes: u32,
     /// RFC 3339, as a TOML date-time (`2030-01-01T00:00:00Z`) or a string.
     #[serde(default, deserialize_with = "instant")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub start: Option<DateTime<Utc>>,
     /// RFC 3339, like `start`: nothing fires at or after it.
     #[serde(default, deserialize_with = "instant")]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub end: Option<DateTime<Utc>>,
     /// False keeps the schedule but syncs it DISABLED: it does not fire.
     #[serde(default = "default_enabled")]

@@ -275,11 +275,11 @@ pub fn refusal_hint(message: &str, stage: Option<&str>) -> Option<String> {
     let stage = stage.unwrap_or("<stage>");
     Some(match granted_by(&action) {
         Some(role) => format!(
-            "AWS refused {action}{on}: the managed policy `{}` grants it on stage `{stage}`'s resources; attach it to your role or user (README: Roles)",
+            "AWS refused {action}{on}: the managed policy `{}` grants it on stage `{stage}`'s resources; attach it to your role or user (the book: Operating a stage, Roles)",
             role.policy_name(stage)
         ),
         None => format!(
-            "AWS refused {action}{on}, which neither of the stage's policies grants: the command needs more than the console's permissions (README: Roles)"
+            "AWS refused {action}{on}, which neither of the stage's policies grants: the command needs more than the console's permissions (the book: Operating a stage, Roles)"
         ),
     })
 }

@@ -84,6 +84,7 @@ pub struct JobPolicy {
 /// the worker with conditional writes on a per-job slot (`crate::store::slot_key`). A chain's
 /// steps never go through it: the catalog refuses it on a job that is a chain's step.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
     /// Runs side by side (no slot, no extra request).
