@@ -14,7 +14,7 @@ use aws_sdk_sqs::types::{
 };
 use schedkit::Envelope;
 use schedkit::aws::SdkConfig;
-use schedkit::ops::dlq::{Selection, redrive_selected};
+use schedkit::ops::dlq::{Destinations, Selection, redrive_selected};
 use schedkit_testkit::Stack;
 
 use crate::throughput::invoice;
@@ -155,9 +155,15 @@ async fn redrive_once(
                 jobs: vec![JOB.into()],
                 ..Selection::default()
             };
-            redrive_selected(sdk, &stack.dlq_url, &stack.queue_url, &selection, |_| {})
-                .await?
-                .done
+            redrive_selected(
+                sdk,
+                &stack.dlq_url,
+                &Destinations::one(&stack.queue_url),
+                &selection,
+                |_| {},
+            )
+            .await?
+            .done
         }
         Redriver::OneByOne => one_by_one(&aws_sdk_sqs::Client::new(sdk), stack).await?,
     };

@@ -36,6 +36,7 @@ pub(crate) async fn schedules(
     let scheduler = aws_sdk_scheduler::Client::new(sdk);
     let targets = SyncTargets {
         queue_arn: queue_arn.into(),
+        host_queue_arn: None,
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
     };
@@ -355,6 +356,7 @@ expression = "cron(30 * * * ? *)"
         &catalog,
         &SyncTargets {
             queue_arn: missing_queue.into(),
+            host_queue_arn: None,
             role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
             dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
         },

@@ -62,6 +62,9 @@ mod firing_engine_real_time;
 /// two jobs share, a permit back from a SIGKILLed worker within its lease and 5 s, a rate's
 /// minute, and a chain's parallel stage on a limited job.
 mod flow_control;
+/// Host jobs on the stage's host jobs queue: scheduled, fired and redriven there, never to
+/// the function's queue; a poller of that queue runs them, a failure's letter goes back.
+mod host_queue;
 /// The SAM template deploys, redeploys as a no-op, updates, and runs an envelope to DONE.
 mod infrastructure;
 /// Rust Lambdas inside LocalStack without Docker: Invoke, logs, errors, timeouts,

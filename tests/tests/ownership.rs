@@ -370,7 +370,7 @@ async fn a_failed_run_runs_again_only_from_its_dead_letter() {
     let redriven = schedkit::ops::dlq::redrive_selected(
         &sdk,
         &stack.dlq_url,
-        &stack.queue_url,
+        &schedkit::ops::dlq::Destinations::one(&stack.queue_url),
         &schedkit::ops::dlq::Selection::default(),
         |_| {},
     )

@@ -282,7 +282,10 @@ pub(crate) async fn redrive(a: &SelectArgs, cli: &Globals) -> anyhow::Result<Act
         json!({"stage": target.stage, "dlq": target.dlq_url, "selection": a.describe()}),
     )
     .await?;
-    if selection.is_everything() {
+    // Each letter goes back to the queue it came from: the host jobs' letters to theirs.
+    let to = destinations(&target, cli);
+    // A message move task sends every letter to one queue: not when some are host jobs'.
+    if selection.is_everything() && to.host_jobs.is_empty() {
         let mut progress = Progress::new("moving dead letters", None);
         let mut moved = 0;
         let done = dlq::redrive_all(&sdk, &target.dlq_arn, &target.queue_arn, |p| {
@@ -303,7 +306,7 @@ pub(crate) async fn redrive(a: &SelectArgs, cli: &Globals) -> anyhow::Result<Act
         });
     }
     let mut progress = Progress::new("redriving", None);
-    let done = dlq::redrive_selected(&sdk, &target.dlq_url, &target.queue_url, &selection, |n| {
+    let done = dlq::redrive_selected(&sdk, &target.dlq_url, &to, &selection, |n| {
         progress.set(n as u64, None)
     })
     .await;
@@ -354,4 +357,23 @@ pub(crate) async fn purge(a: &SelectArgs, cli: &Globals) -> anyhow::Result<Acted
         ),
         details: json!({"selection": a.describe(), "deleted": done.done, "skipped": done.skipped}),
     })
+}
+
+/// Where a redrive sends each letter: the stage's two queues, and the catalog's host jobs
+/// (none when the catalog cannot be read: their letters still name their source queue).
+fn destinations(target: &schedkit::ops::stage::Stage, cli: &Globals) -> dlq::Destinations {
+    let host_jobs = match (&target.host_queue_url, super::globals::load_catalog(cli)) {
+        (Some(_), Ok(catalog)) => catalog
+            .jobs
+            .values()
+            .filter(|j| j.spec.runs_on == schedkit::catalog::RunsOn::Host)
+            .map(|j| j.name.clone())
+            .collect(),
+        _ => Default::default(),
+    };
+    dlq::Destinations {
+        jobs: target.queue_url.clone(),
+        host: target.host_queue_url.clone(),
+        host_jobs,
+    }
 }

@@ -4,6 +4,7 @@
 use anyhow::Context;
 use chrono::{SecondsFormat, Utc};
 use clap::Args;
+use schedkit::catalog::RunsOn;
 use schedkit::ops::executions::Records;
 use schedkit::ops::{audit, stage};
 use schedkit::trigger::one_off::{self, Enqueued, OneOffTarget};
@@ -77,14 +78,15 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
     let catalog = load_catalog(cli)?;
     // A job, or a chain: a chain's run is its trigger on the jobs queue, which the worker
     // turns into one execution named after the key.
-    let (name, default_payload, template) = match catalog.chain(&a.job) {
-        Some(chain) => (chain.name.clone(), chain.payload(), None),
+    let (name, default_payload, template, runs_on) = match catalog.chain(&a.job) {
+        Some(chain) => (chain.name.clone(), chain.payload(), None, RunsOn::Lambda),
         None => {
             let job = super::globals::catalog_job(&catalog, &a.job)?;
             (
                 job.name.clone(),
                 job.payload(),
                 job.policy.key_template.clone(),
+                job.spec.runs_on,
             )
         }
     };
@@ -148,7 +150,13 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
         (None, None, false) => String::new(),
         (None, None, true) => return Err(UsageError(format!("a run more than 15 minutes ahead becomes a one-time schedule, and schedule group {group} names no scheduler role (deploy the stage, or give --role-arn)")).into()),
     };
-    let queue_url = cli.target.queue_url(&sdk).await?;
+    // A host job's runs go to the host jobs queue, which the function does not read.
+    let queue_url = cli
+        .target
+        .stage_ref()
+        .queue_url_of(&sdk, runs_on)
+        .await
+        .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
     let queue_arn = stage::queue_arn(&sdk, &queue_url).await?;
     let target = OneOffTarget {
         queue_url: queue_url.clone(),

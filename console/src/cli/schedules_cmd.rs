@@ -71,6 +71,10 @@ pub struct SyncArgs {
     /// schedule group with).
     #[arg(long, env = "SCHEDKIT_QUEUE_ARN", requires = "role_arn")]
     pub queue_arn: Option<String>,
+    /// The host jobs queue, where host jobs' schedules send (with --queue-arn; without it,
+    /// a sync refuses host jobs).
+    #[arg(long, env = "SCHEDKIT_HOST_QUEUE_ARN", requires = "queue_arn")]
+    pub host_queue_arn: Option<String>,
     /// The role EventBridge Scheduler assumes to send (default: the stack's, likewise).
     #[arg(long, env = "SCHEDKIT_SCHEDULER_ROLE_ARN", requires = "queue_arn")]
     pub role_arn: Option<String>,
@@ -229,7 +233,7 @@ async fn backfill(a: &BackfillArgs, cli: &Globals) -> anyhow::Result<()> {
         )?;
     }
     let sdk = cli.aws.sdk_config().await;
-    let queue_url = cli.target.queue_url(&sdk).await?;
+    let queue_url = cli.target.queue_url_of(&sdk, job).await?;
     let audited = audit::begin(
         &sdk,
         "schedules backfill",
@@ -267,6 +271,7 @@ async fn targets(a: &SyncArgs, client: &sync::Client, group: &str) -> anyhow::Re
     let mut targets = match (&a.queue_arn, &a.role_arn) {
         (Some(queue_arn), Some(role_arn)) => SyncTargets {
             queue_arn: queue_arn.clone(),
+            host_queue_arn: a.host_queue_arn.clone(),
             role_arn: role_arn.clone(),
             dead_letter_arn: None,
         },

@@ -15,6 +15,9 @@ pub struct TargetArgs {
     /// The jobs queue (default: the stage's).
     #[arg(long, global = true, env = "SCHEDKIT_QUEUE_URL")]
     pub queue_url: Option<String>,
+    /// The host jobs queue, where runs of `runs_on = "host"` jobs go (default: the stage's).
+    #[arg(long, global = true, env = "SCHEDKIT_HOST_QUEUE_URL")]
+    pub host_queue_url: Option<String>,
     /// The dead-letter queue (default: the stage's).
     #[arg(long, global = true, env = "SCHEDKIT_DLQ_URL")]
     pub dlq_url: Option<String>,
@@ -34,6 +37,7 @@ impl TargetArgs {
         StageRef {
             stage: self.stage.clone(),
             queue_url: self.queue_url.clone(),
+            host_queue_url: self.host_queue_url.clone(),
             dlq_url: self.dlq_url.clone(),
             table: self.table.clone(),
         }
@@ -44,6 +48,18 @@ impl TargetArgs {
     pub async fn queue_url(&self, sdk: &SdkConfig) -> anyhow::Result<String> {
         self.stage_ref()
             .queue_url(sdk)
+            .await
+            .map_err(|e| usage_if_not_found(e, self))
+    }
+
+    /// The URL of the queue `job`'s runs go to (the host jobs queue for a host job).
+    pub async fn queue_url_of(
+        &self,
+        sdk: &SdkConfig,
+        job: &schedkit::catalog::Job,
+    ) -> anyhow::Result<String> {
+        self.stage_ref()
+            .queue_url_of(sdk, job.spec.runs_on)
             .await
             .map_err(|e| usage_if_not_found(e, self))
     }

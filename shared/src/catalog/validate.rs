@@ -363,13 +363,6 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
             found.fail(job, "secrets", e);
         }
     }
-    if spec.runs_on == RunsOn::Host {
-        found.warn(
-            job,
-            "runs_on",
-            "`host`: the stage's own queue for host jobs is not there yet, so its runs go to the jobs queue the function reads too; serve a stage with host jobs by polling workers alone (the function would end a run at its timeout)".into(),
-        );
-    }
 }
 
 /// A command job's command: something to run, exit codes a process can return, and no

@@ -116,7 +116,7 @@ fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
             "Type": "Task",
             "Resource": "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken",
             "Parameters": {
-                "QueueUrl": "${JobsQueueUrl}",
+                "QueueUrl": queue_of(catalog, step),
                 "MessageBody": step_message(chain, step),
             },
             "HeartbeatSeconds": heartbeat,
@@ -152,6 +152,14 @@ fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
         }),
     );
     json!({ "StartAt": step.name, "States": states })
+}
+
+/// The queue a step's message goes to: its job's (the host jobs queue for a host job).
+fn queue_of(catalog: &Catalog, step: &Step) -> &'static str {
+    match catalog.jobs.get(&step.job).map(|j| j.spec.runs_on) {
+        Some(crate::catalog::RunsOn::Host) => "${HostJobsQueueUrl}",
+        _ => "${JobsQueueUrl}",
+    }
 }
 
 /// The choice "some branch of the stage failed: pause", on the stage's results at
@@ -377,6 +385,33 @@ job = "close-books"
             "done"
         );
         assert_eq!(states["done"]["End"], true);
+    }
+
+    #[test]
+    fn a_host_jobs_step_goes_to_the_host_jobs_queue_and_the_chains_outcome_to_the_jobs_queue() {
+        let text = CATALOG.replace(
+            "[jobs.issue-invoices]\n",
+            "[jobs.issue-invoices]\nruns_on = \"host\"\n",
+        );
+        assert_ne!(text, CATALOG, "the catalog has an issue-invoices job");
+        let catalog = Catalog::parse(&text, "infra/catalog.toml").unwrap();
+        let d = definition(&catalog, catalog.chain("month-end").unwrap());
+        let stage = &d["States"]["stage-2"]["Branches"];
+        let queue_of = |step: &str| {
+            stage
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|b| b["States"].get(step))
+                .map(|t| t["Parameters"]["QueueUrl"].clone())
+                .unwrap()
+        };
+        assert_eq!(queue_of("invoices"), "${HostJobsQueueUrl}");
+        assert_eq!(queue_of("ledger"), "${JobsQueueUrl}");
+        assert_eq!(
+            d["States"]["done"]["Parameters"]["QueueUrl"],
+            "${JobsQueueUrl}"
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ fn state_machine(r: &mut String, chain: &Chain) {
     writeln!(r, "      DefinitionUri: {}", definition_file(&chain.name)).unwrap();
     writeln!(r, "      DefinitionSubstitutions:").unwrap();
     writeln!(r, "        JobsQueueUrl: !Ref JobsQueue").unwrap();
+    writeln!(r, "        HostJobsQueueUrl: !Ref HostJobsQueue").unwrap();
     writeln!(r, "        Partition: !Ref AWS::Partition").unwrap();
     writeln!(r, "      Role: !GetAtt ChainRole.Arn").unwrap();
     writeln!(r, "      Logging:").unwrap();

@@ -55,7 +55,7 @@ pub enum On {
     Table,
     /// The executions table's indexes (`by-job`, `open-by-status`, `by-shard`).
     TableIndexes,
-    /// The jobs queue.
+    /// The jobs queues: the function's, and the host jobs' (`runs_on = "host"`).
     JobsQueue,
     /// The jobs' dead-letter queue.
     DeadLetterQueue,
@@ -392,7 +392,10 @@ fn arns(catalog: &Catalog, on: On) -> Vec<String> {
     match on {
         On::Table => vec!["!GetAtt ExecutionsTable.Arn".into()],
         On::TableIndexes => vec!["!Sub \"${ExecutionsTable.Arn}/index/*\"".into()],
-        On::JobsQueue => vec!["!GetAtt JobsQueue.Arn".into()],
+        On::JobsQueue => vec![
+            "!GetAtt JobsQueue.Arn".into(),
+            "!GetAtt HostJobsQueue.Arn".into(),
+        ],
         On::DeadLetterQueue => vec!["!GetAtt JobsDeadLetterQueue.Arn".into()],
         On::ScheduleGroups => vec![
             "!GetAtt ScheduleGroup.Arn".into(),

@@ -244,13 +244,58 @@ const LANES: usize = 8;
 /// The most a `SendMessageBatch` may carry, all bodies together.
 const BATCH_BYTES: usize = 256 * 1024;
 
-/// Sends the selected dead letters back to `queue_url`, ten to a `SendMessageBatch`, then
-/// deletes the sent ones with one `DeleteMessageBatch`; several batches at once.
-/// `progress(done_so_far)` is called after each batch.
+/// Where a redrive sends letters back: the queue each came from, of the stage's two.
+#[derive(Debug, Clone)]
+pub struct Destinations {
+    /// The jobs queue: every letter but the host jobs queue's.
+    pub jobs: String,
+    /// The host jobs queue, for the letters that name it as their source or are of a
+    /// host job.
+    pub host: Option<String>,
+    /// The catalog's host jobs (`runs_on = "host"`): their letters go to the host jobs
+    /// queue even without a source (SQS's own redrive policy moved them, after a host
+    /// worker died).
+    pub host_jobs: std::collections::BTreeSet<String>,
+}
+
+impl Destinations {
+    /// One queue for every letter.
+    pub fn one(queue_url: &str) -> Destinations {
+        Destinations {
+            jobs: queue_url.to_string(),
+            host: None,
+            host_jobs: Default::default(),
+        }
+    }
+
+    /// The queue `letter` goes back to: the host jobs queue when it came from there (as the
+    /// worker recorded on it) or is a host job's, else the jobs queue. A letter naming any
+    /// other queue goes to the jobs queue, never to a queue a message chose.
+    pub fn of(&self, letter: &HeldLetter) -> &str {
+        let Some(host) = &self.host else {
+            return &self.jobs;
+        };
+        let from_host = letter.letter.source_queue.as_deref() == Some(host.as_str());
+        let host_job = letter
+            .letter
+            .job
+            .as_ref()
+            .is_some_and(|j| self.host_jobs.contains(j));
+        if from_host || host_job {
+            host
+        } else {
+            &self.jobs
+        }
+    }
+}
+
+/// Sends the selected dead letters back to the queue each came from ([`Destinations`]),
+/// ten to a `SendMessageBatch`, then deletes the sent ones with one `DeleteMessageBatch`;
+/// several batches at once. `progress(done_so_far)` is called after each batch.
 pub async fn redrive_selected(
     sdk: &SdkConfig,
     dlq_url: &str,
-    queue_url: &str,
+    to: &Destinations,
     selection: &Selection,
     mut progress: impl FnMut(usize),
 ) -> Result<Handled, OpsError> {
@@ -259,10 +304,28 @@ pub async fn redrive_selected(
         sqs,
         dlq_url,
         selection,
-        |letters| send_back(sqs, queue_url, letters),
+        |letters| send_back_each(sqs, to, letters),
         &mut progress,
     )
     .await
+}
+
+/// [`send_back`], each letter to its own queue.
+async fn send_back_each(
+    sqs: &Client,
+    to: &Destinations,
+    letters: Vec<HeldLetter>,
+) -> (Vec<HeldLetter>, Option<OpsError>) {
+    let (host, jobs): (Vec<_>, Vec<_>) = letters
+        .into_iter()
+        .partition(|l| to.host.is_some() && to.of(l) != to.jobs);
+    let (mut sent, mut failed) = send_back(sqs, &to.jobs, jobs).await;
+    if let Some(host_url) = to.host.as_deref().filter(|_| !host.is_empty()) {
+        let (more, error) = send_back(sqs, host_url, host).await;
+        sent.extend(more);
+        failed = failed.or(error);
+    }
+    (sent, failed)
 }
 
 /// Deletes the selected dead letters, ten to a `DeleteMessageBatch`.
@@ -632,6 +695,41 @@ mod tests {
             dead_lettered_at: Utc::now() - chrono::Duration::seconds(age_s),
             attributes: HashMap::new(),
         }
+    }
+
+    #[test]
+    fn a_letter_goes_back_to_the_host_queue_when_it_came_from_there_or_is_a_host_jobs() {
+        let to = Destinations {
+            jobs: "https://sqs/jobs".into(),
+            host: Some("https://sqs/host-jobs".into()),
+            host_jobs: ["nightly-etl".to_string()].into(),
+        };
+        let from = |job: &str, source: Option<&str>| {
+            let mut l = letter(job, "permanent-error", 1);
+            l.letter.source_queue = source.map(str::to_string);
+            l
+        };
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/host-jobs"))),
+            "https://sqs/host-jobs"
+        );
+        // SQS's own redrive policy moved it (no source): its job says where it runs.
+        assert_eq!(to.of(&from("nightly-etl", None)), "https://sqs/host-jobs");
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/jobs"))),
+            "https://sqs/jobs"
+        );
+        // A source no queue of the stage has is not followed.
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/elsewhere"))),
+            "https://sqs/jobs"
+        );
+        // A stage without a host jobs queue has one destination.
+        let without = Destinations::one("https://sqs/jobs");
+        assert_eq!(
+            without.of(&from("nightly-etl", Some("https://sqs/host-jobs"))),
+            "https://sqs/jobs"
+        );
     }
 
     #[test]

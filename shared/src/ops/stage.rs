@@ -14,6 +14,9 @@ pub struct StageRef {
     pub stage: Option<String>,
     /// The jobs queue's URL; None looks up `schedkit-<stage>-jobs`.
     pub queue_url: Option<String>,
+    /// The host jobs queue's URL; None looks up `schedkit-<stage>-host-jobs` (never the
+    /// jobs queue: a host job's run there would be ended at the function's timeout).
+    pub host_queue_url: Option<String>,
     /// The DLQ's URL; None looks up `schedkit-<stage>-dlq`.
     pub dlq_url: Option<String>,
     /// The executions table; None means `schedkit-<stage>-executions`.
@@ -29,6 +32,9 @@ pub struct Stage {
     pub queue_url: String,
     /// ARN of the jobs queue, the destination of a move-task redrive.
     pub queue_arn: String,
+    /// URL of the host jobs queue (`runs_on = "host"`); None for a stage deployed before
+    /// it had one.
+    pub host_queue_url: Option<String>,
     /// URL of the dead-letter queue.
     pub dlq_url: String,
     /// ARN of the dead-letter queue, the source of a move-task redrive.
@@ -73,12 +79,38 @@ impl StageRef {
         self.url_of(sdk, &self.queue_url, "jobs").await
     }
 
+    /// The URL of the queue a job's runs go to: the host jobs queue for
+    /// `runs_on = "host"`, else the jobs queue.
+    pub async fn queue_url_of(
+        &self,
+        sdk: &SdkConfig,
+        runs_on: crate::catalog::RunsOn,
+    ) -> Result<String, OpsError> {
+        match runs_on {
+            crate::catalog::RunsOn::Lambda => self.queue_url(sdk).await,
+            crate::catalog::RunsOn::Host => self.host_queue_url(sdk).await,
+        }
+    }
+
+    /// The host jobs queue's URL: given, else looked up by the stage's name.
+    pub async fn host_queue_url(&self, sdk: &SdkConfig) -> Result<String, OpsError> {
+        self.url_of(sdk, &self.host_queue_url, "host-jobs").await
+    }
+
     /// Finds every resource of the stage; a queue that does not exist is
-    /// [`OpsError::NotFound`].
+    /// [`OpsError::NotFound`]. The host jobs queue is not looked up: given, or named as the
+    /// template names it beside the jobs queue (a stage deployed before it had one has
+    /// none, and only a host job's letter is ever sent there).
     pub async fn resolve(&self, sdk: &SdkConfig) -> Result<Stage, OpsError> {
         let queue_url = self.queue_url(sdk).await?;
         let dlq_url = self.url_of(sdk, &self.dlq_url, "dlq").await?;
+        let host_queue_url = self.host_queue_url.clone().or_else(|| {
+            queue_url
+                .strip_suffix("-jobs")
+                .map(|base| format!("{base}-host-jobs"))
+        });
         Ok(Stage {
+            host_queue_url,
             queue_arn: queue_arn(sdk, &queue_url).await?,
             dlq_arn: queue_arn(sdk, &dlq_url).await?,
             table: self.table(),

@@ -21,6 +21,9 @@ pub enum TriggerError {
     /// The SDK refused to build the request (a required field is empty).
     #[error("{0}")]
     Request(String),
+    /// The catalog asks for what the stage cannot do (a host job, and no host queue).
+    #[error("{0}")]
+    Unroutable(String),
 }
 
 impl From<aws_sdk_scheduler::error::BuildError> for TriggerError {

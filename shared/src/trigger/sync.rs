@@ -40,11 +40,31 @@ use aws_sdk_scheduler::types::{
 pub struct SyncTargets {
     /// The worker's jobs queue.
     pub queue_arn: String,
+    /// The host jobs' queue (`runs_on = "host"`); None for a stack made before it had one,
+    /// whose host jobs a sync refuses to send anywhere else.
+    pub host_queue_arn: Option<String>,
     /// The role EventBridge Scheduler assumes to send (it may only send to the queue and
     /// the schedule DLQ).
     pub role_arn: String,
     /// Where the scheduler puts firings it could not deliver.
     pub dead_letter_arn: Option<String>,
+}
+
+impl SyncTargets {
+    /// The queue a job's runs go to: the host jobs' queue for `runs_on = "host"`, else the
+    /// jobs queue. A host job of a stage without the host queue is refused: the function
+    /// would end its runs at its timeout.
+    pub fn queue_of(&self, job: &Job) -> Result<&str, TriggerError> {
+        match (job.spec.runs_on, &self.host_queue_arn) {
+            (crate::catalog::RunsOn::Lambda, _) => Ok(&self.queue_arn),
+            (crate::catalog::RunsOn::Host, Some(host)) => Ok(host),
+            (crate::catalog::RunsOn::Host, None) => Err(TriggerError::Unroutable(format!(
+                "job `{}` runs on a host, but the stage has no host jobs queue (its schedule group has no `{}` tag): deploy the template of this version first",
+                job.name,
+                tags::HOST_JOBS_QUEUE
+            ))),
+        }
+    }
 }
 
 /// A schedule's settings, in the form both sides are compared in.
@@ -90,14 +110,16 @@ impl ScheduleConfig {
         else {
             return Ok(None);
         };
-        Ok(Some(ScheduleConfig::of(
+        let mut config = ScheduleConfig::of(
             &job.name,
             description(&job.spec.owner, job.spec.description.as_deref()),
             &job.payload(),
             (spec, schedule),
             targets,
             now,
-        )))
+        );
+        config.target_arn = targets.queue_of(job)?.to_string();
+        Ok(Some(config))
     }
 
     /// What the catalog wants for a scheduled chain: its firings go to the jobs queue as
@@ -338,6 +360,8 @@ pub mod tags {
     pub const OWNER: &str = "schedkit:owner";
     /// The jobs queue's ARN.
     pub(crate) const JOBS_QUEUE: &str = "schedkit:jobs-queue";
+    /// The host jobs queue's ARN.
+    pub(crate) const HOST_JOBS_QUEUE: &str = "schedkit:host-jobs-queue";
     /// The role the scheduler assumes.
     pub const SCHEDULER_ROLE: &str = "schedkit:scheduler-role";
     /// The schedule dead-letter queue's ARN.
@@ -380,6 +404,7 @@ pub async fn stage_targets(
     };
     Ok(Some(SyncTargets {
         queue_arn: queue_arn.clone(),
+        host_queue_arn: tags.get(tags::HOST_JOBS_QUEUE).cloned(),
         role_arn: role_arn.clone(),
         dead_letter_arn: tags.get(tags::SCHEDULE_DLQ).cloned(),
     }))
@@ -891,5 +916,39 @@ impl Parts {
             window,
             target,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_jobs_schedule_sends_to_the_host_jobs_queue_and_is_refused_without_one() {
+        let catalog = Catalog::parse(
+            concat!(
+                "[jobs.etl]\nowner = \"t\"\nruns_on = \"host\"\ncommand = { run = \"true\" }\n",
+                "schedule = { expression = \"rate(1 hour)\" }\n",
+                "[jobs.sync]\nowner = \"t\"\nschedule = { expression = \"rate(1 hour)\" }\n",
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let mut targets = SyncTargets {
+            queue_arn: "arn:jobs".into(),
+            host_queue_arn: Some("arn:host-jobs".into()),
+            role_arn: "arn:role".into(),
+            dead_letter_arn: None,
+        };
+        let now = Utc::now();
+        let config = |job: &str, t: &SyncTargets| {
+            ScheduleConfig::from_job(&catalog.jobs[job], t, now).map(|c| c.unwrap().target_arn)
+        };
+        assert_eq!(config("etl", &targets).unwrap(), "arn:host-jobs");
+        assert_eq!(config("sync", &targets).unwrap(), "arn:jobs");
+        targets.host_queue_arn = None;
+        let refused = config("etl", &targets).unwrap_err().to_string();
+        assert!(refused.contains("no host jobs queue"), "{refused}");
+        assert_eq!(config("sync", &targets).unwrap(), "arn:jobs");
     }
 }
