@@ -34,6 +34,12 @@ retry = { max_attempts = 1 }
 [jobs.flaky.command]
 run = "echo upstream down; exit 1"
 
+[jobs.takes-payload]
+owner = "data"
+retry = { max_attempts = 3, first_delay_seconds = 0, base_delay_seconds = 0 }
+[jobs.takes-payload.command]
+run = "true"
+
 [jobs.hangs]
 owner = "data"
 timeout_seconds = 1
@@ -224,7 +230,14 @@ const WITH_SECRETS: &str = r#"
 owner = "data"
 secrets = { DB_URL = "ssm:/team/db-url", PARTNER_KEY = "secretsmanager:prod/partner" }
 [jobs.export.command]
-run = 'echo "$DB_URL ${#PARTNER_KEY}"'
+run = 'echo "${#DB_URL} ${#PARTNER_KEY}"'
+
+[jobs.leaky]
+owner = "data"
+secrets = { DB_URL = "ssm:/team/db-url" }
+[jobs.leaky.command]
+run = 'echo "connecting to $DB_URL"; echo "psql: could not connect to $DB_URL" >&2; exit 2'
+permanent_exit_codes = [2]
 
 [jobs.rusty]
 owner = "data"
@@ -257,10 +270,7 @@ async fn a_job_reads_the_secrets_its_catalog_lists_and_no_other() {
     let export = worker.record("e:1").unwrap();
     assert_eq!(export.status, Status::Done);
     assert!(
-        export
-            .result
-            .unwrap()
-            .contains("postgres://db.internal/app 6"),
+        export.result.unwrap().contains("26 6"),
         "the command saw both"
     );
     // A Rust job reads its own by name; another name is refused for good.
@@ -279,4 +289,42 @@ async fn a_job_reads_the_secrets_its_catalog_lists_and_no_other() {
         error.contains("reading secret `GONE` (ssm:/team/gone)"),
         "{error}"
     );
+}
+
+/// A secret's value never reaches what the run keeps or says: a command that prints it (a
+/// connection string in an error, most often) has it masked in its log lines, its
+/// record's output and its failure, and so in the dead letter.
+#[tokio::test]
+async fn a_secret_a_command_prints_is_masked_in_its_output_its_failure_and_its_dead_letter() {
+    let catalog = Catalog::parse(WITH_SECRETS, "catalog.toml").unwrap();
+    let worker =
+        TestWorker::with_secrets(&catalog, Jobs::new().add("rusty", rusty), vault()).unwrap();
+    worker.send(&run("leaky", "l:1"));
+    worker.run_until_idle().await;
+    let record = worker.record("l:1").unwrap();
+    assert_eq!(record.status, Status::Failed);
+    let error = record.last_error.unwrap();
+    assert!(!error.contains("postgres://db.internal/app"), "{error}");
+    assert!(error.contains("could not connect to ***"), "{error}");
+    let letter = letter_error(&worker);
+    assert!(!letter.contains("db.internal"), "{letter}");
+}
+
+/// A payload too large for a process's environment (Linux takes 128 KiB a variable) can
+/// never start: a permanent failure that says so, not five retries of the same refusal.
+#[tokio::test]
+async fn a_payload_too_large_for_the_environment_fails_at_once_saying_so() {
+    let worker = worker(CATALOG);
+    let big = "x".repeat(200 * 1024);
+    worker.send(
+        &Envelope::new("takes-payload", "2026-12-05T02:30:00Z".parse().unwrap())
+            .with_key("big:1")
+            .with_payload(json!({ "blob": big })),
+    );
+    worker.run_until_idle().await;
+    let record = worker.record("big:1").unwrap();
+    assert_eq!(record.status, Status::Failed);
+    assert_eq!(record.attempt, 1, "not retried");
+    let error = record.last_error.unwrap();
+    assert!(error.contains("SCHEDKIT_PAYLOAD"), "{error}");
 }

@@ -13,28 +13,27 @@
 //! itself does is at least once (a retry runs it again). It gets the execution key to make
 //! its own side effects idempotent.
 
-use std::collections::VecDeque;
+mod output;
+
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::SecondsFormat;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+pub use output::{FAILURE_TAIL_BYTES, OUTPUT_TAIL_BYTES};
+use output::{Mask, Tail, forward};
 
 use super::context::Ctx;
 use super::error::JobError;
 use super::handler::{BoxFuture, Job, JobResult};
 use crate::catalog::CommandSpec;
 
-/// How much of a process's output (stdout and stderr, interleaved as they came) its record
-/// and its failure keep: the end, where the reason usually is.
-pub const OUTPUT_TAIL_BYTES: usize = 2048;
-
-/// How much of the output a failure's message keeps: with the exit code it fits the dead
-/// letter's error attribute (1,024 bytes), which keeps the start of a longer message.
-pub const FAILURE_TAIL_BYTES: usize = 900;
+/// The longest value one environment variable may hold on Linux (`MAX_ARG_STRLEN`).
+const ENV_VALUE_MAX: usize = 128 * 1024;
 
 /// How long the output may still be read once the process has exited (a background child
 /// that holds the pipe open is not waited for).
@@ -76,12 +75,26 @@ async fn run(spec: &CommandSpec, ctx: &Ctx) -> JobResult {
         });
     }
     let tail = Arc::new(Mutex::new(Tail::default()));
+    // What it prints of its secrets is masked before anything keeps or logs it.
+    let mask = Arc::new(Mask::of(secrets.iter().map(|(_, value)| value.as_str())));
     let mut readers = tokio::task::JoinSet::new();
     if let Some(out) = child.stdout.take() {
-        readers.spawn(forward(out, "stdout", ctx.key.clone(), tail.clone()));
+        readers.spawn(forward(
+            out,
+            "stdout",
+            ctx.key.clone(),
+            tail.clone(),
+            mask.clone(),
+        ));
     }
     if let Some(err) = child.stderr.take() {
-        readers.spawn(forward(err, "stderr", ctx.key.clone(), tail.clone()));
+        readers.spawn(forward(
+            err,
+            "stderr",
+            ctx.key.clone(),
+            tail.clone(),
+            mask.clone(),
+        ));
     }
     let status = child.wait().await;
     group.ended = true;
@@ -131,10 +144,16 @@ fn spawn(
         });
     }
     command.spawn().map_err(|e| {
-        JobError::retryable(format!(
-            "could not start `{}` with {}: {e}",
-            spec.run, spec.shell
-        ))
+        let message = format!("could not start `{}` with {}: {e}", spec.run, spec.shell);
+        if e.raw_os_error() == Some(libc::E2BIG) {
+            // The environment is too large for exec(2): the same run never starts.
+            let payload = ctx.payload.to_string().len();
+            JobError::permanent(format!(
+                "{message}: its environment is too large (SCHEDKIT_PAYLOAD is {payload} bytes; Linux takes at most {ENV_VALUE_MAX} bytes a variable): pass a reference to the data instead"
+            ))
+        } else {
+            JobError::retryable(message)
+        }
     })
 }
 
@@ -190,70 +209,6 @@ fn environment(ctx: &Ctx) -> Vec<(&'static str, String)> {
     env
 }
 
-/// Each line to the log (with the run's key) and to the tail.
-async fn forward(
-    stream: impl AsyncRead + Unpin,
-    name: &'static str,
-    key: String,
-    tail: Arc<Mutex<Tail>>,
-) {
-    let mut lines = BufReader::new(stream);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match lines.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end_matches(['\n', '\r']);
-                tracing::info!(key = %key, stream = name, line = %text, "command output");
-                tail.lock().expect("the tail's lock").push(text);
-            }
-        }
-    }
-}
-
-/// The last [`OUTPUT_TAIL_BYTES`] of output, whole lines where they fit.
-#[derive(Default)]
-struct Tail {
-    lines: VecDeque<String>,
-    bytes: usize,
-}
-
-impl Tail {
-    fn push(&mut self, line: &str) {
-        let line = if line.len() > OUTPUT_TAIL_BYTES {
-            let mut start = line.len() - OUTPUT_TAIL_BYTES;
-            while !line.is_char_boundary(start) {
-                start += 1;
-            }
-            &line[start..]
-        } else {
-            line
-        };
-        self.bytes += line.len() + 1;
-        self.lines.push_back(line.to_string());
-        while self.bytes > OUTPUT_TAIL_BYTES + 1 {
-            let first = self.lines.pop_front().expect("not empty while over");
-            self.bytes -= first.len() + 1;
-        }
-    }
-
-    fn text(&self) -> String {
-        Vec::from(self.lines.clone()).join("\n")
-    }
-
-    /// The last `bytes` of [`Tail::text`], from a character's start.
-    fn last(&self, bytes: usize) -> String {
-        let text = self.text();
-        let mut start = text.len().saturating_sub(bytes);
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
-        text[start..].to_string()
-    }
-}
-
 /// The process group, ended when the attempt ends before the process does.
 struct Group {
     pgid: Option<i32>,
@@ -279,27 +234,5 @@ impl Drop for Group {
             // SAFETY: as above; a group that has ended makes this fail with ESRCH.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_tail_keeps_the_last_bytes_in_whole_lines() {
-        let mut tail = Tail::default();
-        for i in 0..1000 {
-            tail.push(&format!("line {i}"));
-        }
-        let text = tail.text();
-        assert!(text.len() <= OUTPUT_TAIL_BYTES, "{}", text.len());
-        assert!(text.ends_with("line 999"), "{text}");
-        assert!(text.starts_with("line "), "{text}");
-        let mut long = Tail::default();
-        long.push(&"é".repeat(3000));
-        assert!(long.text().len() <= OUTPUT_TAIL_BYTES);
-        let last = tail.last(FAILURE_TAIL_BYTES);
-        assert!(last.len() <= FAILURE_TAIL_BYTES && last.ends_with("line 999"));
     }
 }
