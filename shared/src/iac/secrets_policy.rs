@@ -19,13 +19,14 @@ pub(super) fn write(r: &mut String, catalog: &Catalog) {
     if sources.is_empty() {
         return;
     }
-    let (mut parameters, mut secrets) = (Vec::new(), Vec::new());
+    // Sets: two versions of one parameter (`name:1`, `name:2`) are one grant.
+    let (mut parameters, mut secrets) = (BTreeSet::new(), BTreeSet::new());
     for source in sources {
         let arn = resource(source).expect("validated by the catalog");
         match parse(source).expect("validated by the catalog") {
-            Kind::Parameter(_) => parameters.push(arn),
-            Kind::Secret(_) => secrets.push(arn),
-        }
+            Kind::Parameter(_) => parameters.insert(arn),
+            Kind::Secret(_) => secrets.insert(arn),
+        };
     }
     writeln!(r, "  WorkerSecretsPolicy:").unwrap();
     writeln!(r, "    Type: AWS::IAM::Policy").unwrap();

@@ -99,10 +99,15 @@ pub fn resource(source: &str) -> Option<String> {
     let account = "arn:${AWS::Partition}:{service}:${AWS::Region}:${AWS::AccountId}";
     Some(match parse(source).ok()? {
         Kind::Parameter(arn) | Kind::Secret(arn) if arn.starts_with("arn:") => arn.to_string(),
+        // `name:3` or `name:label` reads a version of the parameter; its ARN has neither
+        // (a parameter's name holds no `:`).
         Kind::Parameter(name) => format!(
             "{}:parameter/{}",
             account.replace("{service}", "ssm"),
-            name.trim_start_matches('/')
+            name.split(':')
+                .next()
+                .unwrap_or(name)
+                .trim_start_matches('/')
         ),
         Kind::Secret(name) => format!(
             "{}:secret:{name}-??????",
@@ -157,5 +162,14 @@ mod tests {
         );
         let arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:x-AbCdEf";
         assert_eq!(resource(&format!("secretsmanager:{arn}")).unwrap(), arn);
+        // A parameter's version or label selects what is read; IAM grants the parameter.
+        assert_eq!(
+            resource("ssm:/team/db-url:3").unwrap(),
+            resource("ssm:/team/db-url").unwrap()
+        );
+        assert_eq!(
+            resource("ssm:/team/db-url:current").unwrap(),
+            resource("ssm:/team/db-url").unwrap()
+        );
     }
 }
