@@ -372,4 +372,37 @@ mod tests {
             path.display()
         );
     }
+
+    /// The README's limits table (which the book includes) states the catalog's own bounds
+    /// as the code has them.
+    #[test]
+    fn the_readmes_limits_are_the_catalogs() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+        let grouped = |n: usize| {
+            let digits = n.to_string();
+            let mut out = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i) % 3 == 0 {
+                    out.push(',');
+                }
+                out.push(c);
+            }
+            out
+        };
+        for row in [
+            format!("| chains in a catalog | {} |", grouped(CHAINS_MAX)),
+            format!(
+                "| jobs with an alarm of their own | {} |",
+                grouped(OWN_ALARMS_MAX)
+            ),
+            format!("| secrets a catalog lists | {} |", grouped(SECRETS_MAX)),
+            format!(
+                "| a host job's attempt | {} s",
+                grouped(HOST_TIMEOUT_MAX_SECONDS as usize)
+            ),
+        ] {
+            assert!(readme.contains(&row), "README.md's limits lack `{row}`");
+        }
+    }
 }
