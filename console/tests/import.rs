@@ -101,6 +101,12 @@ fn an_imported_crontab_fires_when_cron_would_and_its_untranslatable_lines_are_na
         .collect();
     let lines = lines_of(&toml);
     assert_eq!(lines.len(), 20, "{toml}");
+    // Cron ran each once, whatever its exit: none is retried.
+    assert_eq!(
+        toml.matches("retry = { max_attempts = 1 }").count(),
+        20,
+        "{toml}"
+    );
     for (job, line) in lines {
         let (zone, entry) = crontab_line(line);
         let expected: Vec<String> = cron_firings(&entry, zone, from, 6)

@@ -218,6 +218,16 @@ fn vault() -> std::sync::Arc<schedkit::secrets::SecretStore> {
     let values = [
         ("ssm:/team/db-url", "postgres://db.internal/app"),
         ("secretsmanager:prod/partner", "s3cr3t"),
+        // As `put-parameter --value file://token` stores it: with the file's newline.
+        ("ssm:/team/token", "tok-123456\n"),
+        (
+            "secretsmanager:prod/tls-key",
+            "-----BEGIN KEY-----\nMIIEv-line-one\nQUJD-line-two\n-----END KEY-----",
+        ),
+        (
+            "secretsmanager:prod/db",
+            r#"{"username":"app","password":"hunter2-very-secret","port":5432}"#,
+        ),
     ];
     std::sync::Arc::new(schedkit::secrets::SecretStore::new(
         Vault(values.into_iter().collect()),
@@ -237,6 +247,13 @@ owner = "data"
 secrets = { DB_URL = "ssm:/team/db-url" }
 [jobs.leaky.command]
 run = 'echo "connecting to $DB_URL"; echo "psql: could not connect to $DB_URL" >&2; exit 2'
+permanent_exit_codes = [2]
+
+[jobs.leakier]
+owner = "data"
+secrets = { TOKEN = "ssm:/team/token", KEY = "secretsmanager:prod/tls-key", DB = "secretsmanager:prod/db" }
+[jobs.leakier.command]
+run = 'printf "token %s\n" "$TOKEN"; echo "$KEY"; echo "$DB" | sed "s/.*password\":\"\([^\"]*\)\".*/password is \1/"; exit 2'
 permanent_exit_codes = [2]
 
 [jobs.rusty]
@@ -327,4 +344,50 @@ async fn a_payload_too_large_for_the_environment_fails_at_once_saying_so() {
     assert_eq!(record.attempt, 1, "not retried");
     let error = record.last_error.unwrap();
     assert!(error.contains("SCHEDKIT_PAYLOAD"), "{error}");
+}
+
+/// Masking holds for the values secrets really have: a parameter stored with its file's
+/// newline, a key of many lines, and the fields of a JSON secret (its password printed
+/// alone).
+#[tokio::test]
+async fn a_secret_with_a_newline_of_many_lines_or_in_json_is_masked_too() {
+    let catalog = Catalog::parse(WITH_SECRETS, "catalog.toml").unwrap();
+    let worker =
+        TestWorker::with_secrets(&catalog, Jobs::new().add("rusty", rusty), vault()).unwrap();
+    worker.send(&run("leakier", "lk:1"));
+    worker.run_until_idle().await;
+    let error = worker.record("lk:1").unwrap().last_error.unwrap();
+    for leaked in [
+        "tok-123456",
+        "MIIEv-line-one",
+        "QUJD-line-two",
+        "hunter2-very-secret",
+    ] {
+        assert!(!error.contains(leaked), "{leaked} in {error}");
+    }
+    assert!(
+        error.contains("token ***") && error.contains("password is ***"),
+        "{error}"
+    );
+}
+
+/// A command gets its run's environment, not the worker's: nothing of the worker's own
+/// (on Lambda, its role's credentials, which may read every job's secrets) reaches it.
+#[tokio::test]
+async fn a_command_does_not_inherit_the_workers_environment() {
+    // Cargo gives the test process (the worker here) this variable.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let catalog = Catalog::parse(
+        "[jobs.env]\nowner = \"data\"\n[jobs.env.command]\nrun = 'echo \"[$CARGO_MANIFEST_DIR] $SCHEDKIT_JOB\"; command -v sh'\n",
+        "catalog.toml",
+    )
+    .unwrap();
+    let worker = TestWorker::new(&catalog, Jobs::new()).unwrap();
+    worker.send(&run("env", "env:1"));
+    worker.run_until_idle().await;
+    let record = worker.record("env:1").unwrap();
+    assert_eq!(record.status, Status::Done, "{record:?}");
+    let output = record.result.unwrap();
+    assert!(output.contains("[] env"), "{output}");
+    assert!(output.contains("/sh"), "PATH is kept: {output}");
 }

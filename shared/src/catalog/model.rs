@@ -282,7 +282,9 @@ pub struct CommandSpec {
     /// The shell that runs it (`/bin/sh`, as cron's default).
     #[serde(default = "default_shell")]
     pub shell: String,
-    /// Variables added to the worker's environment for the process.
+    /// Variables of the process. It does not inherit the worker's environment (on Lambda,
+    /// the role's credentials): it gets `PATH`, `HOME`, the locale, `TZ`, `TMPDIR`, the
+    /// user and the AWS Region from it, then these, its secrets and its run's `SCHEDKIT_*`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Text given on its standard input (otherwise it reads nothing).

@@ -345,23 +345,29 @@ fn check_job(name: &str, spec: &JobSpec, s: &Settings, found: &mut Findings<'_>)
         check_command(name, spec, command, found);
     }
     for (secret, source) in &spec.secrets {
-        let env_name = secret
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && secret
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !env_name {
-            found.fail(
-                job,
-                "secrets",
-                format!("`{secret}` must be a name a process's environment takes (letters, digits and `_`, not first a digit)"),
-            );
+        if let Some(problem) = env_name_problem(secret) {
+            found.fail(job, "secrets", format!("`{secret}` {problem}"));
         }
         if let Err(e) = crate::secrets::parse(source) {
             found.fail(job, "secrets", e);
         }
+    }
+}
+
+/// Why `name` cannot be a variable of a command's environment the catalog sets: not a
+/// name a shell takes, or one of the run's own (`SCHEDKIT_*`, which would be overridden).
+fn env_name_problem(name: &str) -> Option<&'static str> {
+    let shaped = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !shaped {
+        Some("must be a name a process's environment takes (letters, digits and `_`, not first a digit)")
+    } else if name.starts_with("SCHEDKIT_") {
+        Some("is one of the run's own variables (`SCHEDKIT_*`): name it otherwise")
+    } else {
+        None
     }
 }
 
@@ -389,6 +395,18 @@ fn check_command(name: &str, spec: &JobSpec, command: &CommandSpec, found: &mut 
             "command.permanent_exit_codes",
             format!("{code} is not an exit code a process can fail with (1-255)"),
         );
+    }
+    for (variable, value) in &command.env {
+        if let Some(problem) = env_name_problem(variable) {
+            found.fail(job, "command.env", format!("`{variable}` {problem}"));
+        }
+        if value.contains('\0') {
+            found.fail(
+                job,
+                "command.env",
+                format!("`{variable}`: a value may not hold a NUL character"),
+            );
+        }
     }
     if command.grace_seconds > 300 {
         found.fail(

@@ -130,6 +130,8 @@ fn command(text: &str) -> Result<(String, Option<String>), String> {
             c => target.push(c),
         }
     }
+    // Cron ends the input it gives with a newline (a `while read` loop sees its last line).
+    let stdin = stdin.map(|s| s + "\n");
     Ok((command.trim_end().to_string(), stdin))
 }
 
@@ -212,7 +214,7 @@ mod tests {
     fn percent_ends_the_command_and_feeds_its_input() {
         let e = entry("0 9 * * * mail -s \"50\\% off\" ops%Hello%World", false).unwrap();
         assert_eq!(e.command, "mail -s \"50% off\" ops");
-        assert_eq!(e.stdin.as_deref(), Some("Hello\nWorld"));
+        assert_eq!(e.stdin.as_deref(), Some("Hello\nWorld\n"));
         assert!(
             entry("0 9 * * * date +\\%F", false)
                 .unwrap()

@@ -124,12 +124,11 @@ impl Scope {
     /// A `NAME=value` line on line `number`: the zone, the shell, a note, or a variable.
     fn set(&mut self, name: String, value: String, number: usize, notes: &mut Vec<String>) {
         match name.as_str() {
-            "CRON_TZ" | "TZ" => {
+            // Cron (cronie) schedules the lines after a `CRON_TZ` in its zone; `TZ` only
+            // reaches the commands' environment, as any variable.
+            "CRON_TZ" => {
                 self.zone =
                     zone_named(&value).map_err(|e| format!("{e} (`{name}` on line {number})"));
-                if name == "TZ" {
-                    self.env.insert(name, value);
-                }
             }
             "SHELL" => self.shell = Some(value),
             "MAILTO" | "MAILFROM" => note(
@@ -240,6 +239,19 @@ mod tests {
             let error = expression(line).unwrap_err();
             assert!(error.contains(says), "{line}: {error}");
         }
+    }
+
+    #[test]
+    fn tz_reaches_the_command_but_only_cron_tz_moves_the_schedule() {
+        let out = run("TZ=Asia/Tokyo\n0 1 * * * /opt/report.sh\n");
+        let [job] = &out.jobs[..] else {
+            panic!("{out:?}")
+        };
+        assert_eq!(
+            job.timezone, "Europe/Lisbon",
+            "cron schedules by CRON_TZ alone"
+        );
+        assert_eq!(job.env.get("TZ").map(String::as_str), Some("Asia/Tokyo"));
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub fn catalog(imported: &Imported, owner: &str) -> String {
         ));
         out.push_str(&format!("owner = {}\n", q(owner)));
         out.push_str("runs_on = \"host\"\n");
+        // Cron ran it once, whatever its exit: a retry would repeat what it did (raise it
+        // for a job whose failures a retry may fix).
+        out.push_str("retry = { max_attempts = 1 }\n");
         out.push_str(&format!(
             "schedule = {{ expression = {}, timezone = {} }}\n",
             q(&job.expression),

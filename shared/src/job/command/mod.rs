@@ -119,6 +119,10 @@ fn spawn(
     command
         .arg("-c")
         .arg(&spec.run)
+        // Not the worker's environment: on Lambda it holds the role's credentials, which
+        // may read every job's secrets. What a shell needs, then the job's own.
+        .env_clear()
+        .envs(kept_from_worker())
         .envs(&spec.env)
         .envs(secrets.iter().map(|(k, v)| (k, v)))
         .envs(environment(ctx))
@@ -183,6 +187,34 @@ fn outcome(spec: &CommandSpec, status: std::process::ExitStatus, tail: &Tail) ->
 
 fn or_none(output: &str) -> &str {
     if output.is_empty() { "(none)" } else { output }
+}
+
+/// The worker's variables a command keeps: what a shell and its programs need to run
+/// (the search path, the home, the locale, the zone, the temporary directory, the user)
+/// and the AWS Region. Never credentials.
+const KEPT: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "USER",
+    "LOGNAME",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+];
+
+fn kept_from_worker() -> Vec<(&'static str, String)> {
+    let mut kept: Vec<(&'static str, String)> = KEPT
+        .iter()
+        .filter_map(|name| Some((*name, std::env::var(name).ok()?)))
+        .collect();
+    if !kept.iter().any(|(name, _)| *name == "PATH") {
+        kept.push(("PATH", "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    kept
 }
 
 /// What the process knows of its run.

@@ -35,8 +35,8 @@ impl Mask {
     pub(super) fn of<'a>(values: impl IntoIterator<Item = &'a str>) -> Mask {
         let mut values: Vec<String> = values
             .into_iter()
+            .flat_map(printed_forms)
             .filter(|v| v.len() >= MASKED_FROM)
-            .map(str::to_string)
             .collect();
         values.sort_by_key(|v| std::cmp::Reverse(v.len()));
         values.dedup();
@@ -52,6 +52,31 @@ impl Mask {
             }
         }
         line
+    }
+}
+
+/// The forms in which a process prints a secret's value, line by line as its output is
+/// read: the value, trimmed (a parameter stored from a file keeps its newline), each of its
+/// lines (a key of many lines), and, for a JSON secret (Secrets Manager's usual form), each
+/// string in it (a password printed alone).
+fn printed_forms(value: &str) -> Vec<String> {
+    let mut forms = vec![value.to_string(), value.trim().to_string()];
+    forms.extend(value.lines().map(|l| l.trim().to_string()));
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(value) {
+        strings(&json, &mut forms);
+    }
+    forms
+}
+
+fn strings(json: &serde_json::Value, out: &mut Vec<String>) {
+    match json {
+        serde_json::Value::String(s) => {
+            out.push(s.clone());
+            out.extend(s.lines().map(|l| l.trim().to_string()));
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(fields) => fields.values().for_each(|v| strings(v, out)),
+        _ => {}
     }
 }
 
