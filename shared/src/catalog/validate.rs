@@ -203,6 +203,29 @@ fn check_settings(s: &Settings, found: &mut Findings<'_>) {
     }
 }
 
+/// The characters of the worker role's inline policies the secrets' grant may take: IAM
+/// allows 10,240 for a role's inline policies together (whitespace not counted), and the
+/// worker's own, the pause grant and the chains' take about 3,500.
+const SECRETS_POLICY_CHARS: usize = 6_500;
+
+/// The secrets' grant's length as IAM counts it, its ARNs at their longest (the partition
+/// `aws-us-gov`, a 14-character Region, a 12-digit account) and each with its quotes and
+/// comma, plus the two statements around them.
+fn secrets_policy_chars(sources: &std::collections::BTreeSet<&str>) -> usize {
+    let arns: usize = sources
+        .iter()
+        .filter_map(|source| crate::secrets::resource(source))
+        .map(|arn| {
+            arn.replace("${AWS::Partition}", "aws-us-gov")
+                .replace("${AWS::Region}", "ap-southeast-4")
+                .replace("${AWS::AccountId}", "123456789012")
+                .len()
+                + 3
+        })
+        .sum();
+    arns + 200
+}
+
 /// What the stack holds per job or chain, whatever the catalog's size: a few alarms of
 /// jobs' own, and a state machine and an alarm per chain.
 fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
@@ -218,6 +241,17 @@ fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
             "secrets",
             format!(
                 "{} distinct secrets, at most {SECRETS_MAX}: the worker's policy names each",
+                sources.len()
+            ),
+        );
+    }
+    let policy = secrets_policy_chars(&sources);
+    if policy > SECRETS_POLICY_CHARS {
+        found.fail(
+            None,
+            "secrets",
+            format!(
+                "the {} secrets' ARNs take about {policy} characters of the worker role's inline policies (IAM allows 10,240 in all, {SECRETS_POLICY_CHARS} of them for secrets): list fewer, or shorter names",
                 sources.len()
             ),
         );
@@ -363,7 +397,9 @@ fn env_name_problem(name: &str) -> Option<&'static str> {
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !shaped {
-        Some("must be a name a process's environment takes (letters, digits and `_`, not first a digit)")
+        Some(
+            "must be a name a process's environment takes (letters, digits and `_`, not first a digit)",
+        )
     } else if name.starts_with("SCHEDKIT_") {
         Some("is one of the run's own variables (`SCHEDKIT_*`): name it otherwise")
     } else {
