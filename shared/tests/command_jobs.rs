@@ -391,3 +391,33 @@ async fn a_command_does_not_inherit_the_workers_environment() {
     assert!(output.contains("[] env"), "{output}");
     assert!(output.contains("/sh"), "PATH is kept: {output}");
 }
+
+/// A retry never runs beside its previous attempt's process: an attempt past its timeout
+/// whose process ignores SIGTERM lives on until SIGKILL, `grace_seconds` later, and the
+/// retry waits that long and more (here the catalog asks no delay at all).
+#[tokio::test]
+async fn a_retry_waits_until_the_previous_attempts_process_is_gone() {
+    let dir = std::env::temp_dir().join(format!("schedkit-overlap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("pid");
+    let _ = std::fs::remove_file(&pidfile);
+    let catalog = format!(
+        r#"
+[jobs.stubborn]
+owner = "data"
+timeout_seconds = 1
+retry = {{ max_attempts = 2, first_delay_seconds = 0, base_delay_seconds = 0 }}
+[jobs.stubborn.command]
+run = 'if [ -f {pid} ] && kill -0 "$(cat {pid})" 2>/dev/null; then echo overlap; exit 9; fi; echo $$ > {pid}; if [ "$SCHEDKIT_ATTEMPT" = 1 ]; then trap "" TERM; sleep 5; fi'
+permanent_exit_codes = [9]
+grace_seconds = 2
+"#,
+        pid = pidfile.display()
+    );
+    let worker = worker(&catalog);
+    worker.send(&run("stubborn", "s:1"));
+    worker.run_until_idle().await;
+    let record = worker.record("s:1").unwrap();
+    assert_eq!(record.status, Status::Done, "{record:?}");
+    assert_eq!(record.attempt, 2);
+}

@@ -88,6 +88,9 @@ impl Catalog {
     }
 }
 
+/// How much longer than a command's `grace_seconds` its retry waits at least.
+const COMMAND_RETRY_MARGIN_SECONDS: u32 = 2;
+
 /// The worker policy a job spec describes (the spec is already validated).
 pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
     let secs = |s: u32| Duration::from_secs(u64::from(s));
@@ -95,12 +98,18 @@ pub(super) fn policy(spec: &JobSpec, settings: &Settings) -> JobPolicy {
     let retention_days = spec
         .record_retention_days
         .unwrap_or(settings.queue_retention_days + settings.dlq_retention_days + 3);
+    // A command's retry waits until its previous attempt's process group is surely gone:
+    // an attempt ended early gives it SIGTERM, then SIGKILL `grace_seconds` later.
+    let floor = spec
+        .command
+        .as_ref()
+        .map_or(0, |c| c.grace_seconds + COMMAND_RETRY_MARGIN_SECONDS);
     JobPolicy {
         retry: RetryPolicy {
             max_attempts: spec.retry.max_attempts,
-            first_delay: secs(spec.retry.first_delay_seconds),
-            base_delay: secs(spec.retry.base_delay_seconds),
-            max_delay: secs(spec.retry.max_delay_seconds),
+            first_delay: secs(spec.retry.first_delay_seconds.max(floor)),
+            base_delay: secs(spec.retry.base_delay_seconds.max(floor)),
+            max_delay: secs(spec.retry.max_delay_seconds.max(floor)),
         },
         lease,
         heartbeat: Some(spec.heartbeat_seconds.map(secs).unwrap_or(lease / 4)),

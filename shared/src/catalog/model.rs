@@ -298,7 +298,8 @@ pub struct CommandSpec {
     #[serde(default)]
     pub permanent_exit_codes: Vec<i32>,
     /// Seconds between SIGTERM to its process group and SIGKILL when an attempt is ended
-    /// (10 when omitted).
+    /// (10 when omitted). A retry waits at least this and 2 s more, so that it never runs
+    /// beside the process of the attempt before it.
     #[serde(default = "default_grace")]
     pub grace_seconds: u32,
 }
