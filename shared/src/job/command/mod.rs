@@ -233,6 +233,7 @@ fn environment(ctx: &Ctx) -> Vec<(&'static str, String)> {
         env.push(("SCHEDKIT_CHAIN", step.chain.clone()));
         env.push(("SCHEDKIT_CHAIN_KEY", step.chain_key.clone()));
         env.push(("SCHEDKIT_STEP", step.step.clone()));
+        env.push(("SCHEDKIT_CHAIN_INPUT", step.input.to_string()));
         env.push((
             "SCHEDKIT_STEP_OUTPUTS",
             serde_json::to_string(&step.outputs).unwrap_or_default(),
@@ -266,5 +267,35 @@ impl Drop for Group {
             // SAFETY: as above; a group that has ended makes this fail with ESRCH.
             unsafe { libc::kill(-pgid, libc::SIGKILL) };
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chain_steps_command_sees_the_chain_runs_input_and_earlier_outputs() {
+        let (_, lease) = tokio::sync::watch::channel(false);
+        let ctx = Ctx::new(
+            "load".into(),
+            "nightly#2026-12-05#load".into(),
+            "2026-12-05T02:00:00Z".parse().unwrap(),
+            json!({"table": "orders"}),
+            1,
+            lease,
+            crate::effects::Effects::default(),
+        )
+        .with_chain(super::super::context::ChainStep {
+            chain: "nightly".into(),
+            chain_key: "nightly#2026-12-05".into(),
+            step: "load".into(),
+            input: json!({"day": "2026-12-04"}),
+            outputs: [("extract".to_string(), json!({"rows": 3}))].into(),
+        });
+        let env: std::collections::BTreeMap<_, _> = environment(&ctx).into_iter().collect();
+        assert_eq!(env["SCHEDKIT_CHAIN_INPUT"], r#"{"day":"2026-12-04"}"#);
+        assert_eq!(env["SCHEDKIT_STEP_OUTPUTS"], r#"{"extract":{"rows":3}}"#);
+        assert_eq!(env["SCHEDKIT_PAYLOAD"], r#"{"table":"orders"}"#);
     }
 }
