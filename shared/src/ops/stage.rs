@@ -32,8 +32,8 @@ pub struct Stage {
     pub queue_url: String,
     /// ARN of the jobs queue, the destination of a move-task redrive.
     pub queue_arn: String,
-    /// URL of the host jobs queue (`runs_on = "host"`); None for a stage deployed before
-    /// it had one.
+    /// URL of the host jobs queue (`runs_on = "host"`): given, or named beside the jobs
+    /// queue as the template names it (a stage deployed before it had one lacks it).
     pub host_queue_url: Option<String>,
     /// URL of the dead-letter queue.
     pub dlq_url: String,
