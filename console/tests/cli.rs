@@ -658,3 +658,48 @@ fn iac_render_writes_checks_and_prunes_the_chain_definitions() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `chains skip`'s output for the step does not collide with the global `--output` (the
+/// print format): the command parses and reaches the stage (here one that is not
+/// deployed, a usage error naming it), where it used to panic on every call.
+#[test]
+fn chains_skip_parses_its_steps_output_beside_the_global_output_format() {
+    for args in [
+        vec![
+            "--stage",
+            "nowhere-deployed",
+            "chains",
+            "skip",
+            "k",
+            "s",
+            "--reason",
+            "done by hand",
+            "--yes",
+        ],
+        vec![
+            "--stage",
+            "nowhere-deployed",
+            "--output",
+            "json",
+            "chains",
+            "skip",
+            "k",
+            "s",
+            "--step-output",
+            "{\"rows\": 3}",
+            "--reason",
+            "done by hand",
+            "--yes",
+        ],
+    ] {
+        let out = schedkit(&args);
+        let said = stderr(&out);
+        assert_ne!(out.status.code(), Some(101), "a panic: {said}");
+        assert!(!said.contains("Mismatch between definition"), "{said}");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "a usage error for the stage: {said}"
+        );
+    }
+}

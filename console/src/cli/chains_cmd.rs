@@ -37,7 +37,7 @@ pub enum ChainsCommand {
     /// its steps' runs not yet decided cancelled (a running one stops at its next
     /// heartbeat); no later stage starts.
     Cancel(ChainCancelArgs),
-    /// Let a PAUSED run go on past its failed step as if the step had returned --output:
+    /// Let a PAUSED run go on past its failed step as if the step had returned --step-output:
     /// the step's record becomes DONE with it (its failure kept, and who skipped it and
     /// why), and the run is rerun from there.
     Skip(SkipArgs),
@@ -61,9 +61,10 @@ pub struct SkipArgs {
     pub key: String,
     /// The failed step to skip.
     pub step: String,
-    /// What the later stages see as the step's output (JSON; default `{}`).
-    #[arg(long, default_value = "{}")]
-    pub output: String,
+    /// What the later stages see as the step's output (JSON; default `{}`). Not `--output`:
+    /// that is every command's print format.
+    #[arg(long = "step-output", default_value = "{}")]
+    pub step_output: String,
     /// Why (required: a skipped step is a decision someone answers for).
     #[arg(long)]
     pub reason: String,
@@ -260,8 +261,8 @@ pub(crate) async fn cancel(a: &ChainCancelArgs, cli: &Globals) -> anyhow::Result
 
 /// `chains skip`: confirmed (unless `--yes`), audited.
 pub(crate) async fn skip(a: &SkipArgs, cli: &Globals) -> anyhow::Result<Acted> {
-    let output: serde_json::Value = serde_json::from_str(&a.output)
-        .map_err(|e| UsageError(format!("--output is not JSON: {e}")))?;
+    let output: serde_json::Value = serde_json::from_str(&a.step_output)
+        .map_err(|e| UsageError(format!("--step-output is not JSON: {e}")))?;
     let (sdk, target, runs) = chain_runs(cli).await?;
     let failed = |e| super::target::usage_if_not_found(e, &cli.target);
     audit::ensure_writable()?;

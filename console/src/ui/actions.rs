@@ -431,7 +431,7 @@ async fn perform(ui: &Shared, action: &Action, fields: &Fields) -> Result<Acted,
             let args = chains_cmd::SkipArgs {
                 key: key.clone(),
                 step: step.clone(),
-                output: "{}".into(),
+                step_output: "{}".into(),
                 reason: why,
                 yes: true,
             };

@@ -13,18 +13,14 @@ use super::page::{Page, PageError};
 use super::state::Shared;
 use crate::cli::dlq_cmd::{self, SelectArgs};
 
-/// The reasons a letter can carry (`redrive-policy`: SQS moved it, the worker never decided).
-pub const REASONS: [&str; 9] = [
-    "poison",
-    "unknown-job",
-    "key-conflict",
-    "attempts-exhausted",
-    "permanent-error",
-    "store-refused",
-    "record-mismatch",
-    "unconfigured",
-    "redrive-policy",
-];
+/// The reasons a letter can carry: the worker's, and `redrive-policy` (SQS moved it, the
+/// worker never decided).
+pub fn reasons() -> impl Iterator<Item = &'static str> {
+    schedkit::dead_letter::DeadLetterReason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .chain([schedkit::dead_letter::REDRIVE_POLICY])
+}
 
 /// The filters, as the form (or a confirmation) sends them; empty fields are no filter.
 #[derive(Debug, Deserialize, Default, Clone)]
@@ -129,7 +125,7 @@ pub async fn list(State(ui): State<Shared>, Query(f): Query<Filters>) -> Page {
             } }
             label { "Reason " select name="reason" {
                 option value="" { "any" }
-                @for r in REASONS { option value=(r) selected[f.reason == r] { (r) } }
+                @for r in reasons() { option value=(r) selected[f.reason == r] { (r) } }
             } }
             label { "Older than " input type="text" name="older_than" value=(f.older_than) placeholder="15m, 2h, 1d" size="8"; }
             @if !f.key.is_empty() { input type="hidden" name="key" value=(f.key); }
@@ -208,4 +204,26 @@ pub async fn one(State(ui): State<Shared>, Query(q): Query<IdQuery>) -> Page {
         pre { (html::pretty_json(&d.body)) }
     };
     Ok(html::page(&ui.frame(&title, "/dlq"), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_offers_every_reason_a_letter_can_carry() {
+        let offered: Vec<&str> = reasons().collect();
+        for reason in [
+            "limit-wait",
+            "permanent-error",
+            "redrive-policy",
+            "unconfigured",
+        ] {
+            assert!(
+                offered.contains(&reason),
+                "{reason} missing from {offered:?}"
+            );
+        }
+        assert_eq!(offered.len(), 10);
+    }
 }

@@ -67,6 +67,20 @@ pub enum DeadLetterReason {
 }
 
 impl DeadLetterReason {
+    /// Every reason, for whoever lists them (the web page's filter): a reason added here
+    /// is one the page can select.
+    pub const ALL: [DeadLetterReason; 9] = [
+        DeadLetterReason::Poison,
+        DeadLetterReason::UnknownJob,
+        DeadLetterReason::KeyConflict,
+        DeadLetterReason::AttemptsExhausted,
+        DeadLetterReason::PermanentError,
+        DeadLetterReason::StoreRefused,
+        DeadLetterReason::RecordMismatch,
+        DeadLetterReason::Unconfigured,
+        DeadLetterReason::LimitWait,
+    ];
+
     /// The text sent in the `schedkit.reason` attribute, which operators select on.
     pub fn as_str(self) -> &'static str {
         match self {

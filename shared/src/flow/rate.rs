@@ -38,9 +38,19 @@ impl std::str::FromStr for Rate {
             "hour" => Duration::from_secs(3600),
             _ => return Err(refuse()),
         };
-        Ok(Rate { starts, per })
+        let rate = Rate { starts, per };
+        if rate.spacing() < MIN_SPACING {
+            return Err(format!(
+                "`{text}` is faster than a limit can keep: at most 1000 starts a second (its starts are spaced in whole milliseconds)"
+            ));
+        }
+        Ok(rate)
     }
 }
+
+/// The least spacing a rate may ask: the store keeps its next start in milliseconds, so a
+/// faster rate would be spaced 0 ms apart, that is, not at all.
+pub const MIN_SPACING: Duration = Duration::from_millis(1);
 
 impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,9 +86,19 @@ mod tests {
             "minute",
             "-3/hour",
             "/minute",
+            // Faster than the store can space (its times are whole milliseconds).
+            "1001/second",
+            "3600001/hour",
         ] {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
         }
+        assert!("1000/second".parse::<Rate>().is_ok());
+        assert!(
+            "5000/second"
+                .parse::<Rate>()
+                .unwrap_err()
+                .contains("at most 1000 starts a second")
+        );
     }
 
     #[test]
