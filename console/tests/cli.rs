@@ -703,3 +703,27 @@ fn chains_skip_parses_its_steps_output_beside_the_global_output_format() {
         );
     }
 }
+
+/// `catalog reference` prints the book's catalog reference page as committed, and
+/// `catalog schema` a JSON Schema of the catalog an editor can load.
+#[test]
+fn catalog_reference_prints_the_books_page_and_catalog_schema_a_json_schema() {
+    let out = schedkit(&["catalog", "reference"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/book/src/reference/catalog.md"
+    ))
+    .unwrap();
+    assert_eq!(stdout(&out), page);
+    let out = schedkit(&["catalog", "schema"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let schema: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        schema["$schema"]
+            .as_str()
+            .unwrap()
+            .contains("json-schema.org")
+    );
+    assert!(schema["properties"]["jobs"].is_object(), "{schema}");
+}

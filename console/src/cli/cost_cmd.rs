@@ -109,15 +109,7 @@ fn amount(x: f64) -> String {
     if x < 10.0 && x.fract() != 0.0 {
         return format!("{x:.3}");
     }
-    let whole = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in whole.chars().enumerate() {
-        if i > 0 && (whole.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    cost::grouped(x.round() as u64)
 }
 
 /// A unit price without trailing zeros (`0.0000166667`, `0.4`).

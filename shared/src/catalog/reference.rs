@@ -379,17 +379,7 @@ mod tests {
     fn the_readmes_limits_are_the_catalogs() {
         let readme =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-        let grouped = |n: usize| {
-            let digits = n.to_string();
-            let mut out = String::new();
-            for (i, c) in digits.chars().enumerate() {
-                if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                    out.push(',');
-                }
-                out.push(c);
-            }
-            out
-        };
+        let grouped = |n: usize| crate::cost::grouped(n as u64);
         for row in [
             format!("| chains in a catalog | {} |", grouped(CHAINS_MAX)),
             format!(
