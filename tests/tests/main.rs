@@ -33,6 +33,9 @@ mod chains;
 /// Chaos: killed pollers, duplicates, failures, poison, conflicts and an outage, then
 /// exact accounting.
 mod chaos;
+/// The in-memory store's condition evaluator agrees with DynamoDB's on generated
+/// conditions and items: what entitles the simulation to judge production's conditions.
+mod condition_language;
 /// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
 /// by the book's own commands, each of its jobs run to DONE. (Named to sort early: its
 /// cold build of the crate is the longest test, and tests start in name order.)

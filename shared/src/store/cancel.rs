@@ -214,7 +214,7 @@ impl DynamoStore {
         let cancellation =
             serde_dynamo::to_attribute_value(cancellation(req)).expect("a cancellation serialises");
         let mut call = self
-            .update(&req.key, &update, &condition)
+            .update(&req.key, &update, condition)
             .expression_attribute_names("#execution_key", KEY_ATTRIBUTE)
             .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
             .expression_attribute_values(":cancellation", cancellation)

@@ -18,10 +18,10 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::conditions;
 use super::dynamo::{decode, is_condition_failure, n, refusal, s, unavailable};
 use super::record::{OperatorNote, timestamp};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
-use crate::key::chain_execution_name;
 
 /// How a chain run ended, as its record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,19 +111,9 @@ impl DynamoStore {
             format!("{set}, #open_status = :status")
         };
         let text = |v: Option<&str>| v.map_or(AttributeValue::Null(true), s);
-        // A run recorded before runs named their executions has no owner: its first
-        // execution owns it.
-        let condition = if execution == chain_execution_name(key, 1) {
-            END_CONDITION_FIRST_RUN
-        } else {
-            END_CONDITION
-        };
         let result = self
-            .update(key, &update, condition)
+            .update(key, &update, conditions::chain_end(key, chain, execution))
             .expression_attribute_values(":status", s(status.as_str()))
-            .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":chain", s(chain))
-            .expression_attribute_values(":execution", s(execution))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .expression_attribute_values(":error", text(error))
             .expression_attribute_values(":result", text(result))
@@ -227,27 +217,5 @@ impl DynamoStore {
             Err(e) if is_condition_failure(&e) => Ok(false),
             Err(e) => Err(unavailable(e)),
         }
-    }
-}
-
-/// Condition of a chain's end: the record is a RUNNING run of that chain, owned by the
-/// execution that sent the end.
-pub const END_CONDITION: &str = "#job = :chain AND #status = :running AND #owner = :execution";
-/// [`END_CONDITION`] for a run's first execution, which also owns a run recorded before
-/// executions were named (no owner).
-pub const END_CONDITION_FIRST_RUN: &str = "#job = :chain AND #status = :running AND (#owner = :execution OR attribute_not_exists(#owner))";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_chains_end_is_fenced_on_its_chain_and_execution() {
-        // What keeps a forged or stale end off a record: change it knowingly.
-        assert_eq!(
-            END_CONDITION,
-            "#job = :chain AND #status = :running AND #owner = :execution"
-        );
-        assert!(END_CONDITION_FIRST_RUN.starts_with("#job = :chain AND #status = :running"));
     }
 }

@@ -1,76 +1,102 @@
-//! The conditions of the store's transitions, written in Rust: what the DynamoDB store's
-//! condition expressions say ([`CLAIM_CONDITION`](super::CLAIM_CONDITION),
-//! [`REDRIVE_CLAIM_CONDITION`](super::dynamo::REDRIVE_CLAIM_CONDITION),
-//! [`OWNER_CONDITION`](super::OWNER_CONDITION), [`COMMIT_CONDITION`](super::COMMIT_CONDITION),
-//! [`END_CONDITION`](super::END_CONDITION)), for the stores that are not DynamoDB. Written
-//! by hand because no library evaluates DynamoDB's condition language over our records;
-//! `tests/tests/store_contract.rs` holds both stores to the same answers.
-//!
-//! As in DynamoDB, a comparison with an attribute the item lacks is false.
+//! The conditions of the store's writes to execution records, each written once: the
+//! DynamoDB store sends it ([`Condition`]'s expression, names and values), the in-memory
+//! store evaluates the same [`Condition`] over the record as DynamoDB holds it
+//! ([`record_item`](super::record_item)). Reverting one reverts it for both, and the
+//! simulation, which runs over the in-memory store, judges what production sends.
 
 use chrono::{DateTime, Utc};
 
-use super::dynamo::ANY_ROUND;
+use super::condition::Condition;
+use super::dynamo::{n, record_item, s};
 use super::record::{ClaimRequest, ExecutionRecord, Status};
 use crate::key::chain_execution_name;
 
-/// Whether a claim of `req` passes over `current` (None: no item).
-pub(crate) fn claim_passes(current: Option<&ExecutionRecord>, req: &ClaimRequest) -> bool {
-    let Some(r) = current else {
-        return true;
+/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or RUNNING with an
+/// expired lease; and always the same payload. A FAILED run is claimed only by a redrive
+/// ([`REDRIVE_CLAIM_CONDITION`]).
+pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// Claim condition of a redrive (a dead letter moved back): as [`CLAIM_CONDITION`], or
+/// FAILED no later than its letter says (a second letter of a round that already ran again
+/// and failed reopens nothing) and brought by another message than the one that failed
+/// (the failed delivery itself, seen again after a crash between dead-lettering and
+/// deleting it, must not start a new round).
+pub const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))";
+/// What a letter that does not say when its run failed stands for in `:failed_at`: any
+/// round (RFC 3339 timestamps compare as text).
+pub(crate) const ANY_ROUND: &str = "9999-12-31T23:59:59.999Z";
+/// Owner condition of every later write of an attempt: the fencing check.
+pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
+/// Condition of a commit with effects: still ours, and the lease still live by the
+/// committing worker's clock. A commit after the lease ran out is refused even when nobody
+/// reclaimed the run: its effects then wait for the next attempt, never race a reclaim.
+pub const COMMIT_CONDITION: &str =
+    "#status = :running AND #owner = :owner AND #lease_expires_at > :now_ms";
+/// Condition of a chain's end: the record is a RUNNING run of that chain, owned by the
+/// execution that sent the end.
+pub const END_CONDITION: &str = "#job = :chain AND #status = :running AND #owner = :execution";
+/// [`END_CONDITION`] for a run's first execution, which also owns a run recorded before
+/// executions were named (no owner).
+pub const END_CONDITION_FIRST_RUN: &str = "#job = :chain AND #status = :running AND (#owner = :execution OR attribute_not_exists(#owner))";
+/// Condition of a record's first write: there is none yet.
+pub(crate) const FIRST_CONDITION: &str = "attribute_not_exists(#execution_key)";
+
+/// The claim of `req`: [`CLAIM_CONDITION`], or [`REDRIVE_CLAIM_CONDITION`] for a redrive.
+pub(crate) fn claim(req: &ClaimRequest) -> Condition {
+    let condition = match &req.redrive {
+        None => Condition::new(CLAIM_CONDITION),
+        Some(redrive) => Condition::new(REDRIVE_CLAIM_CONDITION)
+            .value(":failed", s(Status::Failed.as_str()))
+            .value(":message_id", s(req.message_id.as_deref().unwrap_or("")))
+            .value(
+                ":failed_at",
+                s(redrive.failed_at.as_deref().unwrap_or(ANY_ROUND)),
+            ),
     };
-    if r.payload_hash != req.payload_hash {
-        return false;
-    }
-    let now_ms = req.now.timestamp_millis();
-    let waiting = matches!(r.status, Status::Registered | Status::Retrying);
-    let expired = r.status == Status::Running && r.lease_expires_at.is_some_and(|t| t < now_ms);
-    let redriven = req.redrive.as_ref().is_some_and(|redrive| {
-        let failed_at = redrive.failed_at.as_deref().unwrap_or(ANY_ROUND);
-        r.status == Status::Failed
-            && r.message_id
-                .as_deref()
-                .is_some_and(|m| m != req.message_id.as_deref().unwrap_or(""))
-            && r.finished_at.as_deref().is_some_and(|f| f <= failed_at)
-    });
-    waiting || expired || redriven
+    condition
+        .value(":hash", s(&req.payload_hash))
+        .value(":registered", s(Status::Registered.as_str()))
+        .value(":retrying", s(Status::Retrying.as_str()))
+        .value(":running", s(Status::Running.as_str()))
+        .value(":now_ms", n(req.now.timestamp_millis()))
 }
 
-/// Whether the attempt of `owner` still holds the run: every later write of an attempt.
-pub(crate) fn owner_holds(current: Option<&ExecutionRecord>, owner: &str) -> bool {
-    current.is_some_and(|r| r.status == Status::Running && r.owner.as_deref() == Some(owner))
+/// Every later write of the attempt `owner` ([`OWNER_CONDITION`]).
+pub(crate) fn owner(owner: &str) -> Condition {
+    Condition::new(OWNER_CONDITION)
+        .value(":running", s(Status::Running.as_str()))
+        .value(":owner", s(owner))
 }
 
-/// Whether a commit with effects passes: the owner holds the run and its lease is live by
-/// the committing worker's clock.
-pub(crate) fn commit_passes(
-    current: Option<&ExecutionRecord>,
-    owner: &str,
-    now: DateTime<Utc>,
-) -> bool {
-    owner_holds(current, owner)
-        && current
-            .and_then(|r| r.lease_expires_at)
-            .is_some_and(|t| t > now.timestamp_millis())
+/// A commit with effects by `owner` at `now` ([`COMMIT_CONDITION`]).
+pub(crate) fn commit(owner: &str, now: DateTime<Utc>) -> Condition {
+    Condition::new(COMMIT_CONDITION)
+        .value(":running", s(Status::Running.as_str()))
+        .value(":owner", s(owner))
+        .value(":now_ms", n(now.timestamp_millis()))
 }
 
-/// Whether the end of a chain run sent by `execution` passes: a RUNNING run of `chain`
-/// owned by that execution (or, for a run's first execution, recorded without an owner).
-pub(crate) fn chain_end_passes(
-    current: Option<&ExecutionRecord>,
-    key: &str,
-    chain: &str,
-    execution: &str,
-) -> bool {
-    let Some(r) = current else {
-        return false;
+/// The end of the chain run `key` of `chain`, sent by `execution`.
+pub(crate) fn chain_end(key: &str, chain: &str, execution: &str) -> Condition {
+    // A run recorded before runs named their executions has no owner: its first
+    // execution owns it.
+    let text = match execution == chain_execution_name(key, 1) {
+        true => END_CONDITION_FIRST_RUN,
+        false => END_CONDITION,
     };
-    let first_run = execution == chain_execution_name(key, 1);
-    let owned = match r.owner.as_deref() {
-        Some(owner) => owner == execution,
-        None => first_run,
-    };
-    r.job == chain && r.status == Status::Running && owned
+    Condition::new(text)
+        .value(":running", s(Status::Running.as_str()))
+        .value(":chain", s(chain))
+        .value(":execution", s(execution))
+}
+
+/// A record's first write ([`FIRST_CONDITION`]).
+pub(crate) fn first() -> Condition {
+    Condition::new(FIRST_CONDITION)
+}
+
+/// Whether `condition` holds over the record `current` (None: no item) as DynamoDB holds it.
+pub(crate) fn holds(condition: &Condition, current: Option<&ExecutionRecord>) -> bool {
+    condition.holds(current.map(record_item).as_ref())
 }
 
 #[cfg(test)]
@@ -80,6 +106,18 @@ mod tests {
     use super::*;
     use crate::store::record::claimed_record;
     use crate::store::{Finish, Redrive};
+
+    fn claim_passes(current: Option<&ExecutionRecord>, req: &ClaimRequest) -> bool {
+        holds(&claim(req), current)
+    }
+
+    fn owner_holds(current: Option<&ExecutionRecord>, by: &str) -> bool {
+        holds(&owner(by), current)
+    }
+
+    fn commit_passes(current: Option<&ExecutionRecord>, by: &str, now: DateTime<Utc>) -> bool {
+        holds(&commit(by, now), current)
+    }
 
     fn req(now: &str) -> ClaimRequest {
         ClaimRequest {

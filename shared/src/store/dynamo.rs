@@ -19,6 +19,8 @@ use chrono::{DateTime, Utc};
 
 use crate::effects::table_of;
 
+use super::condition::Condition;
+use super::conditions;
 use super::list_shard;
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, cap_snapshot, claimed_record,
@@ -72,28 +74,6 @@ pub enum TransitionError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
-
-/// Claim condition: the key is new, or waiting (REGISTERED / RETRYING), or RUNNING with an
-/// expired lease; and always the same payload. A FAILED run is claimed only by a redrive
-/// (`REDRIVE_CLAIM_CONDITION`).
-pub const CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))";
-/// Claim condition of a redrive (a dead letter moved back): as [`CLAIM_CONDITION`], or
-/// FAILED no later than its letter says (a second letter of a round that already ran again
-/// and failed reopens nothing) and brought by another message than the one that failed
-/// (the failed delivery itself, seen again after a crash between dead-lettering and
-/// deleting it, must not start a new round).
-pub(crate) const REDRIVE_CLAIM_CONDITION: &str = "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))";
-
-/// What a letter that does not say when its run failed stands for in `:failed_at`: any
-/// round (RFC 3339 timestamps compare as text).
-pub(crate) const ANY_ROUND: &str = "9999-12-31T23:59:59.999Z";
-/// Owner condition of every later write of an attempt: the fencing check.
-pub const OWNER_CONDITION: &str = "#status = :running AND #owner = :owner";
-/// Condition of a commit with effects: still ours, and the lease still live by the
-/// committing worker's clock. A commit after the lease ran out is refused even when nobody
-/// reclaimed the run: its effects then wait for the next attempt, never race a reclaim.
-pub const COMMIT_CONDITION: &str =
-    "#status = :running AND #owner = :owner AND #lease_expires_at > :now_ms";
 
 const CLAIM_UPDATE: &str = "SET #status = :running, #open_status = :running, \
      #list_shard = if_not_exists(#list_shard, :shard), #attempt = if_not_exists(#attempt, :zero) + :one, \
@@ -183,23 +163,15 @@ impl DynamoStore {
 
     /// Claims the run named by `req.key` (one `UpdateItem`).
     pub async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
-        let condition = if req.redrive.is_some() {
-            REDRIVE_CLAIM_CONDITION
-        } else {
-            CLAIM_CONDITION
-        };
-        let mut result = self
-            .update(&req.key, CLAIM_UPDATE, condition)
+        let result = self
+            .update(&req.key, CLAIM_UPDATE, conditions::claim(req))
             .expression_attribute_values(":running", s(Status::Running.as_str()))
             .expression_attribute_values(":shard", s(&list_shard(&req.key)))
-            .expression_attribute_values(":registered", s(Status::Registered.as_str()))
-            .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
             .expression_attribute_values(":zero", n(0))
             .expression_attribute_values(":one", n(1))
             .expression_attribute_values(":owner", s(&req.owner))
             .expression_attribute_values(":lease", n(lease_until(req.now, req.lease)))
             .expression_attribute_values(":now", s(&timestamp(req.now)))
-            .expression_attribute_values(":now_ms", n(req.now.timestamp_millis()))
             .expression_attribute_values(":job", s(&req.job))
             .expression_attribute_values(":scheduled_for", s(&req.scheduled_for))
             .expression_attribute_values(":hash", s(&req.payload_hash))
@@ -210,12 +182,6 @@ impl DynamoStore {
                 n(req.now.timestamp() + req.retention.as_secs() as i64),
             )
             .expression_attribute_values(":empty", AttributeValue::L(Vec::new()));
-        if let Some(redrive) = &req.redrive {
-            let failed_at = redrive.failed_at.as_deref().unwrap_or(ANY_ROUND);
-            result = result
-                .expression_attribute_values(":failed", s(Status::Failed.as_str()))
-                .expression_attribute_values(":failed_at", s(failed_at));
-        }
         let result = self.timed(result.send()).await?;
         match result {
             Ok(out) => {
@@ -247,10 +213,8 @@ impl DynamoStore {
             .update(
                 key,
                 "SET #lease_expires_at = :lease, #updated_at = :now",
-                OWNER_CONDITION,
+                conditions::owner(owner),
             )
-            .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":owner", s(owner))
             .expression_attribute_values(":lease", n(lease_until(now, lease)))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();
@@ -267,7 +231,12 @@ impl DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<ExecutionRecord, TransitionError> {
         let (after, write) = FinishWrite::of(claimed, finish, now);
-        let mut req = self.update(&claimed.execution_key, &write.update, OWNER_CONDITION);
+        let owner = claimed.owner.as_deref().unwrap_or_default();
+        let mut req = self.update(
+            &claimed.execution_key,
+            &write.update,
+            conditions::owner(owner),
+        );
         for (name, value) in write.values {
             req = req.expression_attribute_values(name, value);
         }
@@ -294,14 +263,17 @@ impl DynamoStore {
         effects: Vec<TransactWriteItem>,
     ) -> Result<ExecutionRecord, CommitError> {
         let (after, write) = FinishWrite::of(claimed, &Finish::Succeeded { result }, now);
+        let condition = conditions::commit(claimed.owner.as_deref().unwrap_or_default(), now);
         let mut update = Update::builder()
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, s(&claimed.execution_key))
             .update_expression(&write.update)
-            .condition_expression(COMMIT_CONDITION)
+            .condition_expression(condition.expression())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .set_expression_attribute_names(Some(write.names(COMMIT_CONDITION)))
-            .expression_attribute_values(":now_ms", n(now.timestamp_millis()));
+            .set_expression_attribute_names(Some(write.names(&condition)));
+        for (name, value) in condition.values() {
+            update = update.expression_attribute_values(name, value.clone());
+        }
         for (name, value) in write.values {
             update = update.expression_attribute_values(name, value);
         }
@@ -388,23 +360,33 @@ impl DynamoStore {
         out.item.map(|item| decode(key, item)).transpose()
     }
 
+    /// A conditional `UpdateItem` of `key` that returns the item as it was: the
+    /// condition's expression, names and values, and the update's names (`#x` for the
+    /// attribute `x`); the caller binds the update's values.
     pub(super) fn update(
         &self,
         key: &str,
         update: &str,
-        condition: &str,
+        condition: impl Into<Condition>,
     ) -> aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder {
+        let condition = condition.into();
         let mut req = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, s(key))
             .update_expression(update)
-            .condition_expression(condition)
+            .condition_expression(condition.expression())
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        for name in placeholder_names(update).chain(placeholder_names(condition)) {
+        for name in placeholder_names(update) {
             req = req.expression_attribute_names(format!("#{name}"), name);
+        }
+        for (placeholder, attribute) in condition.names() {
+            req = req.expression_attribute_names(placeholder, attribute);
+        }
+        for (placeholder, value) in condition.values() {
+            req = req.expression_attribute_values(placeholder, value.clone());
         }
         req
     }
@@ -501,10 +483,10 @@ impl FinishWrite {
     }
 
     /// The `#name` placeholders of the update and of `condition`.
-    fn names(&self, condition: &str) -> HashMap<String, String> {
+    fn names(&self, condition: &Condition) -> HashMap<String, String> {
         placeholder_names(&self.update)
-            .chain(placeholder_names(condition))
             .map(|name| (format!("#{name}"), name.to_string()))
+            .chain(condition.names())
             .collect()
     }
 }
@@ -627,10 +609,7 @@ impl DynamoStore {
         &self,
         record: &ExecutionRecord,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
-        match self
-            .put_record(record, "attribute_not_exists(#execution_key)", None)
-            .await?
-        {
+        match self.put_record(record, &conditions::first()).await? {
             Ok(()) => Ok(None),
             Err(existing) => Ok(existing),
         }
@@ -646,7 +625,7 @@ impl DynamoStore {
     ) -> Result<(), TransitionError> {
         let owner = claimed.owner.as_deref().unwrap_or_default();
         match self
-            .put_record(replacement, OWNER_CONDITION, Some(owner))
+            .put_record(replacement, &conditions::owner(owner))
             .await?
         {
             Ok(()) => Ok(()),
@@ -665,13 +644,11 @@ impl DynamoStore {
     }
 
     /// One conditional `PutItem` of `record` ([`record_item`]: with its listing shard, and its open status
-    /// unless DONE or SKIPPED); `owner` fills `:owner` (and `:running`) for conditions that
-    /// name them. A refusal gives back the record that was there (None: no item).
+    /// unless DONE or SKIPPED). A refusal gives back the record that was there (None: no item).
     async fn put_record(
         &self,
         record: &ExecutionRecord,
-        condition: &str,
-        owner: Option<&str>,
+        condition: &Condition,
     ) -> Result<Result<(), Option<ExecutionRecord>>, StoreError> {
         let item = record_item(record);
         let mut request = self
@@ -679,15 +656,13 @@ impl DynamoStore {
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression(condition)
+            .condition_expression(condition.expression())
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        for name in placeholder_names(condition) {
-            request = request.expression_attribute_names(format!("#{name}"), name);
+        for (placeholder, attribute) in condition.names() {
+            request = request.expression_attribute_names(placeholder, attribute);
         }
-        if let Some(owner) = owner {
-            request = request
-                .expression_attribute_values(":owner", s(owner))
-                .expression_attribute_values(":running", s(Status::Running.as_str()));
+        for (placeholder, value) in condition.values() {
+            request = request.expression_attribute_values(placeholder, value.clone());
         }
         match self.timed(request.send()).await? {
             Ok(_) => Ok(Ok(())),
@@ -709,38 +684,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_attribute_in_the_expressions_has_a_placeholder() {
-        let names: Vec<_> = placeholder_names(REDRIVE_CLAIM_CONDITION).collect();
-        assert_eq!(
-            names,
-            [
-                "execution_key",
-                "payload_hash",
-                "status",
-                "status",
-                "message_id",
-                "finished_at",
-                "status",
-                "lease_expires_at"
-            ]
-        );
+    fn every_attribute_in_the_claims_update_has_a_placeholder() {
         assert!(placeholder_names(CLAIM_UPDATE).any(|n| n == "input"));
         assert!(!CLAIM_UPDATE.replace("#", "").contains("##"));
-    }
-
-    #[test]
-    fn the_claim_condition_is_pinned() {
-        // The whole exactly-once promise rests on this string: change it knowingly.
-        assert_eq!(
-            CLAIM_CONDITION,
-            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :running AND #lease_expires_at < :now_ms)))"
-        );
-        // Only a redrive reopens a FAILED run: never with the message that failed it, nor
-        // a letter of a round that ran again since.
-        assert_eq!(
-            REDRIVE_CLAIM_CONDITION,
-            "attribute_not_exists(#execution_key) OR (#payload_hash = :hash AND (#status IN (:registered, :retrying) OR (#status = :failed AND #message_id <> :message_id AND #finished_at <= :failed_at) OR (#status = :running AND #lease_expires_at < :now_ms)))"
-        );
-        assert_eq!(OWNER_CONDITION, "#status = :running AND #owner = :owner");
     }
 }

@@ -1,7 +1,7 @@
 //! The execution store in memory, for unit tests and the deterministic simulation: the
 //! transitions of [`DynamoStore`](super::DynamoStore), each request of it one atomic step
-//! over ordered maps, decided by the same pure functions (`record`) and the same
-//! conditions (`conditions`). Nothing survives the process: not a production store.
+//! over ordered maps, decided by the same pure functions (`record`) and the very
+//! conditions the DynamoDB store sends (`conditions`, evaluated by `condition`). Nothing survives the process: not a production store.
 //!
 //! Each request first asks the store's [`Faults`] what happens to it: a delay, a refusal
 //! (nothing applied), or a lost answer (applied, and the caller told the store was
@@ -17,7 +17,7 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use chrono::{DateTime, Utc};
 
 use super::chain_runs::ChainEnd;
-use super::conditions::{chain_end_passes, claim_passes, commit_passes, owner_holds};
+use super::conditions::{self, holds};
 use super::dynamo::{CommitError, StoreError, TransitionError};
 use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
 use super::overlap::{Gate, look_again_in};
@@ -191,7 +191,7 @@ impl MemoryStore {
     async fn claim(&self, req: &ClaimRequest) -> Result<ClaimOutcome, StoreError> {
         self.request("claim", &req.key, |state| {
             let current = state.records.get(&req.key).cloned();
-            if !claim_passes(current.as_ref(), req) {
+            if !holds(&conditions::claim(req), current.as_ref()) {
                 let current = current.expect("a claim passes over a missing record");
                 return classify_refusal(current, req);
             }
@@ -223,7 +223,7 @@ impl MemoryStore {
     ) -> Result<(), TransitionError> {
         self.request("heartbeat", key, |state| {
             let current = state.records.get_mut(key);
-            if !owner_holds(current.as_deref(), owner) {
+            if !holds(&conditions::owner(owner), current.as_deref()) {
                 return Err(lost(current.map(|r| r.clone())));
             }
             let r = current.expect("held");
@@ -245,7 +245,7 @@ impl MemoryStore {
         let key = &claimed.execution_key;
         self.request("finish", key, |state| {
             let current = state.records.get(key).cloned();
-            if owner_holds(current.as_ref(), owner) {
+            if holds(&conditions::owner(owner), current.as_ref()) {
                 state.records.insert(key.clone(), after.clone());
                 return Ok(after.clone());
             }
@@ -270,7 +270,7 @@ impl MemoryStore {
         let key = &claimed.execution_key;
         self.request("commit", key, |state| {
             let current = state.records.get(key).cloned();
-            if commit_passes(current.as_ref(), owner, now) {
+            if holds(&conditions::commit(owner, now), current.as_ref()) {
                 state.records.insert(key.clone(), after.clone());
                 if !effects.is_empty() {
                     *state.effects_applied.entry(key.clone()).or_default() += 1;
@@ -308,7 +308,7 @@ impl MemoryStore {
         let key = &claimed.execution_key;
         self.request(name, key, |state| {
             let current = state.records.get(key).cloned();
-            if owner_holds(current.as_ref(), owner) {
+            if holds(&conditions::owner(owner), current.as_ref()) {
                 state.records.insert(key.clone(), replacement.clone());
                 return Ok(());
             }
@@ -413,7 +413,10 @@ impl MemoryStore {
         // What refused it, if anything: the record as it was (None: no record).
         let refused = self.request("end_chain", key, |state| {
             let current = state.records.get_mut(key);
-            if !chain_end_passes(current.as_deref(), key, chain, execution) {
+            if !holds(
+                &conditions::chain_end(key, chain, execution),
+                current.as_deref(),
+            ) {
                 return Some(current.map(|r| r.clone()));
             }
             let r = current.expect("passed");

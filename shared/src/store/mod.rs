@@ -6,6 +6,7 @@ mod audit_entries;
 mod by_job;
 mod cancel;
 mod chain_runs;
+mod condition;
 mod conditions;
 mod dynamo;
 mod execution_store;
@@ -27,10 +28,15 @@ pub use audit_entries::{
     AUDIT_SHARD, AuditEntry, AuditFilter, DEFAULT_AUDIT_RETENTION, audit_retention,
 };
 pub use cancel::{CANCELLABLE, CancelError, CancelRequest, Cancelled};
-pub use chain_runs::{ChainEnd, END_CONDITION, END_CONDITION_FIRST_RUN};
+pub use chain_runs::ChainEnd;
+pub use condition::{Condition, Item, ParseError};
+pub use conditions::{
+    CLAIM_CONDITION, COMMIT_CONDITION, END_CONDITION, END_CONDITION_FIRST_RUN, OWNER_CONDITION,
+    REDRIVE_CLAIM_CONDITION,
+};
 pub use dynamo::{
-    CLAIM_CONDITION, COMMIT_CONDITION, CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore,
-    KEY_ATTRIBUTE, OWNER_CONDITION, StoreError, TTL_ATTRIBUTE, TransitionError, record_item,
+    CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore, KEY_ATTRIBUTE, StoreError, TTL_ATTRIBUTE,
+    TransitionError, record_item,
 };
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};

@@ -244,7 +244,7 @@ impl DynamoStore {
                 }
             }
         }
-        let mut request = self.update(&slot_key(entry.job), &update, &condition);
+        let mut request = self.update(&slot_key(entry.job), &update, condition);
         for (name, v) in values {
             request = request.expression_attribute_values(name, v);
         }

@@ -331,7 +331,7 @@ impl DynamoStore {
             true => "attribute_exists(#expires_at) OR attribute_not_exists(#expires_at)".into(),
             false => conditions.join(" AND "),
         };
-        let mut request = self.update(req.item, &update, &condition);
+        let mut request = self.update(req.item, &update, condition);
         for (name, value) in names {
             request = request.expression_attribute_names(name, value);
         }
