@@ -96,6 +96,14 @@ impl Condition {
     /// [`holds`](Self::holds), with an invalid expression as an error.
     pub fn evaluate(&self, item: Option<&Item>) -> Result<bool, ParseError> {
         let expr = parse::parse(&self.expression)?;
+        // DynamoDB refuses a request that binds a value none of its expressions use; a
+        // condition's values are its own.
+        let used: Vec<&str> = placeholders(&self.expression, ':').collect();
+        if let Some((unused, _)) = self.values.iter().find(|(p, _)| !used.contains(&p.as_str())) {
+            return Err(ParseError(format!(
+                "value `{unused}` is bound but unused in the expression"
+            )));
+        }
         let empty = Item::new();
         let scope = eval::Scope {
             item: item.unwrap_or(&empty),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Does the simulation find the defects issue 21 fixed (and one found since)? Each patch
-# here reverts one fix in the worker; for each, this applies it to a copy of the working tree, runs the simulation
+# Does the simulation find the defects issue 21 fixed (and those found since)? Each patch
+# here reverts one fix in code that runs against AWS (a condition the DynamoDB store sends,
+# which the in-memory store evaluates as it is; the worker's own steps); for each, this applies it to a copy of the working tree, runs the simulation
 # (SEEDS seeds, default 4,000) and expects it to fail with the invariant named below.
 # Exit 0 when every defect was found. The working tree is never changed. The copy builds
 # into the same target directory, so only the library is compiled again, not its
@@ -16,6 +17,8 @@ seeds=${SEEDS:-4000}
 # patch | the invariant the simulation must report (an extended regular expression)
 cases=(
   "chain-end-for-any-run.patch|was not refused"
+  "claim-of-another-payload.patch|two payloads, neither refused"
+  "claim-over-a-live-lease.patch|runs at once under its overlap policy|applied twice"
   "keys-in-schedkits-own-space.patch|schedkit's own"
   "leave-by-key-alone.patch|runs at once under its overlap policy"
   "slot-entered-before-the-claim.patch|runs at once under its overlap policy"
