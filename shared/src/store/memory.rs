@@ -27,6 +27,7 @@ use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
     finished_record, lease_until, timestamp,
 };
+use super::slot_conditions::{self, slot_item};
 use crate::job::Overlap;
 
 /// What happens to one request.
@@ -465,13 +466,6 @@ fn take(slot: &mut Slot, e: &SlotEntry<'_>) {
     }
 }
 
-/// Whether the slot has no waiter but the entry, or only one whose wait lapsed.
-fn waiter_free(slot: &Slot, e: &SlotEntry<'_>) -> bool {
-    slot.waiter.is_none()
-        || slot.waiter.as_deref() == Some(e.key)
-        || slot.waiter_until_ms < e.now.timestamp_millis()
-}
-
 impl MemoryStore {
     /// Enters a job's slot, as [`DynamoStore::enter_slot`](super::DynamoStore::enter_slot)
     /// does: a try; on refusal, a look at the holder (and the waiter under `buffer_one`);
@@ -482,8 +476,7 @@ impl MemoryStore {
         let refused = self
             .request("enter_slot.take", e.job, |state| {
                 let slot = state.slots.entry(e.job.to_string()).or_default();
-                let free = slot.holder.is_none() || slot.holder.as_deref() == Some(e.key);
-                if free && (!buffer || waiter_free(slot, &e)) {
+                if slot_conditions::take(e.key, e.policy, e.now).holds(Some(&slot_item(slot))) {
                     take(slot, &e);
                     return None;
                 }
@@ -545,20 +538,19 @@ impl MemoryStore {
         seen: &Slot,
         waiter: Option<&str>,
     ) -> Result<Result<(), Option<String>>, StoreError> {
-        let now_ms = e.now.timestamp_millis();
-        let buffer = e.policy == Overlap::BufferOne;
+        let condition = slot_conditions::take_over(
+            e.key,
+            e.policy,
+            e.now,
+            slot_conditions::Seen {
+                holder: seen.holder.as_deref(),
+                holder_owner: seen.holder_owner.as_deref(),
+                waiter,
+            },
+        );
         self.request("enter_slot.take_over", e.job, |state| {
             let slot = state.slots.entry(e.job.to_string()).or_default();
-            let same_holder = slot.holder == seen.holder && slot.holder_owner == seen.holder_owner;
-            let waiter_ok = match waiter {
-                Some(w) => {
-                    slot.waiter.as_deref() == Some(w)
-                        || slot.waiter.as_deref() == Some(e.key)
-                        || slot.waiter_until_ms < now_ms
-                }
-                None => waiter_free(slot, e),
-            };
-            if same_holder && (!buffer || waiter_ok) {
+            if condition.holds(Some(&slot_item(slot))) {
                 take(slot, e);
                 return Ok(());
             }
@@ -578,7 +570,7 @@ impl MemoryStore {
         let waits = self
             .request("enter_slot.wait", e.job, |state| {
                 let slot = state.slots.entry(e.job.to_string()).or_default();
-                if !waiter_free(slot, e) {
+                if !slot_conditions::wait(e.key, e.now).holds(Some(&slot_item(slot))) {
                     return false;
                 }
                 slot.waiter = Some(e.key.to_string());
@@ -597,8 +589,7 @@ impl MemoryStore {
     async fn leave_slot(&self, job: &str, key: &str, owner: &str) -> Result<(), StoreError> {
         self.request("leave_slot", job, |state| {
             if let Some(slot) = state.slots.get_mut(job)
-                && slot.holder.as_deref() == Some(key)
-                && slot.holder_owner.as_deref() == Some(owner)
+                && slot_conditions::leave(key, owner).holds(Some(&slot_item(slot)))
             {
                 slot.holder = None;
                 slot.holder_owner = None;

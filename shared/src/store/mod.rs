@@ -22,6 +22,7 @@ mod overlap;
 mod pauses;
 mod permits;
 mod record;
+mod slot_conditions;
 
 pub use accountant_ledger::ledger_key;
 pub use audit_entries::{

@@ -27,7 +27,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::condition::Condition;
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
+use super::slot_conditions::{Seen, leave, slot_of, take, take_over, wait};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, StoreError, TransitionError, slot_key};
 use crate::job::Overlap;
 
@@ -55,17 +57,6 @@ pub(super) fn look_again_in(slot_until_ms: i64, now: DateTime<Utc>) -> Duration 
     Duration::from_millis(left / 4).clamp(Duration::from_secs(1), Duration::from_secs(30))
 }
 
-fn text_of(item: &std::collections::HashMap<String, AttributeValue>, name: &str) -> Option<String> {
-    item.get(name).and_then(|v| v.as_s().ok()).cloned()
-}
-
-fn number_of(item: &std::collections::HashMap<String, AttributeValue>, name: &str) -> i64 {
-    item.get(name)
-        .and_then(|v| v.as_n().ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// One run's entry into its job's slot.
 struct Entry<'a> {
     job: &'a str,
@@ -76,13 +67,6 @@ struct Entry<'a> {
     policy: Overlap,
     now: DateTime<Utc>,
     hold: Duration,
-}
-
-/// The slot entry a take-over saw.
-struct Seen<'a> {
-    holder: Option<&'a str>,
-    holder_owner: Option<&'a str>,
-    waiter: Option<&'a str>,
 }
 
 /// Whether the run `record` (None: no record) still runs at `now`: RUNNING under a live
@@ -124,18 +108,16 @@ impl DynamoStore {
             now,
             hold,
         };
-        let free = "(attribute_not_exists(#slot_key) OR #slot_key = :me)";
-        let waiter_free =
-            "(attribute_not_exists(#waiter_key) OR #waiter_key = :me OR #waiter_until < :now)";
-        let refused = match self.take_slot(&entry, free, waiter_free, None).await? {
+        let refused = match self.take_slot(&entry, take(key, policy, now)).await? {
             Ok(()) => return Ok(Gate::Open),
-            Err(refused) => refused,
+            Err(refused) => slot_of(&refused),
         };
-        let holder = text_of(&refused, "slot_key");
-        let holder_owner = text_of(&refused, "slot_owner");
-        let waiter = text_of(&refused, "waiter_key")
+        let holder = refused.holder.clone();
+        let waiter = refused
+            .waiter
+            .clone()
             .filter(|w| w != key)
-            .filter(|_| number_of(&refused, "waiter_until") >= now.timestamp_millis());
+            .filter(|_| refused.waiter_until_ms >= now.timestamp_millis());
         // A holder or waiter that no longer runs (decided, or its lease ran out) frees its
         // place: taken over, conditioned on the very entry seen.
         let holder_gone = match &holder {
@@ -145,27 +127,18 @@ impl DynamoStore {
         let waiter_gone = self.waiter_gone(waiter.as_deref(), policy).await?;
         let mut running = holder.clone();
         if holder_gone && waiter_gone {
-            let slot_was = match (&holder, &holder_owner) {
-                (Some(_), Some(_)) => "#slot_key = :holder AND #slot_owner = :holder_owner",
-                (Some(_), None) => "#slot_key = :holder AND attribute_not_exists(#slot_owner)",
-                (None, _) => "attribute_not_exists(#slot_key)",
-            };
-            let waiter_was = match &waiter {
-                Some(_) => "(#waiter_key = :waiter OR #waiter_key = :me OR #waiter_until < :now)",
-                None => waiter_free,
-            };
             let seen = Seen {
                 holder: holder.as_deref(),
-                holder_owner: holder_owner.as_deref(),
+                holder_owner: refused.holder_owner.as_deref(),
                 waiter: waiter.as_deref(),
             };
             match self
-                .take_slot(&entry, slot_was, waiter_was, Some(seen))
+                .take_slot(&entry, take_over(key, policy, now, seen))
                 .await?
             {
                 Ok(()) => return Ok(Gate::Open),
                 // Someone else entered first: theirs now.
-                Err(now_refused) => running = text_of(&now_refused, "slot_key"),
+                Err(now_refused) => running = slot_of(&now_refused).holder,
             }
         }
         // Named in the SKIPPED record: the holder, or the waiter queued ahead of this run.
@@ -173,7 +146,7 @@ impl DynamoStore {
         if policy != Overlap::BufferOne {
             return Ok(Gate::Skip { running });
         }
-        let slot_until = number_of(&refused, "slot_until");
+        let slot_until = refused.until_ms;
         // buffer_one: wait, unless another run already does; a waiter's look renews its
         // place.
         let until = now.timestamp_millis() + hold.as_millis() as i64;
@@ -181,10 +154,8 @@ impl DynamoStore {
             .update(
                 &slot_key(job),
                 "SET #waiter_key = :me, #waiter_until = :until",
-                waiter_free,
+                wait(key, now),
             )
-            .expression_attribute_values(":me", s(key))
-            .expression_attribute_values(":now", n(now.timestamp_millis()))
             // A waiter whose message is lost stops blocking once the holder's time is
             // over and a little more: the next run may wait instead.
             .expression_attribute_values(":until", n(slot_until.max(until) + 60_000))
@@ -198,56 +169,28 @@ impl DynamoStore {
         }
     }
 
-    /// The slot write: the entry's run holds `job`'s slot if `slot_cond` (and, under
-    /// `buffer_one`, `waiter_cond`) hold; `seen` fills the conditions' `:holder`,
-    /// `:holder_owner` and `:waiter`. The item as it was when refused.
+    /// The slot write: the entry's run holds `job`'s slot if `condition` holds. The item
+    /// as it was when refused.
     async fn take_slot(
         &self,
         entry: &Entry<'_>,
-        slot_cond: &str,
-        waiter_cond: &str,
-        seen: Option<Seen<'_>>,
+        condition: Condition,
     ) -> Result<Result<(), std::collections::HashMap<String, AttributeValue>>, StoreError> {
         let until = entry.now.timestamp_millis() + entry.hold.as_millis() as i64;
         let set =
             "SET #slot_key = :me, #slot_owner = :owner, #slot_until = :until, #expires_at = :ttl";
-        let (condition, update) = match entry.policy {
-            Overlap::BufferOne => (
-                format!("{slot_cond} AND {waiter_cond}"),
-                format!("{set} REMOVE #waiter_key, #waiter_until"),
-            ),
-            _ => (slot_cond.to_string(), set.to_string()),
+        let update = match entry.policy {
+            Overlap::BufferOne => format!("{set} REMOVE #waiter_key, #waiter_until"),
+            _ => set.to_string(),
         };
-        let mut values = vec![
-            (":me", s(entry.key)),
-            (":owner", s(entry.owner)),
-            (":until", n(until)),
+        let request = self
+            .update(&slot_key(entry.job), &update, condition)
+            .expression_attribute_values(":me", s(entry.key))
+            .expression_attribute_values(":owner", s(entry.owner))
+            .expression_attribute_values(":until", n(until))
             // The slot outlives any run it could hold; a job removed from the catalog
             // leaves an item that expires.
-            (":ttl", n(entry.now.timestamp() + 30 * 86_400)),
-        ];
-        if condition.contains(":now") {
-            values.push((":now", n(entry.now.timestamp_millis())));
-        }
-        if let Some(seen) = seen {
-            for (name, v) in [
-                (":holder", seen.holder),
-                (":holder_owner", seen.holder_owner),
-                (":waiter", seen.waiter),
-            ] {
-                // `:holder` is a prefix of `:holder_owner`: match the whole placeholder.
-                let named = condition
-                    .match_indices(name)
-                    .any(|(i, _)| !condition[i + name.len()..].starts_with('_'));
-                if let Some(v) = v.filter(|_| named) {
-                    values.push((name, s(v)));
-                }
-            }
-        }
-        let mut request = self.update(&slot_key(entry.job), &update, condition);
-        for (name, v) in values {
-            request = request.expression_attribute_values(name, v);
-        }
+            .expression_attribute_values(":ttl", n(entry.now.timestamp() + 30 * 86_400));
         match self.timed(request.send()).await? {
             Ok(_) => Ok(Ok(())),
             Err(e) if is_condition_failure(&e) => Ok(Err(refused_item(&e).unwrap_or_default())),
@@ -263,10 +206,8 @@ impl DynamoStore {
             .update(
                 &slot_key(job),
                 "REMOVE #slot_key, #slot_owner, #slot_until",
-                "#slot_key = :me AND #slot_owner = :owner",
+                leave(key, owner),
             )
-            .expression_attribute_values(":me", s(key))
-            .expression_attribute_values(":owner", s(owner))
             .send();
         match self.timed(result).await? {
             Ok(_) => Ok(()),

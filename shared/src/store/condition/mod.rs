@@ -99,7 +99,11 @@ impl Condition {
         // DynamoDB refuses a request that binds a value none of its expressions use; a
         // condition's values are its own.
         let used: Vec<&str> = placeholders(&self.expression, ':').collect();
-        if let Some((unused, _)) = self.values.iter().find(|(p, _)| !used.contains(&p.as_str())) {
+        if let Some((unused, _)) = self
+            .values
+            .iter()
+            .find(|(p, _)| !used.contains(&p.as_str()))
+        {
             return Err(ParseError(format!(
                 "value `{unused}` is bound but unused in the expression"
             )));
