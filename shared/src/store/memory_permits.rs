@@ -1,45 +1,44 @@
-//! Permits in memory, as [`DynamoStore::take_permit`](super::DynamoStore::take_permit) takes
-//! them: the same steps (a try; a look at each holder whose hint passed; a second try that
-//! drops those gone), each one request, decided by the same functions of `permits`.
+//! Permits in memory: the loop of [`take_permit`](super::permits::take_permit), written
+//! once, over this store's two requests, each one atomic step; the write decided by the
+//! very condition the DynamoDB store sends ([`enter_condition`]), evaluated over the gate
+//! as DynamoDB holds it, and applied as its update says.
 
-use super::StoreError;
+use std::collections::BTreeMap;
+
 use super::memory::{MemoryState, MemoryStore};
 use super::permits::{
-    GateItem, Permit, PermitRequest, entry_of, holder_gone, looks_further, next_start, rate_allows,
-    room_for, to_look_at,
+    GateItem, GateRequests, Permit, PermitRequest, enter_condition, entry_of, gate_as_item,
+    next_start, release_condition,
 };
+use super::{ExecutionRecord, StoreError};
 
-/// Tries before a run is told the gate is full, as DynamoDB's implementation does.
-const TRIES: usize = 3;
-
-/// The write that enters the gate, if the item is still as the taker saw it: the entries
-/// `dropped` still name the claims read, and there is room.
+/// The write that enters the gate, as [`DynamoStore`](super::DynamoStore)'s sends it: its
+/// condition, then its update (the dropped entries removed, the run's own entry written,
+/// the next start moved on).
 fn enter(
     state: &mut MemoryState,
     req: &PermitRequest<'_>,
     dropped: &[(String, String)],
+    fresh: bool,
 ) -> Result<(), GateItem> {
-    let item = state.gates.entry(req.item.to_string()).or_default();
-    let now = req.now.timestamp_millis();
-    let dropped_still = dropped
-        .iter()
-        .all(|(k, owner)| item.holders.get(k).is_some_and(|h| &h.owner == owner));
-    let counted_ok = req.concurrency.is_none()
-        || (item.counted || item.holders.is_empty()) && room_for(item, req, dropped);
-    if !dropped_still || !counted_ok || !rate_allows(item, now) {
-        return Err(item.clone());
-    }
-    for (k, _) in dropped {
-        item.holders.remove(k);
+    let gate = state.gates.entry(req.item.to_string()).or_default();
+    if !enter_condition(req, dropped, fresh).holds(Some(&gate_as_item(gate))) {
+        return Err(gate.clone());
     }
     if let Some(limit) = req.concurrency {
-        item.counted = true;
-        item.holders.insert(req.key.to_string(), entry_of(req));
-        if item.holders.len() > limit as usize {
+        if fresh {
+            gate.holders = BTreeMap::new();
+        }
+        for (key, _) in dropped.iter().filter(|(k, _)| k != req.key) {
+            gate.holders.remove(key);
+        }
+        gate.counted = true;
+        gate.holders.insert(req.key.to_string(), entry_of(req));
+        if gate.holders.len() > limit as usize {
             let line = format!(
                 "{}: {} holders under a limit of {limit}",
                 req.item,
-                item.holders.len()
+                gate.holders.len()
             );
             state.permit_breaches.push(line);
         }
@@ -54,48 +53,31 @@ fn enter(
     Ok(())
 }
 
+impl GateRequests for MemoryStore {
+    async fn holder(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.request("take_permit.holder", key, |state| {
+            state.records.get(key).cloned()
+        })
+        .await
+    }
+
+    async fn enter_gate(
+        &self,
+        req: &PermitRequest<'_>,
+        dropped: &[(String, String)],
+        fresh: bool,
+    ) -> Result<Result<(), GateItem>, StoreError> {
+        self.request("take_permit", req.item, |state| {
+            enter(state, req, dropped, fresh)
+        })
+        .await
+    }
+}
+
 impl MemoryStore {
     /// Takes a permit of a gate.
     pub(super) async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
-        let mut dropped: Vec<(String, String)> = Vec::new();
-        let mut seen = GateItem::default();
-        for _ in 0..TRIES {
-            let entered = self
-                .request("take_permit", req.item, |state| enter(state, req, &dropped))
-                .await?;
-            seen = match entered {
-                Ok(()) => return Ok(Permit::Taken),
-                Err(item) => item,
-            };
-            if !rate_allows(&seen, req.now.timestamp_millis()) {
-                break;
-            }
-            dropped.clear();
-            for (key, owner) in to_look_at(&seen, req) {
-                if !looks_further(&seen, req, &dropped) {
-                    break;
-                }
-                let record = self
-                    .request("take_permit.holder", &key, |state| {
-                        state.records.get(&key).cloned()
-                    })
-                    .await?;
-                if holder_gone(record.as_ref(), &owner, req.now, req.skew) {
-                    dropped.push((key, owner));
-                }
-            }
-            if !room_for(&seen, req, &dropped) {
-                break;
-            }
-        }
-        Ok(match rate_allows(&seen, req.now.timestamp_millis()) {
-            false => Permit::TooSoon {
-                next_start_ms: seen.next_start_ms.unwrap_or_default(),
-            },
-            true => Permit::Full {
-                holders: seen.holders.keys().cloned().collect(),
-            },
-        })
+        super::permits::take_permit(self, req).await
     }
 
     /// Gives a permit back, if the entry is still the claim's.
@@ -107,7 +89,7 @@ impl MemoryStore {
     ) -> Result<(), StoreError> {
         self.request("release_permit", item, |state| {
             if let Some(gate) = state.gates.get_mut(item)
-                && gate.holders.get(key).is_some_and(|h| h.owner == owner)
+                && release_condition(key, owner).holds(Some(&gate_as_item(gate)))
             {
                 gate.holders.remove(key);
             }

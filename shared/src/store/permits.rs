@@ -25,6 +25,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::condition::Condition;
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
 use super::{DynamoStore, ExecutionRecord, Status, StoreError};
 
@@ -215,55 +216,183 @@ fn holder_value(h: &Holder) -> AttributeValue {
     ]))
 }
 
-impl DynamoStore {
-    /// Takes a permit of the gate `req.item` for the run `req.key` (one `UpdateItem`; a
-    /// full gate costs a read of holders whose hint has passed, until one is found gone,
-    /// and then a second write that drops it and enters).
-    pub async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
-        let mut seen: Option<GateItem> = None;
-        for _ in 0..TRIES {
-            let mut dropped = Vec::new();
-            if let Some(item) = &seen {
-                if !rate_allows(item, req.now.timestamp_millis()) {
-                    let next_start_ms = item.next_start_ms.unwrap_or_default();
-                    return Ok(Permit::TooSoon { next_start_ms });
+/// The two requests taking a permit makes, served by DynamoDB or by memory: the loop that
+/// makes them ([`take_permit`]) is written once.
+pub(crate) trait GateRequests {
+    /// The record of the holder `key` (strongly consistent).
+    async fn holder(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError>;
+    /// The write that enters the gate ([`enter_condition`]); the gate as it was when refused.
+    async fn enter_gate(
+        &self,
+        req: &PermitRequest<'_>,
+        dropped: &[(String, String)],
+        fresh: bool,
+    ) -> Result<Result<(), GateItem>, StoreError>;
+}
+
+/// Takes a permit of the gate `req.item` for the run `req.key` (one write; a full gate
+/// costs a read of holders whose hint has passed, until one is found gone, and then a
+/// second write that drops it and enters).
+pub(crate) async fn take_permit(
+    gate: &impl GateRequests,
+    req: &PermitRequest<'_>,
+) -> Result<Permit, StoreError> {
+    let mut seen: Option<GateItem> = None;
+    for _ in 0..TRIES {
+        let mut dropped = Vec::new();
+        if let Some(item) = &seen {
+            if !rate_allows(item, req.now.timestamp_millis()) {
+                let next_start_ms = item.next_start_ms.unwrap_or_default();
+                return Ok(Permit::TooSoon { next_start_ms });
+            }
+            for (key, owner) in to_look_at(item, req) {
+                if !looks_further(item, req, &dropped) {
+                    break;
                 }
-                for (key, owner) in to_look_at(item, req) {
-                    if !looks_further(item, req, &dropped) {
-                        break;
-                    }
-                    let record = self.get(&key).await?;
-                    if holder_gone(record.as_ref(), &owner, req.now, req.skew) {
-                        dropped.push((key, owner));
-                    }
-                }
-                if item.counted && !room_for(item, req, &dropped) {
-                    let holders = item.holders.keys().cloned().collect();
-                    return Ok(Permit::Full { holders });
+                let record = gate.holder(&key).await?;
+                if holder_gone(record.as_ref(), &owner, req.now, req.skew) {
+                    dropped.push((key, owner));
                 }
             }
-            let fresh = seen.as_ref().is_some_and(|i| !i.counted);
-            match self.enter_gate(req, &dropped, fresh).await? {
-                Ok(()) => return Ok(Permit::Taken),
-                Err(item) => seen = Some(gate_item(&item)),
+            if item.counted && !room_for(item, req, &dropped) {
+                let holders = item.holders.keys().cloned().collect();
+                return Ok(Permit::Full { holders });
             }
         }
-        let item = seen.unwrap_or_default();
-        Ok(match rate_allows(&item, req.now.timestamp_millis()) {
-            false => Permit::TooSoon {
-                next_start_ms: item.next_start_ms.unwrap_or_default(),
-            },
-            true => Permit::Full {
-                holders: item.holders.keys().cloned().collect(),
-            },
-        })
+        let fresh = seen.as_ref().is_some_and(|i| !i.counted);
+        match gate.enter_gate(req, &dropped, fresh).await? {
+            Ok(()) => return Ok(Permit::Taken),
+            Err(item) => seen = Some(item),
+        }
+    }
+    let item = seen.unwrap_or_default();
+    Ok(match rate_allows(&item, req.now.timestamp_millis()) {
+        false => Permit::TooSoon {
+            next_start_ms: item.next_start_ms.unwrap_or_default(),
+        },
+        true => Permit::Full {
+            holders: item.holders.keys().cloned().collect(),
+        },
+    })
+}
+
+/// The condition of the write that enters the gate: with a limit, the run's entry may be
+/// added (there is room once the entries `dropped` go, each still the claim read; or the
+/// entry is its own already), or, for a gate with no holders yet (`fresh`), the holders map
+/// is new; with a rate, the next start has come.
+pub(crate) fn enter_condition(
+    req: &PermitRequest<'_>,
+    dropped: &[(String, String)],
+    fresh: bool,
+) -> Condition {
+    let mut conditions = Vec::new();
+    let mut names: Vec<(String, String)> = Vec::new();
+    let mut values: Vec<(String, AttributeValue)> = Vec::new();
+    if let Some(limit) = req.concurrency {
+        if fresh {
+            conditions.push("attribute_not_exists(#holders)".to_string());
+        } else {
+            names.push(("#me".into(), req.key.to_string()));
+            values.push((":owner".into(), s(req.owner)));
+            let mut others = 0i64;
+            let mut stale = None;
+            for (i, (key, owner)) in dropped.iter().enumerate() {
+                if key == req.key {
+                    // The same run's entry under a claim that no longer holds it:
+                    // replaced, not removed (one path may not be both).
+                    stale = Some(owner);
+                    continue;
+                }
+                others += 1;
+                conditions.push(format!("#holders.#g{i}.#owner = :g{i}"));
+                names.push((format!("#g{i}"), key.clone()));
+                values.push((format!(":g{i}"), s(owner)));
+            }
+            values.push((":limit".into(), n(i64::from(limit) + others)));
+            let mut me = vec![
+                "(attribute_not_exists(#holders.#me) AND size(#holders) < :limit)",
+                "#holders.#me.#owner = :owner",
+            ];
+            if let Some(stale) = stale {
+                me.push("(#holders.#me.#owner = :stale AND size(#holders) <= :limit)");
+                values.push((":stale".into(), s(stale)));
+            }
+            conditions.push(format!(
+                "attribute_exists(#holders) AND ({})",
+                me.join(" OR ")
+            ));
+        }
+    }
+    if next_start(req).is_some() {
+        conditions.push("(attribute_not_exists(#next_start) OR #next_start <= :now)".into());
+        values.push((":now".into(), n(req.now.timestamp_millis())));
+    }
+    let mut condition = Condition::new(match conditions.is_empty() {
+        true => "attribute_exists(#expires_at) OR attribute_not_exists(#expires_at)".to_string(),
+        false => conditions.join(" AND "),
+    });
+    for (placeholder, attribute) in names {
+        condition = condition.name(&placeholder, &attribute);
+    }
+    for (placeholder, value) in values {
+        condition = condition.value(&placeholder, value);
+    }
+    condition
+}
+
+/// The condition of giving a permit back: the entry of `key` is still the claim `owner`'s.
+pub(crate) fn release_condition(key: &str, owner: &str) -> Condition {
+    Condition::new("#holders.#me.#owner = :owner")
+        .name("#me", key)
+        .value(":owner", s(owner))
+}
+
+/// A gate as its item holds it in DynamoDB (the inverse of [`gate_item`]).
+pub(crate) fn gate_as_item(gate: &GateItem) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::new();
+    if gate.counted || !gate.holders.is_empty() {
+        let holders = gate
+            .holders
+            .iter()
+            .map(|(k, h)| (k.clone(), holder_value(h)))
+            .collect();
+        item.insert("holders".to_string(), AttributeValue::M(holders));
+    }
+    if let Some(next) = gate.next_start_ms {
+        item.insert("next_start".to_string(), n(next));
+    }
+    item
+}
+
+impl GateRequests for DynamoStore {
+    async fn holder(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError> {
+        self.get(key).await
+    }
+
+    async fn enter_gate(
+        &self,
+        req: &PermitRequest<'_>,
+        dropped: &[(String, String)],
+        fresh: bool,
+    ) -> Result<Result<(), GateItem>, StoreError> {
+        Ok(self
+            .write_entry(req, dropped, fresh)
+            .await?
+            .map_err(|item| gate_item(&item)))
+    }
+}
+
+impl DynamoStore {
+    /// Takes a permit of the gate `req.item` for the run `req.key` ([`take_permit`]).
+    pub async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
+        take_permit(self, req).await
     }
 
     /// The write that enters the gate: the run's entry added (dropping the entries
     /// `dropped`, each conditioned on the claim it named), or, for a gate whose item has no
     /// holders yet (`fresh`), the holders map created with it; the rate's next start moved
     /// on. The item as it was when refused.
-    async fn enter_gate(
+    async fn write_entry(
         &self,
         req: &PermitRequest<'_>,
         dropped: &[(String, String)],
@@ -271,70 +400,32 @@ impl DynamoStore {
     ) -> Result<Result<(), HashMap<String, AttributeValue>>, StoreError> {
         let mut set = vec!["#expires_at = :ttl".to_string()];
         let mut remove = Vec::new();
-        let mut conditions = Vec::new();
-        let mut names: Vec<(String, String)> = Vec::new();
         let mut values = vec![(":ttl".to_string(), n(req.now.timestamp() + GATE_KEPT))];
-        if let Some(limit) = req.concurrency {
+        if req.concurrency.is_some() {
             let entry = holder_value(&entry_of(req));
             if fresh {
                 set.push("#holders = :holders".into());
-                conditions.push("attribute_not_exists(#holders)".to_string());
                 let holders = HashMap::from([(req.key.to_string(), entry)]);
                 values.push((":holders".into(), AttributeValue::M(holders)));
             } else {
                 set.push("#holders.#me = :entry".into());
-                names.push(("#me".into(), req.key.to_string()));
                 values.push((":entry".into(), entry));
-                values.push((":owner".into(), s(req.owner)));
-                let mut others = 0i64;
-                let mut stale = None;
-                for (i, (key, owner)) in dropped.iter().enumerate() {
-                    if key == req.key {
-                        // The same run's entry under a claim that no longer holds it:
-                        // replaced, not removed (one path may not be both).
-                        stale = Some(owner);
-                        continue;
+                for (i, (key, _)) in dropped.iter().enumerate() {
+                    if key != req.key {
+                        remove.push(format!("#holders.#g{i}"));
                     }
-                    others += 1;
-                    remove.push(format!("#holders.#g{i}"));
-                    conditions.push(format!("#holders.#g{i}.#owner = :g{i}"));
-                    names.push((format!("#g{i}"), key.clone()));
-                    values.push((format!(":g{i}"), s(owner)));
                 }
-                let limit = i64::from(limit) + others;
-                values.push((":limit".into(), n(limit)));
-                let mut me = vec![
-                    "(attribute_not_exists(#holders.#me) AND size(#holders) < :limit)",
-                    "#holders.#me.#owner = :owner",
-                ];
-                if let Some(stale) = stale {
-                    me.push("(#holders.#me.#owner = :stale AND size(#holders) <= :limit)");
-                    values.push((":stale".into(), s(stale)));
-                }
-                conditions.push(format!(
-                    "attribute_exists(#holders) AND ({})",
-                    me.join(" OR ")
-                ));
             }
         }
         if let Some(next) = next_start(req) {
             set.push("#next_start = :next".into());
-            conditions.push("(attribute_not_exists(#next_start) OR #next_start <= :now)".into());
             values.push((":next".into(), n(next)));
-            values.push((":now".into(), n(req.now.timestamp_millis())));
         }
         let mut update = format!("SET {}", set.join(", "));
         if !remove.is_empty() {
             update.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        let condition = match conditions.is_empty() {
-            true => "attribute_exists(#expires_at) OR attribute_not_exists(#expires_at)".into(),
-            false => conditions.join(" AND "),
-        };
-        let mut request = self.update(req.item, &update, condition);
-        for (name, value) in names {
-            request = request.expression_attribute_names(name, value);
-        }
+        let mut request = self.update(req.item, &update, enter_condition(req, dropped, fresh));
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
@@ -354,9 +445,7 @@ impl DynamoStore {
         owner: &str,
     ) -> Result<(), StoreError> {
         let result = self
-            .update(item, "REMOVE #holders.#me", "#holders.#me.#owner = :owner")
-            .expression_attribute_names("#me", key)
-            .expression_attribute_values(":owner", s(owner))
+            .update(item, "REMOVE #holders.#me", release_condition(key, owner))
             .send();
         match self.timed(result).await? {
             Ok(_) => Ok(()),
