@@ -29,6 +29,11 @@ pub const KEEP_LATE: Duration = Duration::from_secs(7 * 24 * 3600);
 pub const LONGEST_SPAN: Duration = Duration::from_secs(2 * 24 * 3600);
 /// The most findings the ledger keeps (one item of the table holds it), newest first.
 pub const MOST_FINDINGS: usize = 500;
+/// The most bytes the ledger's text may take: DynamoDB refuses an item over 400 KB, and
+/// the ledger's key, its count of checks and the attribute names take a few dozen more.
+/// Past it, the oldest reported keys are forgotten first (a forgotten firing could be
+/// reported again only if a check judged its span again), then the oldest findings.
+pub const MOST_LEDGER_BYTES: usize = 390 * 1024;
 
 /// Why a firing is unaccounted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -73,9 +78,14 @@ pub struct Ledger {
     pub checks: u64,
     /// Firings missed or late now, oldest first.
     pub findings: Vec<Finding>,
-    /// Findings dropped beyond [`MOST_FINDINGS`], over the ledger's life.
+    /// Findings dropped beyond [`MOST_FINDINGS`] or [`MOST_LEDGER_BYTES`], over the
+    /// ledger's life.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped: u64,
+    /// Reported keys forgotten early to keep within [`MOST_LEDGER_BYTES`], over the
+    /// ledger's life.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forgotten: u64,
     /// Since when each scheduled job and chain has been expected: its first check, or the
     /// first check that found it resumed. The firings of a schedule added, enabled or
     /// resumed between two checks are not expected from before it was (they never were).
@@ -163,6 +173,17 @@ pub struct Settled {
     pub ledger: Ledger,
     /// Firings that turned missed or late since the last check: each reported once.
     pub reported: Vec<Finding>,
+    /// What this check trimmed to keep the ledger within one item.
+    pub overflow: Overflow,
+}
+
+/// What one check trimmed from the ledger to keep it within [`MOST_LEDGER_BYTES`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Overflow {
+    /// Findings dropped (no longer listed by `schedkit status`).
+    pub dropped: u64,
+    /// Reported keys forgotten early.
+    pub forgotten: u64,
 }
 
 /// The span of scheduled times a check at `now` must read, having judged up to `since`:
@@ -260,6 +281,42 @@ fn forget_old(remembered: &mut BTreeMap<String, DateTime<Utc>>, now: DateTime<Ut
     }
 }
 
+/// The ledger's text, as the store writes it.
+pub fn text(ledger: &Ledger) -> String {
+    serde_json::to_string(ledger).expect("a ledger serialises")
+}
+
+/// Trims `ledger` to [`MOST_LEDGER_BYTES`]: the oldest reported keys, then the oldest
+/// findings, an eighth at a time, each counted. What the check had to drop, as
+/// (findings, reported keys).
+fn fit(ledger: &mut Ledger) -> (u64, u64) {
+    let (mut findings, mut keys) = (0u64, 0u64);
+    while text(ledger).len() > MOST_LEDGER_BYTES {
+        if !ledger.reported.is_empty() {
+            let mut by_age: Vec<(DateTime<Utc>, String)> = ledger
+                .reported
+                .iter()
+                .map(|(k, at)| (*at, k.clone()))
+                .collect();
+            by_age.sort();
+            let n = by_age.len().div_ceil(8);
+            for (_, key) in by_age.into_iter().take(n) {
+                ledger.reported.remove(&key);
+            }
+            keys += n as u64;
+        } else if !ledger.findings.is_empty() {
+            let n = ledger.findings.len().div_ceil(8);
+            ledger.findings.drain(..n);
+            findings += n as u64;
+        } else {
+            break; // only what every job needs (`watched`) is left
+        }
+    }
+    ledger.dropped += findings;
+    ledger.forgotten += keys;
+    (findings, keys)
+}
+
 /// Folds one check into the ledger. `expected` are the firings in the check's span
 /// ([`span`] to `now`), `found` their records by key; `earlier` the records (by key,
 /// None: still none) of the ledger's findings from before the span.
@@ -326,16 +383,20 @@ pub fn settle(
         dropped += excess as u64;
     }
     forget_old(&mut remembered, now);
+    let mut ledger = Ledger {
+        checked_to: Some(now.max(previous.checked_to.unwrap_or(now))),
+        checks: previous.checks + 1,
+        findings,
+        dropped,
+        forgotten: previous.forgotten,
+        watched,
+        reported: remembered,
+    };
+    let (dropped, forgotten) = fit(&mut ledger);
     Settled {
-        ledger: Ledger {
-            checked_to: Some(now.max(previous.checked_to.unwrap_or(now))),
-            checks: previous.checks + 1,
-            findings,
-            dropped,
-            watched,
-            reported: remembered,
-        },
+        ledger,
         reported,
+        overflow: Overflow { dropped, forgotten },
     }
 }
 
@@ -525,6 +586,53 @@ start = 2026-01-01T00:00:00Z
             late.reported.is_empty(),
             "the same firing, reported once: {late:#?}"
         );
+    }
+
+    #[test]
+    fn a_long_outage_keeps_the_ledger_within_one_item_and_reports_each_firing_once() {
+        // 300 hourly jobs with long names, and no run for 15 hours, checked every 5
+        // minutes: the ledger once grew past DynamoDB's 400 KB and its write failed.
+        let text: String = (0..300)
+            .map(|i| {
+                format!(
+                    "[jobs.nightly-invoice-export-for-customer-segment-{i:03}]\n\
+                     owner = \"billing\"\ndeadline = \"20m\"\n\
+                     [jobs.nightly-invoice-export-for-customer-segment-{i:03}.schedule]\n\
+                     expression = \"rate(1 hour)\"\nstart = 2026-01-01T00:00:00Z\n"
+                )
+            })
+            .collect();
+        let catalog = Catalog::parse(&text, "c.toml").unwrap();
+        let mut ledger = Ledger::default();
+        let mut reported: BTreeMap<String, usize> = BTreeMap::new();
+        let mut overflowed = Overflow::default();
+        let start = at("2026-06-01T00:00:00Z");
+        for step in 0..=(15 * 12) {
+            let now = start + chrono::Duration::minutes(5 * step);
+            let settled = check_of(&catalog, &ledger, &now.to_rfc3339(), &[], &[]);
+            for f in &settled.reported {
+                *reported.entry(f.key.clone()).or_default() += 1;
+            }
+            overflowed.dropped += settled.overflow.dropped;
+            overflowed.forgotten += settled.overflow.forgotten;
+            ledger = settled.ledger;
+            // The item: its key, `checks` and `ledger` (names and values).
+            let item = ".schedkit/accountant".len() + "execution_key".len() + 20 + 6;
+            let bytes = text_len(&ledger) + item;
+            assert!(bytes <= 400 * 1024, "{bytes} bytes at {now}");
+        }
+        assert!(
+            reported.values().all(|n| *n == 1),
+            "a firing reported twice"
+        );
+        assert_eq!(reported.len(), 300 * 15, "every hour's firing of every job");
+        assert!(overflowed.forgotten > 0, "the outage did reach the bound");
+        assert_eq!(ledger.forgotten, overflowed.forgotten);
+        assert_eq!(ledger.findings.len(), MOST_FINDINGS, "the newest listed");
+    }
+
+    fn text_len(ledger: &Ledger) -> usize {
+        text(ledger).len()
     }
 
     #[test]

@@ -196,6 +196,8 @@ pub struct Check {
     /// Whether the ledger was written: false for a look (no commit), and when another
     /// check wrote it first (that one reports this span, and this check nothing).
     pub written: bool,
+    /// What the check trimmed to keep the ledger within one item (a long outage).
+    pub overflow: ledger::Overflow,
 }
 
 /// Checks the stage at `now`: the firings that turned missed or late since the last check
@@ -279,6 +281,7 @@ pub async fn check(
         failed_jobs,
         requests,
         written,
+        overflow: settled.overflow,
     })
 }
 

@@ -61,7 +61,7 @@ impl DynamoStore {
             ("checks".to_string(), n(ledger.checks as i64)),
             (
                 "ledger".to_string(),
-                s(&serde_json::to_string(ledger).expect("a ledger serialises")),
+                s(&crate::accounting::ledger::text(ledger)),
             ),
         ]);
         let put = self
@@ -77,7 +77,7 @@ impl DynamoStore {
                 aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
             )
             .send();
-        let text = serde_json::to_string(ledger).expect("a ledger serialises");
+        let text = crate::accounting::ledger::text(ledger);
         match self.timed(put).await? {
             Ok(_) => Ok(true),
             // Refused on what is there: this very ledger (the write applied, its answer

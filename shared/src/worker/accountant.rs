@@ -90,6 +90,14 @@ impl Accountant {
             committed = commit,
             "accountant checked"
         );
+        if check.overflow != Default::default() {
+            tracing::warn!(
+                dropped_findings = check.overflow.dropped,
+                forgotten_keys = check.overflow.forgotten,
+                "the accountant's ledger reached its item's size: the oldest findings and \
+                 reported keys were let go"
+            );
+        }
         for f in check.reported.iter().take(LOGGED_FINDINGS) {
             tracing::warn!(
                 job = f.name,
@@ -166,6 +174,7 @@ mod tests {
             failed_jobs: ["b".to_string(), "c".to_string()].into(),
             requests: 4,
             written: true,
+            overflow: Default::default(),
         };
         let (metrics, lines) = Metrics::capture();
         report(&metrics, &check);
