@@ -69,7 +69,8 @@ async fn a_pause_whose_schedule_is_missing_is_audited_with_what_it_recorded() {
         "json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let staged: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut staged: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    staged.reverse(); // listed newest first
     assert_audited_half_way(&staged, "recorded");
 
     // An item of the trail this version cannot read is listed as such, with its text; the
@@ -144,4 +145,56 @@ async fn a_rerun_that_could_not_start_its_execution_is_audited_with_what_it_reco
     );
     let lines = audited("chains rerun", &key);
     assert_audited_half_way(&lines, "run 2");
+}
+
+/// `schedkit audit` lists the newest entries first, and a limit keeps the newest: past the
+/// limit in a week, the oldest are left out, never the newest (they were, when the trail
+/// was read oldest first and cut at the limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_trail_lists_the_newest_first_and_a_limit_keeps_the_newest() {
+    use aws_sdk_dynamodb::types::AttributeValue::S;
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("audit-order"), StackOptions::default())
+        .await
+        .unwrap();
+    let start = chrono::Utc::now() - chrono::Duration::hours(1);
+    for i in 0..12 {
+        let when = (start + chrono::Duration::minutes(i))
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let entry = serde_json::json!({
+            "id": format!("order-{i:02}"), "when": when, "who": "arn:aws:iam::1:user/alice",
+            "what": "fire", "details": {"n": i}, "phase": "begin",
+        });
+        stack
+            .ddb
+            .put_item()
+            .table_name(&stack.table)
+            .item(
+                "execution_key",
+                S(format!(".schedkit/audit/order-{i:02}/begin")),
+            )
+            .item("list_shard", S("audit".into()))
+            .item("updated_at", S(when))
+            .item("entry", S(entry.to_string()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let out = schedkit(&[
+        "--stage",
+        &stack.name,
+        "audit",
+        "--limit",
+        "5",
+        "--output",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = listed.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["order-11", "order-10", "order-09", "order-08", "order-07"],
+        "the five newest, newest first"
+    );
 }

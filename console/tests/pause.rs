@@ -252,7 +252,8 @@ async fn after_three_failed_runs_in_a_row_the_worker_pauses_the_job_until_it_is_
         position("auto-pause", "end"),
         position("jobs resume", "end"),
     );
-    assert!(sync < paused && paused < resumed, "{entries:#?}");
+    // Newest first: the resume, the worker's pause, the sync.
+    assert!(resumed < paused && paused < sync, "{entries:#?}");
     assert_eq!(entries[paused].2, "worker");
     assert_eq!(
         entries[resumed].2,

@@ -1,4 +1,4 @@
-//! `schedkit audit`: the stage's audit trail, oldest first: every operator's actions (each
+//! `schedkit audit`: the stage's audit trail, newest first: every operator's actions (each
 //! begun and ended, with what it changed or how far it got) and the worker's own pauses.
 
 use clap::Args;
@@ -23,7 +23,7 @@ pub struct AuditArgs {
     /// starting with it (`dlq`).
     #[arg(long)]
     pub action: Option<String>,
-    /// Entries read at most.
+    /// Entries listed at most: the newest.
     #[arg(long, default_value_t = 1000)]
     pub limit: usize,
 }

@@ -93,17 +93,34 @@ pub enum IacCommand {
 /// What every command sets up first: the stage its traces belong to, and (for those that
 /// act on a stage) the stage's audit trail.
 pub async fn prepare(cli: &Cli) {
-    // Every action that changes state writes the audit trail of the stage it acts on,
-    // when it names one (`--stage`, `--table`); one that works on resources named one by
-    // one (`--queue-url`, `--group`) keeps it in the file (`SCHEDKIT_AUDIT_LOG`).
     let stage = cli.globals.target.stage_ref();
     // The stage's traces (a `fire`'s trigger span, the trace ids `show` prints).
     schedkit::telemetry::trace_ids::set_stage(&schedkit::telemetry::trace_ids::stage_of(
         stage.stage.as_deref(),
         Some(&stage.table()),
     ));
-    let names_stage = stage.stage.is_some() || stage.table.is_some();
-    let acts = names_stage
+    let target = &cli.globals.target;
+    if audits_in_stage(cli) {
+        let sdk = cli.globals.aws.sdk_config().await;
+        match target.stage.is_some() || target.table.is_some() {
+            true => schedkit::ops::audit::to_stage(&sdk, &stage.table()),
+            false => schedkit::ops::audit::to_default_stage(&sdk, &stage.table()).await,
+        }
+    }
+}
+
+/// Whether the command's actions go to its stage's audit trail: every command that may
+/// change state, on the stage named (`--stage`, `--table`) or, when none is, on the default
+/// one (`dev`) if it is deployed (its actions once went only to the local file, out of the
+/// trail the web page and `schedkit audit` read). One that works on queues named one by
+/// one (`--queue-url`, `--dlq-url`) and no stage keeps its trail in the file
+/// (`SCHEDKIT_AUDIT_LOG`).
+fn audits_in_stage(cli: &Cli) -> bool {
+    let target = &cli.globals.target;
+    let names_stage = target.stage.is_some() || target.table.is_some();
+    let names_queues =
+        target.queue_url.is_some() || target.dlq_url.is_some() || target.host_queue_url.is_some();
+    (names_stage || !names_queues)
         && matches!(
             cli.command,
             Command::Jobs(_)
@@ -114,11 +131,7 @@ pub async fn prepare(cli: &Cli) {
                 | Command::Fire(_)
                 | Command::Engine(_)
                 | Command::Ui(_)
-        );
-    if acts {
-        let sdk = cli.globals.aws.sdk_config().await;
-        schedkit::ops::audit::to_stage(&sdk, &stage.table());
-    }
+        )
 }
 
 /// Runs the command (after [`prepare`]). `ui` is the binary's to serve
@@ -142,5 +155,35 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Engine(a) => engine_cmd::run(a, &cli.globals).await,
         Command::Iac(IacCommand::Render(a)) => iac_cmd::render(a, &cli.globals).await,
         Command::Iac(IacCommand::Init(a)) => iac_cmd::init(a, &cli.globals),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("schedkit").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn clap_finds_nothing_wrong_in_the_whole_command_tree() {
+        // Every subcommand's flags against the global ones (a `chains skip --output` once
+        // collided with the global `--output` and panicked on every call).
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn actions_on_the_default_stage_go_to_its_audit_trail() {
+        // No --stage and no --table: the default stage, whose trail the page reads.
+        assert!(audits_in_stage(&parse(&[
+            "jobs", "pause", "nightly", "--reason", "r"
+        ])));
+        assert!(audits_in_stage(&parse(&[
+            "--stage", "prod", "dlq", "redrive", "--yes"
+        ])));
+        // Reading changes nothing: no trail to set up.
+        assert!(!audits_in_stage(&parse(&["status"])));
     }
 }

@@ -29,16 +29,15 @@ pub async fn page(State(ui): State<Shared>, Query(q): Query<AuditQuery>) -> Page
         by: some(&q.by),
         action: some(&q.action),
     };
-    let mut entries: Vec<AuditEntry> =
+    let entries: Vec<AuditEntry> =
         audit::read(&ui.sdk, &ui.stage.table, since, until, &filter, LIMIT).await?;
-    entries.reverse();
     let body = html! {
         form.filters method="get" action="/audit" {
             label { "Action " input type="text" name="action" value=(q.action) placeholder="dlq, chains rerun"; }
             label { "By " input type="text" name="by" value=(q.by) placeholder="part of an ARN"; }
             button type="submit" { "Filter" }
         }
-        p.note { "The last 7 days, newest first (at most " (LIMIT) " entries)." }
+        p.note { "The last 7 days, newest first (the newest " (LIMIT) " entries)." }
         @if entries.is_empty() { p { "Nothing recorded." } }
         @else {
             table.audit {

@@ -30,6 +30,34 @@ pub fn to_stage(sdk: &SdkConfig, table: &str) {
     let _ = STAGE.set(DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table));
 }
 
+/// Keeps the trail in the default stage (one no flag named) whose executions table is
+/// `table`, when that stage is deployed: a program working on resources named one by one
+/// without one keeps its trail in the file. One `GetItem` tells (a table that does not
+/// exist); any other answer keeps the trail in the stage, where its begin entry then says
+/// what is wrong before anything happens.
+pub async fn to_default_stage(sdk: &SdkConfig, table: &str) {
+    let client = aws_sdk_dynamodb::Client::new(sdk);
+    let probe = client
+        .get_item()
+        .table_name(table)
+        .key(
+            crate::store::KEY_ATTRIBUTE,
+            aws_sdk_dynamodb::types::AttributeValue::S(format!(
+                "{}audit/probe",
+                crate::store::INTERNAL_PREFIX
+            )),
+        )
+        .send()
+        .await;
+    let missing = probe.as_ref().err().is_some_and(|e| {
+        e.as_service_error()
+            .is_some_and(|e| e.is_resource_not_found_exception())
+    });
+    if !missing {
+        let _ = STAGE.set(DynamoStore::new(client, table));
+    }
+}
+
 /// The file that gets a copy of the entries, if any: `SCHEDKIT_AUDIT_LOG`; without a stage,
 /// `~/.schedkit/audit.jsonl` (then the trail itself).
 pub fn path() -> Option<PathBuf> {
@@ -45,7 +73,7 @@ pub fn path() -> Option<PathBuf> {
     }
 }
 
-/// The entries of the stage's trail from `since` to `until`, oldest first (at most
+/// The entries of the stage's trail from `since` to `until`, newest first (the newest
 /// `limit`).
 pub async fn read(
     sdk: &SdkConfig,

@@ -155,9 +155,9 @@ impl DynamoStore {
         }
     }
 
-    /// The entries written from `since` to `until` that `filter` wants, oldest first, at
-    /// most `limit` of them (the filter applies before the limit: a listing by one person
-    /// is not cut short by everyone else's entries).
+    /// The entries written from `since` to `until` that `filter` wants, newest first, at
+    /// most `limit` of them: the newest (the filter applies before the limit: a listing by
+    /// one person is not cut short by everyone else's entries).
     pub async fn audit_entries(
         &self,
         since: DateTime<Utc>,
@@ -179,7 +179,7 @@ impl DynamoStore {
                 .expression_attribute_values(":audit", s(AUDIT_SHARD))
                 .expression_attribute_values(":since", s(&timestamp(since)))
                 .expression_attribute_values(":until", s(&timestamp(until)))
-                .scan_index_forward(true)
+                .scan_index_forward(false)
                 .set_exclusive_start_key(start.take())
                 .send();
             let out = self.timed(query).await?.map_err(unavailable)?;
