@@ -379,3 +379,70 @@ async fn a_chain_run_ends_only_by_its_own_execution() {
         .await;
     assert!(matches!(again, Ok(Err(Some(_)))), "ended already");
 }
+
+/// Issue 38, defect 2: a cancelled holder's body runs on until its next heartbeat is
+/// refused (a quarter of its lease at most), so its permit is not handed on while its lease
+/// lasts, as its overlap slot is not (`attempt_may_run`). Taken from a cancelled holder, a
+/// limit of 1 let two bodies run at once.
+#[tokio::test]
+async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
+    let store = MemoryStore::new(Arc::new(NoFaults));
+    let permit = |key: &'static str, owner: &'static str, now: &str| PermitRequest {
+        item: ".schedkit/concurrency/export/a",
+        key,
+        owner,
+        concurrency: Some(1),
+        spacing: None,
+        now: at(now),
+        lease: Duration::from_secs(60),
+        skew: Duration::from_secs(1),
+    };
+    claimed(
+        store
+            .claim(&req("a", "w:1", "2026-12-01T12:00:00Z"))
+            .await
+            .unwrap(),
+    );
+    let first = permit("a", "w:1", "2026-12-01T12:00:00Z");
+    assert_eq!(store.take_permit(&first).await.unwrap(), Permit::Taken);
+    // Its heartbeat keeps the lease (to 12:01:50); the gate's hint stays at 12:01:00.
+    store
+        .heartbeat(
+            "a",
+            "w:1",
+            at("2026-12-01T12:00:50Z"),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    store
+        .cancel(&crate::store::CancelRequest {
+            key: "a".into(),
+            by: "alice".into(),
+            reason: "wrong input".into(),
+            now: at("2026-12-01T12:01:05Z"),
+            only: None,
+            arrived: None,
+        })
+        .await
+        .unwrap();
+    claimed(
+        store
+            .claim(&req("b", "w:2", "2026-12-01T12:01:06Z"))
+            .await
+            .unwrap(),
+    );
+    // The hint passed, so the waiter looks at the holder's record: CANCELLED, but under a
+    // lease that still runs, so its body may still be executing.
+    let waiter = permit("b", "w:2", "2026-12-01T12:01:10Z");
+    assert_eq!(
+        store.take_permit(&waiter).await.unwrap(),
+        Permit::Full {
+            holders: vec!["a".into()]
+        },
+        "handed on while the cancelled attempt may still run"
+    );
+    // Past its lease and the skew bound, it surely stopped: the permit is handed on.
+    let later = permit("b", "w:2", "2026-12-01T12:01:51.001Z");
+    assert_eq!(store.take_permit(&later).await.unwrap(), Permit::Taken);
+}

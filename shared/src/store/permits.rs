@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 
 use super::condition::Condition;
 use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::{DynamoStore, ExecutionRecord, Status, StoreError};
+use super::{DynamoStore, ExecutionRecord, StoreError};
 
 /// A run asks for a permit of a gate.
 #[derive(Debug, Clone, Copy)]
@@ -127,20 +127,19 @@ pub(crate) fn looks_further(
     !room_for(item, req, dropped) && dropped.len() < MOST_DROPPED
 }
 
-/// Whether the run of `record` no longer holds a permit its claim `owner` took: it is not
-/// RUNNING under that claim, or its lease ran out more than the skew bound ago.
+/// Whether the run of `record` no longer holds a permit its claim `owner` took: its
+/// attempt under that claim can no longer be running, because the record is decided or
+/// another claim's, or its lease ran out more than the skew bound ago. A CANCELLED attempt
+/// runs on until its next heartbeat is refused, so it holds while its lease lasts, as it
+/// holds its job's overlap slot ([`ExecutionRecord::attempt_may_run`]).
 pub(crate) fn holder_gone(
     record: Option<&ExecutionRecord>,
     owner: &str,
     now: DateTime<Utc>,
     skew: Duration,
 ) -> bool {
-    let alive_after = now.timestamp_millis() - skew.as_millis() as i64;
-    !record.is_some_and(|r| {
-        r.status == Status::Running
-            && r.owner.as_deref() == Some(owner)
-            && r.lease_expires_at.is_some_and(|t| t >= alive_after)
-    })
+    let alive_after = now - chrono::Duration::from_std(skew).unwrap_or_default();
+    !record.is_some_and(|r| r.owner.as_deref() == Some(owner) && r.attempt_may_run(alive_after))
 }
 
 /// Whether the run may enter `item` once the holders `dropped` (key and claim) are gone: it
@@ -458,6 +457,7 @@ impl DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Status;
 
     fn request<'a>(key: &'a str, now: DateTime<Utc>) -> PermitRequest<'a> {
         PermitRequest {
@@ -541,6 +541,11 @@ mod tests {
         r.lease_expires_at = Some(now.timestamp_millis() - 1_001);
         assert!(holder_gone(Some(&r), "w:1", now, skew), "its lease ran out");
         r.lease_expires_at = Some(now.timestamp_millis() + 60_000);
+        r.status = Status::Cancelled;
+        assert!(
+            !holder_gone(Some(&r), "w:1", now, skew),
+            "cancelled, its attempt may still run"
+        );
         r.status = Status::Done;
         assert!(holder_gone(Some(&r), "w:1", now, skew), "decided");
         assert!(holder_gone(None, "w:1", now, skew));

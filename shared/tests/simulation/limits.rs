@@ -4,7 +4,12 @@
 //! answers, with duplicate deliveries and skewed clocks. A world of its own, so that the
 //! main world's seeds still draw what they drew.
 //!
-//! Its invariants: never more bodies of a gate at once than its limit; no two starts of a
+//! An operator cancels some running runs (drawn from a draw of their own, so the seeds
+//! still draw what they drew before): a cancelled attempt's body runs on until its next
+//! heartbeat is refused, and counts as a body until it stops.
+//!
+//! Its invariants: never more bodies of a gate at once than its limit (counting every body
+//! still executing, cancelled ones included); no two starts of a
 //! rate closer than its spacing (less the clocks' skew); every run decided (DONE, or FAILED
 //! with its letter and reason: attempts exhausted, or `limit-wait`); and once every run is
 //! decided no permit is kept: a new run takes each gate at once, whatever the dead runs
@@ -19,8 +24,8 @@ use schedkit::catalog::Catalog;
 use schedkit::dead_letter::attr;
 use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
 use schedkit::store::{
-    ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore, Permit,
-    PermitRequest,
+    CancelRequest, ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore,
+    Permit, PermitRequest,
 };
 use schedkit::{Clock, Ctx, Envelope, JobError, Jobs, Metrics, Processor, ProcessorConfig, Status};
 use serde_json::json;
@@ -109,6 +114,8 @@ pub struct LimitReport {
     pub seen: Seen,
     /// Gates a new run could not take once every run was decided.
     pub kept: Vec<String>,
+    /// The runs the operator cancelled.
+    pub cancelled: Vec<String>,
 }
 
 fn registry(
@@ -296,6 +303,10 @@ pub async fn run(seed: u64) -> LimitReport {
         .collect();
     let (started, mut lives) = (Instant::now(), 0usize);
     let mut ids = Vec::new();
+    let operator = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
+        seed ^ 0xca_9ce1,
+    ))));
+    let mut cancelled = Vec::new();
     loop {
         tokio::time::sleep(world.draw.millis(200, 3_000)).await;
         let now = started.elapsed();
@@ -317,6 +328,9 @@ pub async fn run(seed: u64) -> LimitReport {
                     world.trace.say(format!("{copy}: a duplicate delivery"));
                 }
             }
+        }
+        if now < Duration::from_secs(90) && operator.chance(0.12) {
+            cancel_a_running_run(&world, &operator, &mut cancelled).await;
         }
         let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
         if drained || now > GIVE_UP {
@@ -342,7 +356,38 @@ pub async fn run(seed: u64) -> LimitReport {
         left_in_queue,
         seen,
         kept,
+        cancelled,
     }
+}
+
+/// The operator cancels one RUNNING run, if any (the store may refuse or lose the answer,
+/// as for any request).
+async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut Vec<String>) {
+    let running: Vec<String> = world
+        .store
+        .snapshot()
+        .records
+        .into_iter()
+        .filter(|(k, r)| r.status == Status::Running && !k.starts_with(".schedkit"))
+        .map(|(k, _)| k)
+        .collect();
+    if running.is_empty() {
+        return;
+    }
+    let key = running[operator.below(running.len())].clone();
+    let req = CancelRequest {
+        key: key.clone(),
+        by: "operator".into(),
+        reason: "the simulation's operator".into(),
+        now: world.clock.now(),
+        only: None,
+        arrived: None,
+    };
+    let answer = world.store.cancel(&req).await;
+    world
+        .trace
+        .say(format!("operator cancels {key}: {}", answer.is_ok()));
+    cancelled.push(key);
 }
 
 /// Once every run is decided, a new run claims and takes each gate that counts runs, one
@@ -460,6 +505,7 @@ pub fn check(report: &LimitReport) -> Vec<String> {
                     ));
                 }
             }
+            Status::Cancelled if report.cancelled.contains(key) => {}
             other => broken.push(format!("{key}: left {other}")),
         }
     }

@@ -22,6 +22,7 @@ cases=(
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
   "keys-in-schedkits-own-space.patch|main|schedkit's own"
   "leave-by-key-alone.patch|main|runs at once under its overlap policy"
+  "permit-of-a-cancelled-holder.patch|limits|bodies at once"
   "permit-past-the-limit.patch|limits|bodies at once"
   "release-by-key-alone.patch|limits|bodies at once"
   "slot-entered-before-the-claim.patch|main|runs at once under its overlap policy"
