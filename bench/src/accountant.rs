@@ -69,7 +69,7 @@ async fn a_day_of_records(
         now - TimeDelta::hours(25),
         now,
         Duration::ZERO,
-        |_| None,
+        |_, _| false,
     );
     let records = firings.iter().map(|f| {
         let mut r = template.clone();

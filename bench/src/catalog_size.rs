@@ -290,7 +290,7 @@ async fn one_size(
         now - TimeDelta::hours(1),
         now,
         Duration::ZERO,
-        |_| None,
+        |_, _| false,
     );
     let records = firings.iter().map(|e| {
         let mut r = done.clone();

@@ -140,7 +140,7 @@ start = 2026-01-01T00:00:00Z
         day("2026-06-01T00:00:00Z"),
         day("2026-06-02T00:00:00Z"),
         std::time::Duration::from_secs(600),
-        |_| None,
+        |_, _| false,
     );
     assert_eq!(
         expected.len(),

@@ -153,8 +153,13 @@ mod tests {
             "partner-export"
         );
         let (from, to) = last_whole_hour(Utc::now());
-        let expected =
-            schedkit::accounting::expected(&catalog, from, to, std::time::Duration::ZERO, |_| None);
+        let expected = schedkit::accounting::expected(
+            &catalog,
+            from,
+            to,
+            std::time::Duration::ZERO,
+            |_, _| false,
+        );
         assert_eq!(expected.len(), g.firings(1));
     }
 }

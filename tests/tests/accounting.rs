@@ -445,7 +445,7 @@ async fn across_berlins_clock_changes_nothing_is_missed_or_expected_twice() {
             .map(|f| format!("{}#{}", f.schedule, secs(f.scheduled_time)))
             .collect();
         let expected: Vec<String> =
-            schedkit::accounting::expected(&catalog, from, to, GRACE, |_| None)
+            schedkit::accounting::expected(&catalog, from, to, GRACE, |_, _| false)
                 .into_iter()
                 .map(|e| e.key)
                 .collect();
@@ -622,5 +622,66 @@ async fn the_storm_counts_the_jobs_failing_now_not_a_caught_up_days() {
         caught_up.failed_jobs,
         ["just-now".to_string()].into(),
         "{caught_up:#?}"
+    );
+}
+
+/// A pause and a resume between two checks (issue 38, defect 4): the firings the pause
+/// withheld are not missed, and a firing after the resume that never ran is. The resume
+/// removed the pause the accountant read, so every withheld firing once read as missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_and_resume_between_two_checks_withhold_its_firings_and_nothing_else() {
+    localstack().await;
+    let stack = Stack::lane("acct-resume", StackOptions::default()).await;
+    let store = stack.store();
+    let catalog = Catalog::parse(
+        r#"
+[jobs.hourly]
+owner = "data"
+deadline = "20m"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2026-01-01T00:00:00Z
+"#,
+        "resume.toml",
+    )
+    .unwrap();
+    let h0 = Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(4);
+    let hour = |h: i64| h0 + TimeDelta::hours(h);
+    check(&store, &catalog, h0 + TimeDelta::minutes(5), None, true)
+        .await
+        .unwrap();
+    let pauses = store.pauses();
+    let pause = PauseRecord {
+        job: "hourly".into(),
+        by: "ops".into(),
+        at: (hour(1) - TimeDelta::minutes(10)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        reason: "partner down".into(),
+    };
+    pauses.pause(&pause).await.unwrap();
+    let ended = pauses
+        .resume("hourly", hour(2) + TimeDelta::minutes(30))
+        .await
+        .unwrap();
+    assert_eq!(ended, Some(pause));
+    let second = check(
+        &store,
+        &catalog,
+        hour(3) + TimeDelta::minutes(20),
+        None,
+        true,
+    )
+    .await
+    .unwrap();
+    let reported: Vec<String> = second.reported.iter().map(|f| f.key.clone()).collect();
+    let key = |h: i64| {
+        format!(
+            "hourly#{}",
+            hour(h).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    };
+    assert_eq!(
+        reported,
+        [key(3)],
+        "01:00 and 02:00 were withheld; 03:00 missed"
     );
 }

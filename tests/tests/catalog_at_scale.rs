@@ -205,7 +205,7 @@ async fn a_grown_catalog_renders_deploys_syncs_runs_an_hour_and_its_failing_job_
     let engine = crate::firing_engine::engine(&sdk, &stack, &stack.schedule_group, "scale-engine");
     let fired = engine.fast_forward(from, now).await.unwrap();
     let expected: BTreeSet<String> =
-        schedkit::accounting::expected(&catalog, from, now, Duration::ZERO, |_| None)
+        schedkit::accounting::expected(&catalog, from, now, Duration::ZERO, |_, _| false)
             .into_iter()
             .map(|e| e.key)
             .collect();

@@ -148,7 +148,7 @@ async fn account_day(
     // nothing written (the day is ahead of the stage's own checks).
     let found = stage::account(&stack.store(), &catalog, day, end, judged_at, &[]).await?;
     let mut per_name: BTreeMap<String, usize> = BTreeMap::new();
-    for e in expected(&catalog, day, end, stage::GRACE, |_| None) {
+    for e in expected(&catalog, day, end, stage::GRACE, |_, _| false) {
         *per_name.entry(e.name).or_default() += 1;
     }
     let unaccounted: Vec<_> = found.missed.iter().chain(&found.late).collect();

@@ -98,13 +98,32 @@ pub struct Ledger {
 }
 
 /// A name the checks watch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Watched {
     /// Its firings from here on are expected.
     pub since: DateTime<Utc>,
     /// Paused at the last check: its resume is seen at the next.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// What its firings were computed from at the last check (expression, zone, start, end,
+    /// window): a schedule changed since is expected from the check that sees the change,
+    /// not from before it (its new firings before then were never fired). None in a ledger
+    /// written before this was kept: taken as unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+}
+
+/// What a schedule's firings are computed from, in one line.
+fn fingerprint(spec: &crate::catalog::model::ScheduleSpec) -> String {
+    let instant = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
+    format!(
+        "{} | {} | {} | {} | {}",
+        spec.expression,
+        spec.timezone,
+        instant(spec.start),
+        instant(spec.end),
+        spec.flexible_window_minutes
+    )
 }
 
 /// How long a reported firing's key is remembered: longer than any span a check reads.
@@ -129,24 +148,27 @@ pub fn watch(
     since: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> BTreeMap<String, Watched> {
-    let enabled =
-        |spec: Option<&crate::catalog::model::ScheduleSpec>| spec.is_some_and(|s| s.enabled);
+    let enabled = |spec: &Option<crate::catalog::model::ScheduleSpec>| {
+        spec.as_ref().filter(|s| s.enabled).map(fingerprint)
+    };
     let jobs = catalog
         .jobs
         .values()
-        .filter(|j| j.schedule.is_some() && enabled(j.spec.schedule.as_ref()))
-        .map(|j| j.name.as_str());
+        .filter(|j| j.schedule.is_some())
+        .filter_map(|j| Some((j.name.as_str(), enabled(&j.spec.schedule)?)));
     let chains = catalog
         .chains
         .values()
-        .filter(|c| c.schedule.is_some() && enabled(c.spec.schedule.as_ref()))
-        .map(|c| c.name.as_str());
+        .filter(|c| c.schedule.is_some())
+        .filter_map(|c| Some((c.name.as_str(), enabled(&c.spec.schedule)?)));
     let first_check = previous.checks == 0;
     jobs.chain(chains)
-        .map(|name| {
+        .map(|(name, schedule)| {
             let is_paused = paused.contains(name);
             let from = match previous.watched.get(name) {
                 Some(w) if w.paused && !is_paused => now, // resumed since the last check
+                // Its schedule changed since the last check.
+                Some(w) if w.schedule.as_ref().is_some_and(|s| *s != schedule) => now,
                 Some(w) => w.since,
                 None if first_check => since,
                 None => now,
@@ -156,6 +178,7 @@ pub fn watch(
                 Watched {
                     since: from,
                     paused: is_paused,
+                    schedule: Some(schedule),
                 },
             )
         })
@@ -449,7 +472,7 @@ start = 2026-01-01T00:00:00Z
         let from = span(catalog, GRACE, since);
         let paused: BTreeSet<&str> = paused.iter().copied().collect();
         let watched = watch(previous, catalog, &paused, since, now);
-        let expected: Vec<Expected> = expected(catalog, from, now, GRACE, |_| None)
+        let expected: Vec<Expected> = expected(catalog, from, now, GRACE, |_, _| false)
             .into_iter()
             .filter(|e| is_watched(&watched, e))
             .collect();
@@ -726,6 +749,28 @@ start = 2026-01-01T00:00:00Z
         assert!(
             !keys.iter().any(|k| *k < "often#2026-06-01T10:26"),
             "{keys:?}"
+        );
+    }
+
+    #[test]
+    fn a_schedule_changed_between_two_checks_is_expected_from_the_check_that_sees_it() {
+        // Hourly on the hour, then (synced at some time between two checks) on the half
+        // hour: its 10:30 firing before the change never was; that check reports nothing
+        // of it, the next reports what the new schedule missed after.
+        let before = catalog();
+        let after = Catalog::parse(
+            &CATALOG.replace("2026-01-01T00:00:00Z", "2026-01-01T00:30:00Z"),
+            "c.toml",
+        )
+        .unwrap();
+        let start = check(&Ledger::default(), "2026-06-01T10:01:00Z", &[]).ledger;
+        let held = check_of(&before, &start, "2026-06-01T10:06:00Z", &[], &[]).ledger;
+        let changed = check_of(&after, &held, "2026-06-01T10:46:00Z", &[], &[]);
+        assert!(changed.reported.is_empty(), "{changed:#?}");
+        let next = check_of(&after, &changed.ledger, "2026-06-01T11:46:00Z", &[], &[]);
+        assert_eq!(
+            keys(&next.reported),
+            [(Kind::Missed, "hourly#2026-06-01T11:30:00Z")]
         );
     }
 

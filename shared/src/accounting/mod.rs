@@ -56,13 +56,14 @@ pub enum Verdict {
 }
 
 /// The firings of every scheduled job and chain in `[from, to)`: not a disabled schedule's
-/// (`enabled = false`), nor a paused job's from its pause on (`paused_since` gives it).
+/// (`enabled = false`), nor one a pause withheld (`withheld(name, at)`: the job is paused
+/// since before `at`, or was paused at `at` and resumed since).
 pub fn expected(
     catalog: &Catalog,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     grace: Duration,
-    paused_since: impl Fn(&str) -> Option<DateTime<Utc>>,
+    withheld: impl Fn(&str, DateTime<Utc>) -> bool,
 ) -> Vec<Expected> {
     let jobs = catalog.jobs.values().filter_map(|job| {
         let deadline = job.deadline()?;
@@ -87,15 +88,7 @@ pub fn expected(
     let mut out = Vec::new();
     for (name, chain, schedule, spec, deadline) in jobs.chain(chains) {
         out.extend(firings(
-            name,
-            chain,
-            schedule,
-            spec,
-            deadline,
-            grace,
-            from,
-            to,
-            &paused_since,
+            name, chain, schedule, spec, deadline, grace, from, to, &withheld,
         ));
     }
     out.sort_by(|a, b| (a.scheduled_for, &a.name).cmp(&(b.scheduled_for, &b.name)));
@@ -112,17 +105,16 @@ fn firings(
     grace: Duration,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
-    paused_since: &impl Fn(&str) -> Option<DateTime<Utc>>,
+    withheld: &impl Fn(&str, DateTime<Utc>) -> bool,
 ) -> Vec<Expected> {
     if !spec.enabled {
         return Vec::new();
     }
     let window = Duration::from_secs(u64::from(spec.flexible_window_minutes) * 60);
-    let paused = paused_since(name);
     schedule
         .between(from, to)
         .into_iter()
-        .filter(|at| paused.is_none_or(|p| *at < p))
+        .filter(|at| !withheld(name, *at))
         .map(|at| Expected {
             name: name.to_string(),
             chain,
@@ -215,7 +207,7 @@ owner = "data"
             at(from),
             at(to),
             Duration::from_secs(600),
-            |_| None,
+            |_, _| false,
         )
     }
 
@@ -267,21 +259,38 @@ owner = "data"
     }
 
     #[test]
-    fn a_paused_jobs_firings_from_its_pause_on_are_not_expected() {
+    fn a_paused_jobs_firings_in_its_pauses_are_not_expected() {
+        use crate::store::{PauseHistory, PauseRecord, PauseWindow};
+        // Paused from 00:30 to 01:30 (ended), and again since 03:00.
+        let history = PauseHistory {
+            paused: Some(PauseRecord {
+                job: "hourly".into(),
+                by: "ops".into(),
+                at: "2026-06-01T03:00:00Z".into(),
+                reason: "r".into(),
+            }),
+            ended: vec![PauseWindow {
+                from: "2026-06-01T00:30:00.000Z".into(),
+                to: "2026-06-01T01:30:00.000Z".into(),
+            }],
+        };
         let paused = expected(
             &catalog(),
             at("2026-06-01T00:00:00Z"),
             at("2026-06-01T06:00:00Z"),
             Duration::from_secs(600),
-            |name| (name == "hourly").then(|| at("2026-06-01T03:00:00Z")),
+            |name, at| name == "hourly" && history.withheld(at),
         );
         let hours: Vec<_> = paused
             .iter()
             .filter(|e| e.name == "hourly")
             .map(|e| e.scheduled_for)
             .collect();
-        assert_eq!(hours.len(), 3, "{hours:?}");
-        assert!(hours.iter().all(|h| *h < at("2026-06-01T03:00:00Z")));
+        assert_eq!(
+            hours,
+            [at("2026-06-01T00:00:00Z"), at("2026-06-01T02:00:00Z")],
+            "01:00 fell in the ended pause, 03:00 on in the current one"
+        );
     }
 
     #[test]

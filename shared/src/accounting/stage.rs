@@ -6,7 +6,7 @@
 //! runs every few minutes ([`check`]), which carries its judgement from one check to the
 //! next in the ledger ([`crate::accounting::ledger`]) so each firing is reported once.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::ledger::{self, Finding};
 use super::{Expected, Verdict};
 use crate::catalog::Catalog;
-use crate::store::{DynamoStore, ExecutionRecord, PauseRecord, Status, StoreError};
+use crate::store::{DynamoStore, ExecutionRecord, PauseHistory, PauseRecord, Status, StoreError};
 
 /// How long after its flexible window a firing may still arrive before it is missed: the
 /// scheduler's delivery retries and a queue that is behind.
@@ -63,7 +63,17 @@ pub async fn account(
     now: DateTime<Utc>,
     paused: &[PauseRecord],
 ) -> Result<Account, StoreError> {
-    let expected = super::expected(catalog, from, to, GRACE, paused_since(paused));
+    let history: BTreeMap<String, PauseHistory> = paused
+        .iter()
+        .map(|p| {
+            let h = PauseHistory {
+                paused: Some(p.clone()),
+                ended: Vec::new(),
+            };
+            (p.job.clone(), h)
+        })
+        .collect();
+    let expected = super::expected(catalog, from, to, GRACE, withheld(&history));
     let span = read_records(store, catalog, expected, to).await?;
     let mut account = Account {
         expected: span.expected.len(),
@@ -88,15 +98,10 @@ struct Span {
     queries: usize,
 }
 
-/// When each paused job was paused, from its pause record.
-fn paused_since(paused: &[PauseRecord]) -> impl Fn(&str) -> Option<DateTime<Utc>> + '_ {
-    |name: &str| {
-        paused
-            .iter()
-            .find(|p| p.job == name)
-            .and_then(|p| DateTime::parse_from_rfc3339(&p.at).ok())
-            .map(|at| at.with_timezone(&Utc))
-    }
+/// Whether a pause withheld the firing of `name` at `at`: the job is paused since before
+/// it, or it fell in a pause ended since.
+fn withheld(history: &BTreeMap<String, PauseHistory>) -> impl Fn(&str, DateTime<Utc>) -> bool + '_ {
+    |name: &str, at: DateTime<Utc>| history.get(name).is_some_and(|h| h.withheld(at))
 }
 
 /// The records of the `expected` firings: by key, a hundred to a request, for the firings
@@ -217,18 +222,17 @@ pub async fn check(
     let previous = previous.unwrap_or_default();
     let from = ledger::span(catalog, GRACE, since);
     let names = catalog.jobs.keys().chain(catalog.chains.keys());
-    let paused: Vec<PauseRecord> = store
-        .pauses()
-        .of(names.map(String::as_str))
-        .await?
-        .into_values()
+    let history = store.pauses().history_of(names.map(String::as_str)).await?;
+    let paused_names: BTreeSet<&str> = history
+        .iter()
+        .filter(|(_, h)| h.paused.is_some())
+        .map(|(name, _)| name.as_str())
         .collect();
-    let paused_names: BTreeSet<&str> = paused.iter().map(|p| p.job.as_str()).collect();
     let watched = ledger::watch(&previous, catalog, &paused_names, since, now);
     let known: BTreeSet<&str> = previous.findings.iter().map(|f| f.key.as_str()).collect();
     // Only what this check can judge: a firing known to the ledger, or one whose window or
     // deadline ends after the last check.
-    let expected: Vec<Expected> = super::expected(catalog, from, now, GRACE, paused_since(&paused))
+    let expected: Vec<Expected> = super::expected(catalog, from, now, GRACE, withheld(&history))
         .into_iter()
         .filter(|e| ledger::is_watched(&watched, e))
         .filter(|e| known.contains(e.key.as_str()) || e.missed_after.max(e.due_by) > since)

@@ -88,6 +88,8 @@ pub struct MemoryState {
     pub pauses: BTreeMap<String, PauseRecord>,
     /// When each job was last resumed, epoch ms: failures before it are not counted.
     pub resumed_at_ms: BTreeMap<String, i64>,
+    /// Each job's pauses ended lately (the job's item in DynamoDB keeps them).
+    pub pause_windows: BTreeMap<String, Vec<super::pauses::PauseWindow>>,
     /// Effects committed, by execution key: how many commits applied effects for it.
     pub effects_applied: BTreeMap<String, u32>,
     /// The effect items committed, by execution key, in the order they were applied.

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use super::memory::MemoryStore;
-use super::pauses::{PauseRecord, PauseStore, Paused};
+use super::pauses::{PauseRecord, PauseStore, Paused, windows_after_resume};
 use super::{StoreCall, StoreError};
 
 impl MemoryStore {
@@ -60,7 +60,13 @@ impl PauseStore for MemoryStore {
             state
                 .resumed_at_ms
                 .insert(job.to_string(), now.timestamp_millis());
-            state.pauses.remove(job)
+            let ended = state.pauses.remove(job);
+            let kept = state.pause_windows.remove(job).unwrap_or_default();
+            let windows = windows_after_resume(&kept, ended.as_ref().map(|p| p.at.as_str()), now);
+            if !windows.is_empty() {
+                state.pause_windows.insert(job.to_string(), windows);
+            }
+            ended
         }))
     }
 }

@@ -43,7 +43,9 @@ pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
 pub use overlap::Gate;
-pub use pauses::{PauseRecord, PauseStore, Paused, Pauses};
+pub use pauses::{
+    KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
+};
 pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
 #[cfg(test)]
 pub(crate) use record::claimed_record;

@@ -9,7 +9,10 @@
 //!   overwritten, by a worker or by another operator.
 //! - An automatic pause is written only while the streak it was counted on is still there:
 //!   a resume in between (which forgets the streak) wins.
-//! - A resume removes the pause and the streak in one write.
+//! - A resume removes the pause and the streak in one write (after a read of the pause it
+//!   ends), and keeps the pause it ended as a window ([`PauseWindow`]) for a few days: the
+//!   accountant does not expect the firings a pause withheld, even when the pause began and
+//!   ended between two of its checks.
 //!
 //! Stages deployed before this item existed kept pauses under `pause#<job>`: such a legacy
 //! record still counts as a pause (read with the new one, in the same request; a newer
@@ -24,6 +27,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnValue};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::condition::Condition;
 use super::{KEY_ATTRIBUTE, StoreCall, StoreError, job_key};
 
 /// A job's pause.
@@ -38,6 +42,87 @@ pub struct PauseRecord {
     /// Why, as the operator (or the worker) said it.
     pub reason: String,
 }
+
+/// A span a job was paused, ended by a resume: its firings in it were withheld, and the
+/// accountant must not expect them (a pause and a resume between two of its checks once
+/// read as missed firings).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PauseWindow {
+    /// When the pause began, RFC 3339 in UTC.
+    pub from: String,
+    /// When the resume ended it, RFC 3339 in UTC.
+    pub to: String,
+}
+
+impl PauseWindow {
+    /// Whether the firing at `at` fell in the window.
+    pub fn holds(&self, at: DateTime<Utc>) -> bool {
+        let instant = |t: &str| DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc());
+        match (instant(&self.from), instant(&self.to)) {
+            (Some(from), Some(to)) => from <= at && at < to,
+            _ => false,
+        }
+    }
+}
+
+/// How long an ended pause is remembered: longer than any span a check of the accountant
+/// judges (two days, and the longest a firing is waited for).
+pub const KEEP_PAUSE_WINDOWS: chrono::Duration = chrono::Duration::days(4);
+
+/// The ended pauses a resume at `now` leaves: those kept from before (the ones older than
+/// [`KEEP_PAUSE_WINDOWS`] forgotten), and the pause it ends (`pause_at`: when it began),
+/// if the job was paused.
+pub fn windows_after_resume(
+    previous: &[PauseWindow],
+    pause_at: Option<&str>,
+    now: DateTime<Utc>,
+) -> Vec<PauseWindow> {
+    let forget = crate::store::timestamp(now - KEEP_PAUSE_WINDOWS);
+    let mut windows: Vec<PauseWindow> = previous
+        .iter()
+        .filter(|w| w.to.as_str() >= forget.as_str())
+        .cloned()
+        .collect();
+    if let Some(from) = pause_at {
+        windows.push(PauseWindow {
+            from: from.to_string(),
+            to: crate::store::timestamp(now),
+        });
+    }
+    windows
+}
+
+/// What a job's item says of its pauses: the one it is in, if any, and those ended lately.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PauseHistory {
+    /// Its pause now.
+    pub paused: Option<PauseRecord>,
+    /// Its pauses ended within [`KEEP_PAUSE_WINDOWS`].
+    pub ended: Vec<PauseWindow>,
+}
+
+impl PauseHistory {
+    /// Whether a firing at `at` was withheld by a pause: in an ended one, or at or after
+    /// the start of the one it is in.
+    pub fn withheld(&self, at: DateTime<Utc>) -> bool {
+        let paused_since = self
+            .paused
+            .as_ref()
+            .and_then(|p| DateTime::parse_from_rfc3339(&p.at).ok())
+            .map(|t| t.to_utc());
+        paused_since.is_some_and(|p| at >= p) || self.ended.iter().any(|w| w.holds(at))
+    }
+}
+
+/// The ended pauses a job's item holds.
+fn windows_of(item: &HashMap<String, AttributeValue>) -> Vec<PauseWindow> {
+    item.get(WINDOWS)
+        .and_then(|v| serde_dynamo::from_attribute_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The attribute of a job's item that keeps its ended pauses.
+const WINDOWS: &str = "pause_windows";
 
 /// What a pause write found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +224,18 @@ async fn back_off(round: u32, left: usize) -> Result<(), StoreError> {
 /// How many times [`Pauses::of`] asks again for keys DynamoDB left unprocessed.
 const UNPROCESSED_ROUNDS: u32 = 8;
 
+/// Reads and writes a resume makes before it says the pause kept changing under it.
+const RESUME_TRIES: usize = 4;
+
+/// The condition of a resume's write: the job's item still holds the pause read (`pause`),
+/// or still none. Both stores decide a resume by it.
+pub(crate) fn resume_condition(pause: Option<&PauseRecord>) -> Condition {
+    match pause {
+        Some(p) => Condition::new("#at = :at").value(":at", AttributeValue::S(p.at.clone())),
+        None => Condition::new("attribute_not_exists(#at)"),
+    }
+}
+
 /// Where stages before the job item kept a pause.
 fn legacy_key(job: &str) -> String {
     format!("pause#{job}")
@@ -204,8 +301,22 @@ impl Pauses {
         &self,
         jobs: impl IntoIterator<Item = &'a str>,
     ) -> Result<BTreeMap<String, PauseRecord>, StoreError> {
+        Ok(self
+            .history_of(jobs)
+            .await?
+            .into_iter()
+            .filter_map(|(job, h)| h.paused.map(|p| (job, p)))
+            .collect())
+    }
+
+    /// The pause and the recently ended pauses of each of `jobs` (those with neither are
+    /// left out), read as [`of`](Self::of) reads them.
+    pub async fn history_of<'a>(
+        &self,
+        jobs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, PauseHistory>, StoreError> {
         let jobs: Vec<&str> = jobs.into_iter().collect();
-        let mut out = BTreeMap::new();
+        let mut out: BTreeMap<String, PauseHistory> = BTreeMap::new();
         for chunk in jobs.chunks(50) {
             let mut wanted: HashMap<String, (&str, bool)> = HashMap::new();
             for job in chunk {
@@ -215,6 +326,7 @@ impl Pauses {
             let mut keys: Vec<HashMap<String, AttributeValue>> =
                 wanted.keys().map(|k| key(k.clone())).collect();
             let mut found: Vec<(&str, bool, PauseRecord)> = Vec::new();
+            let mut ended: Vec<(&str, Vec<PauseWindow>)> = Vec::new();
             let mut round = 0u32;
             while !keys.is_empty() {
                 back_off(round, keys.len()).await?;
@@ -260,6 +372,10 @@ impl Pauses {
                     if let Some(p) = pause_of(job, &item)? {
                         found.push((job, legacy, p));
                     }
+                    let windows = windows_of(&item);
+                    if !legacy && !windows.is_empty() {
+                        ended.push((job, windows));
+                    }
                 }
                 // What DynamoDB did not get to (throttling, size) is asked again.
                 if let Some(left) = answer
@@ -272,7 +388,10 @@ impl Pauses {
             // The job's own item wins over a legacy one.
             found.sort_by_key(|(_, legacy, _)| !*legacy);
             for (job, _, p) in found {
-                out.insert(job.to_string(), p);
+                out.entry(job.to_string()).or_default().paused = Some(p);
+            }
+            for (job, windows) in ended {
+                out.entry(job.to_string()).or_default().ended = windows;
             }
         }
         Ok(out)
@@ -376,6 +495,77 @@ impl Pauses {
         item.map_or(Ok(None), |item| pause_of(job, &item))
     }
 
+    /// The resume's write to the job's item: the pause read ended (kept as a window) if the
+    /// item still holds that very pause, else read again. A read and a conditional write.
+    async fn end_pause(
+        &self,
+        job: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<PauseRecord>, StoreError> {
+        for _ in 0..RESUME_TRIES {
+            let item = self
+                .ddb
+                .get_item()
+                .table_name(&self.table)
+                .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(job)))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| failed(format!("resuming {job}"), crate::aws::describe(&e)))?
+                .item
+                .unwrap_or_default();
+            let pause = pause_of(job, &item)?;
+            let windows = windows_after_resume(
+                &windows_of(&item),
+                pause.as_ref().map(|p| p.at.as_str()),
+                now,
+            );
+            let condition = resume_condition(pause.as_ref());
+            let mut request = self
+                .ddb
+                .update_item()
+                .table_name(&self.table)
+                .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(job)))
+                .update_expression(
+                    "SET #resumed_at = :resumed_at, #pause_windows = :windows \
+                     REMOVE #by, #at, #reason, #failed_keys, #last_error",
+                )
+                .condition_expression(condition.expression())
+                .expression_attribute_values(
+                    ":resumed_at",
+                    AttributeValue::N(now.timestamp_millis().to_string()),
+                )
+                .expression_attribute_values(
+                    ":windows",
+                    serde_dynamo::to_attribute_value(&windows).expect("windows serialise"),
+                );
+            for name in [
+                "resumed_at",
+                WINDOWS,
+                "by",
+                "at",
+                "reason",
+                "failed_keys",
+                "last_error",
+            ] {
+                request = request.expression_attribute_names(format!("#{name}"), name);
+            }
+            for (placeholder, value) in condition.values() {
+                request = request.expression_attribute_values(placeholder, value.clone());
+            }
+            match request.send().await {
+                Ok(_) => return Ok(pause),
+                // Paused or resumed by someone else between the read and the write.
+                Err(e) if e.as_service_error().is_some_and(is_condition_failure) => continue,
+                Err(e) => return Err(failed(format!("resuming {job}"), crate::aws::describe(&e))),
+            }
+        }
+        Err(failed(
+            format!("resuming {job}"),
+            format!("its pause changed under each of {RESUME_TRIES} tries"),
+        ))
+    }
+
     /// Ends the pause of `job` and forgets its run of failures (a resumed job gets its full
     /// `pause_after_failures` again), in one write that notes `now` as its resume (a run
     /// that failed before it is not counted again); returns the pause it ended, if there
@@ -385,29 +575,7 @@ impl Pauses {
         job: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<PauseRecord>, StoreError> {
-        let out = self
-            .ddb
-            .update_item()
-            .table_name(&self.table)
-            .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(job)))
-            .update_expression(
-                "SET #resumed_at = :resumed_at REMOVE #by, #at, #reason, #failed_keys, #last_error",
-            )
-            .expression_attribute_names("#resumed_at", "resumed_at")
-            .expression_attribute_values(
-                ":resumed_at",
-                AttributeValue::N(now.timestamp_millis().to_string()),
-            )
-            .expression_attribute_names("#by", "by")
-            .expression_attribute_names("#at", "at")
-            .expression_attribute_names("#reason", "reason")
-            .expression_attribute_names("#failed_keys", "failed_keys")
-            .expression_attribute_names("#last_error", "last_error")
-            .return_values(ReturnValue::AllOld)
-            .send()
-            .await
-            .map_err(|e| failed(format!("resuming {job}"), crate::aws::describe(&e)))?;
-        let ended = pause_of(job, &out.attributes.unwrap_or_default())?;
+        let ended = self.end_pause(job, now).await?;
         let legacy = match self
             .ddb
             .delete_item()
