@@ -4,7 +4,8 @@
 //! the partner account is blocked, so the run pauses; `chains list` and `chains show`
 //! (table and JSON snapshots) and `status` say so; `chains rerun` asks for confirmation,
 //! refuses `--redrive` on a paused run, and once the account is fixed reruns the export
-//! and the summary only, to DONE; audited. A run whose execution was aborted is rerun too,
+//! and the summary only, to DONE; audited. A second operator skips another paused run's
+//! failed step with `chains skip` (its output given), and that run ends DONE. A run whose execution was aborted is rerun too,
 //! and `--redrive` there is LocalStack's refusal, named; one cancelled while its execution
 //! waits has it stopped. Every command runs as an IAM user holding only the stage's operator
 //! policy, and used each of its chain actions.
@@ -119,6 +120,12 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
         "{status}"
     );
 
+    // A second run pauses as well: another operator skips its failed step below.
+    let skipped = "month-end#2026-12";
+    console.ok(&["fire", "month-end", "--key", skipped]);
+    let second = run_until(&stack, skipped, |r| r.status != Status::Running).await;
+    assert_eq!(second.status, Status::Paused, "{second:?}");
+
     // Without --yes and no terminal: refused, nothing changed.
     let unconfirmed = console.run(&["chains", "rerun", key]);
     assert_eq!(unconfirmed.status.code(), Some(2));
@@ -168,6 +175,43 @@ async fn chains_list_show_and_rerun_a_paused_month_end_from_its_failed_step_to_d
         (&"end".into(), &true.into())
     );
     assert_eq!(line["result"]["run"], 2);
+    // A second operator skips the other run's failed export from the command line (its
+    // output given for the summary): the step is DONE, the summary runs, the run is DONE,
+    // and the step says who skipped it.
+    let bob = Console::another_operator(&stack, "bob").await;
+    bob.ok(&[
+        "chains",
+        "skip",
+        skipped,
+        "orders-export",
+        "--reason",
+        "exported by hand",
+        "--step-output",
+        r#"{"rows": 0}"#,
+        "--yes",
+    ]);
+    let done = run_until(&stack, skipped, |r| r.status != Status::Running).await;
+    assert_eq!(done.status, Status::Done, "{done:?}");
+    let export = stack
+        .record(&format!("{skipped}#orders-export"))
+        .await
+        .unwrap()
+        .unwrap();
+    let by = export
+        .skipped
+        .as_ref()
+        .map(|s| (s.by.as_str(), s.reason.as_str()));
+    assert!(
+        by.is_some_and(|(by, reason)| by.ends_with("-bob") && reason == "exported by hand"),
+        "{export:?}"
+    );
+    let summary = stack
+        .record(&format!("{skipped}#summary"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(summary.status, Status::Done, "{summary:?}");
+
     let again = console.run(&["chains", "rerun", key, "--yes"]);
     assert_eq!(again.status.code(), Some(2));
     assert!(

@@ -30,6 +30,16 @@ impl Console {
         Console::of(stack, Role::Operator).await
     }
 
+    /// The console of another of the stage's operators, `name`: a second IAM user holding
+    /// the same operator policy.
+    pub(crate) async fn another_operator(stack: &Stack, name: &str) -> Console {
+        let policy = schedkit_testkit::roles::policy_arn(&stack.name, Role::Operator);
+        let user = User::holding(&format!("{}-{name}", stack.name), &[policy])
+            .await
+            .unwrap();
+        Console::signed(stack, user)
+    }
+
     /// The console of one of the stage's viewers (the viewer policy only).
     pub(crate) async fn viewer(stack: &Stack) -> Console {
         Console::of(stack, Role::Viewer).await
