@@ -113,17 +113,19 @@ pub struct Watched {
     pub schedule: Option<String>,
 }
 
-/// What a schedule's firings are computed from, in one line.
+/// What a schedule's firings are computed from, as a stable hash: 16 characters per job
+/// in the ledger's one item, however long the expression.
 fn fingerprint(spec: &crate::catalog::model::ScheduleSpec) -> String {
     let instant = |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
-    format!(
+    let text = format!(
         "{} | {} | {} | {} | {}",
         spec.expression,
         spec.timezone,
         instant(spec.start),
         instant(spec.end),
         spec.flexible_window_minutes
-    )
+    );
+    format!("{:016x}", crate::hash::stable_hash([text.as_bytes()]))
 }
 
 /// How long a reported firing's key is remembered: longer than any span a check reads.
