@@ -7,7 +7,8 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, n, s, unavailable};
+use super::attributes::{n, s};
+use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, unavailable};
 use super::internal::INTERNAL_PREFIX;
 use crate::accounting::ledger::Ledger;
 

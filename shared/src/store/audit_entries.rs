@@ -14,7 +14,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, n, s, unavailable};
+use super::attributes::{n, s};
+use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, unavailable};
 use super::internal::INTERNAL_PREFIX;
 use super::record::timestamp;
 

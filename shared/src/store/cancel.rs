@@ -11,8 +11,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::attributes::s;
 use super::dynamo::{
-    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refusal, s, unavailable,
+    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refusal, unavailable,
 };
 use super::record::{
     AttemptEntry, AttemptOutcome, ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at,
@@ -234,9 +235,9 @@ impl DynamoStore {
                 .expression_attribute_values(":scheduled_for", s(&a.scheduled_for))
                 .expression_attribute_values(":hash", s(&a.payload_hash))
                 .expression_attribute_values(":input", s(&fresh.input.unwrap_or_default()))
-                .expression_attribute_values(":expires_at", super::dynamo::n(fresh.expires_at))
+                .expression_attribute_values(":expires_at", super::attributes::n(fresh.expires_at))
                 .expression_attribute_values(":list_shard", s(&super::list_shard(&req.key)))
-                .expression_attribute_values(":zero", super::dynamo::n(0))
+                .expression_attribute_values(":zero", super::attributes::n(0))
                 .expression_attribute_values(
                     ":message_id",
                     s(a.message_id.as_deref().unwrap_or_default()),
@@ -289,7 +290,7 @@ impl DynamoStore {
             .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
             .expression_attribute_values(":entry", AttributeValue::L(vec![value]))
-            .expression_attribute_values(":attempt", super::dynamo::n(i64::from(entry.attempt)))
+            .expression_attribute_values(":attempt", super::attributes::n(i64::from(entry.attempt)))
             .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
             .expression_attribute_values(":owner", s(&entry.owner));
         match self.timed(call.send()).await? {

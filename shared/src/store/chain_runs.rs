@@ -18,8 +18,9 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::attributes::{n, s};
 use super::conditions;
-use super::dynamo::{decode, is_condition_failure, n, refusal, s, unavailable};
+use super::dynamo::{decode, is_condition_failure, refusal, unavailable};
 use super::record::{OperatorNote, timestamp};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, Status, StoreError};
 

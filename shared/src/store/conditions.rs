@@ -6,8 +6,8 @@
 
 use chrono::{DateTime, Utc};
 
+use super::attributes::{n, record_item, s};
 use super::condition::Condition;
-use super::dynamo::{n, record_item, s};
 use super::record::{ClaimRequest, ExecutionRecord, Status};
 use crate::key::chain_execution_name;
 

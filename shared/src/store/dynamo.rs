@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 
 use crate::effects::table_of;
 
+use super::attributes::{n, record_item, s};
 use super::condition::Condition;
 use super::conditions;
 use super::list_shard;
@@ -576,28 +577,6 @@ where
     } else {
         StoreError::Unavailable(crate::aws::describe(&err))
     }
-}
-
-/// The item the store writes for `record`: its attributes, its listing shard (the
-/// `by-shard` index) and, unless DONE or SKIPPED, its open status (the sparse
-/// `open-by-status` index). Public for tools that write records as the store would (the
-/// benchmark fills a table with them).
-pub fn record_item(record: &ExecutionRecord) -> HashMap<String, AttributeValue> {
-    let mut item: HashMap<String, AttributeValue> =
-        serde_dynamo::to_item(record).expect("a record serialises");
-    item.insert("list_shard".into(), s(&list_shard(&record.execution_key)));
-    if !matches!(record.status, Status::Done | Status::Skipped) {
-        item.insert("open_status".into(), s(record.status.as_str()));
-    }
-    item
-}
-
-pub(super) fn s(v: &str) -> AttributeValue {
-    AttributeValue::S(v.to_string())
-}
-
-pub(super) fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 impl DynamoStore {

@@ -19,7 +19,8 @@
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
+use super::attributes::{n, s};
+use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::{DynamoStore, KEY_ATTRIBUTE, StoreError, job_key};
 
 /// The most error text kept with a streak.

@@ -27,7 +27,8 @@ use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
     finished_record, lease_until, timestamp,
 };
-use super::slot_conditions::{self, slot_item};
+use super::slot::{Slot, slot_item};
+use super::slot_conditions;
 use crate::job::Overlap;
 
 /// What happens to one request.
@@ -56,21 +57,6 @@ impl Faults for NoFaults {
     fn request(&self, _: &'static str, _: &str) -> (Duration, Fault) {
         (Duration::ZERO, Fault::None)
     }
-}
-
-/// A job's overlap slot, as the slot item holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Slot {
-    /// The run that holds it.
-    pub holder: Option<String>,
-    /// The holder's claim (its owner token): a take-over is conditioned on it.
-    pub holder_owner: Option<String>,
-    /// When a waiter looks again at the latest (the holder's guessed end), epoch ms.
-    pub until_ms: i64,
-    /// The one run waiting for it (`buffer_one`).
-    pub waiter: Option<String>,
-    /// Until when the waiter's place is kept, epoch ms.
-    pub waiter_until_ms: i64,
 }
 
 /// Everything the store holds.

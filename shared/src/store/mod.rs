@@ -2,6 +2,7 @@
 //! memory, for tests and the simulation, behind the same [`ExecutionStore`] interface).
 
 mod accountant_ledger;
+mod attributes;
 mod audit_entries;
 mod by_job;
 mod cancel;
@@ -22,9 +23,11 @@ mod overlap;
 mod pauses;
 mod permits;
 mod record;
+mod slot;
 mod slot_conditions;
 
 pub use accountant_ledger::ledger_key;
+pub use attributes::record_item;
 pub use audit_entries::{
     AUDIT_SHARD, AuditEntry, AuditFilter, DEFAULT_AUDIT_RETENTION, audit_retention,
 };
@@ -37,11 +40,11 @@ pub use conditions::{
 };
 pub use dynamo::{
     CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore, KEY_ATTRIBUTE, StoreError, TTL_ATTRIBUTE,
-    TransitionError, record_item,
+    TransitionError,
 };
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
-pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults, Slot};
+pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
@@ -54,6 +57,7 @@ pub use record::{
     OperatorNote, Redrive, Status,
 };
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
+pub use slot::Slot;
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first
 /// listing of every record reads one page from each and merges them.

@@ -27,9 +27,11 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::attributes::{n, s};
 use super::condition::Condition;
-use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
-use super::slot_conditions::{Seen, leave, slot_of, take, take_over, wait};
+use super::dynamo::{is_condition_failure, refused_item, unavailable};
+use super::slot::slot_of;
+use super::slot_conditions::{Seen, leave, take, take_over, wait};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, StoreError, TransitionError, slot_key};
 use crate::job::Overlap;
 

@@ -25,8 +25,9 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
+use super::attributes::{n, s};
 use super::condition::Condition;
-use super::dynamo::{is_condition_failure, n, refused_item, s, unavailable};
+use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::{DynamoStore, ExecutionRecord, StoreError};
 
 /// A run asks for a permit of a gate.

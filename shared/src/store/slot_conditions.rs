@@ -1,12 +1,11 @@
 //! The conditions of a job's overlap slot item, each written once: the DynamoDB store sends
 //! them ([`overlap`](super::overlap)), the in-memory store evaluates them over the slot as
-//! DynamoDB holds it ([`slot_item`]).
+//! DynamoDB holds it ([`slot_item`](super::slot::slot_item)).
 
 use chrono::{DateTime, Utc};
 
-use super::condition::{Condition, Item};
-use super::dynamo::{n, s};
-use super::memory::Slot;
+use super::attributes::{n, s};
+use super::condition::Condition;
 use crate::job::Overlap;
 
 /// The slot is free, or already the run's.
@@ -100,40 +99,4 @@ fn names(text: &str, placeholder: &str) -> bool {
     text.match_indices(placeholder).any(|(i, _)| {
         !text[i + placeholder.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
     })
-}
-
-/// The slot as its item holds it in DynamoDB: the holder's attributes while it has one, the
-/// waiter's while one waits.
-pub(crate) fn slot_item(slot: &Slot) -> Item {
-    let mut item = Item::new();
-    if let Some(holder) = &slot.holder {
-        item.insert("slot_key".into(), s(holder));
-        item.insert("slot_until".into(), n(slot.until_ms));
-        if let Some(owner) = &slot.holder_owner {
-            item.insert("slot_owner".into(), s(owner));
-        }
-    }
-    if let Some(waiter) = &slot.waiter {
-        item.insert("waiter_key".into(), s(waiter));
-        item.insert("waiter_until".into(), n(slot.waiter_until_ms));
-    }
-    item
-}
-
-/// The slot an item holds (the inverse of [`slot_item`]).
-pub(crate) fn slot_of(item: &Item) -> Slot {
-    let text = |name: &str| item.get(name).and_then(|v| v.as_s().ok()).cloned();
-    let number = |name: &str| {
-        item.get(name)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    Slot {
-        holder: text("slot_key"),
-        holder_owner: text("slot_owner"),
-        until_ms: number("slot_until"),
-        waiter: text("waiter_key"),
-        waiter_until_ms: number("waiter_until"),
-    }
 }

@@ -8,8 +8,8 @@ use std::cmp::Ordering;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::Item;
 use super::parse::{Cmp, Expr, Function, Operand, ParseError, Step};
+use crate::store::attributes::Item;
 
 /// What a condition is decided over.
 pub(super) struct Scope<'a> {

@@ -13,14 +13,11 @@ mod eval;
 mod parse;
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
+pub use crate::store::attributes::Item;
 pub use parse::ParseError;
-
-/// An item as DynamoDB holds it.
-pub type Item = HashMap<String, AttributeValue>;
 
 /// A condition expression with the names and values it refers to.
 #[derive(Debug, Clone, PartialEq)]
