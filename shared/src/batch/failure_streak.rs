@@ -155,16 +155,21 @@ impl FailureStreaks {
             Paused::Already(earlier) if earlier.by == PAUSED_BY_WORKER => earlier,
             Paused::Already(_) | Paused::StreakEnded => return,
         };
-        self.audit_pause(t, &auto.group, &audited).await;
+        self.audit_pause(t, &auto.group, &audited, now).await;
     }
 
     /// The automatic pause, in the stage's audit trail beside the operators' actions: one
     /// entry per pause (its id the job's and the pause's time). The pause stands whatever
     /// becomes of the entry: a failure to write it is logged, and the job's next failure
-    /// writes it.
-    async fn audit_pause(&self, t: &Transition<'_>, group: &str, pause: &PauseRecord) {
-        let when = DateTime::parse_from_rfc3339(&pause.at)
-            .map_or_else(|_| Utc::now(), |at| at.with_timezone(&Utc));
+    /// writes it. `now` (the worker's clock) stands in for a pause time that does not parse.
+    async fn audit_pause(
+        &self,
+        t: &Transition<'_>,
+        group: &str,
+        pause: &PauseRecord,
+        now: DateTime<Utc>,
+    ) {
+        let when = DateTime::parse_from_rfc3339(&pause.at).map_or(now, |at| at.with_timezone(&Utc));
         let entry = AuditEntry {
             id: format!("auto-pause/{}/{}", pause.job, pause.at),
             when: crate::store::timestamp(when),

@@ -164,7 +164,9 @@ impl MemoryStore {
             .cloned();
         let answer = apply(&mut state);
         if let Some(before) = decided
-            && state.records.get(key) != Some(&before)
+            && let Some(after) = state.records.get(key)
+            && after != &before
+            && !attempts_noted(&before, after)
         {
             let line = format!("{key}: {} record rewritten by `{name}`", before.status);
             state.rewrites.push(line);
@@ -739,6 +741,18 @@ impl ExecutionStore for MemoryStore {
             self, key, chain, execution, end, now,
         ))
     }
+}
+
+/// Whether `after` is `before` with attempts added to its history and nothing else
+/// changed: what noting a cancelled run's late attempt does, the one write a decided
+/// record takes (its status and outcome stay as they were).
+fn attempts_noted(before: &ExecutionRecord, after: &ExecutionRecord) -> bool {
+    after.history.len() > before.history.len()
+        && after.history.starts_with(&before.history)
+        && ExecutionRecord {
+            history: before.history.clone(),
+            ..after.clone()
+        } == *before
 }
 
 #[cfg(test)]

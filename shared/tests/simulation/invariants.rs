@@ -4,7 +4,7 @@ use schedkit::Status;
 use schedkit::dead_letter::attr;
 use schedkit::orchestrator::Answer;
 
-use super::world::{CHAINS, EXCLUSIVE, INVOICE, QUEUED, Report, What, key_of};
+use super::world::{BROKEN, CHAINS, EXCLUSIVE, INVOICE, QUEUED, Report, What, key_of};
 
 /// Every invariant `report` breaks, each said in a line.
 pub fn check(report: &Report) -> Vec<String> {
@@ -28,7 +28,9 @@ pub fn check(report: &Report) -> Vec<String> {
         sent_accounted_for(report, &sent.what, &sent.body, &mut broken);
     }
     effects(report, &mut broken);
+    expected(report, &mut broken);
     chains(report, &mut broken);
+    super::limits::flow(&report.seen, &report.store, &report.kept, &mut broken);
     super::pauses::check(&report.pauses, &report.store.pauses, &mut broken);
     // A decided record is never written again.
     broken.extend(report.store.rewrites.iter().cloned());
@@ -94,6 +96,7 @@ fn sent_accounted_for(report: &Report, what: &What, body: &str, broken: &mut Vec
             Some(Status::Done | Status::Skipped) => {}
             Some(Status::Failed) if letter_reason(report, key).is_some() => {}
             Some(Status::Failed) => broken.push(format!("{key}: FAILED without a dead letter")),
+            Some(Status::Cancelled) if report.cancelled.contains(key) => {}
             other => broken.push(format!("{key}: lost, its record {other:?}")),
         },
         What::Chain { key } => match records.get(key).map(|r| r.status) {
@@ -140,6 +143,28 @@ fn effects(report: &Report, broken: &mut Vec<String>) {
         }
         if !chain && r.status == Status::Paused {
             broken.push(format!("{key}: a job's run PAUSED, as only a chain run is"));
+        }
+    }
+}
+
+/// Each run ends as its job and its policy allow, whatever befell it: SKIPPED only under
+/// an overlap policy that skips (never a chain's step), `broken` never DONE (it always
+/// fails for good), CANCELLED only when the operator cancelled it.
+fn expected(report: &Report, broken: &mut Vec<String>) {
+    for (key, r) in &report.store.records {
+        let skips = [EXCLUSIVE, QUEUED].contains(&r.job.as_str()) && !key.contains('#');
+        match r.status {
+            Status::Skipped if !skips => broken.push(format!(
+                "{key}: SKIPPED, though `{}` never skips a run",
+                r.job
+            )),
+            Status::Done if r.job == BROKEN => {
+                broken.push(format!("{key}: DONE, though `{BROKEN}` always fails"));
+            }
+            Status::Cancelled if !report.cancelled.contains(key) => {
+                broken.push(format!("{key}: CANCELLED, and no operator cancelled it"));
+            }
+            _ => {}
         }
     }
 }

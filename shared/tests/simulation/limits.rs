@@ -73,13 +73,14 @@ concurrency = { limit = 1 }
 max_wait_seconds = 20
 "#;
 
-const JOBS: [&str; 5] = ["tenant", "partner-a", "partner-b", "paced", "impatient"];
+/// The limited jobs (the composed world runs them too).
+pub(super) const JOBS: [&str; 5] = ["tenant", "partner-a", "partner-b", "paced", "impatient"];
 /// The rate of `paced`: one start every five seconds.
-const PACED_SPACING: Duration = Duration::from_secs(5);
+pub(super) const PACED_SPACING: Duration = Duration::from_secs(5);
 /// How far apart two workers' clocks may be (each is off by at most half of it).
-const SKEW: Duration = Duration::from_millis(400);
+pub(super) const SKEW: Duration = Duration::from_millis(400);
 /// The workers' clock-skew bound.
-const BOUND: Duration = Duration::from_millis(500);
+pub(super) const BOUND: Duration = Duration::from_millis(500);
 const GIVE_UP: Duration = Duration::from_secs(3 * 3600);
 
 /// The groups a body of `job` with `tenant` counts in, with their limits.
@@ -118,43 +119,58 @@ pub struct LimitReport {
     pub cancelled: Vec<String>,
 }
 
+/// The flow-control catalog (its limits and limited jobs).
+pub(super) fn catalog() -> Catalog {
+    Catalog::parse(CATALOG, "limits.toml").expect("the simulation's catalog")
+}
+
 fn registry(
     draw: &Draw,
     seen: &Arc<Mutex<Seen>>,
     clock: Clock,
     trace: &Trace,
 ) -> schedkit::Registry {
-    let catalog = Catalog::parse(CATALOG, "limits.toml").expect("the simulation's catalog");
+    let catalog = catalog();
     let mut jobs = Jobs::new();
     for job in JOBS {
         let (draw, seen, trace) = (draw.clone(), seen.clone(), trace.clone());
         jobs = jobs.add(job, move |ctx: Ctx| {
-            let (draw, seen, trace) = (draw.clone(), seen.clone(), trace.clone());
-            async move {
-                let tenant = ctx.payload["tenant"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let _body = Body::start(&seen, job, &tenant, clock, &ctx.key);
-                trace.say(format!("{} attempt {} runs", ctx.key, ctx.attempt));
-                let takes = match draw.chance(0.1) {
-                    // Longer than its lease: kept by heartbeats.
-                    true => draw.millis(4_000, 12_000),
-                    false => draw.millis(10, 2_500),
-                };
-                tokio::time::sleep(takes).await;
-                match job != "paced" && draw.chance(0.15) {
-                    true => Err(JobError::retryable("not now")),
-                    false => Ok(json!(null)),
-                }
-            }
+            run_body(job, ctx, draw.clone(), seen.clone(), clock, trace.clone())
         });
     }
     jobs.bind(&catalog).expect("every job implemented")
 }
 
+/// A limited job's body: counted in its groups while it runs (until it ends, or is dropped
+/// when cancelled); now and then longer than its lease, now and then failing retryably.
+pub(super) async fn run_body(
+    job: &'static str,
+    ctx: Ctx,
+    draw: Draw,
+    seen: Arc<Mutex<Seen>>,
+    clock: Clock,
+    trace: Trace,
+) -> Result<serde_json::Value, JobError> {
+    let tenant = ctx.payload["tenant"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let _body = Body::start(&seen, job, &tenant, clock, &ctx.key);
+    trace.say(format!("{} attempt {} runs", ctx.key, ctx.attempt));
+    let takes = match draw.chance(0.1) {
+        // Longer than its lease: kept by heartbeats.
+        true => draw.millis(4_000, 12_000),
+        false => draw.millis(10, 2_500),
+    };
+    tokio::time::sleep(takes).await;
+    match job != "paced" && draw.chance(0.15) {
+        true => Err(JobError::retryable("not now")),
+        false => Ok(json!(null)),
+    }
+}
+
 /// Counts a body in its groups until dropped (ended or cancelled).
-struct Body {
+pub(super) struct Body {
     seen: Arc<Mutex<Seen>>,
     groups: Vec<(String, u32)>,
 }
@@ -392,7 +408,7 @@ async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut Ve
 
 /// Once every run is decided, a new run claims and takes each gate that counts runs, one
 /// lease and the skew bound later: the gates it could not take.
-async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<String> {
+pub(super) async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<String> {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let now = clock.now();
     let gates: Vec<String> = store
@@ -448,25 +464,7 @@ pub fn check(report: &LimitReport) -> Vec<String> {
             report.left_in_queue
         ));
     }
-    broken.extend(report.seen.over.iter().cloned());
-    broken.extend(report.store.permit_breaches.iter().cloned());
-    broken.extend(
-        report
-            .kept
-            .iter()
-            .map(|k| format!("a permit kept after every run ended: {k}")),
-    );
-    // The clocks' disagreement, and the skew bound a late answer may add (`late_start`).
-    let least = PACED_SPACING.saturating_sub(SKEW + BOUND).as_millis() as i64;
-    for pair in report.seen.paced_starts.windows(2) {
-        if pair[1] - pair[0] < least {
-            broken.push(format!(
-                "paced: two starts {} ms apart (spacing {} ms)",
-                pair[1] - pair[0],
-                PACED_SPACING.as_millis()
-            ));
-        }
-    }
+    flow(&report.seen, &report.store, &report.kept, &mut broken);
     for letter in &report.dead_letters {
         if !letter.attributes.contains_key(attr::REASON) {
             broken.push(format!("a dead letter without a reason: {}", letter.body));
@@ -510,4 +508,28 @@ pub fn check(report: &LimitReport) -> Vec<String> {
         }
     }
     broken
+}
+
+/// The flow-control invariants (this world's and the composed one's): never more bodies of
+/// a gate at once than its limit, counting every body still executing (cancelled ones
+/// included); no permit past its limit in the store; no two starts of `paced` closer than
+/// its spacing (less the clocks' skew, and the skew bound a late answer may add); and no
+/// permit kept once every run is decided.
+pub(super) fn flow(seen: &Seen, store: &MemoryState, kept: &[String], broken: &mut Vec<String>) {
+    broken.extend(seen.over.iter().cloned());
+    broken.extend(store.permit_breaches.iter().cloned());
+    broken.extend(
+        kept.iter()
+            .map(|k| format!("a permit kept after every run ended: {k}")),
+    );
+    let least = PACED_SPACING.saturating_sub(SKEW + BOUND).as_millis() as i64;
+    for pair in seen.paced_starts.windows(2) {
+        if pair[1] - pair[0] < least {
+            broken.push(format!(
+                "paced: two starts {} ms apart (spacing {} ms)",
+                pair[1] - pair[0],
+                PACED_SPACING.as_millis()
+            ));
+        }
+    }
 }

@@ -12,17 +12,18 @@ use schedkit::batch::Chains;
 use schedkit::catalog::Catalog;
 use schedkit::orchestrator::{Answer, MemoryOrchestrator};
 use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
-use schedkit::store::{Fault, Faults, MemoryState, MemoryStore};
+use schedkit::store::{CancelRequest, Fault, Faults, MemoryState, MemoryStore, is_internal};
 use schedkit::trigger::pause::MemorySchedules;
 use schedkit::{
     Clock, Ctx, Envelope, JobError, JobPolicy, Jobs, Metrics, Overlap, Processor, ProcessorConfig,
-    Registry, RetryPolicy,
+    Registry, RetryPolicy, Status,
 };
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
 use super::conductor::Conductor;
+use super::limits;
 use super::pauses::{self, PauseReport};
 
 /// An effect committed with the outcome.
@@ -237,8 +238,27 @@ fn policy_of(job: &str) -> JobPolicy {
 }
 
 /// The catalog: each job's body, with its policy.
-fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Registry {
+fn registry(
+    draw: &Draw,
+    observed: &Arc<Mutex<Observed>>,
+    seen: &Arc<Mutex<limits::Seen>>,
+    clock: Clock,
+    trace: &Trace,
+) -> Registry {
     let mut jobs = Jobs::new();
+    // The flow-control world's limited jobs, with its catalog's limits and rate.
+    for job in limits::JOBS {
+        let (draw, observed, seen, trace) =
+            (draw.clone(), observed.clone(), seen.clone(), trace.clone());
+        jobs = jobs.add(job, move |ctx: Ctx| {
+            let (draw, observed, seen, trace) =
+                (draw.clone(), observed.clone(), seen.clone(), trace.clone());
+            async move {
+                let _running = Running::start(&observed, job, &ctx.key);
+                limits::run_body(job, ctx, draw, seen, clock, trace).await
+            }
+        });
+    }
     for job in JOBS {
         let (draw, observed, trace) = (draw.clone(), observed.clone(), trace.clone());
         jobs = jobs.add(job, move |ctx: Ctx| {
@@ -276,7 +296,11 @@ fn registry(draw: &Draw, observed: &Arc<Mutex<Observed>>, trace: &Trace) -> Regi
             }
         });
     }
-    jobs.bind_policies(policy_of)
+    let flow = limits::catalog();
+    jobs.bind_policies(move |job| match flow.jobs.get(job) {
+        Some(limited) => limited.policy.clone(),
+        None => policy_of(job),
+    })
 }
 
 /// What a message the world sends is.
@@ -351,6 +375,53 @@ fn messages(draw: &Draw) -> Vec<Sent> {
     }
     if draw.chance(0.15) {
         out.push(internal_key(draw));
+    }
+    out
+}
+
+/// Runs of the limited jobs, each at its time, from a draw of their own (so the rest of the
+/// world draws what it drew without them): tenants `a` and `b`, some sent twice.
+fn limited_runs(flow: &Draw) -> Vec<(Duration, Sent)> {
+    let mut out = Vec::new();
+    for i in 0..2 + flow.below(8) {
+        let job = limits::JOBS[flow.below(limits::JOBS.len())];
+        let key = format!("{job}-{i}");
+        let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+        e.key = Some(key.clone());
+        let tenant = ["a", "b"][flow.below(2)];
+        e.payload = json!({ "tenant": tenant }).as_object().cloned();
+        let sent = Sent {
+            what: What::Run {
+                key,
+                conflict: false,
+            },
+            body: e.to_json(),
+        };
+        if flow.chance(0.2) {
+            out.push((flow.millis(0, 30_000), sent.clone()));
+        }
+        out.push((flow.millis(0, 30_000), sent));
+    }
+    // Now and then a burst of `impatient` (one at a time, 20 s of `max_wait`): the last
+    // ones wait past it and end FAILED as `limit-wait`.
+    if flow.chance(0.3) {
+        let at = flow.millis(0, 20_000);
+        for i in 0..4 + flow.below(4) {
+            let key = format!("impatient-burst-{i}");
+            let mut e = Envelope::new("impatient", "2026-12-02T09:00:00Z".parse().unwrap());
+            e.key = Some(key.clone());
+            let what = What::Run {
+                key,
+                conflict: false,
+            };
+            out.push((
+                at + flow.millis(0, 2_000),
+                Sent {
+                    what,
+                    body: e.to_json(),
+                },
+            ));
+        }
     }
     out
 }
@@ -457,6 +528,12 @@ pub struct Report {
     pub tasks: BTreeMap<String, String>,
     /// The operator's pauses and resumes, and the schedules after the final sync.
     pub pauses: PauseReport,
+    /// What the limited jobs' bodies saw.
+    pub seen: limits::Seen,
+    /// Gates a new run could not take once every run was decided.
+    pub kept: Vec<String>,
+    /// The runs the operator cancelled.
+    pub cancelled: BTreeSet<String>,
 }
 
 /// A worker: a processor and its receive loop, on its own clock.
@@ -539,6 +616,8 @@ pub async fn run(seed: u64) -> Report {
         start: Instant::now(),
     };
     let observed = Arc::new(Mutex::new(Observed::default()));
+    let seen = Arc::new(Mutex::new(limits::Seen::default()));
+    let clock = Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap());
     let faults: Arc<dyn Faults> = Arc::new(SeededFaults {
         draw: draw.clone(),
         trace: trace.clone(),
@@ -560,8 +639,8 @@ pub async fn run(seed: u64) -> Report {
         schedules: pauses::schedules(&JOBS).with_faults(faults.clone()),
         store: MemoryStore::new(faults),
         queue: MemoryQueue::new(MAX_RECEIVES),
-        registry: registry(&draw, &observed, &trace),
-        clock: Clock::following_tokio("2026-12-02T09:00:00Z".parse().unwrap()),
+        registry: registry(&draw, &observed, &seen, clock, &trace),
+        clock,
         draw,
         trace,
     };
@@ -578,7 +657,16 @@ pub async fn run(seed: u64) -> Report {
     let burst = exclusive_burst(&world.draw);
     sent.extend(burst.iter().map(|(_, s)| s.clone()));
     pending.extend(burst);
+    // The limited jobs' runs and the operator's cancels draw from draws of their own.
+    let flow = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0xf1_0e))));
+    let limited = limited_runs(&flow);
+    sent.extend(limited.iter().map(|(_, s)| s.clone()));
+    pending.extend(limited);
     pending.sort_by_key(|(at, _)| *at);
+    let operator = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
+        seed ^ 0xca_9ce1,
+    ))));
+    let mut cancelled = BTreeSet::new();
     let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
     let mut redriven = BTreeSet::new();
     let mut conductor = Conductor::new(world.orchestrator.clone(), catalog.chains.clone());
@@ -642,6 +730,9 @@ pub async fn run(seed: u64) -> Report {
                 world.trace.say(format!("operator: {act:?}"));
                 acts.push(act);
             }
+            if operator.chance(0.06) {
+                cancel_a_running_run(&world, &operator, &mut cancelled).await;
+            }
             // An operator moves a dead letter back (`dlq redrive`): its run, if it FAILED,
             // runs a new round and ends with a new letter or DONE; a rejected message is
             // rejected again.
@@ -673,12 +764,14 @@ pub async fn run(seed: u64) -> Report {
         .map(|j| (*j, world.schedules.state(j)))
         .collect();
     let store = world.store.snapshot();
+    let kept = limits::probe_every_gate(&world.store.without_faults(), world.clock).await;
     let (dead_letters, left_in_queue) = {
         let q = world.queue.lock();
         (q.dead_letters.clone(), q.messages.len())
     };
     let trace = world.trace.lines.lock().unwrap().clone();
     let observed = std::mem::take(&mut *observed.lock().unwrap());
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
     let outcomes = outcomes.lock().unwrap().clone();
     Report {
         trace,
@@ -698,7 +791,41 @@ pub async fn run(seed: u64) -> Report {
             synced,
             states,
         },
+        seen,
+        kept,
+        cancelled,
     }
+}
+
+/// The operator cancels one RUNNING run of a job (`schedkit runs cancel KEY`; a chain's run
+/// or step is refused there, so not drawn here). The store may refuse it or lose its
+/// answer, as any request.
+async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut BTreeSet<String>) {
+    let running: Vec<String> = world
+        .store
+        .snapshot()
+        .records
+        .into_iter()
+        .filter(|(k, r)| r.status == Status::Running && !k.contains('#') && !is_internal(k))
+        .map(|(k, _)| k)
+        .collect();
+    if running.is_empty() {
+        return;
+    }
+    let key = running[operator.below(running.len())].clone();
+    let req = CancelRequest {
+        key: key.clone(),
+        by: "operator".into(),
+        reason: "the simulation's operator".into(),
+        now: world.clock.now(),
+        only: None,
+        arrived: None,
+    };
+    let answer = world.store.cancel(&req).await;
+    world
+        .trace
+        .say(format!("operator cancels {key}: {}", answer.is_ok()));
+    cancelled.insert(key);
 }
 
 /// The key an envelope's text names, if any.
@@ -719,6 +846,9 @@ pub struct Totals {
     /// Jobs left paused by the worker, and by the operator.
     auto_paused: u64,
     operator_paused: u64,
+    /// Runs the operator cancelled, and letters of runs that waited past their `max_wait`.
+    cancelled: u64,
+    limit_waits: u64,
     outcomes: BTreeMap<String, u64>,
 }
 
@@ -727,6 +857,17 @@ impl Totals {
         self.seeds += 1;
         self.kills += u64::from(r.kills);
         self.redrives += u64::from(r.redrives);
+        self.cancelled += r.cancelled.len() as u64;
+        self.limit_waits += r
+            .dead_letters
+            .iter()
+            .filter(|l| {
+                l.attributes
+                    .get(schedkit::dead_letter::attr::REASON)
+                    .and_then(|r| r.string.as_deref())
+                    == Some("limit-wait")
+            })
+            .count() as u64;
         for p in r.store.pauses.values() {
             match p.by.as_str() {
                 pauses::OPERATOR => self.operator_paused += 1,
@@ -752,6 +893,11 @@ impl Totals {
             self.auto_paused > 0 && self.operator_paused > 0,
             "no job was ever left paused by the worker or by the operator: {self}"
         );
+        assert!(self.cancelled > 0, "no run was ever cancelled: {self}");
+        assert!(
+            self.limit_waits > 0,
+            "no run ever waited past its max_wait: {self}"
+        );
         for label in [
             "succeeded",
             "duplicate",
@@ -775,8 +921,14 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workers killed, {} dead letters redriven, {} jobs left paused by the worker and {} by the operator; outcomes {:?}",
-            self.kills, self.redrives, self.auto_paused, self.operator_paused, self.outcomes
+            "{} workers killed, {} dead letters redriven, {} jobs left paused by the worker and {} by the operator, {} runs cancelled, {} limit-wait letters; outcomes {:?}",
+            self.kills,
+            self.redrives,
+            self.auto_paused,
+            self.operator_paused,
+            self.cancelled,
+            self.limit_waits,
+            self.outcomes
         )
     }
 }

@@ -9,7 +9,7 @@
 # the copy's builds replace the library's: on the way out, the files the patches touch
 # are touched in the working tree too, and the next build compiles them again.
 #
-#   shared/tests/simulation/reverts/run.sh      (make sim-reverts; make test runs it)
+#   shared/tests/simulation/reverts/run.sh      (make sim-reverts; not part of make test: each revert compiles the library again)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
