@@ -175,14 +175,13 @@ async fn once(
             config,
             Metrics::capture().0,
         );
-        let sqs = sqs.clone();
         polls.spawn(async move {
             let options = PollOptions {
                 wait_seconds: 1,
                 until_drained: true,
                 ..PollOptions::default()
             };
-            poller::poll(&processor, &sqs, &options, std::future::pending()).await
+            poller::poll(&processor, &options, std::future::pending()).await
         });
     }
     let limit = Duration::from_secs(120) + JOB_TIME * runs as u32 * 4;

@@ -131,7 +131,7 @@ async fn once(stack: &Stack, plan: Plan, mode: Receiving, with_long: bool) -> an
                         wait_seconds: 1,
                         ..Default::default()
                     };
-                    poller::poll(&processor, &sqs, &options, shutdown).await;
+                    poller::poll(&processor, &options, shutdown).await;
                 }
                 Receiving::BatchAtATime => batch_at_a_time(&processor, &sqs, shutdown).await,
             }

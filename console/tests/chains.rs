@@ -60,15 +60,15 @@ pub(crate) fn chain_worker(
         Metrics::capture().0,
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let sqs = stack.sqs.clone();
     let polling = tokio::spawn(async move {
         let options = schedkit::poller::PollOptions {
             wait_seconds: 1,
             max_messages: 10,
             until_drained: false,
             keep_reports: false,
+            on_report: None,
         };
-        schedkit::poller::poll(&worker, &sqs, &options, async {
+        schedkit::poller::poll(&worker, &options, async {
             let _ = stopped.await;
         })
         .await

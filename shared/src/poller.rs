@@ -6,20 +6,18 @@
 //! visibility the adapter set, or the queue's default).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{
-    DeleteMessageBatchRequestEntry, MessageSystemAttributeName, QueueAttributeName,
-};
-
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 
-use crate::aws::describe;
 use crate::batch::{Delivery, MessageReport, Processor};
+use crate::queue::{JobQueue, QueueCall, QueueError, SqsQueue};
 use crate::retry::MAX_VISIBILITY;
 
 /// How to poll.
@@ -34,6 +32,19 @@ pub struct PollOptions {
     /// Keep every message's report in [`PollStats::reports`] (tests read them). Off by
     /// default: a worker polling for days would hold one per message it ever handled.
     pub keep_reports: bool,
+    /// Hears each message's report as it finishes (the simulation traces and tallies
+    /// them; a poller killed mid-run has no [`PollStats`] to give).
+    pub on_report: Option<OnReport>,
+}
+
+/// What hears each report: [`PollOptions::on_report`].
+#[derive(Clone)]
+pub struct OnReport(pub Arc<dyn Fn(&MessageReport) + Send + Sync>);
+
+impl fmt::Debug for OnReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("OnReport(..)")
+    }
 }
 
 impl Default for PollOptions {
@@ -43,6 +54,7 @@ impl Default for PollOptions {
             max_messages: 10,
             until_drained: false,
             keep_reports: false,
+            on_report: None,
         }
     }
 }
@@ -60,7 +72,9 @@ pub struct PollStats {
     pub reports: Vec<MessageReport>,
 }
 
-/// Polls until `shutdown` resolves (or, with `until_drained`, until the queue is empty).
+/// Polls the processor's queue until `shutdown` resolves (or, with `until_drained`, until
+/// the queue is empty). It receives and deletes through [`JobQueue`]: SQS when the
+/// processor was made with [`Processor::new`], the simulation's queue in memory.
 ///
 /// Up to the processor's `concurrency` messages are in hand at once, each handled on its
 /// own: a receive for as many as there is room for goes out as soon as room frees (see
@@ -69,16 +83,15 @@ pub struct PollStats {
 /// messages in hand when shutdown comes are finished first.
 pub async fn poll(
     processor: &Processor,
-    sqs: &Client,
     options: &PollOptions,
     shutdown: impl Future<Output = ()>,
 ) -> PollStats {
-    let queue_url = processor.config().queue_url.clone();
+    let queue = processor.queue();
     let (done, finished) = tokio::sync::mpsc::unbounded_channel();
     let receiving = async move {
         let mut stats = PollStats::default();
         let mut in_hand: JoinSet<MessageReport> = JoinSet::new();
-        let mut receive: Option<Pin<Box<Receive<'_>>>> = None;
+        let mut receive: Option<Receive<'_>> = None;
         let mut room = Room::new(processor.config().concurrency, options.max_messages);
         let mut look_again: Option<Instant> = None;
         tokio::pin!(shutdown);
@@ -87,7 +100,7 @@ pub async fn poll(
                 look_again = None;
                 match room.next(in_hand.len(), Instant::now()) {
                     Next::Receive(most) => {
-                        receive = Some(receive_request(processor, sqs, options, most));
+                        receive = Some(receive_request(processor, options, most));
                     }
                     Next::LookAgainAt(at) => look_again = Some(at),
                     Next::Wait => {}
@@ -102,29 +115,29 @@ pub async fn poll(
                         Some(r) => r.await,
                         None => std::future::pending().await,
                     }
-                } => Event::Received(Box::new(received)),
+                } => Event::Received(received),
                 () = async {
                     match look_again {
-                        Some(at) => tokio::time::sleep_until(at.into()).await,
+                        Some(at) => tokio::time::sleep_until(at).await,
                         None => std::future::pending().await,
                     }
                 } => Event::LookAgain,
             };
             let received = match event {
                 Event::Finished(joined) => {
-                    tally(&mut stats, joined, options.keep_reports);
+                    tally(&mut stats, joined, options);
                     continue;
                 }
                 Event::LookAgain => continue,
                 Event::Received(received) => {
                     receive = None;
-                    *received
+                    received
                 }
             };
             let messages = match received {
-                Ok(out) => out.messages.unwrap_or_default(),
+                Ok(messages) => messages,
                 Err(e) => {
-                    tracing::warn!(error = %describe(&e), "receive failed; retrying in 1 s");
+                    tracing::warn!(error = %e, "receive failed; retrying in 1 s");
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     continue;
                 }
@@ -132,7 +145,7 @@ pub async fn poll(
             if messages.is_empty()
                 && options.until_drained
                 && in_hand.is_empty()
-                && drained(sqs, &queue_url).await
+                && queue.drained().await.unwrap_or(false)
             {
                 break;
             }
@@ -141,13 +154,12 @@ pub async fn poll(
         }
         // The messages in hand are finished first: outcomes written, acknowledged.
         while let Some(joined) = in_hand.join_next().await {
-            tally(&mut stats, joined, options.keep_reports);
+            tally(&mut stats, joined, options);
         }
         drop(done);
         stats
     };
-    let ack_url = processor.config().queue_url.clone();
-    let (mut stats, deleted) = tokio::join!(receiving, acknowledge(sqs, &ack_url, finished));
+    let (mut stats, deleted) = tokio::join!(receiving, acknowledge(queue, finished));
     stats.deleted = deleted;
     stats
 }
@@ -157,26 +169,18 @@ pub async fn poll(
 /// extend it while a job runs).
 fn receive_request<'a>(
     processor: &'a Processor,
-    sqs: &'a Client,
     options: &'a PollOptions,
     most: usize,
-) -> Pin<Box<Receive<'a>>> {
+) -> Receive<'a> {
     let hidden_for = processor.registry().longest_lease().map(|lease| {
         lease
             .as_secs_f64()
             .ceil()
             .clamp(1.0, MAX_VISIBILITY.as_secs() as f64) as i32
     });
-    Box::pin(
-        sqs.receive_message()
-            .queue_url(&processor.config().queue_url)
-            .max_number_of_messages(i32::try_from(most).unwrap_or(10))
-            .wait_time_seconds(options.wait_seconds)
-            .set_visibility_timeout(hidden_for)
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .message_attribute_names("All")
-            .send(),
-    )
+    processor
+        .queue()
+        .receive(most, options.wait_seconds, hidden_for)
 }
 
 /// How long a poller with room for less than a whole receive waits for more before
@@ -247,15 +251,7 @@ impl Room {
 }
 
 /// A receive request in flight.
-type Receive<'a> = dyn Future<
-        Output = Result<
-            aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput,
-            aws_sdk_sqs::error::SdkError<
-                aws_sdk_sqs::operation::receive_message::ReceiveMessageError,
-            >,
-        >,
-    > + Send
-    + 'a;
+type Receive<'a> = QueueCall<'a, Result<Vec<Delivery>, QueueError>>;
 
 /// What the poller waits for.
 enum Event {
@@ -263,25 +259,23 @@ enum Event {
     Finished(Result<MessageReport, tokio::task::JoinError>),
     /// Time to look at the room again.
     LookAgain,
-    /// A receive answered (boxed: an SDK answer is large beside a report).
-    Received(
-        Box<
-            Result<
-                aws_sdk_sqs::operation::receive_message::ReceiveMessageOutput,
-                aws_sdk_sqs::error::SdkError<
-                    aws_sdk_sqs::operation::receive_message::ReceiveMessageError,
-                >,
-            >,
-        >,
-    ),
+    /// A receive answered.
+    Received(Result<Vec<Delivery>, QueueError>),
 }
 
 /// Counts one finished message in `stats`.
-fn tally(stats: &mut PollStats, joined: Result<MessageReport, tokio::task::JoinError>, keep: bool) {
+fn tally(
+    stats: &mut PollStats,
+    joined: Result<MessageReport, tokio::task::JoinError>,
+    options: &PollOptions,
+) {
     match joined {
         Ok(report) => {
             *stats.outcomes.entry(report.outcome.label()).or_default() += 1;
-            if keep {
+            if let Some(OnReport(hear)) = &options.on_report {
+                hear(&report);
+            }
+            if options.keep_reports {
                 stats.reports.push(report);
             }
         }
@@ -302,8 +296,7 @@ const DELETE_GATHER: Duration = Duration::from_millis(50);
 /// many were deleted. A poller that dies leaves only its unfinished messages to come back,
 /// and those of its last few milliseconds, which the store answers as duplicates.
 async fn acknowledge(
-    sqs: &Client,
-    queue_url: &str,
+    queue: &dyn JobQueue,
     mut finished: tokio::sync::mpsc::UnboundedReceiver<MessageReport>,
 ) -> u64 {
     let (mut deleted, mut ready) = (0, Vec::new());
@@ -317,7 +310,7 @@ async fn acknowledge(
                 Ok(_) => {}
             }
         }
-        deleted += delete_acknowledged(sqs, queue_url, &ready).await;
+        deleted += delete_acknowledged_in(queue, &ready).await;
         ready.clear();
     }
     deleted
@@ -367,10 +360,10 @@ fn event_attribute(
 fn take_in_hand(
     in_hand: &mut JoinSet<MessageReport>,
     processor: &Processor,
-    messages: Vec<aws_sdk_sqs::types::Message>,
+    messages: Vec<Delivery>,
     done: &tokio::sync::mpsc::UnboundedSender<MessageReport>,
 ) {
-    for message in messages.into_iter().map(Delivery::from) {
+    for message in messages {
         let (processor, done) = (processor.clone(), done.clone());
         in_hand.spawn(async move {
             // Boxed, so that the spawned future is small (see `DynamoStore::timed`).
@@ -381,64 +374,32 @@ fn take_in_hand(
     }
 }
 
-/// Deletes the acknowledged messages of a batch (what Lambda does after a partial batch
-/// response); returns how many were deleted.
+/// Deletes the acknowledged messages of a batch from the SQS queue `queue_url` (what
+/// Lambda does after a partial batch response); returns how many were deleted.
 pub async fn delete_acknowledged(sqs: &Client, queue_url: &str, reports: &[MessageReport]) -> u64 {
-    let entries: Vec<_> = reports
-        .iter()
-        .enumerate()
-        // A copy sent again to come back later was deleted when it was sent.
-        .filter(|(_, r)| r.outcome.acknowledged() && !r.outcome.deleted())
-        .filter_map(|(i, r)| {
-            DeleteMessageBatchRequestEntry::builder()
-                .id(i.to_string())
-                .receipt_handle(r.receipt_handle.clone()?)
-                .build()
-                .ok()
-        })
-        .collect();
-    if entries.is_empty() {
-        return 0;
-    }
-    match sqs
-        .delete_message_batch()
-        .queue_url(queue_url)
-        .set_entries(Some(entries))
-        .send()
-        .await
-    {
-        Ok(out) => {
-            for f in &out.failed {
-                // Harmless: the message comes back and is acknowledged as a duplicate.
-                tracing::warn!(id = f.id, code = f.code, "delete failed");
-            }
-            out.successful.len() as u64
-        }
-        Err(e) => {
-            tracing::warn!(error = %describe(&e), "delete batch failed; messages will come back as duplicates");
-            0
-        }
-    }
+    let queue = SqsQueue::new(sqs.clone(), queue_url, "");
+    delete_acknowledged_in(&queue, reports).await
 }
 
-/// True when the queue holds no message at all, counting in-flight and delayed ones.
-pub async fn drained(sqs: &Client, queue_url: &str) -> bool {
-    let counts = [
-        QueueAttributeName::ApproximateNumberOfMessages,
-        QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
-        QueueAttributeName::ApproximateNumberOfMessagesDelayed,
-    ];
-    let Ok(out) = sqs
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .set_attribute_names(Some(counts.to_vec()))
-        .send()
-        .await
-    else {
-        return false;
-    };
-    let attrs = out.attributes.unwrap_or_default();
-    counts.iter().all(|c| attrs.get(c).is_none_or(|v| v == "0"))
+/// Deletes the acknowledged messages of a batch from `queue`, ten to a request; how many
+/// were deleted. One that could not be is harmless: it comes back as a duplicate.
+async fn delete_acknowledged_in(queue: &dyn JobQueue, reports: &[MessageReport]) -> u64 {
+    let receipts: Vec<String> = reports
+        .iter()
+        // A copy sent again to come back later was deleted when it was sent.
+        .filter(|r| r.outcome.acknowledged() && !r.outcome.deleted())
+        .filter_map(|r| r.receipt_handle.clone())
+        .collect();
+    let mut deleted = 0;
+    for ten in receipts.chunks(10) {
+        match queue.delete_batch(ten).await {
+            Ok(n) => deleted += n,
+            Err(e) => {
+                tracing::warn!(error = %e, "delete batch failed; messages will come back as duplicates");
+            }
+        }
+    }
+    deleted
 }
 
 #[cfg(test)]

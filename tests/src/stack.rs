@@ -844,10 +844,11 @@ impl Stack {
             max_messages: 10,
             until_drained: true,
             keep_reports: true,
+            on_report: None,
         };
         let runs = processors
             .iter()
-            .map(|p| schedkit::poller::poll(p, &self.sqs, &options, std::future::pending()));
+            .map(|p| schedkit::poller::poll(p, &options, std::future::pending()));
         let mut all = schedkit::poller::PollStats::default();
         for stats in futures::future::join_all(runs).await {
             all.received += stats.received;

@@ -149,10 +149,10 @@ impl Harness {
             max_messages: 10,
             until_drained: false,
             keep_reports: false,
+            on_report: None,
         };
-        let sqs = stack.sqs.clone();
         let polling = tokio::spawn(async move {
-            schedkit::poller::poll(&worker, &sqs, &options, async {
+            schedkit::poller::poll(&worker, &options, async {
                 let _ = stopped.await;
             })
             .await

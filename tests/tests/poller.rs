@@ -30,13 +30,12 @@ async fn a_long_job_in_hand_holds_back_no_other_message() {
         e
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let sqs = stack.sqs.clone();
     let polling = tokio::spawn(async move {
         let options = schedkit::poller::PollOptions {
             wait_seconds: 1,
             ..Default::default()
         };
-        schedkit::poller::poll(&worker, &sqs, &options, async {
+        schedkit::poller::poll(&worker, &options, async {
             let _ = stopped.await;
         })
         .await

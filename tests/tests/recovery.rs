@@ -68,13 +68,13 @@ async fn a_poller_that_dies_mid_batch_leaves_only_its_unfinished_message_which_c
     }
     let dying = stack.processor(registry.clone(), "dying", Metrics::capture().0);
     let poller = tokio::spawn({
-        let (dying, sqs) = (dying.clone(), stack.sqs.clone());
+        let dying = dying.clone();
         async move {
             let options = schedkit::poller::PollOptions {
                 wait_seconds: 1,
                 ..Default::default()
             };
-            schedkit::poller::poll(&dying, &sqs, &options, std::future::pending()).await
+            schedkit::poller::poll(&dying, &options, std::future::pending()).await
         }
     });
     slow_started.notified().await;

@@ -97,12 +97,11 @@ async fn main() -> anyhow::Result<()> {
     let started = Instant::now();
     let stats = poll(
         &processor,
-        &stack.sqs,
         &PollOptions {
             wait_seconds: 1,
             max_messages: 10,
             until_drained: true,
-            keep_reports: false,
+            ..PollOptions::default()
         },
         std::future::pending(),
     )

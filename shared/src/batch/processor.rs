@@ -133,6 +133,11 @@ impl Processor {
         }
     }
 
+    /// The jobs queue it acknowledges and dead-letters on (the poller receives from it).
+    pub(crate) fn queue(&self) -> &dyn JobQueue {
+        self.inner.queue.as_ref()
+    }
+
     /// The queues and limits it was built with.
     pub fn config(&self) -> &ProcessorConfig {
         &self.inner.config

@@ -250,4 +250,47 @@ impl JobQueue for MemoryQueue {
             Ok(())
         })
     }
+
+    /// Looks every second until a message is visible or `wait_seconds` have passed, as a
+    /// long poll answers when the first message arrives.
+    fn receive<'a>(
+        &'a self,
+        most: usize,
+        wait_seconds: i32,
+        hidden_for: Option<i32>,
+    ) -> QueueCall<'a, Result<Vec<Delivery>, QueueError>> {
+        Box::pin(async move {
+            let hidden =
+                Duration::from_secs(hidden_for.unwrap_or(DEFAULT_VISIBILITY).max(0) as u64);
+            let until = Instant::now() + Duration::from_secs(wait_seconds.max(0) as u64);
+            loop {
+                let received = MemoryQueue::receive(self, most, hidden);
+                if !received.is_empty() || Instant::now() >= until {
+                    return Ok(received);
+                }
+                tokio::time::sleep(Duration::from_secs(1).min(until - Instant::now())).await;
+            }
+        })
+    }
+
+    fn delete_batch<'a>(
+        &'a self,
+        receipts: &'a [String],
+    ) -> QueueCall<'a, Result<u64, QueueError>> {
+        Box::pin(async move {
+            let mut deleted = 0;
+            for receipt in receipts {
+                self.delete(receipt).await?;
+                deleted += 1;
+            }
+            Ok(deleted)
+        })
+    }
+
+    fn drained<'a>(&'a self) -> QueueCall<'a, Result<bool, QueueError>> {
+        Box::pin(async move { Ok(self.lock().messages.is_empty()) })
+    }
 }
+
+/// SQS's default visibility timeout, for a receive that names none.
+const DEFAULT_VISIBILITY: i32 = 30;

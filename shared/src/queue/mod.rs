@@ -14,6 +14,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 pub use memory::{MemoryQueue, QueueState, Stored};
+
+use crate::batch::Delivery;
 pub use sqs::SqsQueue;
 
 /// A queue call in flight.
@@ -91,4 +93,23 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug + 'static {
 
     /// Sends a dead letter to the dead-letter queue.
     fn dead_letter<'a>(&'a self, letter: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>>;
+
+    /// Receives up to `most` messages (1 to 10), waiting up to `wait_seconds` for one to
+    /// arrive (a long poll), each hidden for `hidden_for` seconds (None: the queue's own
+    /// visibility timeout).
+    fn receive<'a>(
+        &'a self,
+        most: usize,
+        wait_seconds: i32,
+        hidden_for: Option<i32>,
+    ) -> QueueCall<'a, Result<Vec<Delivery>, QueueError>>;
+
+    /// Deletes up to ten received messages (one request on SQS); how many were deleted.
+    /// A receipt that could not be deleted is harmless: its message comes back and is
+    /// answered as a duplicate.
+    fn delete_batch<'a>(&'a self, receipts: &'a [String])
+    -> QueueCall<'a, Result<u64, QueueError>>;
+
+    /// Whether the queue holds no message at all, in-flight and delayed ones counted.
+    fn drained<'a>(&'a self) -> QueueCall<'a, Result<bool, QueueError>>;
 }

@@ -2,10 +2,14 @@
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::primitives::Blob;
-use aws_sdk_sqs::types::{ChangeMessageVisibilityBatchRequestEntry, MessageAttributeValue};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, DeleteMessageBatchRequestEntry,
+    MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
+};
 
 use super::{Attribute, JobQueue, Outgoing, QueueCall, QueueError};
 use crate::aws::describe;
+use crate::batch::Delivery;
 
 /// A jobs queue and its DLQ, by URL.
 #[derive(Debug, Clone)]
@@ -134,5 +138,91 @@ impl JobQueue for SqsQueue {
 
     fn dead_letter<'a>(&'a self, letter: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>> {
         Box::pin(self.send_to(&self.dlq_url, letter))
+    }
+
+    /// Every system and message attribute is asked for: the receive count, the trace
+    /// header, a redrive's mark and a waiting run's count are read from them.
+    fn receive<'a>(
+        &'a self,
+        most: usize,
+        wait_seconds: i32,
+        hidden_for: Option<i32>,
+    ) -> QueueCall<'a, Result<Vec<Delivery>, QueueError>> {
+        Box::pin(async move {
+            let out = self
+                .client
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(i32::try_from(most.clamp(1, 10)).unwrap_or(10))
+                .wait_time_seconds(wait_seconds)
+                .set_visibility_timeout(hidden_for)
+                .message_system_attribute_names(MessageSystemAttributeName::All)
+                .message_attribute_names("All")
+                .send()
+                .await
+                .map_err(|e| QueueError(describe(&e)))?;
+            Ok(out
+                .messages
+                .unwrap_or_default()
+                .into_iter()
+                .map(Delivery::from)
+                .collect())
+        })
+    }
+
+    fn delete_batch<'a>(
+        &'a self,
+        receipts: &'a [String],
+    ) -> QueueCall<'a, Result<u64, QueueError>> {
+        Box::pin(async move {
+            let entries: Vec<_> = receipts
+                .iter()
+                .enumerate()
+                .filter_map(|(i, receipt)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(receipt)
+                        .build()
+                        .ok()
+                })
+                .collect();
+            if entries.is_empty() {
+                return Ok(0);
+            }
+            let out = self
+                .client
+                .delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| QueueError(describe(&e)))?;
+            for f in &out.failed {
+                // Harmless: the message comes back and is acknowledged as a duplicate.
+                tracing::warn!(id = f.id, code = f.code, "delete failed");
+            }
+            Ok(out.successful.len() as u64)
+        })
+    }
+
+    /// From the queue's approximate counts: visible, in flight and delayed all zero.
+    fn drained<'a>(&'a self) -> QueueCall<'a, Result<bool, QueueError>> {
+        Box::pin(async move {
+            let counts = [
+                QueueAttributeName::ApproximateNumberOfMessages,
+                QueueAttributeName::ApproximateNumberOfMessagesNotVisible,
+                QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+            ];
+            let out = self
+                .client
+                .get_queue_attributes()
+                .queue_url(&self.queue_url)
+                .set_attribute_names(Some(counts.to_vec()))
+                .send()
+                .await
+                .map_err(|e| QueueError(describe(&e)))?;
+            let attrs = out.attributes.unwrap_or_default();
+            Ok(counts.iter().all(|c| attrs.get(c).is_none_or(|v| v == "0")))
+        })
     }
 }

@@ -167,7 +167,7 @@ pub async fn run<S: Clone + Send + Sync + 'static>(
     let code = if std::env::var_os("AWS_LAMBDA_RUNTIME_API").is_some() {
         lambda::serve(processor, accountant, process::shutdown_signal()).await
     } else {
-        serve_polling(processor, &sdk, &settings).await
+        serve_polling(processor, &settings).await
     };
     // What the exporter still holds goes before the process ends.
     tokio::task::spawn_blocking(crate::telemetry::traces::shutdown)
@@ -201,14 +201,13 @@ fn auto_pause(sdk: &SdkConfig, settings: &Settings, catalog: &Catalog) -> Option
 }
 
 /// Polling mode: long-poll until stopped (or drained), then one closing line.
-async fn serve_polling(processor: Processor, sdk: &SdkConfig, settings: &Settings) -> ExitCode {
+async fn serve_polling(processor: Processor, settings: &Settings) -> ExitCode {
     let options = PollOptions {
         wait_seconds: settings.wait_seconds,
         until_drained: settings.until_drained,
         ..PollOptions::default()
     };
-    let sqs = aws_sdk_sqs::Client::new(sdk);
-    let stats = poll(&processor, &sqs, &options, process::shutdown_signal()).await;
+    let stats = poll(&processor, &options, process::shutdown_signal()).await;
     let outcomes = serde_json::to_string(&stats.outcomes).unwrap_or_default();
     tracing::info!(
         received = stats.received,

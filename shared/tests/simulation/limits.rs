@@ -20,9 +20,11 @@ use std::sync::{Arc, Mutex};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use schedkit::batch::MessageReport;
 use schedkit::catalog::Catalog;
 use schedkit::dead_letter::attr;
-use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
+use schedkit::poller::{self, OnReport, PollOptions};
+use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{
     CancelRequest, ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore,
     Permit, PermitRequest,
@@ -240,25 +242,17 @@ fn spawn_worker(name: String, world: &World) -> JoinHandle<()> {
         Metrics::capture().0,
     )
     .seeded(seed);
-    let (queue, trace) = (world.queue.clone(), world.trace.clone());
+    let trace = world.trace.clone();
+    let hear = move |report: &MessageReport| {
+        let label = report.outcome.label();
+        trace.say(format!("{name} {}: {label}", report.message_id));
+    };
+    let options = PollOptions {
+        on_report: Some(OnReport(Arc::new(hear))),
+        ..PollOptions::default()
+    };
     tokio::spawn(async move {
-        loop {
-            let messages = queue.receive(4, Duration::from_secs(10));
-            if messages.is_empty() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            for report in processor.process(messages, None).await {
-                let label = report.outcome.label();
-                trace.say(format!("{name} {}: {label}", report.message_id));
-                if report.outcome.acknowledged()
-                    && !report.outcome.deleted()
-                    && let Some(receipt) = &report.receipt_handle
-                {
-                    let _ = queue.delete(receipt).await;
-                }
-            }
-        }
+        poller::poll(&processor, &options, std::future::pending()).await;
     })
 }
 

@@ -9,9 +9,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use schedkit::batch::Chains;
+use schedkit::batch::MessageReport;
 use schedkit::catalog::Catalog;
 use schedkit::orchestrator::{Answer, MemoryOrchestrator};
-use schedkit::queue::{JobQueue, MemoryQueue, Outgoing};
+use schedkit::poller::{self, OnReport, PollOptions};
+use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{CancelRequest, Fault, Faults, MemoryState, MemoryStore, is_internal};
 use schedkit::trigger::pause::MemorySchedules;
 use schedkit::{
@@ -84,8 +86,6 @@ job = "invoice"
 
 /// The redrive policy's receives (the template's attempts + 10).
 const MAX_RECEIVES: u32 = 15;
-/// Visibility at receive: the longest lease, as the poller asks.
-const VISIBILITY: Duration = Duration::from_secs(10);
 /// How long the world may run before it counts as not drained.
 const GIVE_UP: Duration = Duration::from_secs(3 * 3600);
 
@@ -563,32 +563,24 @@ fn spawn_worker(
         Metrics::capture().0,
     )
     .seeded(seed);
-    let (queue, trace, outcomes) = (world.queue.clone(), world.trace.clone(), outcomes.clone());
+    // The worker's own poller: it receives (up to its concurrency in hand), hands each
+    // message to the processor and deletes the acknowledged ones, through the queue.
+    let (trace, outcomes) = (world.trace.clone(), outcomes.clone());
+    let hear = move |report: &MessageReport| {
+        let label = report.outcome.label();
+        trace.say(format!("{name} {}: {label}", report.message_id));
+        *outcomes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(label.to_string())
+            .or_default() += 1;
+    };
+    let options = PollOptions {
+        on_report: Some(OnReport(Arc::new(hear))),
+        ..PollOptions::default()
+    };
     tokio::spawn(async move {
-        loop {
-            let messages = queue.receive(4, VISIBILITY);
-            if messages.is_empty() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-            let ids: Vec<_> = messages.iter().map(|m| m.message_id.clone()).collect();
-            trace.say(format!("{name} received {ids:?}"));
-            for report in processor.process(messages, None).await {
-                let label = report.outcome.label();
-                trace.say(format!("{name} {}: {label}", report.message_id));
-                *outcomes
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(label.to_string())
-                    .or_default() += 1;
-                if report.outcome.acknowledged()
-                    && !report.outcome.deleted()
-                    && let Some(receipt) = &report.receipt_handle
-                {
-                    let _ = queue.delete(receipt).await;
-                }
-            }
-        }
+        poller::poll(&processor, &options, std::future::pending()).await;
     })
 }
 
