@@ -294,3 +294,51 @@ impl JobQueue for MemoryQueue {
 
 /// SQS's default visibility timeout, for a receive that names none.
 const DEFAULT_VISIBILITY: i32 = 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The poller's side of the memory queue: a long poll, what it hides, deleting, drained.
+    #[tokio::test(start_paused = true)]
+    async fn a_long_poll_answers_when_a_message_arrives_and_hides_it_as_asked() {
+        let queue = MemoryQueue::new(5);
+        let started = Instant::now();
+        let sender = queue.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            sender.send_body("{}");
+        });
+        let got = JobQueue::receive(&queue, 10, 20, Some(7)).await.unwrap();
+        assert_eq!(got.len(), 1, "the message that arrived during the wait");
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_secs(3) && waited < Duration::from_secs(5),
+            "answered when it arrived, not at the end of the wait: {waited:?}"
+        );
+        assert!(
+            JobQueue::receive(&queue, 10, 0, None)
+                .await
+                .unwrap()
+                .is_empty(),
+            "hidden for the seconds asked"
+        );
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let again = JobQueue::receive(&queue, 10, 0, None).await.unwrap();
+        assert_eq!(again.len(), 1, "visible again after them");
+        assert_eq!(again[0].receive_count, 2);
+        assert!(!queue.drained().await.unwrap());
+        let receipts = vec![again[0].receipt_handle.clone().unwrap()];
+        assert_eq!(queue.delete_batch(&receipts).await.unwrap(), 1);
+        assert!(queue.drained().await.unwrap(), "nothing left once deleted");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_long_poll_answers_nothing_after_its_wait() {
+        let queue = MemoryQueue::new(5);
+        let started = Instant::now();
+        let got = JobQueue::receive(&queue, 10, 20, None).await.unwrap();
+        assert!(got.is_empty());
+        assert_eq!(started.elapsed(), Duration::from_secs(20));
+    }
+}

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::store::{AttemptOutcome, Redrive};
+use crate::store::{AttemptEntry, AttemptOutcome, Redrive};
 
 /// Faults scripted in order: the first entry naming a request applies to it, once.
 #[derive(Debug, Default)]
@@ -445,4 +445,33 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     // Past its lease and the skew bound, it surely stopped: the permit is handed on.
     let later = permit("b", "w:2", "2026-12-01T12:01:51.001Z");
     assert_eq!(store.take_permit(&later).await.unwrap(), Permit::Taken);
+}
+
+/// The one write a decided record takes: a cancelled run's late attempt noted in its
+/// history. Anything else changed, or a history not grown at its end, is a rewrite.
+#[test]
+fn only_attempts_added_at_the_end_of_the_history_are_not_a_rewrite() {
+    let before = claimed_record(None, &req("k", "w:1", "2026-12-01T09:00:00Z"));
+    let entry = AttemptEntry {
+        attempt: 1,
+        owner: "w:1".into(),
+        started_at: "2026-12-01T09:00:00.000Z".into(),
+        finished_at: "2026-12-01T09:00:05.000Z".into(),
+        outcome: AttemptOutcome::Cancelled,
+        error: None,
+        duration_ms: Some(5000),
+    };
+    let mut noted = before.clone();
+    noted.history.push(entry.clone());
+    assert!(attempts_noted(&before, &noted));
+    let mut also_status = noted.clone();
+    also_status.status = Status::Done;
+    assert!(
+        !attempts_noted(&before, &also_status),
+        "the status changed too"
+    );
+    assert!(!attempts_noted(&before, &before), "nothing added");
+    let mut shortened = noted.clone();
+    shortened.history.clear();
+    assert!(!attempts_noted(&noted, &shortened), "the history cut");
 }

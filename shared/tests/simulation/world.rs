@@ -536,7 +536,7 @@ pub struct Report {
     pub cancelled: BTreeSet<String>,
 }
 
-/// A worker: a processor and its receive loop, on its own clock.
+/// A worker: a processor and the poller that feeds it, on its own clock.
 fn spawn_worker(
     name: String,
     world: &World,
