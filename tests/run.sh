@@ -4,11 +4,10 @@
 #
 #   tests/run.sh [COMMAND...]
 #
-# Lane one: every test target that talks to LocalStack (all but the library's), the
-# integration tests beside the others, each INTEGRATION_THREADS tests at a time (default
-# 4: these tests mostly wait on LocalStack, a lease to lapse, a heartbeat timeout, a
-# poller's receive). Its lines are prefixed `localstack integration |` and
-# `localstack others |`.
+# Lane one: every test target that talks to LocalStack (all but the library's), in one
+# cargo command, INTEGRATION_THREADS tests at a time (default 4: these tests mostly wait on
+# LocalStack, a lease to lapse, a heartbeat timeout, a poller's receive). Its lines are
+# prefixed `localstack |`.
 #
 # Lane two, at the idle scheduling class (SCHED_IDLE: it runs only on CPU lane one leaves
 # idle, about a third of the two cores): the library's unit, property and simulation
@@ -52,34 +51,13 @@ fi
 
 "$cargo" test --workspace --locked --no-run
 
-# Lane one in two: the integration tests (the longest, about seven minutes) in a cargo
-# command of their own, and the other targets on LocalStack (the console's, the demo's:
-# about two and a half minutes together) one after another beside them. Running every
-# target at once with more threads each made the demo's second LocalStack and a chain test
-# miss their timing bounds on two cores.
-longest=integration
-others=()
-for target in "${on_localstack[@]}"; do
-    if [[ $target != --test && $target != "$longest" ]]; then
-        others+=(--test "$target")
-    fi
-done
-if ((${#others[@]} == 0)); then
-    echo "tests/run.sh: no test target on LocalStack beside $longest" >&2
-    exit 1
-fi
-localstack_lane() {
-    local label=$1
-    shift
+(
     set +e
-    "$cargo" test --workspace --locked --no-fail-fast "$@" -- \
-        --test-threads "$threads" 2>&1 | sed -u "s/^/localstack $label | /"
-    return "${PIPESTATUS[0]}"
-}
-localstack_lane "$longest" --test "$longest" &
-lane_longest=$!
-localstack_lane others "${others[@]}" &
-lane_others=$!
+    "$cargo" test --workspace --locked --no-fail-fast "${on_localstack[@]}" -- \
+        --test-threads "$threads" 2>&1 | sed -u 's/^/localstack | /'
+    exit "${PIPESTATUS[0]}"
+) &
+lane_one=$!
 
 failed=()
 "${idle[@]}" "$cargo" test --workspace --locked --no-fail-fast --lib --bins --test library ||
@@ -88,8 +66,7 @@ failed=()
 if (($#)); then
     "${idle[@]}" "$@" || failed+=("$*")
 fi
-wait "$lane_longest" || failed+=("the tests on LocalStack ($longest)")
-wait "$lane_others" || failed+=("the tests on LocalStack (${others[*]})")
+wait "$lane_one" || failed+=("the tests on LocalStack")
 
 if ((${#failed[@]})); then
     printf 'tests/run.sh: failed: %s\n' "${failed[@]}" >&2
