@@ -231,7 +231,7 @@ fn policy_of(job: &str) -> JobPolicy {
             ..RetryPolicy::default()
         },
         // Long enough for the long runs of `queued`.
-        timeout: Some(Duration::from_secs(900)),
+        timeout: Some(Duration::from_secs(1800)),
         pause_after_failures: pauses::pause_after_failures(job),
         ..policy
     }
@@ -271,8 +271,10 @@ fn registry(
                 let takes = match job {
                     SLOW => draw.millis(3_000, 9_000),
                     // Now and then a run that holds its slot for minutes, kept by
-                    // heartbeats, while another waits and looks again and again.
-                    QUEUED if draw.chance(0.1) => draw.millis(300_000, 600_000),
+                    // heartbeats, while another waits and looks again and again (every
+                    // 30 s at most: up to twenty minutes, so that a waiter may look again
+                    // more often than the queue's fifteen receives).
+                    QUEUED if draw.chance(0.1) => draw.millis(300_000, 1_200_000),
                     _ => draw.millis(10, 2_500),
                 };
                 tokio::time::sleep(takes).await;
@@ -722,7 +724,10 @@ pub async fn run(seed: u64) -> Report {
                 world.trace.say(format!("operator: {act:?}"));
                 acts.push(act);
             }
-            if operator.chance(0.06) {
+            // Now and then the operator cancels a running run: rarely, as operators do
+            // (cancelling every few seconds, it ended each long `queued` run early, and
+            // no waiter behind one looked again for long).
+            if operator.chance(0.02) {
                 cancel_a_running_run(&world, &operator, &mut cancelled).await;
             }
             // An operator moves a dead letter back (`dlq redrive`): its run, if it FAILED,

@@ -28,10 +28,8 @@ cases=(
   "release-by-key-alone.patch|limits|bodies at once"
   "slot-entered-before-the-claim.patch|main|runs at once under its overlap policy"
   "steps-through-overlap.patch|main|not ended|PAUSED without naming a step that failed"
+  "waits-counted-as-receives.patch|main|a dead letter without a reason"
 )
-# Not found since the simulation's workers run the poller itself (12,000 seeds passed with
-# it reverted; found at seed 1,280 before): waits-counted-as-receives.patch ("a dead letter
-# without a reason"). Kept here to be found again.
 work=$(mktemp -d)
 # shellcheck disable=SC2329  # called by the EXIT trap
 done_with_copy() {
