@@ -743,11 +743,12 @@ impl ExecutionStore for MemoryStore {
     }
 }
 
-/// Whether `after` is `before` with attempts added to its history and nothing else
-/// changed: what noting a cancelled run's late attempt does, the one write a decided
+/// Whether `after` is the CANCELLED `before` with attempts added to its history and nothing
+/// else changed: what noting a cancelled run's late attempt does, the one write a decided
 /// record takes (its status and outcome stay as they were).
 fn attempts_noted(before: &ExecutionRecord, after: &ExecutionRecord) -> bool {
-    after.history.len() > before.history.len()
+    before.status == Status::Cancelled
+        && after.history.len() > before.history.len()
         && after.history.starts_with(&before.history)
         && ExecutionRecord {
             history: before.history.clone(),

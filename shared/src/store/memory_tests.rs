@@ -447,11 +447,13 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     assert_eq!(store.take_permit(&later).await.unwrap(), Permit::Taken);
 }
 
-/// The one write a decided record takes: a cancelled run's late attempt noted in its
-/// history. Anything else changed, or a history not grown at its end, is a rewrite.
+/// The one write a decided record takes: a CANCELLED run's late attempt noted in its
+/// history. Anything else changed, a history not grown at its end, or another status, is a
+/// rewrite.
 #[test]
 fn only_attempts_added_at_the_end_of_the_history_are_not_a_rewrite() {
-    let before = claimed_record(None, &req("k", "w:1", "2026-12-01T09:00:00Z"));
+    let mut before = claimed_record(None, &req("k", "w:1", "2026-12-01T09:00:00Z"));
+    before.status = Status::Cancelled;
     let entry = AttemptEntry {
         attempt: 1,
         owner: "w:1".into(),
@@ -474,4 +476,12 @@ fn only_attempts_added_at_the_end_of_the_history_are_not_a_rewrite() {
     let mut shortened = noted.clone();
     shortened.history.clear();
     assert!(!attempts_noted(&noted, &shortened), "the history cut");
+    let mut done = before.clone();
+    done.status = Status::Done;
+    let mut done_noted = done.clone();
+    done_noted.history.push(entry);
+    assert!(
+        !attempts_noted(&done, &done_noted),
+        "a DONE record takes no note"
+    );
 }
