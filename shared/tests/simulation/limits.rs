@@ -26,15 +26,15 @@ use schedkit::dead_letter::attr;
 use schedkit::poller::{self, OnReport, PollOptions};
 use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{
-    CancelRequest, ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore,
-    Permit, PermitRequest,
+    ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore, Permit,
+    PermitRequest,
 };
 use schedkit::{Clock, Ctx, Envelope, JobError, Jobs, Metrics, Processor, ProcessorConfig, Status};
 use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
-use super::world::{Draw, SeededFaults, Trace};
+use super::world::{Draw, SeededFaults, Trace, cancel_a_running_run};
 
 const CATALOG: &str = r#"
 [limits.partner]
@@ -340,7 +340,8 @@ pub async fn run(seed: u64) -> LimitReport {
             }
         }
         if now < Duration::from_secs(90) && operator.chance(0.12) {
-            cancel_a_running_run(&world, &operator, &mut cancelled).await;
+            let cancel = cancel_a_running_run(&world.store, world.clock, &world.trace, &operator);
+            cancelled.extend(cancel.await);
         }
         let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
         if drained || now > GIVE_UP {
@@ -368,36 +369,6 @@ pub async fn run(seed: u64) -> LimitReport {
         kept,
         cancelled,
     }
-}
-
-/// The operator cancels one RUNNING run, if any (the store may refuse or lose the answer,
-/// as for any request).
-async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut Vec<String>) {
-    let running: Vec<String> = world
-        .store
-        .snapshot()
-        .records
-        .into_iter()
-        .filter(|(k, r)| r.status == Status::Running && !k.starts_with(".schedkit"))
-        .map(|(k, _)| k)
-        .collect();
-    if running.is_empty() {
-        return;
-    }
-    let key = running[operator.below(running.len())].clone();
-    let req = CancelRequest {
-        key: key.clone(),
-        by: "operator".into(),
-        reason: "the simulation's operator".into(),
-        now: world.clock.now(),
-        only: None,
-        arrived: None,
-    };
-    let answer = world.store.cancel(&req).await;
-    world
-        .trace
-        .say(format!("operator cancels {key}: {}", answer.is_ok()));
-    cancelled.push(key);
 }
 
 /// Once every run is decided, a new run claims and takes each gate that counts runs, one
@@ -526,4 +497,17 @@ pub(super) fn flow(seen: &Seen, store: &MemoryState, kept: &[String], broken: &m
             ));
         }
     }
+}
+
+/// How many of `letters` are runs that waited past their `max_wait` (`limit-wait`).
+pub(super) fn limit_waits(letters: &[Outgoing]) -> usize {
+    letters
+        .iter()
+        .filter(|l| {
+            l.attributes
+                .get(attr::REASON)
+                .and_then(|r| r.string.as_deref())
+                == Some("limit-wait")
+        })
+        .count()
 }

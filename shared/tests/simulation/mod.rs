@@ -129,16 +129,7 @@ fn every_limits_seed_keeps_every_invariant() {
             .iter()
             .filter(|l| l.ends_with(": throttled"))
             .count();
-        limit_waits += report
-            .dead_letters
-            .iter()
-            .filter(|l| {
-                l.attributes
-                    .get(schedkit::dead_letter::attr::REASON)
-                    .and_then(|r| r.string.as_deref())
-                    == Some("limit-wait")
-            })
-            .count();
+        limit_waits += limits::limit_waits(&report.dead_letters);
     }
     println!(
         "limits simulation: {seeds} seeds in {:.1} s; {throttled} throttled deliveries, {limit_waits} limit-wait letters",

@@ -728,7 +728,9 @@ pub async fn run(seed: u64) -> Report {
             // (cancelling every few seconds, it ended each long `queued` run early, and
             // no waiter behind one looked again for long).
             if operator.chance(0.02) {
-                cancel_a_running_run(&world, &operator, &mut cancelled).await;
+                let cancel =
+                    cancel_a_running_run(&world.store, world.clock, &world.trace, &operator);
+                cancelled.extend(cancel.await);
             }
             // An operator moves a dead letter back (`dlq redrive`): its run, if it FAILED,
             // runs a new round and ends with a new letter or DONE; a rejected message is
@@ -794,12 +796,16 @@ pub async fn run(seed: u64) -> Report {
     }
 }
 
-/// The operator cancels one RUNNING run of a job (`schedkit runs cancel KEY`; a chain's run
-/// or step is refused there, so not drawn here). The store may refuse it or lose its
-/// answer, as any request.
-async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut BTreeSet<String>) {
-    let running: Vec<String> = world
-        .store
+/// The operator cancels one RUNNING run of a job (`schedkit executions cancel KEY`; a
+/// chain's run or step is refused there, so not drawn here), both worlds' operator; the
+/// key it cancelled. The store may refuse it or lose its answer, as any request.
+pub(super) async fn cancel_a_running_run(
+    store: &MemoryStore,
+    clock: Clock,
+    trace: &Trace,
+    operator: &Draw,
+) -> Option<String> {
+    let running: Vec<String> = store
         .snapshot()
         .records
         .into_iter()
@@ -807,22 +813,20 @@ async fn cancel_a_running_run(world: &World, operator: &Draw, cancelled: &mut BT
         .map(|(k, _)| k)
         .collect();
     if running.is_empty() {
-        return;
+        return None;
     }
     let key = running[operator.below(running.len())].clone();
     let req = CancelRequest {
         key: key.clone(),
         by: "operator".into(),
         reason: "the simulation's operator".into(),
-        now: world.clock.now(),
+        now: clock.now(),
         only: None,
         arrived: None,
     };
-    let answer = world.store.cancel(&req).await;
-    world
-        .trace
-        .say(format!("operator cancels {key}: {}", answer.is_ok()));
-    cancelled.insert(key);
+    let answer = store.cancel(&req).await;
+    trace.say(format!("operator cancels {key}: {}", answer.is_ok()));
+    Some(key)
 }
 
 /// The key an envelope's text names, if any.
@@ -855,16 +859,7 @@ impl Totals {
         self.kills += u64::from(r.kills);
         self.redrives += u64::from(r.redrives);
         self.cancelled += r.cancelled.len() as u64;
-        self.limit_waits += r
-            .dead_letters
-            .iter()
-            .filter(|l| {
-                l.attributes
-                    .get(schedkit::dead_letter::attr::REASON)
-                    .and_then(|r| r.string.as_deref())
-                    == Some("limit-wait")
-            })
-            .count() as u64;
+        self.limit_waits += limits::limit_waits(&r.dead_letters) as u64;
         for p in r.store.pauses.values() {
             match p.by.as_str() {
                 pauses::OPERATOR => self.operator_paused += 1,
