@@ -19,7 +19,7 @@ use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 use super::operator::{Console, stable};
 
 /// The chain run's record once `check` holds of it.
-async fn run_until(
+pub(crate) async fn run_until(
     stack: &Stack,
     key: &str,
     check: impl Fn(&ExecutionRecord) -> bool,

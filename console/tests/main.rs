@@ -10,6 +10,10 @@ mod chains;
 /// Previews, catalog checks, sync dry runs and `fire`: exact output, exit codes, one-line
 /// errors.
 mod cli;
+/// The command line as a contract: every command the README and the book show exists with
+/// the flags shown, and every command of the tree runs through the binary on a stage (each
+/// action by its `--yes` path, then in the audit trail once).
+mod commands;
 /// `catalog import` of a 30-line crontab: the catalog's next firings equal cron's,
 /// computed independently, and so do the firings `cost` counts in a month; the lines no
 /// `cron()` says exactly are named.

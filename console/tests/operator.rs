@@ -303,7 +303,10 @@ async fn every_read_command_as_table_and_json_on_a_seeded_stage() {
 
 /// Puts `n` dead letters per job straight on the DLQ, as the worker would; returns the
 /// body of each (their ids).
-async fn dead_letters(stack: &Stack, jobs: &[(&str, usize)]) -> BTreeMap<String, String> {
+pub(crate) async fn dead_letters(
+    stack: &Stack,
+    jobs: &[(&str, usize)],
+) -> BTreeMap<String, String> {
     let text = |v: &str| {
         MessageAttributeValue::builder()
             .data_type("String")
