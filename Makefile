@@ -55,7 +55,7 @@ bench:
 	$(CARGO) build --release --locked -p schedkit-bench --bin peer-bench -p schedkit-lambda-init --bin schedkit-lambda-init -p schedkit-console --bin schedkit
 	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/schedkit-lambda-init \
 	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/peer-bench \
-	  --deliveries $(or $(N),2000) --letters $(or $(LETTERS),2000) --out bench
+	  --deliveries $(or $(N),2000) --letters $(or $(LETTERS),2000) --out bench --readme README.md
 	bench/chart.sh
 
 ## test: formatting, lints, the book, then every test, LocalStack integration tests included (what CI runs).

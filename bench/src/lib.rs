@@ -7,6 +7,7 @@ pub mod catalog_size;
 pub mod cost;
 pub mod flow_control;
 pub mod head_of_line;
+pub mod headline;
 pub mod lambda_mode;
 pub mod profile;
 pub mod redrive;

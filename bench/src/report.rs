@@ -97,7 +97,8 @@ pub struct Results {
     pub sections: Vec<Section>,
 }
 
-fn ratio_text(r: f64) -> String {
+/// A ratio as the tables print it: `11×`, `5.6×`, `—` when there is none.
+pub fn ratio_text(r: f64) -> String {
     if !r.is_finite() {
         "—".into()
     } else if r >= 10.0 {

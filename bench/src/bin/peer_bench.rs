@@ -102,6 +102,10 @@ struct Args {
     /// Where results.md and results.json go.
     #[arg(long, default_value = "bench")]
     out: PathBuf,
+    /// A README whose sentence of figures (between `schedkit_bench::headline`'s markers) is
+    /// rewritten from these results (`make bench` passes the repository's).
+    #[arg(long)]
+    readme: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -486,6 +490,12 @@ async fn main() -> anyhow::Result<()> {
         "wrote {0}/results.md and {0}/results.json",
         args.out.display()
     );
+    if let Some(readme) = &args.readme {
+        let text = std::fs::read_to_string(readme)?;
+        let rewritten = schedkit_bench::headline::rewrite(&text, &results.json())?;
+        std::fs::write(readme, rewritten)?;
+        println!("wrote the figures of {}", readme.display());
+    }
     schedkit_testkit::stack::undeploy_with(&stack.name, &programs.zip).await?;
     Ok(())
 }
