@@ -135,6 +135,7 @@ async fn a_rerun_that_could_not_start_its_execution_is_audited_with_what_it_reco
         message_id: None,
         cancelled: None,
         skipped: None,
+        late_attempt: None,
         expires_at: chrono::Utc::now().timestamp() + 3600,
     };
     stack.put_record(&paused).await.unwrap();

@@ -507,6 +507,7 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
             message_id: None,
             cancelled: None,
             skipped: None,
+            late_attempt: None,
             expires_at: Utc::now().timestamp() + 3600,
         })
         .await

@@ -232,10 +232,10 @@ impl TestWorker {
     pub fn effects(&self, key: &str) -> Vec<TransactWriteItem> {
         let state = self.store.snapshot();
         state
-            .committed_effects
-            .get(key)
-            .cloned()
-            .unwrap_or_default()
+            .puts()
+            .filter(|(run, _)| *run == key)
+            .map(|(_, write)| write.clone())
+            .collect()
     }
 
     /// The next `times` requests of that kind are refused, nothing applied, as when

@@ -538,6 +538,7 @@ async fn a_rerun_runs_a_step_its_jobs_overlap_policy_once_skipped() {
             message_id: None,
             cancelled: None,
             skipped: None,
+            late_attempt: None,
             expires_at: chrono::Utc::now().timestamp() + 3600,
         })
         .await

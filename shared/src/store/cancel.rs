@@ -12,12 +12,10 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::attributes::s;
-use super::dynamo::{
-    DynamoStore, KEY_ATTRIBUTE, StoreError, decode, is_condition_failure, refusal, unavailable,
-};
+use super::conditions;
+use super::dynamo::{DynamoStore, StoreError, decode, is_condition_failure, refusal, unavailable};
 use super::record::{
-    AttemptEntry, AttemptOutcome, ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at,
-    timestamp,
+    AttemptEntry, ClaimRequest, ExecutionRecord, OperatorNote, Status, expires_at, timestamp,
 };
 
 /// The statuses a cancellation ends: a run not yet decided, or FAILED (so that a redrive
@@ -29,21 +27,6 @@ pub const CANCELLABLE: [Status; 4] = [
     Status::Running,
     Status::Failed,
 ];
-
-/// Whether an attempt that ran on after its run was cancelled may be written into the
-/// record's history: the record is CANCELLED with the attempt's claim still on it (a
-/// cancellation keeps the lease), and no such attempt is there yet. Only the claim that
-/// held the run when it was cancelled can have run on, so there is one at most.
-pub fn late_attempt_passes(current: Option<&ExecutionRecord>, entry: &AttemptEntry) -> bool {
-    current.is_some_and(|r| {
-        r.status == Status::Cancelled
-            && r.owner.as_deref() == Some(entry.owner.as_str())
-            && !r
-                .history
-                .iter()
-                .any(|h| h.outcome == AttemptOutcome::Cancelled)
-    })
-}
 
 /// What an operator asks to cancel.
 #[derive(Debug, Clone)]
@@ -114,20 +97,6 @@ fn refusal_hint(current: &ExecutionRecord) -> String {
     }
 }
 
-/// Whether a cancellation of `req` passes over `current` (None: no item): the condition
-/// the DynamoDB store's expression says, for the stores that are not DynamoDB.
-pub(super) fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
-    let Some(r) = current else {
-        return req.arrived.is_some();
-    };
-    let waiting = matches!(r.status, Status::Registered | Status::Retrying);
-    let arrived_fits = req
-        .arrived
-        .as_ref()
-        .is_none_or(|a| a.payload_hash == r.payload_hash && waiting);
-    CANCELLABLE.contains(&r.status) && req.only.is_none_or(|s| s == r.status) && arrived_fits
-}
-
 /// The record after the cancellation of `req` passed over `before`, and what it was.
 pub(super) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequest) -> Cancelled {
     let now = timestamp(req.now);
@@ -186,10 +155,6 @@ impl DynamoStore {
             "#updated_at = :now",
             "#finished_at = :now",
         ];
-        let mut condition = "(#status IN (:registered, :retrying, :running, :failed))".to_string();
-        if req.only.is_some() {
-            condition.push_str(" AND #status = :only");
-        }
         if req.arrived.is_some() {
             // A missing item is created whole: what its first claim would have written.
             set.extend([
@@ -203,11 +168,6 @@ impl DynamoStore {
                 "#attempt = if_not_exists(#attempt, :zero)",
                 "#message_id = if_not_exists(#message_id, :message_id)",
             ]);
-            condition = format!(
-                "attribute_not_exists(#execution_key) OR ({condition} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
-            );
-        } else {
-            condition = format!("attribute_exists(#execution_key) AND {condition}");
         }
         // The lease is kept: until it runs out, the cancelled attempt (which learns at its
         // next heartbeat) still counts as holding its job's overlap slot.
@@ -215,18 +175,10 @@ impl DynamoStore {
         let cancellation =
             serde_dynamo::to_attribute_value(cancellation(req)).expect("a cancellation serialises");
         let mut call = self
-            .update(&req.key, &update, condition)
-            .expression_attribute_names("#execution_key", KEY_ATTRIBUTE)
+            .update(&req.key, &update, conditions::cancel(req))
             .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
             .expression_attribute_values(":cancellation", cancellation)
-            .expression_attribute_values(":now", s(&timestamp(req.now)))
-            .expression_attribute_values(":registered", s(Status::Registered.as_str()))
-            .expression_attribute_values(":retrying", s(Status::Retrying.as_str()))
-            .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":failed", s(Status::Failed.as_str()));
-        if let Some(only) = req.only {
-            call = call.expression_attribute_values(":only", s(only.as_str()));
-        }
+            .expression_attribute_values(":now", s(&timestamp(req.now)));
         if let Some(a) = &req.arrived {
             // What the record is when the key has none yet.
             let fresh = cancelled_record(None, req).record;
@@ -261,11 +213,17 @@ impl DynamoStore {
     }
 }
 
+/// The note of a late attempt: its entry appended to the history, and `late_attempt` set
+/// (what [`LATE_ATTEMPT_CONDITION`](super::conditions::LATE_ATTEMPT_CONDITION) refuses a
+/// second note by). The in-memory store applies the same.
+pub(super) const LATE_ATTEMPT_UPDATE: &str =
+    "SET #history = list_append(if_not_exists(#history, :none), :entry), #late_attempt = :attempt";
+
 impl DynamoStore {
     /// Writes `entry`, an attempt that ran on after its run was cancelled, into the
     /// cancelled record's history (one conditional `UpdateItem`, see
-    /// [`late_attempt_passes`]; `late_attempt` marks it written). False: not written (not
-    /// that claim's cancelled record, or written already).
+    /// [`LATE_ATTEMPT_CONDITION`](super::conditions::LATE_ATTEMPT_CONDITION)). False: not
+    /// written (not that claim's cancelled record, or written already).
     pub async fn note_cancelled_attempt(
         &self,
         key: &str,
@@ -274,25 +232,17 @@ impl DynamoStore {
         let value =
             serde_dynamo::to_attribute_value(entry).expect("an attempt entry always serialises");
         let call = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(KEY_ATTRIBUTE, s(key))
-            .update_expression(
-                "SET #history = list_append(if_not_exists(#history, :none), :entry), #late = :attempt",
+            .update(
+                key,
+                LATE_ATTEMPT_UPDATE,
+                conditions::late_attempt(&entry.owner),
             )
-            .condition_expression(
-                "#status = :cancelled AND #owner = :owner AND attribute_not_exists(#late)",
-            )
-            .expression_attribute_names("#history", "history")
-            .expression_attribute_names("#late", "late_attempt")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_names("#owner", "owner")
             .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
             .expression_attribute_values(":entry", AttributeValue::L(vec![value]))
-            .expression_attribute_values(":attempt", super::attributes::n(i64::from(entry.attempt)))
-            .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
-            .expression_attribute_values(":owner", s(&entry.owner));
+            .expression_attribute_values(
+                ":attempt",
+                super::attributes::n(i64::from(entry.attempt)),
+            );
         match self.timed(call.send()).await? {
             Ok(_) => Ok(true),
             Err(err) if is_condition_failure(&err) => Ok(false),
@@ -307,6 +257,11 @@ mod tests {
 
     use super::*;
     use crate::store::record::claimed_record;
+
+    /// Whether the cancellation's condition, as both stores obey it, passes over `current`.
+    fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
+        conditions::holds(&conditions::cancel(req), current)
+    }
 
     fn claim() -> ClaimRequest {
         ClaimRequest {

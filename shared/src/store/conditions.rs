@@ -7,6 +7,7 @@
 use chrono::{DateTime, Utc};
 
 use super::attributes::{n, record_item, s};
+use super::cancel::CancelRequest;
 use super::condition::Condition;
 use super::record::{ClaimRequest, ExecutionRecord, Status};
 use crate::key::chain_execution_name;
@@ -39,6 +40,15 @@ pub const END_CONDITION: &str = "#job = :chain AND #status = :running AND #owner
 pub const END_CONDITION_FIRST_RUN: &str = "#job = :chain AND #status = :running AND (#owner = :execution OR attribute_not_exists(#owner))";
 /// Condition of a record's first write: there is none yet.
 pub(crate) const FIRST_CONDITION: &str = "attribute_not_exists(#execution_key)";
+/// The statuses a cancellation ends ([`CANCELLABLE`](super::CANCELLABLE)), as the
+/// cancellation's condition lists them.
+const CANCELLABLE_IN: &str = "#status IN (:registered, :retrying, :running, :failed)";
+/// Condition of noting a cancelled run's late attempt: the record CANCELLED with the
+/// attempt's claim still on it (a cancellation keeps the lease and the owner), and no late
+/// attempt noted yet. Only the claim that held the run when it was cancelled can have run
+/// on, so there is one at most.
+pub const LATE_ATTEMPT_CONDITION: &str =
+    "#status = :cancelled AND #owner = :owner AND attribute_not_exists(#late_attempt)";
 
 /// The claim of `req`: [`CLAIM_CONDITION`], or [`REDRIVE_CLAIM_CONDITION`] for a redrive.
 pub(crate) fn claim(req: &ClaimRequest) -> Condition {
@@ -87,6 +97,42 @@ pub(crate) fn chain_end(key: &str, chain: &str, execution: &str) -> Condition {
         .value(":running", s(Status::Running.as_str()))
         .value(":chain", s(chain))
         .value(":execution", s(execution))
+}
+
+/// A cancellation of `req`: a record of a cancellable status (and of the status asked for,
+/// `only`: a run that moved on since a bulk cancellation's preview is left as it is); for a
+/// run cancelled with its message in hand (`arrived`), no record yet, or one still waiting
+/// (REGISTERED, RETRYING) with the message's payload.
+pub(crate) fn cancel(req: &CancelRequest) -> Condition {
+    let only = match req.only {
+        Some(_) => " AND #status = :only",
+        None => "",
+    };
+    let text = match req.arrived {
+        Some(_) => format!(
+            "attribute_not_exists(#execution_key) OR (({CANCELLABLE_IN}){only} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
+        ),
+        None => format!("attribute_exists(#execution_key) AND ({CANCELLABLE_IN}){only}"),
+    };
+    let mut condition = Condition::new(text)
+        .value(":registered", s(Status::Registered.as_str()))
+        .value(":retrying", s(Status::Retrying.as_str()))
+        .value(":running", s(Status::Running.as_str()))
+        .value(":failed", s(Status::Failed.as_str()));
+    if let Some(only) = req.only {
+        condition = condition.value(":only", s(only.as_str()));
+    }
+    if let Some(arrived) = &req.arrived {
+        condition = condition.value(":hash", s(&arrived.payload_hash));
+    }
+    condition
+}
+
+/// The note of a late attempt of the claim `owner` ([`LATE_ATTEMPT_CONDITION`]).
+pub(crate) fn late_attempt(owner: &str) -> Condition {
+    Condition::new(LATE_ATTEMPT_CONDITION)
+        .value(":cancelled", s(Status::Cancelled.as_str()))
+        .value(":owner", s(owner))
 }
 
 /// A record's first write ([`FIRST_CONDITION`]).

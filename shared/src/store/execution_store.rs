@@ -160,7 +160,8 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
     fn audit<'a>(&'a self, entry: &'a AuditEntry) -> StoreCall<'a, Result<(), StoreError>>;
 
     /// Writes an attempt that ran on after its run was cancelled into the cancelled
-    /// record's history, once (see [`super::cancel::late_attempt_passes`]).
+    /// record's history, once (see
+    /// [`LATE_ATTEMPT_CONDITION`](super::conditions::LATE_ATTEMPT_CONDITION)).
     fn note_cancelled_attempt<'a>(
         &'a self,
         key: &'a str,

@@ -1,10 +1,8 @@
-//! The memory store's cancellation: the same rules as DynamoDB's, by the same pure
-//! functions ([`super::cancel`]).
+//! The memory store's cancellation: the very conditions the DynamoDB store sends
+//! ([`conditions::cancel`], [`conditions::late_attempt`]), and the same records written.
 
-use super::cancel::{
-    CancelError, CancelRequest, Cancelled, cancel_passes, cancelled_record, late_attempt_passes,
-    refused,
-};
+use super::cancel::{CancelError, CancelRequest, Cancelled, cancelled_record, refused};
+use super::conditions::{self, holds};
 use super::dynamo::StoreError;
 use super::memory::MemoryStore;
 use super::record::AttemptEntry;
@@ -14,7 +12,7 @@ impl MemoryStore {
     pub async fn cancel(&self, req: &CancelRequest) -> Result<Cancelled, CancelError> {
         self.request("cancel", &req.key, |state| {
             let current = state.records.get(&req.key).cloned();
-            if !cancel_passes(current.as_ref(), req) {
+            if !holds(&conditions::cancel(req), current.as_ref()) {
                 return Err(refused(&req.key, current));
             }
             let done = cancelled_record(current, req);
@@ -35,10 +33,12 @@ impl MemoryStore {
             let Some(record) = state.records.get_mut(key) else {
                 return false;
             };
-            if !late_attempt_passes(Some(record), entry) {
+            if !holds(&conditions::late_attempt(&entry.owner), Some(record)) {
                 return false;
             }
+            // As `LATE_ATTEMPT_UPDATE` writes it.
             record.history.push(entry.clone());
+            record.late_attempt = Some(entry.attempt);
             true
         })
         .await

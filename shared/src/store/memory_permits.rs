@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::memory::{MemoryState, MemoryStore};
+use super::memory::{Change, MemoryState, MemoryStore};
 use super::permits::{
     GateItem, GateRequests, Permit, PermitRequest, enter_condition, entry_of, gate_as_item,
     next_start, release_condition,
@@ -25,7 +25,7 @@ fn enter(
     if !enter_condition(req, dropped, fresh).holds(Some(&gate_as_item(gate))) {
         return Err(gate.clone());
     }
-    if let Some(limit) = req.concurrency {
+    if req.concurrency.is_some() {
         if fresh {
             gate.holders = BTreeMap::new();
         }
@@ -34,22 +34,17 @@ fn enter(
         }
         gate.counted = true;
         gate.holders.insert(req.key.to_string(), entry_of(req));
-        if gate.holders.len() > limit as usize {
-            let line = format!(
-                "{}: {} holders under a limit of {limit}",
-                req.item,
-                gate.holders.len()
-            );
-            state.permit_breaches.push(line);
-        }
     }
+    let gate = state.gates.get_mut(req.item).expect("entered above");
     if let Some(next) = next_start(req) {
-        state
-            .gates
-            .get_mut(req.item)
-            .expect("entered above")
-            .next_start_ms = Some(next);
+        gate.next_start_ms = Some(next);
     }
+    let after = gate.clone();
+    state.changes.push(Change::Gate {
+        item: req.item.to_string(),
+        after,
+        limit: req.concurrency,
+    });
     Ok(())
 }
 

@@ -44,7 +44,7 @@ pub use dynamo::{
 };
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
-pub use memory::{Fault, Faults, MemoryState, MemoryStore, NoFaults};
+pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,

@@ -175,6 +175,10 @@ pub struct ExecutionRecord {
     /// the step is DONE with the output the operator gave, its failure kept beside.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<OperatorNote>,
+    /// The attempt that ran on after its run was cancelled, once its entry is in the
+    /// history: a second note of it is refused by this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_attempt: Option<u32>,
     /// DynamoDB TTL, epoch seconds.
     pub expires_at: i64,
 }
@@ -333,6 +337,7 @@ impl ExecutionRecord {
             message_id: req.message_id.clone(),
             cancelled: None,
             skipped: None,
+            late_attempt: None,
             expires_at: expires_at(req.now, req.retention),
         }
     }

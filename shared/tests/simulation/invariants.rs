@@ -1,10 +1,14 @@
 //! What must hold after every seed, whatever befell it.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_dynamodb::types::AttributeValue;
 use schedkit::Status;
 use schedkit::dead_letter::attr;
 use schedkit::orchestrator::Answer;
+use schedkit::store::{Change, ExecutionRecord};
 
-use super::world::{BROKEN, CHAINS, EXCLUSIVE, INVOICE, QUEUED, Report, What, key_of};
+use super::world::{BROKEN, CHAINS, EFFECTS, EXCLUSIVE, INVOICE, QUEUED, Report, What, key_of};
 
 /// Every invariant `report` breaks, each said in a line.
 pub fn check(report: &Report) -> Vec<String> {
@@ -32,8 +36,8 @@ pub fn check(report: &Report) -> Vec<String> {
     chains(report, &mut broken);
     super::limits::flow(&report.seen, &report.store, &report.kept, &mut broken);
     super::pauses::check(&report.pauses, &report.store.pauses, &mut broken);
-    // A decided record is never written again.
-    broken.extend(report.store.rewrites.iter().cloned());
+    // A decided record is never written again (but to note a cancelled run's late attempt).
+    rewrites(&report.store.changes, &mut broken);
     // Overlap: never two bodies of a job whose policy runs one at a time.
     for job in [EXCLUSIVE, QUEUED] {
         let most = report.observed.most_at_once.get(job).copied().unwrap_or(0);
@@ -115,13 +119,46 @@ fn sent_accounted_for(report: &Report, what: &What, body: &str, broken: &mut Vec
     }
 }
 
-/// Effects: never twice; with every DONE run of a job that has them, never without one.
-/// And a job's run is DONE only when its job ran.
+/// The bodies whose effect landed in the world's table ([`EFFECTS`]), by run key: read
+/// from the items the store's transactions wrote there, as any reader of that table would.
+fn effects_landed(report: &Report) -> BTreeMap<String, BTreeSet<String>> {
+    let mut landed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (_, write) in report.store.puts() {
+        let Some(put) = write.put().filter(|p| p.table_name() == EFFECTS) else {
+            continue;
+        };
+        let text = |name: &str| match put.item().get(name) {
+            Some(AttributeValue::S(v) | AttributeValue::N(v)) => v.clone(),
+            other => format!("{other:?}"),
+        };
+        landed
+            .entry(text("effect_key"))
+            .or_default()
+            .insert(text("body"));
+    }
+    landed
+}
+
+/// Effects, as the world's table holds them: never from two bodies of a run, never from a
+/// body that did not run, never without the run DONE; with every DONE run of a job that has
+/// them, never missing. And a job's run is DONE only when its job ran.
 fn effects(report: &Report, broken: &mut Vec<String>) {
     let records = &report.store.records;
-    for (key, n) in &report.store.effects_applied {
-        if *n > 1 {
-            broken.push(format!("{key}: effects applied {n} times"));
+    let landed = effects_landed(report);
+    for (key, bodies) in &landed {
+        if bodies.len() > 1 {
+            broken.push(format!(
+                "{key}: effects of {} bodies applied: {bodies:?}",
+                bodies.len()
+            ));
+        }
+        let ran = report.observed.runs.get(key).copied().unwrap_or(0);
+        for body in bodies {
+            if body.parse::<u32>().map_or(true, |b| b == 0 || b > ran) {
+                broken.push(format!(
+                    "{key}: an effect of body {body}, of {ran} that ran"
+                ));
+            }
         }
         if records.get(key).map(|r| r.status) != Some(Status::Done) {
             broken.push(format!("{key}: effects applied, but the run is not DONE"));
@@ -131,10 +168,7 @@ fn effects(report: &Report, broken: &mut Vec<String>) {
         if key.starts_with(".schedkit/") {
             broken.push(format!("{key}: a run recorded in schedkit's own key space"));
         }
-        if r.job == INVOICE
-            && r.status == Status::Done
-            && !report.store.effects_applied.contains_key(key)
-        {
+        if r.job == INVOICE && r.status == Status::Done && !landed.contains_key(key) {
             broken.push(format!("{key}: DONE without its effects"));
         }
         let chain = CHAINS.contains(&r.job.as_str());
@@ -219,5 +253,124 @@ fn chains(report: &Report, broken: &mut Vec<String>) {
             Some((_, Status::Done)) => {}
             other => broken.push(format!("task {token} answered success, its step {other:?}")),
         }
+    }
+}
+
+/// Every write of the store's stream that changed a decided (DONE, SKIPPED, CANCELLED)
+/// record, but the one a decided record takes: a CANCELLED run's late attempt noted.
+fn rewrites(changes: &[Change], broken: &mut Vec<String>) {
+    for change in changes {
+        if let Change::Record {
+            request,
+            before: Some(before),
+            after,
+        } = change
+            && matches!(
+                before.status,
+                Status::Done | Status::Skipped | Status::Cancelled
+            )
+            && !attempts_noted(before, after)
+        {
+            broken.push(format!(
+                "{}: {} record rewritten by `{request}`",
+                before.execution_key, before.status
+            ));
+        }
+    }
+}
+
+/// Whether `after` is the CANCELLED `before` with attempts added to its history (and the
+/// late attempt marked) and nothing else changed: what noting a cancelled run's late
+/// attempt does (its status and outcome stay as they were).
+fn attempts_noted(before: &ExecutionRecord, after: &ExecutionRecord) -> bool {
+    before.status == Status::Cancelled
+        && after.history.len() > before.history.len()
+        && after.history.starts_with(&before.history)
+        && ExecutionRecord {
+            history: before.history.clone(),
+            late_attempt: before.late_attempt,
+            ..after.clone()
+        } == *before
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use schedkit::store::{
+        AttemptEntry, AttemptOutcome, ClaimOutcome, ClaimRequest, ExecutionStore, MemoryStore,
+    };
+
+    use super::*;
+
+    /// A record as a claim writes it.
+    async fn claimed() -> ExecutionRecord {
+        let store = MemoryStore::default();
+        let request = ClaimRequest {
+            key: "k".into(),
+            job: "j".into(),
+            scheduled_for: "2026-12-01T09:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: "w:1".into(),
+            now: "2026-12-01T09:00:00Z".parse().unwrap(),
+            lease: Duration::from_secs(60),
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        };
+        match store.claim(&request).await.unwrap() {
+            ClaimOutcome::Claimed { record, .. } => record,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The one write a decided record takes: a CANCELLED run's late attempt noted in its
+    /// history. Anything else changed, a history not grown at its end, or another status,
+    /// is a rewrite.
+    #[tokio::test]
+    async fn only_attempts_added_at_the_end_of_the_history_are_not_a_rewrite() {
+        let mut before = claimed().await;
+        before.status = Status::Cancelled;
+        let entry = AttemptEntry {
+            attempt: 1,
+            owner: "w:1".into(),
+            started_at: "2026-12-01T09:00:00.000Z".into(),
+            finished_at: "2026-12-01T09:00:05.000Z".into(),
+            outcome: AttemptOutcome::Cancelled,
+            error: None,
+            duration_ms: Some(5000),
+        };
+        let mut noted = before.clone();
+        noted.history.push(entry.clone());
+        assert!(attempts_noted(&before, &noted));
+        let mut also_status = noted.clone();
+        also_status.status = Status::Done;
+        assert!(
+            !attempts_noted(&before, &also_status),
+            "the status changed too"
+        );
+        assert!(!attempts_noted(&before, &before), "nothing added");
+        let mut shortened = noted.clone();
+        shortened.history.clear();
+        assert!(!attempts_noted(&noted, &shortened), "the history cut");
+        let mut done = before.clone();
+        done.status = Status::Done;
+        let mut done_noted = done.clone();
+        done_noted.history.push(entry);
+        assert!(
+            !attempts_noted(&done, &done_noted),
+            "a DONE record takes no note"
+        );
+        let mut broken = Vec::new();
+        rewrites(
+            &[Change::Record {
+                request: "finish",
+                before: Some(done),
+                after: done_noted,
+            }],
+            &mut broken,
+        );
+        assert_eq!(broken, ["k: DONE record rewritten by `finish`"]);
     }
 }

@@ -26,7 +26,7 @@ use schedkit::dead_letter::attr;
 use schedkit::poller::{self, OnReport, PollOptions};
 use schedkit::queue::{MemoryQueue, Outgoing};
 use schedkit::store::{
-    ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore, Permit,
+    Change, ClaimOutcome, ClaimRequest, ExecutionStore, Faults, MemoryState, MemoryStore, Permit,
     PermitRequest,
 };
 use schedkit::{Clock, Ctx, Envelope, JobError, Jobs, Metrics, Processor, ProcessorConfig, Status};
@@ -482,7 +482,22 @@ pub fn check(report: &LimitReport) -> Vec<String> {
 /// permit kept once every run is decided.
 pub(super) fn flow(seen: &Seen, store: &MemoryState, kept: &[String], broken: &mut Vec<String>) {
     broken.extend(seen.over.iter().cloned());
-    broken.extend(store.permit_breaches.iter().cloned());
+    // Every gate as the store's stream shows it after each write: never more holders than
+    // the limit it was entered under.
+    for change in &store.changes {
+        if let Change::Gate {
+            item,
+            after,
+            limit: Some(limit),
+        } = change
+            && after.holders.len() > *limit as usize
+        {
+            broken.push(format!(
+                "{item}: {} holders under a limit of {limit}",
+                after.holders.len()
+            ));
+        }
+    }
     broken.extend(
         kept.iter()
             .map(|k| format!("a permit kept after every run ended: {k}")),

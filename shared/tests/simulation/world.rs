@@ -41,6 +41,9 @@ pub const EXCLUSIVE: &str = "exclusive";
 /// `overlap = "buffer_one"`.
 pub const QUEUED: &str = "queued";
 pub const JOBS: [&str; 6] = [INVOICE, FLAKY, BROKEN, SLOW, EXCLUSIVE, QUEUED];
+/// The world's own table where invoices' effects land (the "external system"): the
+/// invariants read its items, not a count the store keeps.
+pub const EFFECTS: &str = "effects";
 
 /// Two stages: `collect` (an invoice), then `bill` (flaky) beside `tally` (an invoice) and
 /// `settle` (exclusive); ends DONE, or PAUSED when `bill` fails three times.
@@ -176,6 +179,9 @@ pub struct Observed {
 struct Running {
     observed: Arc<Mutex<Observed>>,
     job: &'static str,
+    /// Which body of its key this is (1 for the first to start): what its effect carries,
+    /// so that the world tells one body's effect from another's.
+    body: u32,
 }
 
 impl Running {
@@ -188,10 +194,13 @@ impl Running {
         };
         let most = o.most_at_once.entry(job).or_default();
         *most = (*most).max(now);
-        *o.runs.entry(key.to_string()).or_default() += 1;
+        let body = o.runs.entry(key.to_string()).or_default();
+        *body += 1;
+        let body = *body;
         Running {
             observed: observed.clone(),
             job,
+            body,
         }
     }
 }
@@ -266,7 +275,7 @@ fn registry(
             async move {
                 // A chain's step never goes through its job's overlap policy: counted apart.
                 let counted = if ctx.chain().is_some() { "step" } else { job };
-                let _running = Running::start(&observed, counted, &ctx.key);
+                let running = Running::start(&observed, counted, &ctx.key);
                 trace.say(format!("{} attempt {} runs", ctx.key, ctx.attempt));
                 let takes = match job {
                     SLOW => draw.millis(3_000, 9_000),
@@ -280,9 +289,12 @@ fn registry(
                 tokio::time::sleep(takes).await;
                 match job {
                     INVOICE => {
+                        // The effect lands in the world's own table (`EFFECTS`), each
+                        // body's apart: an effect applied by two bodies is two items.
                         let put = Put::builder()
-                            .table_name("effects")
+                            .table_name(EFFECTS)
                             .item("effect_key", AttributeValue::S(ctx.key.clone()))
+                            .item("body", AttributeValue::N(running.body.to_string()))
                             .build()
                             .expect("table and item set");
                         ctx.effects().put(put);

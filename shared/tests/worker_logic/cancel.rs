@@ -144,9 +144,9 @@ async fn a_running_attempt_stops_at_its_next_heartbeat_and_its_effect_never_comm
     assert_eq!(seen.ended.load(Ordering::SeqCst), 0, "the job was dropped");
     let state = store.snapshot();
     assert!(
-        state.effects_applied.is_empty(),
+        state.puts().next().is_none(),
         "no effect: {:?}",
-        state.effects_applied
+        state.puts().collect::<Vec<_>>()
     );
     let r = &state.records["invoice-8"];
     assert_eq!(r.status, Status::Cancelled, "{r:?}");
@@ -210,9 +210,9 @@ async fn a_job_that_ends_before_it_learns_has_its_outcome_and_effect_refused() {
     );
     let state = store.snapshot();
     assert!(
-        state.effects_applied.is_empty(),
+        state.puts().next().is_none(),
         "refused: {:?}",
-        state.effects_applied
+        state.puts().collect::<Vec<_>>()
     );
     assert_eq!(state.records["invoice-9"].status, Status::Cancelled);
     assert_eq!(metric_total(&lines, "Cancelled"), 1.0);

@@ -446,6 +446,7 @@ mod tests {
             message_id: None,
             cancelled: None,
             skipped: None,
+            late_attempt: None,
             expires_at: 0,
         };
         let done = ExecutionRecord {

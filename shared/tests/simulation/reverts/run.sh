@@ -18,6 +18,7 @@ seeds=${SEEDS:-4000}
 # flow-control world alone, denser in limited runs) | the invariant
 # the simulation must report (an extended regular expression)
 cases=(
+  "cancel-of-a-decided-run.patch|main|record rewritten by .cancel."
   "chain-end-for-any-run.patch|main|was not refused"
   "claim-of-another-payload.patch|main|two payloads, neither refused"
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
