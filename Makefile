@@ -60,7 +60,7 @@ bench:
 
 ## test: formatting, lints, the book, then every test, LocalStack integration tests included (what CI runs).
 #        The pinned tools (LocalStack, DynamoDB Local, the lint, deploy and SAM CLI
-#        virtualenvs) install in the background (at low priority) while rustfmt, clippy and the build run
+#        virtualenvs) install in the background (a session of their own, sharing the CPU with the build) while rustfmt, clippy and the build run
 #        (their log: target/install-tools.log). LocalStack is started if needed and
 #        stopped again if this run started it, with the Lambda init the build made.
 #        Clippy lints while the build compiles: every cargo command of this run has clippy's
@@ -71,17 +71,20 @@ bench:
 #        from it, and writing its cache costs), but the simulation's reverts.
 #        `sam build` builds the debug profile here (SAM_BUILD_MODE=debug: the same build in
 #        half the time, as the tests run debug builds); `make sam-build` builds release. It
-#        runs beside the build, at low priority, in a cargo target directory of its own
-#        (target/sam-cargo: cargo locks a target directory while it compiles), so it takes
-#        the cores the build leaves idle instead of 2 minutes after it (log:
-#        target/sam-build.log).
+#        runs beside the build in a cargo target directory of its own (target/sam-cargo:
+#        cargo locks a target directory while it compiles) and without clippy's driver (the
+#        build lints the same code), so the two keep both cores busy instead of `sam build`
+#        taking 2 minutes after the build (log: target/sam-build.log). (`nice` orders it
+#        after the build within its session only: setsid gives it a session, and Linux's
+#        autogroups share the CPU between sessions equally.)
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
 test: export CLIPPY_ARGS = $(CLIPPY_DENY_WARNINGS)
 test: export CARGO_INCREMENTAL = 0
 test:
 	@mkdir -p target; target=$${CARGO_TARGET_DIR:-$(CURDIR)/target}; \
 	setsid nice -n 19 infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
-	setsid nice -n 19 env SAM_BUILD_MODE=debug SAM_BUILD_DIR=$$target/sam CARGO_TARGET_DIR=$$target/sam-cargo \
+	setsid nice -n 19 env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS SAM_BUILD_MODE=debug \
+	  SAM_BUILD_DIR=$$target/sam CARGO_TARGET_DIR=$$target/sam-cargo \
 	  infra/sam-build.sh >target/sam-build.log 2>&1 & building_sam=$$!; \
 	if ! $(MAKE) --no-print-directory fmt-check build; then \
 	  kill -- -$$installing -$$building_sam 2>/dev/null; exit 1; \

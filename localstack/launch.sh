@@ -110,8 +110,10 @@ install_venv() {
     say "installing LocalStack (pinned in localstack/requirements.lock) into $venv with $py"
     rm -rf "$venv"
     "$py" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$here/requirements.lock"
+    # --no-compile: Python compiles each module when it is first imported instead of pip
+    # compiling every file at install (less than half the CPU for a cold install).
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --upgrade pip
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -r "$here/requirements.lock"
     echo "$wanted" >"$stamp"
 }
 

@@ -1,6 +1,12 @@
 //! The workspace's integration tests, as one test binary (one link of the AWS SDK instead
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
+/// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
+/// by the book's own commands, each of its jobs run to DONE. (Named to sort first: its
+/// cold build of the crate is the longest test and keeps both cores busy, and tests start
+/// in name order; started last, it ran alone for the last minute of CI.)
+mod a_crate_of_your_own;
+
 /// The accountant's reading of a stage: missed and late firings among six hours of two
 /// hourly jobs' records; a paused job's firings not expected from its pause on.
 mod accounting;
@@ -36,10 +42,6 @@ mod chaos;
 /// The in-memory store's condition evaluator agrees with DynamoDB's on generated
 /// conditions and items: what entitles the simulation to judge production's conditions.
 mod condition_language;
-/// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
-/// by the book's own commands, each of its jobs run to DONE. (Named to sort early: its
-/// cold build of the crate is the longest test, and tests start in name order.)
-mod crate_anywhere;
 /// A crontab imported and its command jobs run by a polling worker: two DONE with their
 /// output, a failing one dead-lettered with its exit code and output's tail.
 mod cron_migration;
