@@ -12,8 +12,8 @@ use schedkit::Status;
 use schedkit::job::Overlap;
 use schedkit::store::{
     CancelError, CancelRequest, Cancelled, ChainEnd, ClaimOutcome, ClaimRequest, CommitError,
-    ExecutionRecord, ExecutionStore, Finish, MemoryStore, PauseRecord, PauseStore, Pauses, Redrive,
-    SlotEntry, TransitionError,
+    ExecutionRecord, ExecutionStore, Finish, MemoryStore, OperatorNote, PauseRecord, PauseStore,
+    Pauses, Redrive, SlotEntry, TransitionError,
 };
 use schedkit_testkit::{Stack, StackOptions, unique};
 
@@ -597,6 +597,97 @@ async fn script(
             end.map_err(|r| r.as_ref().map(record))
         ));
     }
+    // An operator's writes to a chain run and its steps: a rerun, a cancellation, a skip
+    // and a reopen, each on the record as read, refused once it changed.
+    let ops = ClaimRequest {
+        job: chain.clone(),
+        owner: owner("exec-1"),
+        ..req("chain-ops", "x", "2026-12-01T18:00:00Z")
+    };
+    store.start_chain(&ops).await.unwrap();
+    let running = store.get(&key("chain-ops")).await.unwrap().unwrap();
+    let stopped = ChainEnd::Paused {
+        failed: "step `s` failed".into(),
+        stage: "{}".into(),
+    };
+    let t = at("2026-12-01T18:00:05Z");
+    store
+        .end_chain(&key("chain-ops"), &chain, &owner("exec-1"), &stopped, t)
+        .await
+        .unwrap()
+        .unwrap();
+    let paused = store.get(&key("chain-ops")).await.unwrap().unwrap();
+    let t = at("2026-12-01T18:01:00Z");
+    for read in [&running, &paused, &paused] {
+        let rerun = store.rerun_chain(read, &owner("exec-2"), t).await.unwrap();
+        log.push(format!(
+            "rerun of the {} run: {:?}",
+            read.status,
+            rerun.as_ref().map(record)
+        ));
+    }
+    let note = OperatorNote {
+        by: "ops".into(),
+        at: "2026-12-01T18:02:00Z".into(),
+        reason: "not this month".into(),
+    };
+    let t = at("2026-12-01T18:02:00Z");
+    for c in [&job, &chain, &chain] {
+        let cancelled = store
+            .cancel_chain(&key("chain-ops"), c, &note, t)
+            .await
+            .unwrap();
+        log.push(format!(
+            "cancel as a run of {c}: {:?}",
+            cancelled
+                .as_ref()
+                .map(record)
+                .map_err(|r| r.as_ref().map(record))
+        ));
+    }
+    let failed_for_good = Finish::Failed {
+        error: "partner refused".into(),
+    };
+    let mut failed_steps = Vec::new();
+    for step in ["step-skipped", "step-reopened"] {
+        let ClaimOutcome::Claimed { record: c, .. } = store
+            .claim(&req(step, "s", "2026-12-01T18:00:00Z"))
+            .await
+            .unwrap()
+        else {
+            panic!("{log:?}")
+        };
+        let failed = store
+            .finish(&c, &failed_for_good, at("2026-12-01T18:00:01Z"))
+            .await
+            .unwrap();
+        failed_steps.push((c, failed));
+    }
+    let t = at("2026-12-01T18:03:00Z");
+    let [(skip_running, skip_failed), (reopen_running, reopen_failed)] = &failed_steps[..] else {
+        panic!("two steps")
+    };
+    for read in [skip_running, skip_failed, skip_failed] {
+        let skipped = store
+            .skip_step(read, "{\"rows\": 0}", &note, t)
+            .await
+            .unwrap();
+        log.push(format!("skip of the {} step: {skipped}", read.status));
+    }
+    for read in [reopen_running, reopen_failed, reopen_failed] {
+        let reopened = store.reopen_step(read, t).await.unwrap();
+        log.push(format!("reopen of the {} step: {reopened}", read.status));
+    }
+    for step in ["chain-ops", "step-skipped", "step-reopened"] {
+        let r = store.get(&key(step)).await.unwrap().unwrap();
+        log.push(format!(
+            "{step}: {} skipped {:?} base {}",
+            record(&r),
+            r.skipped,
+            r.attempt_base
+        ));
+    }
+
     // Execution names hash the key, which differs between the two runs.
     log.iter()
         .map(|l| {
@@ -664,4 +755,32 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         .map(|l| l.split_once(": ").unwrap().1)
         .collect();
     assert_eq!(noted, ["Ok(false)", "Ok(true)", "Ok(false)", "Ok(false)"]);
+    // The operator's writes: each passed once, on the record as read.
+    let answers: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| {
+            ["rerun of", "cancel as", "skip of", "reopen of"]
+                .iter()
+                .any(|w| l.starts_with(w))
+        })
+        .map(|l| l.split_once(": ").unwrap().1.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "None",
+            "Some(\"RUNNING",
+            "None",
+            "Err(Some(\"RUNNING",
+            "Ok(\"RUNNING",
+            "Err(Some(\"CANCELLED",
+            "false",
+            "true",
+            "false",
+            "false",
+            "true",
+            "false",
+        ],
+        "{on_memory:#?}"
+    );
 }

@@ -97,6 +97,16 @@ fn refusal_hint(current: &ExecutionRecord) -> String {
     }
 }
 
+impl CancelRequest {
+    /// Its write's condition, as both stores obey it ([`conditions::cancel`]).
+    pub(super) fn condition(&self) -> super::condition::Condition {
+        conditions::cancel(
+            self.only,
+            self.arrived.as_ref().map(|a| a.payload_hash.as_str()),
+        )
+    }
+}
+
 /// The record after the cancellation of `req` passed over `before`, and what it was.
 pub(super) fn cancelled_record(before: Option<ExecutionRecord>, req: &CancelRequest) -> Cancelled {
     let now = timestamp(req.now);
@@ -175,7 +185,7 @@ impl DynamoStore {
         let cancellation =
             serde_dynamo::to_attribute_value(cancellation(req)).expect("a cancellation serialises");
         let mut call = self
-            .update(&req.key, &update, conditions::cancel(req))
+            .update(&req.key, &update, req.condition())
             .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
             .expression_attribute_values(":cancellation", cancellation)
             .expression_attribute_values(":now", s(&timestamp(req.now)));
@@ -260,7 +270,7 @@ mod tests {
 
     /// Whether the cancellation's condition, as both stores obey it, passes over `current`.
     fn cancel_passes(current: Option<&ExecutionRecord>, req: &CancelRequest) -> bool {
-        conditions::holds(&conditions::cancel(req), current)
+        conditions::holds(&req.condition(), current)
     }
 
     fn claim() -> ClaimRequest {

@@ -73,14 +73,10 @@ impl DynamoStore {
         now: DateTime<Utc>,
     ) -> Result<Option<ExecutionRecord>, StoreError> {
         let update = "SET #status = :running, #open_status = :running, #attempt = :next, #owner = :execution, #updated_at = :now REMOVE #finished_at";
-        let condition = "#status = :was AND #attempt = :attempt AND (attribute_not_exists(#owner) OR #owner = :owner)";
         let result = self
-            .update(&run.execution_key, update, condition)
+            .update(&run.execution_key, update, conditions::rerun_chain(run))
             .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":was", s(run.status.as_str()))
-            .expression_attribute_values(":attempt", n(i64::from(run.attempt)))
             .expression_attribute_values(":next", n(i64::from(run.attempt) + 1))
-            .expression_attribute_values(":owner", s(run.owner.as_deref().unwrap_or_default()))
             .expression_attribute_values(":execution", s(execution))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();
@@ -139,11 +135,9 @@ impl DynamoStore {
             .update(
                 &step.execution_key,
                 "SET #status = :registered, #open_status = :registered, #attempt_base = #attempt, #updated_at = :now REMOVE #finished_at, #owner, #lease_expires_at",
-                "#status = :was AND #updated_at = :updated",
+                conditions::step_as_read(step, step.status),
             )
             .expression_attribute_values(":registered", s(Status::Registered.as_str()))
-            .expression_attribute_values(":was", s(step.status.as_str()))
-            .expression_attribute_values(":updated", s(&step.updated_at))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();
         match self.timed(result).await? {
@@ -170,13 +164,10 @@ impl DynamoStore {
             .update(
                 key,
                 "SET #status = :cancelled, #open_status = :cancelled, #cancelled = :note, #updated_at = :now, #finished_at = :now",
-                "#job = :chain AND #status IN (:running, :paused)",
+                conditions::cancel_chain(chain),
             )
             .expression_attribute_values(":cancelled", s(Status::Cancelled.as_str()))
             .expression_attribute_values(":note", note)
-            .expression_attribute_values(":chain", s(chain))
-            .expression_attribute_values(":running", s(Status::Running.as_str()))
-            .expression_attribute_values(":paused", s(Status::Paused.as_str()))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();
         match self.timed(result).await? {
@@ -204,13 +195,11 @@ impl DynamoStore {
             .update(
                 &step.execution_key,
                 "SET #status = :done, #result = :output, #skipped = :note, #updated_at = :now, #finished_at = :now REMOVE #open_status, #lease_expires_at",
-                "#status = :failed AND #updated_at = :updated",
+                conditions::step_as_read(step, Status::Failed),
             )
             .expression_attribute_values(":done", s(Status::Done.as_str()))
-            .expression_attribute_values(":failed", s(Status::Failed.as_str()))
             .expression_attribute_values(":output", s(output))
             .expression_attribute_values(":note", note)
-            .expression_attribute_values(":updated", s(&step.updated_at))
             .expression_attribute_values(":now", s(&timestamp(now)))
             .send();
         match self.timed(result).await? {

@@ -7,7 +7,6 @@
 use chrono::{DateTime, Utc};
 
 use super::attributes::{n, record_item, s};
-use super::cancel::CancelRequest;
 use super::condition::Condition;
 use super::record::{ClaimRequest, ExecutionRecord, Status};
 use crate::key::chain_execution_name;
@@ -99,31 +98,66 @@ pub(crate) fn chain_end(key: &str, chain: &str, execution: &str) -> Condition {
         .value(":execution", s(execution))
 }
 
-/// A cancellation of `req`: a record of a cancellable status (and of the status asked for,
-/// `only`: a run that moved on since a bulk cancellation's preview is left as it is); for a
-/// run cancelled with its message in hand (`arrived`), no record yet, or one still waiting
-/// (REGISTERED, RETRYING) with the message's payload.
-pub(crate) fn cancel(req: &CancelRequest) -> Condition {
-    let only = match req.only {
+/// Condition of a chain run's rerun: the run as it was read (its status and run number),
+/// owned by the execution it was read with (or by none, as a run recorded before executions
+/// were named): another rerun, or the run's outcome, that came first refuses it.
+pub const RERUN_CHAIN_CONDITION: &str =
+    "#status = :was AND #attempt = :attempt AND (attribute_not_exists(#owner) OR #owner = :owner)";
+/// Condition of a step record's write by an operator's rerun or skip: the record as it was
+/// read (status and last update), so that a write that came meanwhile refuses it.
+pub const STEP_AS_READ_CONDITION: &str = "#status = :was AND #updated_at = :updated";
+/// Condition of a chain run's cancellation: a RUNNING or PAUSED run of that chain.
+pub const CANCEL_CHAIN_CONDITION: &str = "#job = :chain AND #status IN (:running, :paused)";
+
+/// The rerun of the chain run `run`, as read ([`RERUN_CHAIN_CONDITION`]).
+pub(crate) fn rerun_chain(run: &ExecutionRecord) -> Condition {
+    Condition::new(RERUN_CHAIN_CONDITION)
+        .value(":was", s(run.status.as_str()))
+        .value(":attempt", n(i64::from(run.attempt)))
+        .value(":owner", s(run.owner.as_deref().unwrap_or_default()))
+}
+
+/// A write to the step record `step`, as read, of the status `was`
+/// ([`STEP_AS_READ_CONDITION`]): `step.status` for a reopen, FAILED for a skip.
+pub(crate) fn step_as_read(step: &ExecutionRecord, was: Status) -> Condition {
+    Condition::new(STEP_AS_READ_CONDITION)
+        .value(":was", s(was.as_str()))
+        .value(":updated", s(&step.updated_at))
+}
+
+/// The cancellation of a run of `chain` ([`CANCEL_CHAIN_CONDITION`]).
+pub(crate) fn cancel_chain(chain: &str) -> Condition {
+    Condition::new(CANCEL_CHAIN_CONDITION)
+        .value(":chain", s(chain))
+        .value(":running", s(Status::Running.as_str()))
+        .value(":paused", s(Status::Paused.as_str()))
+}
+
+/// A cancellation: a record of a cancellable status (and of the status asked for, `only`:
+/// a run that moved on since a bulk cancellation's preview is left as it is); for a run
+/// cancelled with its message in hand (`arrived`, the message's payload hash), no record
+/// yet, or one still waiting (REGISTERED, RETRYING) with that payload.
+pub(crate) fn cancel(only: Option<Status>, arrived: Option<&str>) -> Condition {
+    let only_text = match only {
         Some(_) => " AND #status = :only",
         None => "",
     };
-    let text = match req.arrived {
+    let text = match arrived {
         Some(_) => format!(
-            "attribute_not_exists(#execution_key) OR (({CANCELLABLE_IN}){only} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
+            "attribute_not_exists(#execution_key) OR (({CANCELLABLE_IN}){only_text} AND #payload_hash = :hash AND #status IN (:registered, :retrying))"
         ),
-        None => format!("attribute_exists(#execution_key) AND ({CANCELLABLE_IN}){only}"),
+        None => format!("attribute_exists(#execution_key) AND ({CANCELLABLE_IN}){only_text}"),
     };
     let mut condition = Condition::new(text)
         .value(":registered", s(Status::Registered.as_str()))
         .value(":retrying", s(Status::Retrying.as_str()))
         .value(":running", s(Status::Running.as_str()))
         .value(":failed", s(Status::Failed.as_str()));
-    if let Some(only) = req.only {
+    if let Some(only) = only {
         condition = condition.value(":only", s(only.as_str()));
     }
-    if let Some(arrived) = &req.arrived {
-        condition = condition.value(":hash", s(&arrived.payload_hash));
+    if let Some(hash) = arrived {
+        condition = condition.value(":hash", s(hash));
     }
     condition
 }

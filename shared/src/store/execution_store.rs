@@ -25,7 +25,9 @@ use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::overlap::Gate;
 use super::permits::{Permit, PermitRequest};
-use super::record::{AttemptEntry, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish};
+use super::record::{
+    AttemptEntry, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, OperatorNote,
+};
 use crate::job::Overlap;
 
 /// A store call in flight.
@@ -184,6 +186,43 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
         end: &'a ChainEnd,
         now: DateTime<Utc>,
     ) -> StoreCall<'a, Result<Result<(), Option<ExecutionRecord>>, StoreError>>;
+
+    /// Starts the next run of the chain run `run` (as read), owned by `execution`; the
+    /// record as it is now, or None when it changed since it was read.
+    fn rerun_chain<'a>(
+        &'a self,
+        run: &'a ExecutionRecord,
+        execution: &'a str,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>>;
+
+    /// Reopens the step record `step` (as read) for a rerun: REGISTERED with a fresh round;
+    /// false when it changed since it was read.
+    fn reopen_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>>;
+
+    /// Cancels the RUNNING or PAUSED chain run `key` of `chain`: the record as it was, or,
+    /// refused, as it is.
+    fn cancel_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<ExecutionRecord, Option<ExecutionRecord>>, StoreError>>;
+
+    /// Skips the FAILED step record `step` (as read): DONE with `output`; false when it
+    /// changed since it was read.
+    fn skip_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        output: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>>;
 }
 
 impl ExecutionStore for DynamoStore {
@@ -333,5 +372,42 @@ impl ExecutionStore for DynamoStore {
         Box::pin(DynamoStore::end_chain(
             self, key, chain, execution, end, now,
         ))
+    }
+
+    fn rerun_chain<'a>(
+        &'a self,
+        run: &'a ExecutionRecord,
+        execution: &'a str,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(DynamoStore::rerun_chain(self, run, execution, now))
+    }
+
+    fn reopen_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(DynamoStore::reopen_step(self, step, now))
+    }
+
+    fn cancel_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<ExecutionRecord, Option<ExecutionRecord>>, StoreError>> {
+        Box::pin(DynamoStore::cancel_chain(self, key, chain, note, now))
+    }
+
+    fn skip_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        output: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(DynamoStore::skip_step(self, step, output, note, now))
     }
 }

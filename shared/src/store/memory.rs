@@ -24,8 +24,8 @@ use super::overlap::{Gate, look_again_in};
 use super::pauses::PauseRecord;
 use super::permits::{Permit, PermitRequest};
 use super::record::{
-    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, Status, claimed_record, classify_refusal,
-    finished_record, lease_until, timestamp,
+    ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, OperatorNote, Status, claimed_record,
+    classify_refusal, finished_record, lease_until, timestamp,
 };
 use super::slot::{Slot, slot_item};
 use super::slot_conditions;
@@ -775,6 +775,43 @@ impl ExecutionStore for MemoryStore {
         Box::pin(MemoryStore::end_chain(
             self, key, chain, execution, end, now,
         ))
+    }
+
+    fn rerun_chain<'a>(
+        &'a self,
+        run: &'a ExecutionRecord,
+        execution: &'a str,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Option<ExecutionRecord>, StoreError>> {
+        Box::pin(MemoryStore::rerun_chain(self, run, execution, now))
+    }
+
+    fn reopen_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(MemoryStore::reopen_step(self, step, now))
+    }
+
+    fn cancel_chain<'a>(
+        &'a self,
+        key: &'a str,
+        chain: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<Result<ExecutionRecord, Option<ExecutionRecord>>, StoreError>> {
+        Box::pin(MemoryStore::cancel_chain(self, key, chain, note, now))
+    }
+
+    fn skip_step<'a>(
+        &'a self,
+        step: &'a ExecutionRecord,
+        output: &'a str,
+        note: &'a OperatorNote,
+        now: DateTime<Utc>,
+    ) -> StoreCall<'a, Result<bool, StoreError>> {
+        Box::pin(MemoryStore::skip_step(self, step, output, note, now))
     }
 }
 

@@ -12,7 +12,7 @@ impl MemoryStore {
     pub async fn cancel(&self, req: &CancelRequest) -> Result<Cancelled, CancelError> {
         self.request("cancel", &req.key, |state| {
             let current = state.records.get(&req.key).cloned();
-            if !holds(&conditions::cancel(req), current.as_ref()) {
+            if !holds(&req.condition(), current.as_ref()) {
                 return Err(refused(&req.key, current));
             }
             let done = cancelled_record(current, req);

@@ -17,6 +17,7 @@ mod get_many;
 mod internal;
 mod memory;
 mod memory_cancel;
+mod memory_chain_runs;
 mod memory_pauses;
 mod memory_permits;
 mod overlap;
