@@ -34,13 +34,15 @@ async fn the_bootstrap_sam_build_produced_runs_a_job_to_done_on_localstack() {
             worker_event_source: true,
             worker: Some(WorkerBuild {
                 template: root().join("infra/template.yaml"),
-                zip,
+                zip: zip.clone(),
             }),
             ..StackOptions::default()
         },
     )
     .await
     .unwrap();
+    // Deployed: the zip (tens of MB in the debug profile) is not left in the temp folder.
+    std::fs::remove_file(&zip).ok();
     let mut invoice = Envelope::new("record-invoice", "2026-12-01T02:00:00Z".parse().unwrap());
     invoice.payload = json!({"tenant": "sam", "billing_month": "2026-11", "amount_cents": 7})
         .as_object()
