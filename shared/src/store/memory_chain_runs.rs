@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::conditions::{self, holds};
 use super::dynamo::StoreError;
+use super::execution_store::ExecutionStore;
 use super::memory::MemoryStore;
 use super::record::{ExecutionRecord, OperatorNote, Status, timestamp};
 
@@ -35,7 +36,7 @@ impl MemoryStore {
             })
             .await?;
         match passed {
-            true => self.get_record(key).await,
+            true => ExecutionStore::get(self, key).await,
             false => Ok(None),
         }
     }
@@ -124,10 +125,5 @@ impl MemoryStore {
             true
         })
         .await
-    }
-
-    async fn get_record(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError> {
-        self.request("get", key, |state| state.records.get(key).cloned())
-            .await
     }
 }
