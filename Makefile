@@ -105,14 +105,9 @@ lint-rust: fmt-check lint-no-default
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
-# The library without optional features, linted (make test runs it beside the integration
-# tests). In a target directory of its own: cargo holds a target directory's lock for the
-# whole of a compile, and this one (every dependency checked again: other features, check
-# mode) takes minutes at the idle class, while the crate test builds its crate in the
-# workspace's target directory. Its own costs about 20 CPU-seconds more (the build scripts
-# and procedural macros compiled again).
+# The library without optional features, linted (make test runs it beside the integration tests).
 lint-no-default:
-	CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/no-default $(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
+	$(CARGO) clippy -p schedkit --no-default-features --lib --locked -- -D warnings
 
 lint-infra:
 	infra/lint.sh

@@ -7,14 +7,6 @@
 //! builds and packages the crate), fires one run of each job and runs the starter's unit
 //! tests. Then every job is DONE through the stage's own worker Lambda, the signup written
 //! once, and a second delivery of the same signup is a duplicate that rewrites nothing.
-//!
-//! One thing is set that the chapter does not ask for: `CARGO_TARGET_DIR`, the checkout's
-//! own target directory, as a cache. The chapter pins the crate's dependencies to
-//! schedkit's `Cargo.lock`, so each dependency the workspace's build already compiled with
-//! the same features is fresh there, and only the crate, schedkit as its path dependency
-//! and the few dependencies whose features differ are compiled: 1.7 CPU-minutes instead of
-//! 4.1 for a target directory of its own (measured 2026-12-05, the clean build a user's
-//! first `cargo build` is).
 
 use std::path::Path;
 use std::time::Duration;
@@ -41,9 +33,8 @@ fn chapter_block(heading: &str) -> String {
     block.to_string()
 }
 
-/// The environment the chapter asks for, and nothing of `cargo test`'s own (the clippy
-/// wrapper `make test` sets): what a user's shell has, with the checkout's target
-/// directory as a cache of compiled dependencies (see the module's note).
+/// The environment the chapter asks for, and nothing of `cargo test`'s own (its target
+/// directory, the clippy wrapper `make test` sets): what a user's shell has.
 fn users_shell(dir: &Path, home: &Path, stage: &str) -> tokio::process::Command {
     let mut shell = tokio::process::Command::new("bash");
     shell.current_dir(dir).env_clear();
@@ -60,7 +51,6 @@ fn users_shell(dir: &Path, home: &Path, stage: &str) -> tokio::process::Command 
         }
     }
     shell
-        .env("CARGO_TARGET_DIR", schedkit_testkit::target_dir())
         .env("SCHEDKIT_HOME", home)
         .env("STAGE", stage)
         .env("AWS_ENDPOINT_URL", schedkit_testkit::endpoint())

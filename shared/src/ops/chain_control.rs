@@ -18,9 +18,11 @@ use serde::Serialize;
 
 use super::OpsError;
 use super::chains::{ChainRuns, Rerun, store_error};
-use crate::aws::AwsResultExt;
 use crate::key::step_key;
-use crate::store::{CANCELLABLE, CancelError, CancelRequest, OperatorNote, Status, timestamp};
+use crate::orchestrator::Orchestrator;
+use crate::store::{
+    CANCELLABLE, CancelError, CancelRequest, ExecutionStore, OperatorNote, Status, timestamp,
+};
 
 /// What a chain's cancellation did.
 #[derive(Debug, Clone, Serialize)]
@@ -42,7 +44,7 @@ pub struct StepSkipped {
     pub rerun: Rerun,
 }
 
-impl ChainRuns {
+impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
     /// Cancels the chain run `key`, RUNNING or PAUSED; a run a cancel left half-way
     /// (CANCELLED, its execution or steps not yet stopped) is finished.
     pub async fn cancel(
@@ -52,7 +54,7 @@ impl ChainRuns {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<ChainCancelled, OpsError> {
-        let Some(run) = self.records.get(key).await? else {
+        let Some(run) = self.read(key).await? else {
             return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
         };
         let chain = self.chain_of(&run)?.name.clone();
@@ -102,7 +104,7 @@ impl ChainRuns {
                 .execution(&chain, execution)
                 .await
                 .map_err(|e| e.after(so_far(&done)))?
-                .is_some_and(|e| e.status == aws_sdk_sfn::types::ExecutionStatus::Running);
+                .is_some_and(|e| e.is_running());
             if running {
                 self.stop(&chain, execution, reason)
                     .await
@@ -153,23 +155,11 @@ impl ChainRuns {
     /// Stops the execution `name` of `chain`; one that has ended already is left.
     async fn stop(&self, chain: &str, name: &str, reason: &str) -> Result<(), OpsError> {
         let arn = self.execution_arn(chain, name)?;
-        let stopped = self
-            .sfn
-            .stop_execution()
-            .execution_arn(&arn)
-            .error("schedkit.cancelled")
-            .cause(reason.chars().take(32_000).collect::<String>())
-            .send()
-            .await;
-        match stopped {
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
-            {
-                Ok(())
-            }
-            other => Ok(other.map(drop).aws(format!("stopping execution {name}"))?),
-        }
+        let cause: String = reason.chars().take(32_000).collect();
+        Ok(self
+            .orchestrator
+            .stop_execution(&arn, "schedkit.cancelled", &cause)
+            .await?)
     }
 
     /// Skips the failed step `step` of the PAUSED run `key` as if it had returned `output`
@@ -183,7 +173,7 @@ impl ChainRuns {
         reason: &str,
         now: DateTime<Utc>,
     ) -> Result<StepSkipped, OpsError> {
-        let Some(run) = self.records.get(key).await? else {
+        let Some(run) = self.read(key).await? else {
             return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
         };
         let chain = self.chain_of(&run)?;
@@ -211,7 +201,7 @@ impl ChainRuns {
                 run.status
             )));
         }
-        let step_run = self.records.get(&step_key(key, step)).await?;
+        let step_run = self.read(&step_key(key, step)).await?;
         let Some(record) = step_run.filter(|r| r.status == Status::Failed) else {
             return Err(OpsError::Refused(format!(
                 "step `{step}` of `{key}` did not fail (`chains show {key}` names the failed step)"

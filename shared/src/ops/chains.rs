@@ -13,23 +13,30 @@
 
 use std::collections::BTreeMap;
 
-use aws_sdk_sfn::types::ExecutionStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::OpsError;
-use super::executions::Records;
-use crate::aws::{AwsError, AwsResultExt, SdkConfig};
+use super::executions::{Records, read_error};
+use crate::aws::{AwsError, SdkConfig};
 use crate::catalog::{Catalog, Chain};
 use crate::key::{chain_execution_name, step_key};
-use crate::store::{ChainEnd, DynamoStore, ExecutionRecord, Status};
+use crate::orchestrator::{ExecutionInfo, Orchestrator, SfnOrchestrator, StartError};
+use crate::store::{ChainEnd, DynamoStore, ExecutionRecord, ExecutionStore, Status};
 
 /// The chains of a stage: their records and their state machines.
+///
+/// Generic over the store and the orchestrator so that the deterministic simulation's
+/// operator reruns, skips and cancels chain runs with this very code, over the in-memory
+/// store and the state machine it plays; what ships is DynamoDB and Step Functions.
 #[derive(Debug, Clone)]
-pub struct ChainRuns {
-    pub(super) records: Records,
-    pub(super) store: DynamoStore,
-    pub(super) sfn: aws_sdk_sfn::Client,
+pub struct ChainRuns<S = DynamoStore, O = SfnOrchestrator> {
+    /// The table's listing by job (its index): only [`ChainRuns::list`] needs it.
+    listing: Option<Records>,
+    /// The table's name, for errors.
+    table: String,
+    pub(super) store: S,
+    pub(super) orchestrator: O,
     chains: BTreeMap<String, Chain>,
     machines: BTreeMap<String, String>,
 }
@@ -147,20 +154,58 @@ impl ChainRuns {
         catalog: &Catalog,
         machines: BTreeMap<String, String>,
     ) -> ChainRuns {
+        let mut runs = ChainRuns::over(
+            DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
+            SfnOrchestrator::new(aws_sdk_sfn::Client::new(sdk)),
+            table,
+            catalog,
+            machines,
+        );
+        runs.listing = Some(Records::new(sdk, table));
+        runs
+    }
+}
+
+impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
+    /// The catalog's chains over any store and orchestrator, their state machines' ARNs
+    /// given by chain; `table` names the store in errors. [`ChainRuns::list`] needs the
+    /// table's index and is refused; everything else works.
+    pub fn over(
+        store: S,
+        orchestrator: O,
+        table: &str,
+        catalog: &Catalog,
+        machines: BTreeMap<String, String>,
+    ) -> ChainRuns<S, O> {
         ChainRuns {
-            records: Records::new(sdk, table),
-            store: DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), table),
-            sfn: aws_sdk_sfn::Client::new(sdk),
+            listing: None,
+            table: table.into(),
+            store,
+            orchestrator,
             chains: catalog.chains.clone(),
             machines,
         }
     }
 
+    /// One record by key, whole (a consistent read).
+    pub(super) async fn read(&self, key: &str) -> Result<Option<ExecutionRecord>, OpsError> {
+        self.store
+            .get(key)
+            .await
+            .map_err(|e| read_error(&self.table, e))
+    }
+
     /// Up to `limit` runs of the catalog's chains, newest (by scheduled time) first.
     pub async fn list(&self, limit: i32) -> Result<Vec<ExecutionRecord>, OpsError> {
+        let Some(listing) = &self.listing else {
+            return Err(OpsError::Refused(format!(
+                "listing the chain runs of {} needs its index by job (a DynamoDB table)",
+                self.table
+            )));
+        };
         let mut runs = Vec::new();
         for chain in self.chains.keys() {
-            runs.extend(self.records.recent_of(chain, limit).await?);
+            runs.extend(listing.recent_of(chain, limit).await?);
         }
         runs.sort_by(|a, b| {
             (&b.scheduled_for, &b.execution_key).cmp(&(&a.scheduled_for, &a.execution_key))
@@ -172,16 +217,15 @@ impl ChainRuns {
     /// The run `key` with each step's record (one read per step); None when there is no
     /// such record.
     pub async fn show(&self, key: &str) -> Result<Option<ChainView>, OpsError> {
-        let Some(run) = self.records.get(key).await? else {
+        let Some(run) = self.read(key).await? else {
             return Ok(None);
         };
         let chain = self.chain_of(&run)?;
         let execution = run.owner.clone();
         let execution_status = match (&execution, run.status) {
-            (Some(name), Status::Running) => self
-                .execution(&chain.name, name)
-                .await?
-                .map(|e| e.status.as_str().to_string()),
+            (Some(name), Status::Running) => {
+                self.execution(&chain.name, name).await?.map(|e| e.status)
+            }
             _ => None,
         };
         let mut stages = Vec::new();
@@ -189,7 +233,7 @@ impl ChainRuns {
             let mut steps = Vec::new();
             for step in &stage.steps {
                 let step_key = step_key(key, &step.name);
-                let record = self.records.get(&step_key).await?;
+                let record = self.read(&step_key).await?;
                 steps.push(StepView {
                     step: step.name.clone(),
                     job: step.job.clone(),
@@ -232,7 +276,7 @@ impl ChainRuns {
         redrive: bool,
         now: DateTime<Utc>,
     ) -> Result<Rerun, OpsError> {
-        let Some(run) = self.records.get(key).await? else {
+        let Some(run) = self.read(key).await? else {
             return Err(OpsError::Refused(format!("there is no chain run `{key}`")));
         };
         let chain = self.chain_of(&run)?.name.clone();
@@ -300,13 +344,13 @@ impl ChainRuns {
         now: DateTime<Utc>,
     ) -> Result<Option<Rerun>, OpsError> {
         match self.execution(chain, current).await? {
-            Some(e) if e.status == ExecutionStatus::Running => {
+            Some(e) if e.is_running() => {
                 return Ok(Some(Rerun::AlreadyRunning {
                     execution: current.to_string(),
                 }));
             }
             // The execution ended and its end was never recorded (lost, or refused).
-            Some(e) if e.status == ExecutionStatus::Succeeded => {
+            Some(e) if e.succeeded() => {
                 let steps = self.steps_of(key, chain).await?;
                 if steps
                     .iter()
@@ -329,17 +373,15 @@ impl ChainRuns {
                 // The redriven execution sends its failed steps again: reopened first,
                 // or their records (FAILED) answer them as failed at once.
                 let steps = self.reopen(key, chain, now).await?;
-                self.sfn
-                .redrive_execution()
-                .execution_arn(self.execution_arn(chain, current)?)
-                .send()
-                .await
-                .aws(format!(
-                    "redriving execution {current} (without --redrive, a rerun starts a new execution instead)"
-                ))
-                .map_err(|e| {
-                    OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
-                })?;
+                self.orchestrator
+                    .redrive_execution(&self.execution_arn(chain, current)?)
+                    .await
+                    .map_err(|mut e| {
+                        e.doing.push_str(
+                            " (without --redrive, a rerun starts a new execution instead)",
+                        );
+                        OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
+                    })?;
                 return Ok(Some(Rerun::Redriven {
                     execution: current.to_string(),
                 }));
@@ -348,7 +390,15 @@ impl ChainRuns {
             Some(_) => {}
             // Recorded by a rerun that stopped before it started its execution.
             None if run.attempt > 1 => {
-                let steps = self.reopen(key, chain, now).await?;
+                // Half-way already (an earlier rerun's doing): a refusal here leaves it so.
+                let halfway = format!(
+                    "run {} of `{key}` was recorded RUNNING by an earlier rerun that did not start its execution",
+                    run.attempt
+                );
+                let steps = self
+                    .reopen(key, chain, now)
+                    .await
+                    .map_err(|e| e.after(halfway))?;
                 self.start(key, chain, current)
                     .await
                     .map_err(|e| e.after(format!("steps reopened: {}", steps.join(", "))))?;
@@ -387,7 +437,7 @@ impl ChainRuns {
     ) -> Result<Vec<(String, Option<ExecutionRecord>)>, OpsError> {
         let mut out = Vec::new();
         for step in self.chains[chain].stages.iter().flat_map(|s| &s.steps) {
-            let record = self.records.get(&step_key(key, &step.name)).await?;
+            let record = self.read(&step_key(key, &step.name)).await?;
             out.push((step.name.clone(), record));
         }
         Ok(out)
@@ -442,28 +492,22 @@ impl ChainRuns {
             )));
         };
         let machine = self.machine(chain)?;
-        let started = self
-            .sfn
-            .start_execution()
-            .state_machine_arn(machine)
-            .name(name)
-            .set_input(original.input)
-            .send()
-            .await;
-        match started {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_execution_already_exists()) =>
-            {
-                Ok(())
+        let input = original.input.as_deref().unwrap_or("{}");
+        match self
+            .orchestrator
+            .start_execution(machine, name, input)
+            .await
+        {
+            Ok(()) | Err(StartError::AlreadyExists) => Ok(()),
+            Err(StartError::Refused(answer) | StartError::Unavailable(answer)) => {
+                Err(OpsError::Aws(AwsError {
+                    doing: format!(
+                        "starting execution {name} of {machine} (the run is recorded RUNNING; `chains rerun {key}` again starts it)"
+                    ),
+                    code: answer.split(':').next().map(str::to_owned),
+                    answer,
+                }))
             }
-            Err(e) => Err(OpsError::Aws(AwsError::of(
-                format!(
-                    "starting execution {name} of {machine} (the run is recorded RUNNING; `chains rerun {key}` again starts it)"
-                ),
-                &e,
-            ))),
         }
     }
 
@@ -472,27 +516,9 @@ impl ChainRuns {
         &self,
         chain: &str,
         name: &str,
-    ) -> Result<Option<aws_sdk_sfn::operation::describe_execution::DescribeExecutionOutput>, OpsError>
-    {
-        let described = self
-            .sfn
-            .describe_execution()
-            .execution_arn(self.execution_arn(chain, name)?)
-            .send()
-            .await;
-        match described {
-            Ok(out) => Ok(Some(out)),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_execution_does_not_exist()) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(OpsError::Aws(AwsError::of(
-                format!("reading execution {name}"),
-                &e,
-            ))),
-        }
+    ) -> Result<Option<ExecutionInfo>, OpsError> {
+        let arn = self.execution_arn(chain, name)?;
+        Ok(self.orchestrator.describe_execution(&arn).await?)
     }
 
     fn machine(&self, chain: &str) -> Result<&str, OpsError> {

@@ -87,32 +87,45 @@ impl Records {
     }
 
     fn store_error(&self, e: crate::store::StoreError) -> OpsError {
-        match e {
-            crate::store::StoreError::Unavailable(answer)
-            | crate::store::StoreError::Refused(answer) => self.aws_error(AwsError {
-                doing: format!("reading {}", self.table),
+        read_error(&self.table, e)
+    }
+
+    fn aws_error(&self, e: AwsError) -> OpsError {
+        table_error(&self.table, e)
+    }
+}
+
+/// A store's error reading `table` as an operator sees it: the table named, DynamoDB's
+/// code kept, a record that does not decode named by its key.
+pub(super) fn read_error(table: &str, e: crate::store::StoreError) -> OpsError {
+    match e {
+        crate::store::StoreError::Unavailable(answer)
+        | crate::store::StoreError::Refused(answer) => table_error(
+            table,
+            AwsError {
+                doing: format!("reading {table}"),
                 // The store's text starts with DynamoDB's code (`ResourceNotFoundException: ...`).
                 code: answer.split(':').next().map(str::to_owned),
                 answer,
-            }),
-            crate::store::StoreError::Malformed { key, reason } => OpsError::UndecodableRecord {
-                table: self.table.clone(),
-                error: format!("`{key}`: {reason}"),
             },
-        }
+        ),
+        crate::store::StoreError::Malformed { key, reason } => OpsError::UndecodableRecord {
+            table: table.into(),
+            error: format!("`{key}`: {reason}"),
+        },
     }
+}
 
-    /// A table that does not exist is [`OpsError::NotFound`]: the stage is not deployed, or
-    /// the name is wrong; anything else stays an AWS error.
-    fn aws_error(&self, e: AwsError) -> OpsError {
-        if e.code.as_deref() == Some("ResourceNotFoundException") {
-            OpsError::NotFound {
-                kind: "table",
-                name: self.table.clone(),
-            }
-        } else {
-            OpsError::Aws(e)
+/// A table that does not exist is [`OpsError::NotFound`]: the stage is not deployed, or
+/// the name is wrong; anything else stays an AWS error.
+fn table_error(table: &str, e: AwsError) -> OpsError {
+    if e.code.as_deref() == Some("ResourceNotFoundException") {
+        OpsError::NotFound {
+            kind: "table",
+            name: table.into(),
         }
+    } else {
+        OpsError::Aws(e)
     }
 }
 

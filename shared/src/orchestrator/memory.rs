@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Orchestrator, OrchestratorCall, StartError};
+use super::{ExecutionInfo, Orchestrator, OrchestratorCall, StartError};
+use crate::aws::AwsError;
 
 /// An answer the worker gave a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +29,8 @@ pub struct OrchestratorState {
     pub executions: BTreeMap<String, (String, String)>,
     /// Executions that ended (a name is used once).
     pub closed: Vec<String>,
+    /// Executions an operator stopped (closed too), with the error they were stopped with.
+    pub stopped: BTreeMap<String, String>,
     /// Tasks waiting for their answer (tokens the simulation handed out).
     pub waiting: Vec<String>,
     /// Every answer, in order, with its token; a token answered twice is there twice.
@@ -46,6 +49,12 @@ impl MemoryOrchestrator {
     /// Its state, locked.
     pub fn lock(&self) -> MutexGuard<'_, OrchestratorState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An execution's name from its ARN (`arn:…:execution:<machine>:<name>`): the name
+    /// is what this orchestrator keys executions by.
+    fn name_of(arn: &str) -> &str {
+        arn.rsplit(':').next().unwrap_or(arn)
     }
 
     fn answer(&self, token: &str, answer: Answer) {
@@ -110,6 +119,58 @@ impl Orchestrator for MemoryOrchestrator {
         Box::pin(async move {
             *self.lock().heartbeats.entry(token.to_string()).or_default() += 1;
             Ok(())
+        })
+    }
+
+    fn describe_execution<'a>(
+        &'a self,
+        arn: &'a str,
+    ) -> OrchestratorCall<'a, Result<Option<ExecutionInfo>, AwsError>> {
+        Box::pin(async move {
+            let state = self.lock();
+            let name = Self::name_of(arn);
+            Ok(state.executions.get(name).map(|(_, input)| {
+                let status = if state.stopped.contains_key(name) {
+                    "ABORTED"
+                } else if state.closed.iter().any(|c| c == name) {
+                    "SUCCEEDED"
+                } else {
+                    "RUNNING"
+                };
+                ExecutionInfo {
+                    status: status.into(),
+                    input: Some(input.clone()),
+                }
+            }))
+        })
+    }
+
+    fn stop_execution<'a>(
+        &'a self,
+        arn: &'a str,
+        error: &'a str,
+        _cause: &'a str,
+    ) -> OrchestratorCall<'a, Result<(), AwsError>> {
+        Box::pin(async move {
+            let mut state = self.lock();
+            let name = Self::name_of(arn).to_string();
+            let open = state.executions.contains_key(&name) && !state.closed.contains(&name);
+            if open {
+                state.closed.push(name.clone());
+                state.stopped.insert(name, error.to_string());
+            }
+            Ok(())
+        })
+    }
+
+    fn redrive_execution<'a>(&'a self, arn: &'a str) -> OrchestratorCall<'a, Result<(), AwsError>> {
+        Box::pin(async move {
+            Err(AwsError {
+                doing: format!("redriving execution {arn}"),
+                answer: "RedriveExecution is not played in memory (a rerun starts a new execution)"
+                    .into(),
+                code: None,
+            })
         })
     }
 }

@@ -1,16 +1,20 @@
-//! Step Functions as the worker sees it: start a chain run's execution, answer a step's
-//! task (success with its output, failure with its reason), keep a running step's task
-//! alive.
+//! Step Functions as schedkit sees it: the worker starts a chain run's execution, answers a
+//! step's task (success with its output, failure with its reason) and keeps a running
+//! step's task alive; an operator's chain commands (`ops::chains`) read an execution, stop
+//! it, start a rerun's and redrive a failed one.
 //!
-//! The worker's chain logic (`batch::chains`) calls only this interface, so it runs the
-//! same over Step Functions ([`SfnOrchestrator`]: what ships, one request per call) and
-//! over an in-memory one (the deterministic simulation, which plays the state machine).
+//! The worker's chain logic (`batch::chains`) and the operator's commands call only this
+//! interface, so they run the same over Step Functions ([`SfnOrchestrator`]: what ships,
+//! one request per call) and over an in-memory one (the deterministic simulation, which
+//! plays the state machine).
 
 mod memory;
 mod sfn;
 
 use std::future::Future;
 use std::pin::Pin;
+
+use crate::aws::AwsError;
 
 pub use memory::{Answer, MemoryOrchestrator, OrchestratorState};
 pub use sfn::SfnOrchestrator;
@@ -61,7 +65,29 @@ pub enum Found {
     Unavailable(String),
 }
 
-/// What the worker asks of Step Functions. A task answer for a token the service no longer
+/// One execution as Step Functions describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecutionInfo {
+    /// Step Functions' own status: `RUNNING`, `SUCCEEDED` (a chain that paused succeeded
+    /// too: it pauses by design), `FAILED`, `TIMED_OUT`, `ABORTED` or `PENDING_REDRIVE`.
+    pub status: String,
+    /// Its input (JSON text), which a rerun's execution starts with again.
+    pub input: Option<String>,
+}
+
+impl ExecutionInfo {
+    /// Whether it is still running.
+    pub fn is_running(&self) -> bool {
+        self.status == "RUNNING"
+    }
+
+    /// Whether it ended by reaching its end (DONE or PAUSED for a chain).
+    pub fn succeeded(&self) -> bool {
+        self.status == "SUCCEEDED"
+    }
+}
+
+/// What schedkit asks of Step Functions. A task answer for a token the service no longer
 /// waits for (the task timed out and its step was sent again) is not an error: the other
 /// message's run answers its own token.
 pub trait Orchestrator: Send + Sync + std::fmt::Debug + 'static {
@@ -91,6 +117,24 @@ pub trait Orchestrator: Send + Sync + std::fmt::Debug + 'static {
 
     /// Keeps the task `token` alive past its heartbeat timeout.
     fn task_heartbeat<'a>(&'a self, token: &'a str) -> OrchestratorCall<'a, Result<(), String>>;
+
+    /// The execution `arn` (`arn:…:execution:<machine>:<name>`); None when there is none.
+    fn describe_execution<'a>(
+        &'a self,
+        arn: &'a str,
+    ) -> OrchestratorCall<'a, Result<Option<ExecutionInfo>, AwsError>>;
+
+    /// Stops the execution `arn` with `error` and `cause`; one that does not exist is left
+    /// as it is (Ok), and so is one that has ended.
+    fn stop_execution<'a>(
+        &'a self,
+        arn: &'a str,
+        error: &'a str,
+        cause: &'a str,
+    ) -> OrchestratorCall<'a, Result<(), AwsError>>;
+
+    /// Restarts the failed execution `arn` from its failed states (RedriveExecution).
+    fn redrive_execution<'a>(&'a self, arn: &'a str) -> OrchestratorCall<'a, Result<(), AwsError>>;
 
     /// The state machine called `name`, and whether its definition sends its steps to
     /// `queue_url`: how a worker started without the template's prefix finds its chains'.

@@ -4,7 +4,8 @@ use aws_sdk_sfn::Client;
 use aws_sdk_sfn::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_sfn::operation::start_execution::StartExecutionError;
 
-use super::{Found, Orchestrator, OrchestratorCall, StartError};
+use super::{ExecutionInfo, Found, Orchestrator, OrchestratorCall, StartError};
+use crate::aws::{AwsError, AwsResultExt};
 
 /// Step Functions through the SDK.
 #[derive(Debug, Clone)]
@@ -121,6 +122,72 @@ impl Orchestrator for SfnOrchestrator {
                 .send()
                 .await;
             settled(sent.map(|_| ()))
+        })
+    }
+
+    fn describe_execution<'a>(
+        &'a self,
+        arn: &'a str,
+    ) -> OrchestratorCall<'a, Result<Option<ExecutionInfo>, AwsError>> {
+        Box::pin(async move {
+            let described = self
+                .sfn
+                .describe_execution()
+                .execution_arn(arn)
+                .send()
+                .await;
+            match described {
+                Ok(out) => Ok(Some(ExecutionInfo {
+                    status: out.status.as_str().to_string(),
+                    input: out.input,
+                })),
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_execution_does_not_exist()) =>
+                {
+                    Ok(None)
+                }
+                Err(e) => Err(AwsError::of(format!("reading execution {arn}"), &e)),
+            }
+        })
+    }
+
+    fn stop_execution<'a>(
+        &'a self,
+        arn: &'a str,
+        error: &'a str,
+        cause: &'a str,
+    ) -> OrchestratorCall<'a, Result<(), AwsError>> {
+        Box::pin(async move {
+            let stopped = self
+                .sfn
+                .stop_execution()
+                .execution_arn(arn)
+                .error(error)
+                .cause(cause)
+                .send()
+                .await;
+            match stopped {
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_execution_does_not_exist()) =>
+                {
+                    Ok(())
+                }
+                other => other.map(drop).aws(format!("stopping execution {arn}")),
+            }
+        })
+    }
+
+    fn redrive_execution<'a>(&'a self, arn: &'a str) -> OrchestratorCall<'a, Result<(), AwsError>> {
+        Box::pin(async move {
+            self.sfn
+                .redrive_execution()
+                .execution_arn(arn)
+                .send()
+                .await
+                .map(drop)
+                .aws(format!("redriving execution {arn}"))
         })
     }
 

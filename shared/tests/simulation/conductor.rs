@@ -71,6 +71,12 @@ impl Conductor {
     /// whose tasks are all answered go on or end. What to send, in order.
     pub fn turn(&mut self) -> Vec<Sends> {
         let mut out = Vec::new();
+        // An execution an operator stopped (`chains cancel`) sends nothing more.
+        {
+            let state = self.orchestrator.lock();
+            self.running
+                .retain(|name, _| !state.stopped.contains_key(name));
+        }
         for (name, machine, input) in self.started_unseen() {
             let input: Value = serde_json::from_str(&input).expect("the worker's input is JSON");
             let chain = machine.trim_start_matches("machine:").to_string();

@@ -105,6 +105,7 @@ fn sent_accounted_for(report: &Report, what: &What, body: &str, broken: &mut Vec
         },
         What::Chain { key } => match records.get(key).map(|r| r.status) {
             Some(Status::Done | Status::Paused) => {}
+            Some(Status::Cancelled) if report.cancelled.contains(key) => {}
             other => broken.push(format!("chain run {key}: not ended, its record {other:?}")),
         },
         What::ForgedEnd { key } if !lettered_as("record-mismatch") => {
@@ -168,11 +169,14 @@ fn effects(report: &Report, broken: &mut Vec<String>) {
         if key.starts_with(".schedkit/") {
             broken.push(format!("{key}: a run recorded in schedkit's own key space"));
         }
-        if r.job == INVOICE && r.status == Status::Done && !landed.contains_key(key) {
+        // A step an operator skipped (`chains skip`) is DONE without its job's effects.
+        let skipped = r.skipped.is_some();
+        if r.job == INVOICE && r.status == Status::Done && !skipped && !landed.contains_key(key) {
             broken.push(format!("{key}: DONE without its effects"));
         }
         let chain = CHAINS.contains(&r.job.as_str());
-        if !chain && r.status == Status::Done && !report.observed.runs.contains_key(key) {
+        if !chain && !skipped && r.status == Status::Done && !report.observed.runs.contains_key(key)
+        {
             broken.push(format!("{key}: DONE, and its job never ran"));
         }
         if !chain && r.status == Status::Paused {
@@ -192,7 +196,8 @@ fn expected(report: &Report, broken: &mut Vec<String>) {
                 "{key}: SKIPPED, though `{}` never skips a run",
                 r.job
             )),
-            Status::Done if r.job == BROKEN => {
+            // A step of `broken` an operator skipped (`chains skip`) is DONE by their word.
+            Status::Done if r.job == BROKEN && r.skipped.is_none() => {
                 broken.push(format!("{key}: DONE, though `{BROKEN}` always fails"));
             }
             Status::Cancelled if !report.cancelled.contains(key) => {
@@ -241,9 +246,21 @@ fn chains(report: &Report, broken: &mut Vec<String>) {
                     ));
                 }
             }
+            // Cancelled by the operator: nothing of it left to run or running.
+            Status::Cancelled => {
+                for (step, s) in &steps {
+                    if matches!(s.status, Status::Registered | Status::Running) {
+                        broken.push(format!(
+                            "chain run {key} CANCELLED, its step {step} still {:?}",
+                            s.status
+                        ));
+                    }
+                }
+            }
             _ => {}
         }
     }
+    broken.extend(report.stuck.iter().cloned());
     for (token, answer) in &report.answers {
         let Answer::Succeeded(_) = answer else {
             continue;

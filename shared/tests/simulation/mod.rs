@@ -7,6 +7,7 @@
 //! `cargo test -p schedkit --test library simulation` runs `SCHEDKIT_SIM_SEEDS` seeds
 //! (default 2,000, what CI runs); `make sim SEEDS=100000` runs more, in release.
 
+mod chain_operator;
 mod conductor;
 mod invariants;
 mod limits;

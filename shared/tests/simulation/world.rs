@@ -24,6 +24,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
+use super::chain_operator::{ChainActs, ChainOperator};
 use super::conductor::Conductor;
 use super::limits;
 use super::pauses::{self, PauseReport};
@@ -546,8 +547,12 @@ pub struct Report {
     pub seen: limits::Seen,
     /// Gates a new run could not take once every run was decided.
     pub kept: Vec<String>,
-    /// The runs the operator cancelled.
+    /// The runs the operator cancelled (chain runs with their steps' keys).
     pub cancelled: BTreeSet<String>,
+    /// The chain commands that completed.
+    pub chain_acts: ChainActs,
+    /// Chain commands that never completed, however often taken again.
+    pub stuck: Vec<String>,
 }
 
 /// A worker: a processor and the poller that feeds it, on its own clock.
@@ -634,12 +639,12 @@ pub async fn run(seed: u64) -> Report {
     });
     let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");
     let orchestrator = MemoryOrchestrator::default();
-    let machines = CHAINS
+    let machines: BTreeMap<String, String> = CHAINS
         .iter()
         .map(|c| (c.to_string(), format!("machine:{c}")))
         .collect();
     let world = World {
-        chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines),
+        chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines.clone()),
         orchestrator,
         // The Scheduler's calls fail as the store's requests do.
         schedules: pauses::schedules(&JOBS).with_faults(faults.clone()),
@@ -673,6 +678,16 @@ pub async fn run(seed: u64) -> Report {
         seed ^ 0xca_9ce1,
     ))));
     let mut cancelled = BTreeSet::new();
+    // The operator's chain commands draw from a draw of their own too.
+    let mut chain_operator = ChainOperator::new(
+        world.store.clone(),
+        world.orchestrator.clone(),
+        &catalog,
+        machines,
+        Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
+            seed ^ 0x000c_4a14,
+        )))),
+    );
     let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
     let mut redriven = BTreeSet::new();
     let mut conductor = Conductor::new(world.orchestrator.clone(), catalog.chains.clone());
@@ -759,8 +774,16 @@ pub async fn run(seed: u64) -> Report {
                 }
             }
         }
-        let drained =
-            pending.is_empty() && world.queue.lock().messages.is_empty() && conductor.idle();
+        // The operator reruns, skips and cancels chain runs (`chains rerun/skip/cancel`),
+        // and takes an action that stopped half-way again, whenever that is.
+        let acting = now < Duration::from_secs(120);
+        chain_operator
+            .turn(&world.store, world.clock.now(), acting, &world.trace)
+            .await;
+        let drained = pending.is_empty()
+            && world.queue.lock().messages.is_empty()
+            && conductor.idle()
+            && chain_operator.idle();
         if drained || now > GIVE_UP {
             break;
         }
@@ -804,7 +827,12 @@ pub async fn run(seed: u64) -> Report {
         },
         seen,
         kept,
-        cancelled,
+        cancelled: cancelled
+            .into_iter()
+            .chain(chain_operator.cancelled)
+            .collect(),
+        chain_acts: chain_operator.acts,
+        stuck: chain_operator.stuck,
     }
 }
 
@@ -862,6 +890,10 @@ pub struct Totals {
     /// Runs the operator cancelled, and letters of runs that waited past their `max_wait`.
     cancelled: u64,
     limit_waits: u64,
+    /// `chains rerun`, `chains skip` and `chains cancel` that completed.
+    chain_reruns: u64,
+    chain_skips: u64,
+    chain_cancels: u64,
     outcomes: BTreeMap<String, u64>,
 }
 
@@ -872,6 +904,9 @@ impl Totals {
         self.redrives += u64::from(r.redrives);
         self.cancelled += r.cancelled.len() as u64;
         self.limit_waits += limits::limit_waits(&r.dead_letters) as u64;
+        self.chain_reruns += u64::from(r.chain_acts.reruns);
+        self.chain_skips += u64::from(r.chain_acts.skips);
+        self.chain_cancels += u64::from(r.chain_acts.cancels);
         for p in r.store.pauses.values() {
             match p.by.as_str() {
                 pauses::OPERATOR => self.operator_paused += 1,
@@ -899,6 +934,10 @@ impl Totals {
         );
         assert!(self.cancelled > 0, "no run was ever cancelled: {self}");
         assert!(
+            self.chain_reruns > 0 && self.chain_skips > 0 && self.chain_cancels > 0,
+            "no chain run was ever rerun, skipped or cancelled by the operator: {self}"
+        );
+        assert!(
             self.limit_waits > 0,
             "no run ever waited past its max_wait: {self}"
         );
@@ -925,13 +964,16 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workers killed, {} dead letters redriven, {} jobs left paused by the worker and {} by the operator, {} runs cancelled, {} limit-wait letters; outcomes {:?}",
+            "{} workers killed, {} dead letters redriven, {} jobs left paused by the worker and {} by the operator, {} runs cancelled, {} limit-wait letters, chain runs rerun {}, skipped {} and cancelled {} by the operator; outcomes {:?}",
             self.kills,
             self.redrives,
             self.auto_paused,
             self.operator_paused,
             self.cancelled,
             self.limit_waits,
+            self.chain_reruns,
+            self.chain_skips,
+            self.chain_cancels,
             self.outcomes
         )
     }

@@ -19,6 +19,7 @@ seeds=${SEEDS:-4000}
 # the simulation must report (an extended regular expression)
 cases=(
   "cancel-of-a-decided-run.patch|main|record rewritten by .cancel."
+  "cancel-chain-of-a-decided-run.patch|main|record rewritten by .cancel_chain."
   "chain-end-for-any-run.patch|main|was not refused"
   "claim-of-another-payload.patch|main|two payloads, neither refused"
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
@@ -28,7 +29,7 @@ cases=(
   "permit-past-the-limit.patch|main|bodies at once"
   "release-by-key-alone.patch|limits|bodies at once"
   "slot-entered-before-the-claim.patch|main|runs at once under its overlap policy"
-  "steps-through-overlap.patch|main|not ended|PAUSED without naming a step that failed"
+  "steps-through-overlap.patch|main|not ended|PAUSED without naming a step that failed|SKIPPED, though .exclusive. never skips"
   "waits-counted-as-receives.patch|main|a dead letter without a reason"
 )
 work=$(mktemp -d)

@@ -1,0 +1,222 @@
+//! The operator's hand on chain runs in the composed world: `chains rerun`, `chains skip`
+//! and `chains cancel`, through schedkit's own [`ChainRuns`] (what the command line and the
+//! web page call), over the world's store and the Step Functions the conductor plays. No
+//! twin of that code: a defect in it, or in the store's conditions it relies on, is the
+//! world's.
+//!
+//! An action that stops half-way (a request refused, or its answer lost) is taken again
+//! until it completes, as its error tells an operator to (`chains rerun KEY` again, `chains
+//! cancel KEY` again). One that never completes is reported: a run an operator cannot get
+//! going again is a defect too.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::{DateTime, Utc};
+use schedkit::catalog::Catalog;
+use schedkit::key::step_key;
+use schedkit::ops::OpsError;
+use schedkit::ops::chains::ChainRuns;
+use schedkit::orchestrator::MemoryOrchestrator;
+use schedkit::store::{MemoryStore, Status};
+use serde_json::json;
+
+use super::world::{CHAINS, Draw, Trace};
+
+/// How often the operator takes an action again before the world counts it as stuck.
+const TRIES: u32 = 60;
+
+/// What is left to do for a run whose action stopped half-way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Again {
+    /// `chains rerun KEY` (a rerun's or a skip's rest).
+    Rerun,
+    /// `chains cancel KEY`.
+    Cancel,
+}
+
+/// The operator of the world's chain runs.
+pub struct ChainOperator {
+    runs: ChainRuns<MemoryStore, MemoryOrchestrator>,
+    draw: Draw,
+    /// The chains' steps, by chain.
+    steps: BTreeMap<String, Vec<String>>,
+    /// Actions begun and not completed: the run, what to do again, and how often it was.
+    unfinished: BTreeMap<String, (Again, u32)>,
+    /// Runs given up on after [`TRIES`], with the last error.
+    pub stuck: Vec<String>,
+    /// Actions that completed: reruns, skips, cancels.
+    pub acts: ChainActs,
+    /// Every chain run the operator set out to cancel, and its steps' keys.
+    pub cancelled: BTreeSet<String>,
+}
+
+/// How many of each action completed.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ChainActs {
+    pub reruns: u32,
+    pub skips: u32,
+    pub cancels: u32,
+}
+
+impl ChainOperator {
+    /// The operator of `catalog`'s chains on the world's `store` and `orchestrator`.
+    pub fn new(
+        store: MemoryStore,
+        orchestrator: MemoryOrchestrator,
+        catalog: &Catalog,
+        machines: BTreeMap<String, String>,
+        draw: Draw,
+    ) -> Self {
+        let steps = catalog
+            .chains
+            .iter()
+            .map(|(name, c)| {
+                let steps = c.stages.iter().flat_map(|s| &s.steps);
+                (name.clone(), steps.map(|s| s.name.clone()).collect())
+            })
+            .collect();
+        ChainOperator {
+            runs: ChainRuns::over(store, orchestrator, "the world's table", catalog, machines),
+            draw,
+            steps,
+            unfinished: BTreeMap::new(),
+            stuck: Vec::new(),
+            acts: ChainActs::default(),
+            cancelled: BTreeSet::new(),
+        }
+    }
+
+    /// Whether every action begun has completed (or was given up on).
+    pub fn idle(&self) -> bool {
+        self.unfinished.is_empty()
+    }
+
+    /// One look: the actions that stopped half-way taken again; then, when `acting`, now
+    /// and then a new one on a chain run drawn from `store`'s records.
+    pub async fn turn(
+        &mut self,
+        store: &MemoryStore,
+        now: DateTime<Utc>,
+        acting: bool,
+        trace: &Trace,
+    ) {
+        for (key, (again, tries)) in std::mem::take(&mut self.unfinished) {
+            let answer = match again {
+                Again::Rerun => self.runs.rerun(&key, false, now).await.map(|r| {
+                    self.acts.reruns += 1;
+                    format!("{r:?}")
+                }),
+                Again::Cancel => self.cancel(&key, now).await,
+            };
+            self.settle(key, again, tries + 1, answer, trace);
+        }
+        if !acting || !self.draw.chance(0.06) {
+            return;
+        }
+        let records = store.snapshot().records;
+        let runs: Vec<(String, Status)> = records
+            .iter()
+            .filter(|(_, r)| CHAINS.contains(&r.job.as_str()))
+            .filter(|(k, _)| !self.unfinished.contains_key(*k))
+            .map(|(k, r)| (k.clone(), r.status))
+            .collect();
+        if runs.is_empty() {
+            return;
+        }
+        let (key, status) = runs[self.draw.below(runs.len())].clone();
+        let chain = records[&key].job.clone();
+        let roll = self.draw.below(10);
+        match status {
+            Status::Paused if roll < 4 => {
+                let answer = self.runs.rerun(&key, false, now).await.map(|r| {
+                    self.acts.reruns += 1;
+                    format!("{r:?}")
+                });
+                self.settle(key, Again::Rerun, 1, answer, trace);
+            }
+            Status::Paused if roll < 8 => {
+                let failed = self.steps[&chain]
+                    .iter()
+                    .find(|s| {
+                        records
+                            .get(&step_key(&key, s))
+                            .is_some_and(|r| r.status == Status::Failed)
+                    })
+                    .cloned();
+                let Some(step) = failed else { return };
+                let output = json!({"skipped": true});
+                let answer = self
+                    .runs
+                    .skip(
+                        &key,
+                        &step,
+                        &output,
+                        "operator",
+                        "the simulation's operator",
+                        now,
+                    )
+                    .await
+                    .map(|s| {
+                        self.acts.skips += 1;
+                        format!("{s:?}")
+                    });
+                self.settle(key, Again::Rerun, 1, answer, trace);
+            }
+            Status::Paused | Status::Running if roll >= 8 => {
+                let answer = self.cancel(&key, now).await;
+                self.settle(key, Again::Cancel, 1, answer, trace);
+            }
+            _ => {}
+        }
+    }
+
+    /// `chains cancel KEY`; every step of the run counts as the operator's to cancel.
+    async fn cancel(&mut self, key: &str, now: DateTime<Utc>) -> Result<String, OpsError> {
+        self.cancelled.insert(key.to_string());
+        for step in self.steps.values().flatten() {
+            self.cancelled.insert(step_key(key, step));
+        }
+        let done = self
+            .runs
+            .cancel(key, "operator", "the simulation's operator", now)
+            .await?;
+        self.acts.cancels += 1;
+        Ok(format!("{done:?}"))
+    }
+
+    /// What an action's answer leaves to do: nothing when it completed or the run had moved
+    /// on (refused, nothing done); the action again when it stopped half-way or a request
+    /// failed.
+    fn settle(
+        &mut self,
+        key: String,
+        again: Again,
+        tries: u32,
+        answer: Result<String, OpsError>,
+        trace: &Trace,
+    ) {
+        let error = match answer {
+            Ok(done) => {
+                trace.say(format!("operator {again:?} {key}: {done}"));
+                return;
+            }
+            Err(e) => e,
+        };
+        trace.say(format!("operator {again:?} {key}: {error}"));
+        let refused_untouched = matches!(error, OpsError::Refused(_));
+        if refused_untouched {
+            return;
+        }
+        if tries >= TRIES {
+            self.stuck.push(format!(
+                "{key}: `chains {}` did not complete after {tries} tries: {error}",
+                match again {
+                    Again::Rerun => "rerun",
+                    Again::Cancel => "cancel",
+                }
+            ));
+            return;
+        }
+        self.unfinished.insert(key, (again, tries));
+    }
+}
