@@ -216,7 +216,14 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
             .store
             .skip_step(&record, &output.to_string(), &note, now)
             .await
-            .map_err(|e| store_error(&format!("recording step {step} skipped"), e))?;
+            .map_err(|e| {
+                store_error(
+                    &format!(
+                        "recording step {step} skipped (it may have been recorded: when `chains show {key}` says the step is DONE, `chains rerun {key}` carries the run on from it)"
+                    ),
+                    e,
+                )
+            })?;
         if !skipped {
             return Err(OpsError::Refused(format!(
                 "step `{step}` of `{key}` changed while it was being skipped; look again with `chains show {key}`"

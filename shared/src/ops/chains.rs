@@ -390,15 +390,7 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
             Some(_) => {}
             // Recorded by a rerun that stopped before it started its execution.
             None if run.attempt > 1 => {
-                // Half-way already (an earlier rerun's doing): a refusal here leaves it so.
-                let halfway = format!(
-                    "run {} of `{key}` was recorded RUNNING by an earlier rerun that did not start its execution",
-                    run.attempt
-                );
-                let steps = self
-                    .reopen(key, chain, now)
-                    .await
-                    .map_err(|e| e.after(halfway))?;
+                let steps = self.reopen(key, chain, now).await?;
                 self.start(key, chain, current)
                     .await
                     .map_err(|e| e.after(format!("steps reopened: {}", steps.join(", "))))?;
@@ -485,6 +477,20 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
     /// Starts the execution `name` of the run `key` with its first run's input (Step
     /// Functions keeps it 90 days); an execution of that name and input is started already.
     async fn start(&self, key: &str, chain: &str, name: &str) -> Result<(), OpsError> {
+        // The run as it is now: a `chains cancel` that came after the rerun recorded it
+        // (the run CANCELLED while its execution had not started, so nothing was stopped)
+        // keeps the execution from starting. What is left is the window of one request,
+        // between this read and the start; a step of a CANCELLED run that such an
+        // execution sends is cancelled unrun by the worker, and its end is refused.
+        match self.read(key).await? {
+            Some(r) if r.status == Status::Running && r.owner.as_deref() == Some(name) => {}
+            other => {
+                let now = other.map_or_else(|| "gone".to_string(), |r| r.status.to_string());
+                return Err(OpsError::Refused(format!(
+                    "`{key}` is {now}, no longer the run execution {name} was to carry on (cancelled while it was being rerun?): the execution was not started"
+                )));
+            }
+        }
         let first = chain_execution_name(key, 1);
         let Some(original) = self.execution(chain, &first).await? else {
             return Err(OpsError::Refused(format!(
@@ -500,11 +506,12 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
         {
             Ok(()) | Err(StartError::AlreadyExists) => Ok(()),
             Err(StartError::Refused(answer) | StartError::Unavailable(answer)) => {
+                // The orchestrator's answer is its text alone: no code is made up from it.
                 Err(OpsError::Aws(AwsError {
                     doing: format!(
                         "starting execution {name} of {machine} (the run is recorded RUNNING; `chains rerun {key}` again starts it)"
                     ),
-                    code: answer.split(':').next().map(str::to_owned),
+                    code: None,
                     answer,
                 }))
             }
@@ -555,6 +562,79 @@ pub(super) fn store_error(doing: &str, e: crate::store::StoreError) -> OpsError 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::orchestrator::MemoryOrchestrator;
+    use crate::store::{ClaimRequest, MemoryStore};
+
+    /// Two operators: one's rerun has recorded run 2 (its execution not yet started) when
+    /// the other's `chains cancel` comes, finds no execution to stop and ends the run
+    /// CANCELLED. The rerun then goes on to start its execution: it must not, or a
+    /// CANCELLED run has a live execution that its cancel said was not running.
+    #[tokio::test]
+    async fn a_reruns_execution_is_not_started_once_its_run_was_cancelled_meanwhile() {
+        let catalog = Catalog::parse(
+            "[jobs.a]\nowner = \"o\"\n[chains.c]\nowner = \"o\"\nstages = [\"a\"]\n",
+            "catalog.toml",
+        )
+        .unwrap();
+        let (store, orchestrator) = (MemoryStore::default(), MemoryOrchestrator::default());
+        let machines = BTreeMap::from([("c".to_string(), "machine:c".to_string())]);
+        let runs = ChainRuns::over(store.clone(), orchestrator.clone(), "t", &catalog, machines);
+        let key = "c#2026-12-01T18:00:00Z";
+        let now: DateTime<Utc> = "2026-12-01T18:00:00Z".parse().unwrap();
+        let first = chain_execution_name(key, 1);
+        store
+            .start_chain(&ClaimRequest {
+                key: key.into(),
+                job: "c".into(),
+                scheduled_for: "2026-12-01T18:00:00Z".into(),
+                payload_hash: "h".into(),
+                input: "{}".into(),
+                message_id: None,
+                owner: first.clone(),
+                now,
+                lease: std::time::Duration::from_secs(60),
+                retention: std::time::Duration::from_secs(3600),
+                redrive: None,
+            })
+            .await
+            .unwrap();
+        orchestrator
+            .start_execution("machine:c", &first, r#"{"chain_key":"x"}"#)
+            .await
+            .unwrap();
+        let paused = ChainEnd::Paused {
+            failed: "step `a` failed".into(),
+            stage: "{}".into(),
+        };
+        store
+            .end_chain(key, "c", &first, &paused, now)
+            .await
+            .unwrap()
+            .unwrap();
+        orchestrator.lock().closed.push(first.clone());
+        // The rerun's first write, then the other operator's cancel.
+        let second = chain_execution_name(key, 2);
+        let read = store.get(key).await.unwrap().unwrap();
+        assert!(
+            store
+                .rerun_chain(&read, &second, now)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        let cancelled = runs.cancel(key, "bo", "not today", now).await.unwrap();
+        assert_eq!(cancelled.stopped, None, "run 2's execution had not started");
+
+        let started = runs.start(key, "c", &second).await;
+        assert!(
+            matches!(&started, Err(OpsError::Refused(m)) if m.contains("CANCELLED")),
+            "{started:?}"
+        );
+        assert!(
+            !orchestrator.lock().executions.contains_key(&second),
+            "a CANCELLED run's execution was started"
+        );
+    }
 
     #[test]
     fn an_execution_arn_is_its_state_machine_arn_with_the_name() {

@@ -34,6 +34,16 @@ enum Again {
     Cancel,
 }
 
+impl Again {
+    /// The command taken again.
+    fn command(self) -> &'static str {
+        match self {
+            Again::Rerun => "rerun",
+            Again::Cancel => "cancel",
+        }
+    }
+}
+
 /// The operator of the world's chain runs.
 pub struct ChainOperator {
     runs: ChainRuns<MemoryStore, MemoryOrchestrator>,
@@ -170,17 +180,30 @@ impl ChainOperator {
         }
     }
 
-    /// `chains cancel KEY`; every step of the run counts as the operator's to cancel.
-    async fn cancel(&mut self, key: &str, now: DateTime<Utc>) -> Result<String, OpsError> {
-        self.cancelled.insert(key.to_string());
-        for step in self.steps.values().flatten() {
-            self.cancelled.insert(step_key(key, step));
+    /// At the world's end: what never completed is stuck.
+    pub fn give_up(&mut self) {
+        for (key, (again, tries)) in std::mem::take(&mut self.unfinished) {
+            self.stuck.push(format!(
+                "{key}: `chains {}` not completed when the world ended ({tries} tries)",
+                again.command()
+            ));
         }
+    }
+
+    /// `chains cancel KEY`; once it completed, the run and every step of its chain count
+    /// as the operator's cancels (a cancel refused, the run decided, counts for nothing).
+    async fn cancel(&mut self, key: &str, now: DateTime<Utc>) -> Result<String, OpsError> {
         let done = self
             .runs
             .cancel(key, "operator", "the simulation's operator", now)
             .await?;
         self.acts.cancels += 1;
+        // A chain run's key is `<chain>#<scheduled time>` in this world.
+        let chain = key.split('#').next().unwrap_or_default();
+        self.cancelled.insert(key.to_string());
+        for step in self.steps.get(chain).into_iter().flatten() {
+            self.cancelled.insert(step_key(key, step));
+        }
         Ok(format!("{done:?}"))
     }
 
@@ -203,17 +226,19 @@ impl ChainOperator {
             Err(e) => e,
         };
         trace.say(format!("operator {again:?} {key}: {error}"));
-        let refused_untouched = matches!(error, OpsError::Refused(_));
-        if refused_untouched {
+        // Refused with nothing done: the run moved on, and that is the end of it, unless
+        // the refusal asks for the command again (a run an earlier rerun left half-way,
+        // whose step changed while it was being reopened), which the operator does.
+        let asks_again = error
+            .to_string()
+            .contains(&format!("`chains {} {key}` again", again.command()));
+        if matches!(error, OpsError::Refused(_)) && !asks_again {
             return;
         }
         if tries >= TRIES {
             self.stuck.push(format!(
                 "{key}: `chains {}` did not complete after {tries} tries: {error}",
-                match again {
-                    Again::Rerun => "rerun",
-                    Again::Cancel => "cancel",
-                }
+                again.command()
             ));
             return;
         }

@@ -788,6 +788,7 @@ pub async fn run(seed: u64) -> Report {
             break;
         }
     }
+    chain_operator.give_up();
     // Messages in hand are done once the queue is empty: every one was deleted.
     for w in &workers {
         w.abort();
