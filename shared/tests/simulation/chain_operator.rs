@@ -112,10 +112,7 @@ impl ChainOperator {
     ) {
         for (key, (again, tries)) in std::mem::take(&mut self.unfinished) {
             let answer = match again {
-                Again::Rerun => self.runs.rerun(&key, false, now).await.map(|r| {
-                    self.acts.reruns += 1;
-                    format!("{r:?}")
-                }),
+                Again::Rerun => self.rerun(&key, now).await,
                 Again::Cancel => self.cancel(&key, now).await,
             };
             self.settle(key, again, tries + 1, answer, trace);
@@ -138,10 +135,7 @@ impl ChainOperator {
         let roll = self.draw.below(10);
         match status {
             Status::Paused if roll < 4 => {
-                let answer = self.runs.rerun(&key, false, now).await.map(|r| {
-                    self.acts.reruns += 1;
-                    format!("{r:?}")
-                });
+                let answer = self.rerun(&key, now).await;
                 self.settle(key, Again::Rerun, 1, answer, trace);
             }
             Status::Paused if roll < 8 => {
@@ -188,6 +182,13 @@ impl ChainOperator {
                 again.command()
             ));
         }
+    }
+
+    /// `chains rerun KEY`, counted once it completed.
+    async fn rerun(&mut self, key: &str, now: DateTime<Utc>) -> Result<String, OpsError> {
+        let rerun = self.runs.rerun(key, false, now).await?;
+        self.acts.reruns += 1;
+        Ok(format!("{rerun:?}"))
     }
 
     /// `chains cancel KEY`; once it completed, the run and every step of its chain count
