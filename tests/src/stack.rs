@@ -511,8 +511,13 @@ impl Stack {
     }
 
     /// A store on this stack's table that reaches DynamoDB through `proxy` (which a test
-    /// cuts, or has hold or lose an answer), with the SDK's retries and timeouts short.
-    pub fn store_through(&self, proxy: &crate::proxy::TcpProxy) -> DynamoStore {
+    /// cuts, or has hold or lose an answer), with the SDK's retries short and each call
+    /// given up after `operation_timeout` (all attempts included).
+    pub fn store_through(
+        &self,
+        proxy: &crate::proxy::TcpProxy,
+        operation_timeout: Duration,
+    ) -> DynamoStore {
         let conf = self
             .ddb
             .config()
@@ -521,7 +526,7 @@ impl Stack {
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
-                    .operation_timeout(Duration::from_secs(3))
+                    .operation_timeout(operation_timeout)
                     .build(),
             )
             .build();

@@ -42,10 +42,17 @@ impl Drop for Told {
     }
 }
 
-/// A processor whose store reaches DynamoDB through `proxy`.
-fn through(stack: &Stack, proxy: &TcpProxy, registry: Registry, id: &str) -> Processor {
+/// A processor whose store reaches DynamoDB through `proxy` and gives a call up after
+/// `timeout`.
+fn through(
+    stack: &Stack,
+    proxy: &TcpProxy,
+    registry: Registry,
+    id: &str,
+    timeout: Duration,
+) -> Processor {
     Processor::new(
-        stack.store_through(proxy),
+        stack.store_through(proxy, timeout),
         stack.sqs.clone(),
         registry,
         stack.config(id),
@@ -198,6 +205,7 @@ async fn stalled_heartbeats_cancel_the_attempt_before_a_worker_whose_clock_runs_
         &proxy,
         job(Some(a_dropped.clone()), None, Some(a_running.clone())),
         "worker-a",
+        Duration::from_secs(3),
     );
     // B's clock runs 100 ms ahead of A's, within the 200 ms bound: it sees A's lease
     // expire 100 ms early.
@@ -278,7 +286,15 @@ async fn a_completion_held_past_the_lease_keeps_its_lease_by_heartbeats_and_the_
             })
             .bind_policies(|_| JobPolicy::default().with_lease(lease))
     };
-    let worker_a = through(&stack, &proxy, registry.clone(), "worker-a");
+    // A call may take the hold and then a loaded LocalStack's answer: the timeout leaves
+    // 5.5 s beyond the hold (a 3 s one timed out in a CI run).
+    let worker_a = through(
+        &stack,
+        &proxy,
+        registry.clone(),
+        "worker-a",
+        Duration::from_secs(8),
+    );
     let worker_b = stack.processor(registry, "worker-b", Metrics::capture().0);
     // The run delivered twice.
     stack.send_envelope(&envelope("export")).await.unwrap();

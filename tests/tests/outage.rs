@@ -15,7 +15,7 @@ use serde_json::json;
 /// A processor whose store talks to DynamoDB through `proxy`, with short timeouts.
 fn through_proxy(stack: &Stack, proxy: &TcpProxy, registry: Registry) -> Processor {
     Processor::new(
-        stack.store_through(proxy),
+        stack.store_through(proxy, Duration::from_secs(3)),
         stack.sqs.clone(),
         registry,
         stack.config("proxied"),
