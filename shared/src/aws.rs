@@ -7,7 +7,11 @@ use std::fmt::Display;
 
 pub use aws_config::SdkConfig;
 use aws_config::{BehaviorVersion, Region};
+use aws_sdk_dynamodb::config::SharedHttpClient;
 use aws_sdk_sqs::error::{ProvideErrorMetadata, SdkError};
+use aws_smithy_http_client::proxy::ProxyConfig;
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_smithy_http_client::{Builder, ConnectorBuilder};
 
 /// The SDK configuration from the environment, profile and instance metadata, in the SDK's
 /// standard order.
@@ -26,10 +30,38 @@ pub struct ConfigOverrides {
     pub endpoint_url: Option<String>,
 }
 
+/// The SDK's configuration loader with schedkit's HTTPS client ([`https_client`]): start
+/// here, not at `aws_config::defaults`, which without the SDK's default client (not
+/// compiled in) loads a configuration that cannot send a request.
+pub fn config_loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(BehaviorVersion::latest()).http_client(https_client())
+}
+
+/// The HTTPS client of every SDK client schedkit makes: the SDK's default client (hyper,
+/// rustls, the connector settings and timeouts of each client's configuration, a proxy
+/// from `HTTPS_PROXY`/`NO_PROXY` as the SDK's current behaviour version has it) with
+/// rustls's *ring* provider in place of aws-lc.
+///
+/// Why by hand: the SDK's `default-https-client` feature has no choice of provider, and
+/// aws-lc's build compiles a C library (34-39 s of CPU a build on the CI machine's two
+/// cores, where every build of the dependency graph paid it); ring builds in a fraction.
+pub fn https_client() -> SharedHttpClient {
+    Builder::new().build_with_connector_fn(|settings, components| {
+        let mut connector =
+            ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::Ring));
+        connector.set_connector_settings(settings.cloned());
+        if let Some(components) = components {
+            connector.set_sleep_impl(components.sleep_impl());
+        }
+        connector.set_proxy_config(Some(ProxyConfig::from_env()));
+        connector.build()
+    })
+}
+
 /// The SDK configuration with the given overrides; everything not overridden is resolved
 /// as [`load_config`] does.
 pub async fn load_config_with(overrides: &ConfigOverrides) -> SdkConfig {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest());
+    let mut loader = config_loader();
     if let Some(p) = &overrides.profile {
         loader = loader.profile_name(p);
     }
@@ -148,5 +180,39 @@ mod tests {
             "reading queue q: dispatch failure: io error: Connection refused"
         );
         assert_eq!(wrapped.code, None);
+    }
+
+    /// LocalStack speaks plain HTTP, so no other test reaches TLS: this one has a client
+    /// from [`config_loader`] call an `https://` endpoint on a local socket and reads what
+    /// it sends, a TLS ClientHello (record type 22, version 3.x, handshake type 1). A
+    /// client without a usable crypto provider fails before it sends anything.
+    #[tokio::test]
+    async fn the_https_client_opens_tls_with_ring() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let first_bytes = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut header = [0u8; 6];
+            socket.read_exact(&mut header).await.unwrap();
+            header
+        });
+        let sdk = config_loader()
+            .endpoint_url(format!("https://127.0.0.1:{port}"))
+            .region(Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_sqs::config::Credentials::new(
+                "test", "test", None, None, "test",
+            ))
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_timeout(std::time::Duration::from_secs(2))
+                    .build(),
+            )
+            .load()
+            .await;
+        let sent = aws_sdk_sqs::Client::new(&sdk).list_queues().send().await;
+        assert!(sent.is_err(), "the socket never answers");
+        let header = first_bytes.await.unwrap();
+        assert_eq!((header[0], header[1], header[5]), (22, 3, 1), "{header:?}");
     }
 }

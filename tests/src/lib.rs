@@ -18,7 +18,7 @@ pub mod roles;
 pub mod schedules;
 pub mod stack;
 
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::{Region, SdkConfig};
 use aws_sdk_sqs::config::Credentials;
 
 pub use counter::RequestCounter;
@@ -38,7 +38,7 @@ pub fn endpoint() -> String {
 pub async fn localstack() -> SdkConfig {
     let endpoint = endpoint();
     assert_localstack_up(&endpoint).await;
-    aws_config::defaults(BehaviorVersion::latest())
+    schedkit::aws::config_loader()
         .endpoint_url(&endpoint)
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new(

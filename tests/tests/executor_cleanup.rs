@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, Region};
+use aws_config::Region;
 use aws_sdk_lambda::config::Credentials;
 use schedkit_testkit::lambda::{FunctionSpec, create_function, invoke};
 use schedkit_testkit::{PrivateLocalStack, unique};
@@ -44,7 +44,7 @@ fn members(pgid: i64) -> Vec<(u32, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn after_localstack_stops_no_executor_process_or_unpacked_code_is_left() {
     let localstack = PrivateLocalStack::start();
-    let sdk = aws_config::defaults(BehaviorVersion::latest())
+    let sdk = schedkit::aws::config_loader()
         .endpoint_url(localstack.endpoint())
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("test", "test", None, None, "test"))
