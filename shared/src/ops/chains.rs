@@ -536,10 +536,9 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
 
     /// `arn:…:execution:<machine>:<name>` from the machine's `arn:…:stateMachine:<machine>`.
     pub(super) fn execution_arn(&self, chain: &str, name: &str) -> Result<String, OpsError> {
-        let machine = self.machine(chain)?;
-        Ok(format!(
-            "{}:{name}",
-            machine.replacen(":stateMachine:", ":execution:", 1)
+        Ok(crate::orchestrator::execution_arn(
+            self.machine(chain)?,
+            name,
         ))
     }
 }

@@ -32,6 +32,16 @@ pub fn state_machine_name_prefix(stage: &str) -> String {
     format!("schedkit-{stage}.")
 }
 
+/// The ARN of the execution `name` of the state machine `machine`:
+/// `arn:…:execution:<machine>:<name>` from `arn:…:stateMachine:<machine>` (how Step
+/// Functions names them; an ARN of another form gets `:<name>` added).
+pub fn execution_arn(machine: &str, name: &str) -> String {
+    format!(
+        "{}:{name}",
+        machine.replacen(":stateMachine:", ":execution:", 1)
+    )
+}
+
 /// An orchestrator call in flight.
 pub(crate) type OrchestratorCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

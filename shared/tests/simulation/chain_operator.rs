@@ -47,6 +47,13 @@ impl Again {
 /// The operator of the world's chain runs.
 pub struct ChainOperator {
     runs: ChainRuns<MemoryStore, MemoryOrchestrator>,
+    /// The world's store and Step Functions, read (never written) to judge a cancel.
+    store: MemoryStore,
+    orchestrator: MemoryOrchestrator,
+    /// What each completed cancel left: the run's executions then, and its steps not DONE.
+    at_cancel: BTreeMap<String, AtCancel>,
+    /// What a completed cancel left running: an execution of its run not stopped.
+    pub left_running: Vec<String>,
     draw: Draw,
     /// The chains' steps, by chain.
     steps: BTreeMap<String, Vec<String>>,
@@ -58,6 +65,15 @@ pub struct ChainOperator {
     pub acts: ChainActs,
     /// Every chain run the operator set out to cancel, and its steps' keys.
     pub cancelled: BTreeSet<String>,
+}
+
+/// A chain run when `chains cancel` completed on it.
+#[derive(Debug, Default)]
+struct AtCancel {
+    /// Every execution of the run started by then.
+    executions: BTreeSet<String>,
+    /// The keys of its steps not DONE then: none of them may be DONE later.
+    undone: BTreeSet<String>,
 }
 
 /// How many of each action completed.
@@ -86,7 +102,17 @@ impl ChainOperator {
             })
             .collect();
         ChainOperator {
-            runs: ChainRuns::over(store, orchestrator, "the world's table", catalog, machines),
+            runs: ChainRuns::over(
+                store.clone(),
+                orchestrator.clone(),
+                "the world's table",
+                catalog,
+                machines,
+            ),
+            store,
+            orchestrator,
+            at_cancel: BTreeMap::new(),
+            left_running: Vec::new(),
             draw,
             steps,
             unfinished: BTreeMap::new(),
@@ -184,6 +210,75 @@ impl ChainOperator {
         }
     }
 
+    /// What cancelled chain runs did after their cancel completed, judged at the world's
+    /// end from Step Functions' executions and the store's records: an execution of the
+    /// run started after (its worker's start raced the cancel) and never stopped, or a step
+    /// that was not DONE then and is DONE now (a job of a cancelled chain ran).
+    pub fn after_cancels(&self) -> Vec<String> {
+        let records = self.store.snapshot().records;
+        let mut broken = Vec::new();
+        for (key, then) in &self.at_cancel {
+            let started = self.executions_of(key);
+            let stopped = self.orchestrator.lock().stopped.clone();
+            for name in started.difference(&then.executions) {
+                if !stopped.contains_key(name) {
+                    broken.push(format!(
+                        "{key}: execution {name} started after `chains cancel` completed, and never stopped"
+                    ));
+                }
+            }
+            for step in &then.undone {
+                if records.get(step).is_some_and(|r| r.status == Status::Done) {
+                    broken.push(format!(
+                        "{step}: DONE, though not DONE when its chain run's cancel completed"
+                    ));
+                }
+            }
+        }
+        broken
+    }
+
+    /// The executions of chain run `key` started so far (their input names it).
+    fn executions_of(&self, key: &str) -> BTreeSet<String> {
+        let state = self.orchestrator.lock();
+        state
+            .executions
+            .iter()
+            .filter(|(_, (_, input))| {
+                serde_json::from_str::<serde_json::Value>(input)
+                    .is_ok_and(|i| i["chain_key"].as_str() == Some(key))
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// Notes the run `key` as a completed cancel left it; an execution of it still open
+    /// (neither ended nor stopped) is a cancel that did not stop it.
+    fn note_cancel(&mut self, key: &str, chain: &str) {
+        let executions = self.executions_of(key);
+        {
+            let state = self.orchestrator.lock();
+            for name in &executions {
+                if !state.closed.contains(name) {
+                    self.left_running.push(format!(
+                        "{key}: execution {name} still running when `chains cancel` completed"
+                    ));
+                }
+            }
+        }
+        let records = self.store.snapshot().records;
+        let undone = self
+            .steps
+            .get(chain)
+            .into_iter()
+            .flatten()
+            .map(|s| step_key(key, s))
+            .filter(|k| records.get(k).is_none_or(|r| r.status != Status::Done))
+            .collect();
+        self.at_cancel
+            .insert(key.to_string(), AtCancel { executions, undone });
+    }
+
     /// `chains rerun KEY`, counted once it completed.
     async fn rerun(&mut self, key: &str, now: DateTime<Utc>) -> Result<String, OpsError> {
         let rerun = self.runs.rerun(key, false, now).await?;
@@ -205,6 +300,7 @@ impl ChainOperator {
         for step in self.steps.get(chain).into_iter().flatten() {
             self.cancelled.insert(step_key(key, step));
         }
+        self.note_cancel(key, chain);
         Ok(format!("{done:?}"))
     }
 

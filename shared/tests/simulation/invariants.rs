@@ -261,6 +261,7 @@ fn chains(report: &Report, broken: &mut Vec<String>) {
         }
     }
     broken.extend(report.stuck.iter().cloned());
+    broken.extend(report.after_cancels.iter().cloned());
     for (token, answer) in &report.answers {
         let Answer::Succeeded(_) = answer else {
             continue;

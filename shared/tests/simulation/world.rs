@@ -553,6 +553,9 @@ pub struct Report {
     pub chain_acts: ChainActs,
     /// Chain commands that never completed, however often taken again.
     pub stuck: Vec<String>,
+    /// What cancelled chain runs did after their cancel completed that they must not: an
+    /// execution left running or started, a step DONE.
+    pub after_cancels: Vec<String>,
 }
 
 /// A worker: a processor and the poller that feeds it, on its own clock.
@@ -789,6 +792,8 @@ pub async fn run(seed: u64) -> Report {
         }
     }
     chain_operator.give_up();
+    let mut after_cancels = std::mem::take(&mut chain_operator.left_running);
+    after_cancels.extend(chain_operator.after_cancels());
     // Messages in hand are done once the queue is empty: every one was deleted.
     for w in &workers {
         w.abort();
@@ -833,6 +838,7 @@ pub async fn run(seed: u64) -> Report {
             .chain(chain_operator.cancelled)
             .collect(),
         chain_acts: chain_operator.acts,
+        after_cancels,
         stuck: chain_operator.stuck,
     }
 }

@@ -437,3 +437,154 @@ stages = ["close-books"]
     assert_eq!(metric_total(&lines, "Cancelled"), 1.0);
     assert!(queue.lock().dead_letters.is_empty());
 }
+
+/// Step Functions in memory, with a `chains cancel` of the run taken by `schedkit`'s own
+/// code just before the worker's `StartExecution` lands: the cancel comes between the
+/// run's record and its execution's start, and finds no execution to stop.
+#[derive(Debug, Clone)]
+struct CancelledBeforeTheStart {
+    inner: schedkit::orchestrator::MemoryOrchestrator,
+    store: MemoryStore,
+    catalog: schedkit::catalog::Catalog,
+    machines: std::collections::BTreeMap<String, String>,
+    cancels: Arc<AtomicU32>,
+}
+
+type Call<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+impl schedkit::orchestrator::Orchestrator for CancelledBeforeTheStart {
+    fn start_execution<'a>(
+        &'a self,
+        machine: &'a str,
+        name: &'a str,
+        input: &'a str,
+    ) -> Call<'a, Result<(), schedkit::orchestrator::StartError>> {
+        Box::pin(async move {
+            if self.cancels.fetch_add(1, Ordering::SeqCst) == 0 {
+                let key: serde_json::Value = serde_json::from_str(input).unwrap();
+                let runs = schedkit::ops::chains::ChainRuns::over(
+                    self.store.clone(),
+                    self.inner.clone(),
+                    "the test's table",
+                    &self.catalog,
+                    self.machines.clone(),
+                );
+                let clock = super::config().clock;
+                let key = key["chain_key"].as_str().unwrap();
+                runs.cancel(key, "ops", "a bad deploy", clock.now())
+                    .await
+                    .unwrap();
+            }
+            self.inner.start_execution(machine, name, input).await
+        })
+    }
+    fn task_success<'a>(&'a self, token: &'a str, output: &'a str) -> Call<'a, Result<(), String>> {
+        self.inner.task_success(token, output)
+    }
+    fn task_failure<'a>(
+        &'a self,
+        token: &'a str,
+        error: &'a str,
+        cause: &'a str,
+    ) -> Call<'a, Result<(), String>> {
+        self.inner.task_failure(token, error, cause)
+    }
+    fn task_heartbeat<'a>(&'a self, token: &'a str) -> Call<'a, Result<(), String>> {
+        self.inner.task_heartbeat(token)
+    }
+    fn describe_execution<'a>(
+        &'a self,
+        arn: &'a str,
+    ) -> Call<'a, Result<Option<schedkit::orchestrator::ExecutionInfo>, schedkit::aws::AwsError>>
+    {
+        self.inner.describe_execution(arn)
+    }
+    fn stop_execution<'a>(
+        &'a self,
+        arn: &'a str,
+        error: &'a str,
+        cause: &'a str,
+    ) -> Call<'a, Result<(), schedkit::aws::AwsError>> {
+        self.inner.stop_execution(arn, error, cause)
+    }
+    fn redrive_execution<'a>(
+        &'a self,
+        arn: &'a str,
+    ) -> Call<'a, Result<(), schedkit::aws::AwsError>> {
+        self.inner.redrive_execution(arn)
+    }
+}
+
+/// A `chains cancel` that lands between the worker's record of the run and its start of
+/// the execution finds no execution to stop; the worker, reading the run again once the
+/// execution started, stops it. The trigger delivered again after (its message lost)
+/// starts nothing and stops it again, harmlessly.
+#[tokio::test(start_paused = true)]
+async fn an_execution_started_after_its_run_was_cancelled_is_stopped_by_the_worker() {
+    use schedkit::batch::Chains;
+    use schedkit::catalog::Catalog;
+    use schedkit::orchestrator::MemoryOrchestrator;
+    use schedkit::{Processor, ProcessorConfig};
+
+    const CHAINS: &str = r#"
+[jobs.close-books]
+owner = "finance"
+[chains.month-end]
+owner = "finance"
+stages = ["close-books"]
+"#;
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let catalog = Catalog::parse(CHAINS, "chains.toml").unwrap();
+    let machines: std::collections::BTreeMap<String, String> = [(
+        "month-end".to_string(),
+        "arn:aws:states:us-east-1:000000000000:stateMachine:schedkit-test.month-end".to_string(),
+    )]
+    .into();
+    let inner = MemoryOrchestrator::default();
+    let orchestrator = CancelledBeforeTheStart {
+        inner: inner.clone(),
+        store: store.clone(),
+        catalog: catalog.clone(),
+        machines: machines.clone(),
+        cancels: Arc::new(AtomicU32::new(0)),
+    };
+    let chains = Chains::with_orchestrator(orchestrator, &catalog, machines);
+    let config = ProcessorConfig {
+        chains: Some(chains),
+        ..super::config()
+    };
+    let registry = Jobs::new()
+        .add("close-books", |_: Ctx| async {
+            Ok::<_, JobError>(json!(null))
+        })
+        .bind_policies(|_| JobPolicy::default());
+    let worker = Processor::with_queue(
+        store.clone(),
+        queue.clone(),
+        registry,
+        config,
+        Metrics::capture().0,
+    );
+    let trigger = json!({"job": "month-end", "scheduled_for": "2026-11-30T06:00:00Z"});
+    queue.send_body(&trigger.to_string());
+    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    let run = "month-end#2026-11-30T06:00:00Z";
+    assert_eq!(store.snapshot().records[run].status, Status::Cancelled);
+    let live = |o: &MemoryOrchestrator| {
+        let state = o.lock();
+        state
+            .executions
+            .keys()
+            .filter(|n| !state.closed.contains(n))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(live(&inner), Vec::<String>::new(), "{:?}", inner.lock());
+    assert_eq!(inner.lock().stopped.len(), 1, "{:?}", inner.lock());
+    // The same trigger again: nothing started, nothing left running.
+    queue.send_body(&trigger.to_string());
+    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    assert_eq!(live(&inner), Vec::<String>::new());
+    assert_eq!(inner.lock().executions.len(), 1);
+    assert!(queue.lock().dead_letters.is_empty());
+}

@@ -173,6 +173,15 @@ impl Chains {
                     key,
                 };
             }
+            // Cancelled: its execution stopped, in case this trigger's first delivery
+            // started it after the cancel looked (below) and its answer was lost.
+            if r.status == Status::Cancelled {
+                let owner = r.owner.as_deref().unwrap_or(&req.owner);
+                return match self.stop_cancelled(machine, owner).await {
+                    Ok(()) => RunMessage::AlreadyStarted { key },
+                    Err(error) => RunMessage::Unavailable { key, error },
+                };
+            }
             // Ended, or paused (a rerun starts it again, not a trigger).
             if r.status != Status::Running {
                 return RunMessage::AlreadyStarted { key };
@@ -186,8 +195,49 @@ impl Chains {
             return RunMessage::AlreadyStarted { key };
         }
         let first = existing.is_none();
-        self.start_execution(machine, envelope, key, &req.owner, first)
+        let started = self
+            .start_execution(machine, envelope, key.clone(), &req.owner, first)
+            .await;
+        self.unless_cancelled(store, machine, &envelope.job, &req.owner, started)
             .await
+    }
+
+    /// `started`, once the run is read again after its execution's start. A `chains
+    /// cancel` between the run's record and the start found no execution to stop: it
+    /// records CANCELLED before it looks for the execution, and this reads the run after
+    /// the start, so one of the two sees the other and the execution is stopped.
+    async fn unless_cancelled(
+        &self,
+        store: &dyn ExecutionStore,
+        machine: &str,
+        chain: &str,
+        execution: &str,
+        started: RunMessage,
+    ) -> RunMessage {
+        let key = match &started {
+            RunMessage::Started { key } | RunMessage::AlreadyStarted { key } => key.clone(),
+            _ => return started,
+        };
+        match store.get(&key).await {
+            Ok(Some(r)) if r.status == Status::Cancelled && r.job == chain => {
+                match self.stop_cancelled(machine, execution).await {
+                    Ok(()) => started,
+                    Err(error) => RunMessage::Unavailable { key, error },
+                }
+            }
+            Ok(_) => started,
+            Err(e) => store_failed(&key, e),
+        }
+    }
+
+    /// Stops the execution `name` of a cancelled run (one that does not exist, or has
+    /// ended, is left as it is).
+    async fn stop_cancelled(&self, machine: &str, name: &str) -> Result<(), String> {
+        let arn = crate::orchestrator::execution_arn(machine, name);
+        self.orchestrator
+            .stop_execution(&arn, "schedkit.cancelled", "its chain run was cancelled")
+            .await
+            .map_err(|e| format!("stopping the execution of a cancelled chain run: {e}"))
     }
 
     /// Starts the run's Step Functions execution named `name` (the same name twice starts

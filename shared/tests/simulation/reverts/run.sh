@@ -20,6 +20,7 @@ seeds=${SEEDS:-4000}
 cases=(
   "cancel-of-a-decided-run.patch|main|record rewritten by .cancel."
   "cancel-chain-of-a-decided-run.patch|main|record rewritten by .cancel_chain."
+  "cancel-leaves-its-execution-running.patch|main|still running when .chains cancel. completed"
   "chain-end-for-any-run.patch|main|was not refused"
   "claim-of-another-payload.patch|main|two payloads, neither refused"
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
