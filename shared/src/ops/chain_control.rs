@@ -29,7 +29,7 @@ use crate::store::{
 pub struct ChainCancelled {
     /// The run's status before (RUNNING or PAUSED).
     pub was: Status,
-    /// The execution stopped (None: the run was not running).
+    /// The execution a stop was sent to (None: Step Functions said it had ended).
     pub stopped: Option<String>,
     /// The steps whose runs were cancelled.
     pub steps: Vec<String>,
@@ -100,15 +100,11 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
             )
         };
         if let Some(execution) = before.owner.as_deref() {
-            let running = self
-                .execution(&chain, execution)
+            let stopped = self
+                .stop(&chain, execution, reason)
                 .await
-                .map_err(|e| e.after(so_far(&done)))?
-                .is_some_and(|e| e.is_running());
-            if running {
-                self.stop(&chain, execution, reason)
-                    .await
-                    .map_err(|e| e.after(so_far(&done)))?;
+                .map_err(|e| e.after(so_far(&done)))?;
+            if stopped {
                 done.stopped = Some(execution.to_string());
             }
         }
@@ -152,14 +148,18 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
         Ok(())
     }
 
-    /// Stops the execution `name` of `chain`; one that has ended already is left.
-    async fn stop(&self, chain: &str, name: &str, reason: &str) -> Result<(), OpsError> {
+    /// Stops the execution `name` of `chain` unless it ended already; whether a stop was
+    /// sent ([`crate::orchestrator::stop_unless_ended`]).
+    async fn stop(&self, chain: &str, name: &str, reason: &str) -> Result<bool, OpsError> {
         let arn = self.execution_arn(chain, name)?;
         let cause: String = reason.chars().take(32_000).collect();
-        Ok(self
-            .orchestrator
-            .stop_execution(&arn, "schedkit.cancelled", &cause)
-            .await?)
+        Ok(crate::orchestrator::stop_unless_ended(
+            &self.orchestrator,
+            &arn,
+            "schedkit.cancelled",
+            &cause,
+        )
+        .await?)
     }
 
     /// Skips the failed step `step` of the PAUSED run `key` as if it had returned `output`

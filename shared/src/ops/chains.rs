@@ -479,9 +479,8 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
     async fn start(&self, key: &str, chain: &str, name: &str) -> Result<(), OpsError> {
         // The run as it is now: a `chains cancel` that came after the rerun recorded it
         // (the run CANCELLED while its execution had not started, so nothing was stopped)
-        // keeps the execution from starting. What is left is the window of one request,
-        // between this read and the start; a step of a CANCELLED run that such an
-        // execution sends is cancelled unrun by the worker, and its end is refused.
+        // keeps the execution from starting. One that comes between this read and the
+        // start is seen by the read after the start, which stops the execution.
         match self.read(key).await? {
             Some(r) if r.status == Status::Running && r.owner.as_deref() == Some(name) => {}
             other => {
@@ -504,7 +503,9 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
             .start_execution(machine, name, input)
             .await
         {
-            Ok(()) | Err(StartError::AlreadyExists) => Ok(()),
+            Ok(()) | Err(StartError::AlreadyExists) => {
+                self.unless_cancelled(key, chain, name).await
+            }
             Err(StartError::Refused(answer) | StartError::Unavailable(answer)) => {
                 // The orchestrator's answer is its text alone: no code is made up from it.
                 Err(OpsError::Aws(AwsError {
@@ -515,6 +516,29 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                     answer,
                 }))
             }
+        }
+    }
+
+    /// After the start of the execution `name` of run `key`: a `chains cancel` that came
+    /// between the read before the start and the start found nothing to stop; the run read
+    /// again now sees it (it recorded CANCELLED before it looked), and the execution is
+    /// stopped.
+    async fn unless_cancelled(&self, key: &str, chain: &str, name: &str) -> Result<(), OpsError> {
+        match self.read(key).await? {
+            Some(r) if r.status == Status::Cancelled => {
+                let arn = self.execution_arn(chain, name)?;
+                crate::orchestrator::stop_unless_ended(
+                    &self.orchestrator,
+                    &arn,
+                    "schedkit.cancelled",
+                    "its chain run was cancelled while it was being rerun",
+                )
+                .await?;
+                Err(OpsError::Refused(format!(
+                    "`{key}` was cancelled while it was being rerun: its execution {name} was stopped"
+                )))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -621,8 +645,10 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+        // Run 2's execution had not started: the stop sent to it (Step Functions may not
+        // describe one started a moment ago) finds none.
         let cancelled = runs.cancel(key, "bo", "not today", now).await.unwrap();
-        assert_eq!(cancelled.stopped, None, "run 2's execution had not started");
+        assert_eq!(cancelled.stopped.as_deref(), Some(second.as_str()));
 
         let started = runs.start(key, "c", &second).await;
         assert!(

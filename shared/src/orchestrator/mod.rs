@@ -42,6 +42,29 @@ pub fn execution_arn(machine: &str, name: &str) -> String {
     )
 }
 
+/// Stops the execution `arn` unless Step Functions describes it as ended; returns whether
+/// a stop was sent. Why not "stop if described running": DescribeExecution is eventually
+/// consistent, so an execution started a moment ago may be described as missing, and a
+/// cancel that believed it would leave it running. Stopping one that does not exist is no
+/// error; one described as ended is left alone (a trigger of a cancelled run delivered
+/// again, long after, sends no stop).
+pub async fn stop_unless_ended<O: Orchestrator + ?Sized>(
+    orchestrator: &O,
+    arn: &str,
+    error: &str,
+    cause: &str,
+) -> Result<bool, AwsError> {
+    let ended = orchestrator
+        .describe_execution(arn)
+        .await?
+        .is_some_and(|e| !e.is_running());
+    if ended {
+        return Ok(false);
+    }
+    orchestrator.stop_execution(arn, error, cause).await?;
+    Ok(true)
+}
+
 /// An orchestrator call in flight.
 pub(crate) type OrchestratorCall<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -438,21 +438,71 @@ stages = ["close-books"]
     assert!(queue.lock().dead_letters.is_empty());
 }
 
-/// Step Functions in memory, with a `chains cancel` of the run taken by `schedkit`'s own
-/// code just before the worker's `StartExecution` lands: the cancel comes between the
-/// run's record and its execution's start, and finds no execution to stop.
+/// Step Functions in memory, interfered with: a `chains cancel` of the run taken by
+/// schedkit's own code just before the first `StartExecution` lands (the cancel comes
+/// between the run's record and its execution's start, and finds no execution to stop),
+/// when `cancel_at_start`; and, when `describe_lags`, DescribeExecution answering as
+/// Step Functions may just after a start (eventually consistent): no such execution.
 #[derive(Debug, Clone)]
-struct CancelledBeforeTheStart {
+struct Interfering {
     inner: schedkit::orchestrator::MemoryOrchestrator,
     store: MemoryStore,
     catalog: schedkit::catalog::Catalog,
     machines: std::collections::BTreeMap<String, String>,
-    cancels: Arc<AtomicU32>,
+    cancel_at_start: Arc<std::sync::atomic::AtomicBool>,
+    describe_lags: bool,
+}
+
+impl Interfering {
+    fn new(store: &MemoryStore, cancel_at_start: bool, describe_lags: bool) -> Self {
+        const CHAINS: &str = r#"
+[jobs.close-books]
+owner = "finance"
+[chains.month-end]
+owner = "finance"
+stages = ["close-books"]
+"#;
+        Interfering {
+            inner: schedkit::orchestrator::MemoryOrchestrator::default(),
+            store: store.clone(),
+            catalog: schedkit::catalog::Catalog::parse(CHAINS, "chains.toml").unwrap(),
+            machines: [(
+                "month-end".to_string(),
+                "arn:aws:states:us-east-1:000000000000:stateMachine:schedkit-test.month-end"
+                    .to_string(),
+            )]
+            .into(),
+            cancel_at_start: Arc::new(cancel_at_start.into()),
+            describe_lags,
+        }
+    }
+
+    /// The operator's chain commands over this Step Functions.
+    fn runs(&self) -> schedkit::ops::chains::ChainRuns<MemoryStore, Self> {
+        schedkit::ops::chains::ChainRuns::over(
+            self.store.clone(),
+            self.clone(),
+            "the test's table",
+            &self.catalog,
+            self.machines.clone(),
+        )
+    }
+
+    /// The executions neither ended nor stopped.
+    fn live(&self) -> Vec<String> {
+        let state = self.inner.lock();
+        state
+            .executions
+            .keys()
+            .filter(|n| !state.closed.contains(n))
+            .cloned()
+            .collect()
+    }
 }
 
 type Call<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-impl schedkit::orchestrator::Orchestrator for CancelledBeforeTheStart {
+impl schedkit::orchestrator::Orchestrator for Interfering {
     fn start_execution<'a>(
         &'a self,
         machine: &'a str,
@@ -460,7 +510,7 @@ impl schedkit::orchestrator::Orchestrator for CancelledBeforeTheStart {
         input: &'a str,
     ) -> Call<'a, Result<(), schedkit::orchestrator::StartError>> {
         Box::pin(async move {
-            if self.cancels.fetch_add(1, Ordering::SeqCst) == 0 {
+            if self.cancel_at_start.swap(false, Ordering::SeqCst) {
                 let key: serde_json::Value = serde_json::from_str(input).unwrap();
                 let runs = schedkit::ops::chains::ChainRuns::over(
                     self.store.clone(),
@@ -497,6 +547,9 @@ impl schedkit::orchestrator::Orchestrator for CancelledBeforeTheStart {
         arn: &'a str,
     ) -> Call<'a, Result<Option<schedkit::orchestrator::ExecutionInfo>, schedkit::aws::AwsError>>
     {
+        if self.describe_lags {
+            return Box::pin(std::future::ready(Ok(None)));
+        }
         self.inner.describe_execution(arn)
     }
     fn stop_execution<'a>(
@@ -515,41 +568,14 @@ impl schedkit::orchestrator::Orchestrator for CancelledBeforeTheStart {
     }
 }
 
-/// A `chains cancel` that lands between the worker's record of the run and its start of
-/// the execution finds no execution to stop; the worker, reading the run again once the
-/// execution started, stops it. The trigger delivered again after (its message lost)
-/// starts nothing and stops it again, harmlessly.
-#[tokio::test(start_paused = true)]
-async fn an_execution_started_after_its_run_was_cancelled_is_stopped_by_the_worker() {
-    use schedkit::batch::Chains;
-    use schedkit::catalog::Catalog;
-    use schedkit::orchestrator::MemoryOrchestrator;
-    use schedkit::{Processor, ProcessorConfig};
-
-    const CHAINS: &str = r#"
-[jobs.close-books]
-owner = "finance"
-[chains.month-end]
-owner = "finance"
-stages = ["close-books"]
-"#;
-    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
-    let catalog = Catalog::parse(CHAINS, "chains.toml").unwrap();
-    let machines: std::collections::BTreeMap<String, String> = [(
-        "month-end".to_string(),
-        "arn:aws:states:us-east-1:000000000000:stateMachine:schedkit-test.month-end".to_string(),
-    )]
-    .into();
-    let inner = MemoryOrchestrator::default();
-    let orchestrator = CancelledBeforeTheStart {
-        inner: inner.clone(),
-        store: store.clone(),
-        catalog: catalog.clone(),
-        machines: machines.clone(),
-        cancels: Arc::new(AtomicU32::new(0)),
-    };
-    let chains = Chains::with_orchestrator(orchestrator, &catalog, machines);
-    let config = ProcessorConfig {
+/// A worker over `orchestrator`, with the month-end chain, on `store` and `queue`.
+fn chain_worker(store: &MemoryStore, queue: &MemoryQueue, orchestrator: &Interfering) -> Processor {
+    let chains = schedkit::batch::Chains::with_orchestrator(
+        orchestrator.clone(),
+        &orchestrator.catalog,
+        orchestrator.machines.clone(),
+    );
+    let config = schedkit::ProcessorConfig {
         chains: Some(chains),
         ..super::config()
     };
@@ -558,33 +584,125 @@ stages = ["close-books"]
             Ok::<_, JobError>(json!(null))
         })
         .bind_policies(|_| JobPolicy::default());
-    let worker = Processor::with_queue(
+    Processor::with_queue(
         store.clone(),
         queue.clone(),
         registry,
         config,
         Metrics::capture().0,
+    )
+}
+
+/// The month-end trigger's body, and its run's key.
+const TRIGGER: &str = r#"{"job": "month-end", "scheduled_for": "2026-11-30T06:00:00Z"}"#;
+const RUN: &str = "month-end#2026-11-30T06:00:00Z";
+
+/// A `chains cancel` that lands between the worker's record of the run and its start of
+/// the execution finds no execution to stop; the worker, reading the run again once the
+/// execution started, stops it. The trigger delivered again after (its message lost)
+/// starts nothing and leaves nothing running.
+#[tokio::test(start_paused = true)]
+async fn an_execution_started_after_its_run_was_cancelled_is_stopped_by_the_worker() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let orchestrator = Interfering::new(&store, true, false);
+    let worker = chain_worker(&store, &queue, &orchestrator);
+    queue.send_body(TRIGGER);
+    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    assert_eq!(store.snapshot().records[RUN].status, Status::Cancelled);
+    assert_eq!(
+        orchestrator.live(),
+        Vec::<String>::new(),
+        "{:?}",
+        orchestrator.inner.lock()
     );
-    let trigger = json!({"job": "month-end", "scheduled_for": "2026-11-30T06:00:00Z"});
-    queue.send_body(&trigger.to_string());
-    super::drain(&worker, &queue, Duration::from_secs(3)).await;
-    let run = "month-end#2026-11-30T06:00:00Z";
-    assert_eq!(store.snapshot().records[run].status, Status::Cancelled);
-    let live = |o: &MemoryOrchestrator| {
-        let state = o.lock();
-        state
-            .executions
-            .keys()
-            .filter(|n| !state.closed.contains(n))
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(live(&inner), Vec::<String>::new(), "{:?}", inner.lock());
-    assert_eq!(inner.lock().stopped.len(), 1, "{:?}", inner.lock());
+    assert_eq!(orchestrator.inner.lock().stopped.len(), 1);
     // The same trigger again: nothing started, nothing left running.
-    queue.send_body(&trigger.to_string());
+    queue.send_body(TRIGGER);
     super::drain(&worker, &queue, Duration::from_secs(3)).await;
-    assert_eq!(live(&inner), Vec::<String>::new());
-    assert_eq!(inner.lock().executions.len(), 1);
+    assert_eq!(orchestrator.live(), Vec::<String>::new());
+    assert_eq!(orchestrator.inner.lock().executions.len(), 1);
     assert!(queue.lock().dead_letters.is_empty());
+}
+
+/// DescribeExecution is eventually consistent: just after the worker started the run's
+/// execution, it may say there is none. `chains cancel` stops it all the same (a cancel
+/// that believed the answer left it running).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_stops_an_execution_step_functions_does_not_describe_yet() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let orchestrator = Interfering::new(&store, false, true);
+    let worker = chain_worker(&store, &queue, &orchestrator);
+    queue.send_body(TRIGGER);
+    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    assert_eq!(orchestrator.live().len(), 1, "the run's execution started");
+    let clock = super::config().clock;
+    let cancelled = orchestrator
+        .runs()
+        .cancel(RUN, "ops", "a bad deploy", clock.now())
+        .await
+        .unwrap();
+    assert_eq!(orchestrator.live(), Vec::<String>::new(), "{cancelled:?}");
+    assert!(cancelled.stopped.is_some(), "{cancelled:?}");
+}
+
+/// An operator's `chains rerun` reads the run, then starts the rerun's execution; a
+/// second operator's `chains cancel` between the two finds nothing to stop. The rerun,
+/// reading the run again after the start, stops its own execution and says why (what it
+/// did before, and that the cancel came).
+#[tokio::test(start_paused = true)]
+async fn a_reruns_execution_started_after_a_cancel_came_meanwhile_is_stopped() {
+    use schedkit::orchestrator::Orchestrator;
+    use schedkit::store::{ChainEnd, ClaimRequest};
+
+    let store = MemoryStore::default();
+    let orchestrator = Interfering::new(&store, false, false);
+    let machine = orchestrator.machines["month-end"].clone();
+    let clock = super::config().clock;
+    let first = schedkit::key::chain_execution_name(RUN, 1);
+    store
+        .start_chain(&ClaimRequest {
+            key: RUN.into(),
+            job: "month-end".into(),
+            scheduled_for: "2026-11-30T06:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: first.clone(),
+            now: clock.now(),
+            lease: Duration::ZERO,
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        })
+        .await
+        .unwrap();
+    let input = json!({"chain_key": RUN}).to_string();
+    orchestrator
+        .inner
+        .start_execution(&machine, &first, &input)
+        .await
+        .unwrap();
+    let paused = ChainEnd::Paused {
+        failed: "step `close-books` failed".into(),
+        stage: "{}".into(),
+    };
+    store
+        .end_chain(RUN, "month-end", &first, &paused, clock.now())
+        .await
+        .unwrap()
+        .unwrap();
+    orchestrator.inner.lock().closed.push(first);
+    // The other operator's cancel lands just before the rerun's start.
+    orchestrator.cancel_at_start.store(true, Ordering::SeqCst);
+    let rerun = orchestrator.runs().rerun(RUN, false, clock.now()).await;
+    assert!(
+        matches!(&rerun, Err(e) if e.to_string().contains("cancelled while it was being rerun: its execution")),
+        "{rerun:?}"
+    );
+    assert_eq!(store.snapshot().records[RUN].status, Status::Cancelled);
+    assert_eq!(
+        orchestrator.live(),
+        Vec::<String>::new(),
+        "{:?}",
+        orchestrator.inner.lock()
+    );
 }

@@ -230,14 +230,19 @@ impl Chains {
         }
     }
 
-    /// Stops the execution `name` of a cancelled run (one that does not exist, or has
-    /// ended, is left as it is).
+    /// Stops the execution `name` of a cancelled run unless it ended already
+    /// ([`crate::orchestrator::stop_unless_ended`]).
     async fn stop_cancelled(&self, machine: &str, name: &str) -> Result<(), String> {
         let arn = crate::orchestrator::execution_arn(machine, name);
-        self.orchestrator
-            .stop_execution(&arn, "schedkit.cancelled", "its chain run was cancelled")
-            .await
-            .map_err(|e| format!("stopping the execution of a cancelled chain run: {e}"))
+        crate::orchestrator::stop_unless_ended(
+            self.orchestrator.as_ref(),
+            &arn,
+            "schedkit.cancelled",
+            "its chain run was cancelled",
+        )
+        .await
+        .map(drop)
+        .map_err(|e| format!("stopping the execution of a cancelled chain run: {e}"))
     }
 
     /// Starts the run's Step Functions execution named `name` (the same name twice starts
