@@ -358,6 +358,15 @@ async fn a_cancelled_holder_keeps_its_slot_until_its_attempt_can_have_stopped() 
     assert_eq!(records["holder"].status, Status::Cancelled);
 }
 
+/// The month-end chain: one stage, one step.
+const CHAINS: &str = r#"
+[jobs.close-books]
+owner = "finance"
+[chains.month-end]
+owner = "finance"
+stages = ["close-books"]
+"#;
+
 /// A step message sent before its chain's execution was stopped (the chain cancelled)
 /// reads its run's record before it runs, and is cancelled unrun: its task answered as
 /// failed, its own record CANCELLED, its job never run.
@@ -371,13 +380,6 @@ async fn a_step_of_a_cancelled_chain_run_is_cancelled_unrun() {
     use schedkit::store::ClaimRequest;
     use schedkit::{Processor, ProcessorConfig};
 
-    const CHAINS: &str = r#"
-[jobs.close-books]
-owner = "finance"
-[chains.month-end]
-owner = "finance"
-stages = ["close-books"]
-"#;
     let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
     let ran = Arc::new(AtomicU32::new(0));
     let counted = ran.clone();
@@ -455,13 +457,6 @@ struct Interfering {
 
 impl Interfering {
     fn new(store: &MemoryStore, cancel_at_start: bool, describe_lags: bool) -> Self {
-        const CHAINS: &str = r#"
-[jobs.close-books]
-owner = "finance"
-[chains.month-end]
-owner = "finance"
-stages = ["close-books"]
-"#;
         Interfering {
             inner: schedkit::orchestrator::MemoryOrchestrator::default(),
             store: store.clone(),
