@@ -109,10 +109,15 @@ fn worker_policy(r: &mut String) {
     writeln!(r, "            Action: states:StartExecution").unwrap();
     writeln!(r, "            Resource: {}", STATE_MACHINES).unwrap();
     // An execution the worker started after its run was cancelled (the cancel looked
-    // before the start) is stopped by the worker.
+    // before the start) is stopped by the worker, unless described as ended
+    // (`orchestrator::stop_unless_ended`).
     writeln!(r, "          - Sid: StopCancelledChains").unwrap();
     writeln!(r, "            Effect: Allow").unwrap();
-    writeln!(r, "            Action: states:StopExecution").unwrap();
+    writeln!(
+        r,
+        "            Action: [states:DescribeExecution, states:StopExecution]"
+    )
+    .unwrap();
     writeln!(r, "            Resource: {}", EXECUTIONS).unwrap();
     writeln!(r, "          - Sid: AnswerSteps").unwrap();
     writeln!(r, "            Effect: Allow").unwrap();
