@@ -217,9 +217,9 @@ impl ChainOperator {
     pub fn after_cancels(&self) -> Vec<String> {
         let records = self.store.snapshot().records;
         let mut broken = Vec::new();
+        let stopped = self.orchestrator.lock().stopped.clone();
         for (key, then) in &self.at_cancel {
             let started = self.executions_of(key);
-            let stopped = self.orchestrator.lock().stopped.clone();
             for name in started.difference(&then.executions) {
                 if !stopped.contains_key(name) {
                     broken.push(format!(

@@ -592,17 +592,27 @@ fn chain_worker(store: &MemoryStore, queue: &MemoryQueue, orchestrator: &Interfe
 const TRIGGER: &str = r#"{"job": "month-end", "scheduled_for": "2026-11-30T06:00:00Z"}"#;
 const RUN: &str = "month-end#2026-11-30T06:00:00Z";
 
+/// A worker over an [`Interfering`] Step Functions that took the month-end trigger, and
+/// what it ran over.
+async fn triggered(
+    cancel_at_start: bool,
+    describe_lags: bool,
+) -> (MemoryStore, MemoryQueue, Interfering, Processor) {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let orchestrator = Interfering::new(&store, cancel_at_start, describe_lags);
+    let worker = chain_worker(&store, &queue, &orchestrator);
+    queue.send_body(TRIGGER);
+    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    (store, queue, orchestrator, worker)
+}
+
 /// A `chains cancel` that lands between the worker's record of the run and its start of
 /// the execution finds no execution to stop; the worker, reading the run again once the
 /// execution started, stops it. The trigger delivered again after (its message lost)
 /// starts nothing and leaves nothing running.
 #[tokio::test(start_paused = true)]
 async fn an_execution_started_after_its_run_was_cancelled_is_stopped_by_the_worker() {
-    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
-    let orchestrator = Interfering::new(&store, true, false);
-    let worker = chain_worker(&store, &queue, &orchestrator);
-    queue.send_body(TRIGGER);
-    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    let (store, queue, orchestrator, worker) = triggered(true, false).await;
     assert_eq!(store.snapshot().records[RUN].status, Status::Cancelled);
     assert_eq!(
         orchestrator.live(),
@@ -624,11 +634,7 @@ async fn an_execution_started_after_its_run_was_cancelled_is_stopped_by_the_work
 /// that believed the answer left it running).
 #[tokio::test(start_paused = true)]
 async fn a_cancel_stops_an_execution_step_functions_does_not_describe_yet() {
-    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
-    let orchestrator = Interfering::new(&store, false, true);
-    let worker = chain_worker(&store, &queue, &orchestrator);
-    queue.send_body(TRIGGER);
-    super::drain(&worker, &queue, Duration::from_secs(3)).await;
+    let (_, _, orchestrator, _) = triggered(false, true).await;
     assert_eq!(orchestrator.live().len(), 1, "the run's execution started");
     let clock = super::config().clock;
     let cancelled = orchestrator
