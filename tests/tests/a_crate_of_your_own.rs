@@ -87,6 +87,24 @@ async fn a_crate_outside_the_workspace_deploys_by_the_books_commands_and_runs_ea
         said.contains("tests::a_duplicate_delivery_records_the_signup_once ... ok"),
         "the starter's unit tests ran\n{said}"
     );
+    // In the checkout's build directory (the chapter's CARGO_BUILD_BUILD_DIR), the crate
+    // compiles its own code and the library, and reuses every dependency the checkout's
+    // build compiled: the same features (schedkit-unified-features) and the same profile.
+    let compiled: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("Compiling "))
+        .map(|l| l.split(' ').next().unwrap_or(l))
+        .collect();
+    let own = ["schedkit-unified-features", "schedkit", "starter"];
+    assert!(
+        compiled.iter().all(|c| own.contains(c)),
+        "the crate compiled dependencies the checkout had built: {:?} \
+         (a dependency's features widened? run unified-features/update.py)\n{said}",
+        compiled
+            .iter()
+            .filter(|c| !own.contains(c))
+            .collect::<Vec<_>>()
+    );
     let crate_dir = dir.join("my-jobs");
     assert!(
         !crate_dir.starts_with(&home),
