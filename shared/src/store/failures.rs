@@ -20,6 +20,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
 use super::attributes::{n, s};
+use super::condition::Condition;
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::{DynamoStore, KEY_ATTRIBUTE, StoreError, job_key};
 
@@ -28,7 +29,18 @@ const ERROR_CHARS: usize = 300;
 
 /// A failure is counted when it came after the job's last resume, and the streak has room
 /// for it (or holds it already).
+/// Condition of counting a failed run: it failed after the job's last resume, and the set
+/// is below the job's cap or holds its key already.
 const COUNT_CONDITION: &str = "(attribute_not_exists(#resumed_at) OR #resumed_at < :failed_at) AND (attribute_not_exists(#failed_keys) OR size(#failed_keys) < :cap OR contains(#failed_keys, :key))";
+
+/// [`COUNT_CONDITION`] for the run `key` that failed at `failed_at`, with the job's `cap`.
+/// Both stores count a failure by it.
+pub(crate) fn count_condition(key: &str, cap: u32, failed_at: DateTime<Utc>) -> Condition {
+    Condition::new(COUNT_CONDITION)
+        .value(":failed_at", n(failed_at.timestamp_millis()))
+        .value(":key", s(key))
+        .value(":cap", n(i64::from(cap)))
+}
 
 fn keys_of(item: &std::collections::HashMap<String, AttributeValue>) -> Vec<String> {
     item.get("failed_keys")
@@ -54,14 +66,10 @@ impl DynamoStore {
             .update(
                 &job_key(job),
                 "ADD #failed_keys :keys SET #last_error = :error",
-                COUNT_CONDITION,
+                count_condition(key, cap, failed_at),
             )
-            .expression_attribute_names("#resumed_at", "resumed_at")
-            .expression_attribute_values(":failed_at", n(failed_at.timestamp_millis()))
             .expression_attribute_values(":keys", AttributeValue::Ss(vec![key.to_string()]))
-            .expression_attribute_values(":key", s(key))
             .expression_attribute_values(":error", s(&error))
-            .expression_attribute_values(":cap", n(i64::from(cap)))
             .send();
         let (old, added) = match self.timed(result).await? {
             Ok(out) => (keys_of(&out.attributes.unwrap_or_default()), true),

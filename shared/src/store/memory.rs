@@ -372,31 +372,6 @@ impl MemoryStore {
         self.put_owned("skip_claimed", claimed, skipped).await
     }
 
-    async fn count_failure(
-        &self,
-        job: &str,
-        key: &str,
-        cap: u32,
-        failed_at: DateTime<Utc>,
-    ) -> Result<u32, StoreError> {
-        self.request("count_failure", job, |state| {
-            let before_resume = state
-                .resumed_at_ms
-                .get(job)
-                .is_some_and(|resumed| *resumed >= failed_at.timestamp_millis());
-            let keys = state.streaks.entry(job.to_string()).or_default();
-            if before_resume {
-                return keys.len() as u32;
-            }
-            let known = keys.contains(key);
-            if known || (keys.len() as u32) < cap {
-                keys.insert(key.to_string());
-            }
-            keys.len() as u32
-        })
-        .await
-    }
-
     async fn clear_failures(&self, job: &str) -> Result<(), StoreError> {
         let seen = self
             .request("clear_failures.read", job, |state| {

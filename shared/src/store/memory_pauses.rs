@@ -1,13 +1,41 @@
-//! The memory store's pause records: the same decisions as [`super::Pauses`]' conditional
-//! writes (a pause never overwrites a pause; an automatic one only while its streak holds;
-//! a resume ends the pause and the streak together), each one request that meets the
-//! store's faults.
+//! The memory store's pause records and failure streaks: the decisions of
+//! [`super::Pauses`]' and the failure count's conditional writes (a pause never overwrites
+//! a pause; an automatic one only while its streak holds; a failure counted only after the
+//! last resume and below the cap), each made by evaluating the very condition DynamoDB is
+//! sent ([`pause_condition`], [`count_condition`]) over the job's item as DynamoDB holds it
+//! ([`job_item`]); each one request that meets the store's faults.
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, Utc};
 
-use super::memory::MemoryStore;
-use super::pauses::{PauseRecord, PauseStore, Paused, windows_after_resume};
-use super::{StoreCall, StoreError};
+use super::attributes::{Item, n, s};
+use super::failures::count_condition;
+use super::memory::{MemoryState, MemoryStore};
+use super::pauses::{PauseRecord, PauseStore, Paused, pause_condition, windows_after_resume};
+use super::{KEY_ATTRIBUTE, StoreCall, StoreError, job_key};
+
+/// The job's item ([`job_key`]) as DynamoDB holds it, with the attributes its writes'
+/// conditions read: the pause (`by`, `at`, `reason`), the failed runs counted
+/// (`failed_keys`, a string set, absent when empty as DynamoDB has no empty set) and the
+/// last resume (`resumed_at`, epoch ms).
+pub(super) fn job_item(state: &MemoryState, job: &str) -> Item {
+    let mut item = Item::from([(KEY_ATTRIBUTE.to_string(), s(&job_key(job)))]);
+    if let Some(p) = state.pauses.get(job) {
+        item.insert("by".into(), s(&p.by));
+        item.insert("at".into(), s(&p.at));
+        item.insert("reason".into(), s(&p.reason));
+    }
+    if let Some(keys) = state.streaks.get(job).filter(|k| !k.is_empty()) {
+        item.insert(
+            "failed_keys".into(),
+            AttributeValue::Ss(keys.iter().cloned().collect()),
+        );
+    }
+    if let Some(ms) = state.resumed_at_ms.get(job) {
+        item.insert("resumed_at".into(), n(*ms));
+    }
+    item
+}
 
 impl MemoryStore {
     async fn write_pause(
@@ -16,15 +44,35 @@ impl MemoryStore {
         streak: Option<u32>,
     ) -> Result<Paused, StoreError> {
         self.request("pause", &pause.job, |state| {
-            if let Some(existing) = state.pauses.get(&pause.job) {
-                return Paused::Already(existing.clone());
-            }
-            let counted = state.streaks.get(&pause.job).map_or(0, |k| k.len() as u32);
-            if streak.is_some_and(|n| counted < n) {
-                return Paused::StreakEnded;
+            if !pause_condition(streak).holds(Some(&job_item(state, &pause.job))) {
+                // As DynamoDB's refusal returns the item: its pause, or none (the streak).
+                return match state.pauses.get(&pause.job) {
+                    Some(existing) => Paused::Already(existing.clone()),
+                    None => Paused::StreakEnded,
+                };
             }
             state.pauses.insert(pause.job.clone(), pause.clone());
             Paused::Now
+        })
+        .await
+    }
+
+    /// Counts the run `key` of `job` FAILED at `failed_at` into the job's streak (capped
+    /// at `cap`), as [`super::DynamoStore::count_failure`]: the streak's length after.
+    pub(super) async fn count_failure(
+        &self,
+        job: &str,
+        key: &str,
+        cap: u32,
+        failed_at: DateTime<Utc>,
+    ) -> Result<u32, StoreError> {
+        self.request("count_failure", job, |state| {
+            let counts = count_condition(key, cap, failed_at).holds(Some(&job_item(state, job)));
+            let keys = state.streaks.entry(job.to_string()).or_default();
+            if counts {
+                keys.insert(key.to_string());
+            }
+            keys.len() as u32
         })
         .await
     }

@@ -227,6 +227,18 @@ const UNPROCESSED_ROUNDS: u32 = 8;
 /// Reads and writes a resume makes before it says the pause kept changing under it.
 const RESUME_TRIES: usize = 4;
 
+/// The condition of a pause's write: the job's item holds no pause (an operator's reason
+/// is never overwritten, by a worker or by another operator) and, for an automatic pause
+/// (`streak`: the failed runs it was counted on), at least that many failed runs still (a
+/// resume in between forgot them, and wins). Both stores decide a pause by it.
+pub(crate) fn pause_condition(streak: Option<u32>) -> Condition {
+    match streak {
+        None => Condition::new("attribute_not_exists(#by)"),
+        Some(n) => Condition::new("attribute_not_exists(#by) AND size(#failed_keys) >= :streak")
+            .value(":streak", AttributeValue::N(n.to_string())),
+    }
+}
+
 /// The condition of a resume's write: the job's item still holds the pause read (`pause`),
 /// or still none. Both stores decide a resume by it.
 pub(crate) fn resume_condition(pause: Option<&PauseRecord>) -> Condition {
@@ -400,8 +412,7 @@ impl Pauses {
     /// Pauses `pause.job` unless it is paused already: an existing pause (who, when, why)
     /// is never overwritten ([`Paused::Already`]). One conditional `UpdateItem`.
     pub async fn pause(&self, pause: &PauseRecord) -> Result<Paused, StoreError> {
-        self.write_pause(pause, "attribute_not_exists(#by)", None)
-            .await
+        self.write_pause(pause, None).await
     }
 
     /// The worker's automatic pause after `streak` consecutive FAILED runs: written only
@@ -412,18 +423,12 @@ impl Pauses {
         pause: &PauseRecord,
         streak: u32,
     ) -> Result<Paused, StoreError> {
-        self.write_pause(
-            pause,
-            "attribute_not_exists(#by) AND size(#failed_keys) >= :streak",
-            Some(streak),
-        )
-        .await
+        self.write_pause(pause, Some(streak)).await
     }
 
     async fn write_pause(
         &self,
         pause: &PauseRecord,
-        condition: &str,
         streak: Option<u32>,
     ) -> Result<Paused, StoreError> {
         // A pause an earlier version kept under `pause#<job>` is a pause all the same, and
@@ -439,7 +444,6 @@ impl Pauses {
             .table_name(&self.table)
             .key(KEY_ATTRIBUTE, AttributeValue::S(job_key(&pause.job)))
             .update_expression("SET #by = :by, #at = :at, #reason = :reason")
-            .condition_expression(condition)
             .expression_attribute_names("#by", "by")
             .expression_attribute_names("#at", "at")
             .expression_attribute_names("#reason", "reason")
@@ -449,10 +453,13 @@ impl Pauses {
             .return_values_on_condition_check_failure(
                 aws_sdk_dynamodb::types::ReturnValuesOnConditionCheckFailure::AllOld,
             );
-        if let Some(n) = streak {
-            request = request
-                .expression_attribute_names("#failed_keys", "failed_keys")
-                .expression_attribute_values(":streak", AttributeValue::N(n.to_string()));
+        let condition = pause_condition(streak);
+        request = request.condition_expression(condition.expression());
+        for (placeholder, attribute) in condition.names() {
+            request = request.expression_attribute_names(placeholder, attribute);
+        }
+        for (placeholder, value) in condition.values() {
+            request = request.expression_attribute_values(placeholder, value.clone());
         }
         match request.send().await {
             Ok(_) => Ok(Paused::Now),

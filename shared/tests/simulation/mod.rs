@@ -9,6 +9,7 @@
 
 mod chain_operator;
 mod conductor;
+mod granted;
 mod invariants;
 mod limits;
 mod pauses;
@@ -73,6 +74,7 @@ fn every_seed_keeps_every_invariant() {
         elapsed.as_secs_f64() * 1000.0 / seeds as f64
     );
     totals.assert_reached();
+    totals.assert_granted();
 }
 
 /// Seeds that once broke an invariant, each kept as a regression test. 65507: a FAILED

@@ -26,6 +26,7 @@ use tokio::time::{Duration, Instant};
 
 use super::chain_operator::{ChainActs, ChainOperator};
 use super::conductor::Conductor;
+use super::granted;
 use super::limits;
 use super::pauses::{self, PauseReport};
 
@@ -556,6 +557,8 @@ pub struct Report {
     /// What cancelled chain runs did after their cancel completed that they must not: an
     /// execution left running or started, a step DONE.
     pub after_cancels: Vec<String>,
+    /// The IAM actions of the workers' Step Functions calls.
+    pub worker_actions: BTreeSet<&'static str>,
 }
 
 /// A worker: a processor and the poller that feeds it, on its own clock.
@@ -646,8 +649,13 @@ pub async fn run(seed: u64) -> Report {
         .iter()
         .map(|c| (c.to_string(), format!("machine:{c}")))
         .collect();
+    let worker_actions = granted::Actions::default();
+    let recorded = granted::Recorded {
+        inner: orchestrator.clone(),
+        actions: worker_actions.clone(),
+    };
     let world = World {
-        chains: Chains::with_orchestrator(orchestrator.clone(), &catalog, machines.clone()),
+        chains: Chains::with_orchestrator(recorded, &catalog, machines.clone()),
         orchestrator,
         // The Scheduler's calls fail as the store's requests do.
         schedules: pauses::schedules(&JOBS).with_faults(faults.clone()),
@@ -839,6 +847,7 @@ pub async fn run(seed: u64) -> Report {
             .collect(),
         chain_acts: chain_operator.acts,
         after_cancels,
+        worker_actions: std::mem::take(&mut *worker_actions.lock().unwrap()),
         stuck: chain_operator.stuck,
     }
 }
@@ -902,6 +911,8 @@ pub struct Totals {
     chain_skips: u64,
     chain_cancels: u64,
     outcomes: BTreeMap<String, u64>,
+    /// The IAM actions of the workers' Step Functions calls, over every seed.
+    worker_actions: BTreeSet<&'static str>,
 }
 
 impl Totals {
@@ -923,6 +934,17 @@ impl Totals {
         for (label, n) in &r.outcomes {
             *self.outcomes.entry(label.clone()).or_default() += n;
         }
+        self.worker_actions.extend(&r.worker_actions);
+    }
+
+    /// Every Step Functions call a worker made is granted to the worker's role by the
+    /// stage's template (LocalStack does not enforce IAM; AWS does).
+    pub fn assert_granted(&self) {
+        let ungranted = granted::ungranted(&self.worker_actions);
+        assert!(
+            ungranted.is_empty(),
+            "the workers called {ungranted:?}, which infra/template.yaml's WorkerChainPolicy does not grant (the worker's role; src/iac/chain_resources.rs writes it)"
+        );
     }
 
     /// Over enough seeds, every path the faults should reach was reached.
@@ -948,6 +970,24 @@ impl Totals {
             self.limit_waits > 0,
             "no run ever waited past its max_wait: {self}"
         );
+        // The calls a chain's worker makes: start a run, answer and keep alive its steps,
+        // look at a cancelled run's execution. (It stops one only when it started it after
+        // the cancel looked, a race 2,000 seeds may not draw; `worker_logic::cancel` drives
+        // it.)
+        for action in [
+            "states:StartExecution",
+            "states:SendTaskSuccess",
+            "states:SendTaskFailure",
+            "states:SendTaskHeartbeat",
+            "states:DescribeExecution",
+        ] {
+            assert!(
+                self.worker_actions.contains(action),
+                "no worker called {action} in {} seeds: {:?}",
+                self.seeds,
+                self.worker_actions
+            );
+        }
         for label in [
             "succeeded",
             "duplicate",
