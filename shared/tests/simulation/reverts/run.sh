@@ -27,6 +27,7 @@ cases=(
   "keys-in-schedkits-own-space.patch|main|schedkit's own"
   "leave-by-key-alone.patch|main|runs at once under its overlap policy"
   "owner-writes-by-any-owner.patch|main|bodies at once"
+  "pause-over-a-pause.patch|main|the operator paused"
   "permit-of-a-cancelled-holder.patch|main|bodies at once"
   "permit-past-the-limit.patch|main|bodies at once"
   "release-by-key-alone.patch|limits|bodies at once"
