@@ -19,7 +19,6 @@ root=$(dirname "$here")
 ensure_venv "$here/.cache/lint-venv" "$here/lint-requirements.lock" "cfn-lint, checkov, shellcheck and ruff" 12
 ensure_venv "$here/.cache/deploy-venv" "$here/deploy-requirements.lock" "the deploy's boto3"
 ensure_venv "$here/.cache/sam-venv" "$here/sam-requirements.lock" "the SAM CLI, cargo-lambda and zig" 12
-# mdBook and LinkChecker, for `make book`.
 # Headless Chromium and chromedriver, for the web page's browser tests.
 "$here/install-browser.sh"
 # The benchmark's peer (Powertools for AWS Lambda), for the tests' smoke run of `make bench`.

@@ -4,9 +4,10 @@
     unified-features/update.py           rewrite them
     unified-features/update.py --check   fail, naming the crates, if they are not current
 
-A crate built against the library alone (a team's crate from `examples/starter`, the
-library without its optional features) must resolve every third-party crate with the
-workspace's features, or cargo compiles that crate again. This reads both resolutions
+A crate built against the library alone (a team's crate from `examples/starter`, and the
+library without its optional code, both with the library's `unified-features` feature)
+must resolve every third-party crate with the workspace's features, or cargo compiles
+that crate again. This reads both resolutions
 with `cargo tree` and lists, for each crate whose features differ, the workspace's set:
 in `[dependencies]` for crates compiled for the target, `[build-dependencies]` for those
 compiled for the host (build scripts, procedural macros and their dependencies). It
@@ -33,9 +34,9 @@ NODE = re.compile(r"^(?P<name>\S+) v(?P<version>\S+)(?P<tags>(?: \([^)]*\))*)\|(
 
 def tree(*args, cwd=ROOT, edges="normal,build,dev"):
     """`cargo tree` of `args` as {(name, version, host): features} for third-party crates
-    (`edges`: with `dev` for a build of tests, without for the library alone)."""
+    (`edges`: with `dev` for a build of tests, without for a library alone)."""
     out = subprocess.run(
-        ["cargo", "tree", "--offline", "--charset", "ascii", "-f", "{p}|{f}", "-e", edges, *args],
+        ["cargo", "tree", "--charset", "ascii", "-f", "{p}|{f}", "-e", edges, *args],
         cwd=cwd, capture_output=True, text=True,
     )
     if out.returncode != 0:
@@ -83,12 +84,20 @@ def starter():
     return work, crate
 
 
-def differences():
-    """Crates a narrow build resolves with other features than the workspace does."""
-    workspace = tree("--workspace")
+def differences(locked):
+    """Crates a narrow build resolves with other features than the workspace does
+    (`locked`: checking, the lock file as it is; updating, the lock follows the list)."""
+    lock = ["--locked"] if locked else []
+    workspace = tree("--workspace", *lock)
     work, crate = starter()
     try:
-        narrow = [tree(cwd=crate), tree("-p", "schedkit", "--no-default-features", edges="normal,build")]
+        # Its own lock gains the copied crate: not --locked.
+        narrow = [
+            tree(cwd=crate),
+            # What `make lint-no-default` builds.
+            tree("-p", "schedkit", "--no-default-features", "--features", "unified-features", *lock,
+                 edges="normal,build"),
+        ]
     finally:
         shutil.rmtree(work)
     wanted = {}
@@ -147,7 +156,7 @@ def main():
     if not check:
         write(listed)
     for _ in range(8):
-        wanted = differences()
+        wanted = differences(locked=check)
         if not wanted:
             print(f"unified-features: current ({len(listed)} crates listed)")
             return

@@ -1,6 +1,6 @@
 //! The workspace's layering, read from `cargo metadata` and the console's sources: no
 //! crate cycle (dev-dependencies included, which cargo itself allows to loop), the library
-//! knows no other crate of the workspace (but the code-free `schedkit-unified-features`), a deployable links only the library, the console
+//! knows no other crate of the workspace (but, behind a feature, the code-free `schedkit-unified-features`), a deployable links only the library, the console
 //! calls AWS only through the library (and, for `schedkit engine`, the local firing engine),
 //! and no integration test file is left out of its crate's one test binary.
 

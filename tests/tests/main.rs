@@ -2,9 +2,9 @@
 //! of one per area); all but `layering` run against LocalStack. Each module proves one area:
 
 /// A team's crate outside the workspace (the starter, copied) taken to a deployed stage
-/// by the book's own commands, each of its jobs run to DONE. (Named to sort first: its
-/// cold build of the crate is the longest test and keeps both cores busy, and tests start
-/// in name order; started last, it ran alone for the last minute of CI.)
+/// by the book's own commands, each of its jobs run to DONE, compiling only itself and the
+/// library in the checkout's build directory. (Named to sort first: tests start in name
+/// order, and it was the longest when it compiled its dependencies cold.)
 mod a_crate_of_your_own;
 
 /// The accountant's reading of a stage: missed and late firings among six hours of two

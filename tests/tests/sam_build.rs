@@ -1,6 +1,6 @@
 //! The artifact users deploy to AWS is the one proven: the `bootstrap` that `sam build`
-//! produced (`infra/sam-build.sh`: x86_64, cargo-lambda; `make test` runs it beside the
-//! build and the tests at the lowest priority, in the debug profile to halve its time,
+//! produced (`infra/sam-build.sh`: x86_64, cargo-lambda; `make test` runs it after the
+//! build, beside the tests, at the idle scheduling class, in the debug profile to halve its time,
 //! where `make sam-build` builds release) is zipped as `sam deploy` uploads it, deployed
 //! with `infra/template.yaml` to LocalStack, and runs a job to DONE through LocalStack's
 //! SQS event source.

@@ -29,8 +29,6 @@ const ERROR_CHARS: usize = 300;
 
 /// A failure is counted when it came after the job's last resume, and the streak has room
 /// for it (or holds it already).
-/// Condition of counting a failed run: it failed after the job's last resume, and the set
-/// is below the job's cap or holds its key already.
 const COUNT_CONDITION: &str = "(attribute_not_exists(#resumed_at) OR #resumed_at < :failed_at) AND (attribute_not_exists(#failed_keys) OR size(#failed_keys) < :cap OR contains(#failed_keys, :key))";
 
 /// [`COUNT_CONDITION`] for the run `key` that failed at `failed_at`, with the job's `cap`.
