@@ -167,7 +167,7 @@ fn the_shipped_catalog_is_valid() {
     );
     let report = catalog.job("long-report").unwrap();
     assert_eq!(report.target, Target::Queue);
-    assert_eq!(report.policy.lease.as_secs(), 2);
+    assert_eq!(report.policy.lease.as_secs(), 4);
     assert_eq!(
         report.schedule.as_ref().unwrap().expression.as_str(),
         "cron(0 3 * * ? *)"

@@ -1,7 +1,9 @@
 //! The artifact users deploy to AWS is the one proven: the `bootstrap` that `sam build`
-//! produced (`infra/sam-build.sh`: x86_64, cargo-lambda; `make test` runs it before the
-//! tests, in the debug profile to halve its time, where `make sam-build` builds release) is zipped as `sam deploy` uploads it, deployed with `infra/template.yaml` to
-//! LocalStack, and runs a job to DONE through LocalStack's SQS event source.
+//! produced (`infra/sam-build.sh`: x86_64, cargo-lambda; `make test` runs it after the
+//! build, beside the tests, at the idle scheduling class, in the debug profile to halve its time,
+//! where `make sam-build` builds release) is zipped as `sam deploy` uploads it, deployed
+//! with `infra/template.yaml` to LocalStack, and runs a job to DONE through LocalStack's
+//! SQS event source.
 
 use std::io::Write;
 use std::time::Duration;
@@ -10,8 +12,41 @@ use schedkit::{Envelope, Status};
 use schedkit_testkit::{Stack, StackOptions, WorkerBuild, localstack, root, target_dir, unique};
 use serde_json::json;
 
+/// Under `make test`, `sam build` runs beside the tests at the lowest priority, and writes
+/// its exit status to the file `SCHEDKIT_SAM_BUILD_STATUS` names when it ends: waits for it
+/// (at most half an hour), and fails with the build's log if it failed.
+async fn wait_for_sam_build() {
+    let Some(status) = std::env::var_os("SCHEDKIT_SAM_BUILD_STATUS") else {
+        return;
+    };
+    let status = std::path::PathBuf::from(status);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30 * 60);
+    let code = loop {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && !text.trim().is_empty()
+        {
+            break text.trim().to_string();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "sam build wrote no status to {} in half an hour",
+            status.display()
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let log = status.with_file_name("sam-build.log");
+    assert_eq!(
+        code,
+        "0",
+        "sam build failed; its log ({}):\n{}",
+        log.display(),
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bootstrap_sam_build_produced_runs_a_job_to_done_on_localstack() {
+    wait_for_sam_build().await;
     let built = target_dir().join("sam");
     let bootstrap = built.join("WorkerFunction/bootstrap");
     assert!(

@@ -43,8 +43,7 @@ fn the_demo_fires_a_catalog_day_pauses_and_reruns_month_end_and_reports_every_ou
         "redrove 2 dead letter(s); 5 did not match and stay",
         "month-end#2026-11  DONE  run 2  chain month-end",
         // DONE, in one attempt or two (its retry policy allows two): on a loaded machine
-        // it has taken two (a fresh-clone CI run of 2026-12-06 saw `DONE  2 attempts`;
-        // `long-report` outlives its 2 s lease on heartbeats, and the cause was not kept).
+        // it has taken two (fresh-clone CI runs of 2026-12-06, when its lease was 2 s).
         "└─ summary        long-report     DONE  ",
         "the rerun ran orders-export and summary; usage-report and crm-sync answered from their records",
         "deleted 5 dead letter(s); 0 did not match and stay",

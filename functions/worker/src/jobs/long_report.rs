@@ -1,4 +1,4 @@
-//! `long-report`: works for `seconds` (payload, default 5), longer than its 2 s lease, so
+//! `long-report`: works for `seconds` (payload, default 5), longer than its lease (4 s in `infra/catalog.toml`), so
 //! it only completes because heartbeats renew the lease and the message's visibility.
 
 use std::time::Duration;
