@@ -21,7 +21,8 @@ use super::chains::{ChainRuns, Rerun, store_error};
 use crate::key::step_key;
 use crate::orchestrator::Orchestrator;
 use crate::store::{
-    CANCELLABLE, CancelError, CancelRequest, ExecutionStore, OperatorNote, Status, timestamp,
+    CANCELLABLE, CancelError, CancelRequest, ExecutionRecord, ExecutionStore, OperatorNote, Status,
+    timestamp,
 };
 
 /// What a chain's cancellation did.
@@ -75,6 +76,15 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                 .map_err(|e| store_error("recording the run CANCELLED", e))?
             {
                 Ok(before) => before,
+                // Refused by this very write, applied once already (the SDK sends a
+                // request again when its answer did not come): the note is this cancel's
+                // to the millisecond. The run as read says what it was.
+                Err(Some(current)) if current.cancelled.as_ref() == Some(&note) => {
+                    ExecutionRecord {
+                        status: run.status,
+                        ..current
+                    }
+                }
                 Err(current) => {
                     let status = current.map_or("gone".into(), |r| r.status.to_string());
                     return Err(OpsError::Refused(format!(
@@ -224,6 +234,13 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                     e,
                 )
             })?;
+        // Refused: by another actor, or by this very write, applied once already (the SDK
+        // sends a request again when its answer did not come): the step as this skip
+        // leaves it, its note to the millisecond, is this skip's.
+        let skipped = skipped || {
+            let now_step = self.read(&step_key(key, step)).await?;
+            now_step.is_some_and(|r| r.status == Status::Done && r.skipped.as_ref() == Some(&note))
+        };
         if !skipped {
             return Err(OpsError::Refused(format!(
                 "step `{step}` of `{key}` changed while it was being skipped; look again with `chains show {key}`"

@@ -308,14 +308,26 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
         }
         let next = run.attempt + 1;
         let execution = chain_execution_name(key, next);
-        let Some(_) = self
+        let recorded = self
             .store
             .rerun_chain(&run, &execution, now)
             .await
-            .map_err(|e| store_error("recording the rerun", e))?
-        else {
-            return Err(changed(key));
-        };
+            .map_err(|e| store_error("recording the rerun", e))?;
+        // Refused: by another actor, or by this very write, applied once already (the
+        // SDK sends a request again when its answer did not come): the run as this write
+        // leaves it, to the millisecond, is this rerun's.
+        if recorded.is_none() {
+            let now_run = self.read(key).await?;
+            let ours = now_run.is_some_and(|r| {
+                r.status == Status::Running
+                    && r.attempt == next
+                    && r.owner.as_deref() == Some(execution.as_str())
+                    && r.updated_at == crate::store::timestamp(now)
+            });
+            if !ours {
+                return Err(changed(key));
+            }
+        }
         let done = format!("run {next} of `{key}` recorded RUNNING (execution {execution})");
         let steps = self
             .reopen(key, &chain, now)

@@ -40,6 +40,10 @@ pub enum Fault {
     Unavailable,
     /// It is applied, and its answer lost: the caller is told the store was unavailable.
     LoseAnswer,
+    /// It is applied, its answer lost, and it is sent again, as the AWS SDK retries a
+    /// request whose answer did not come: the caller gets the second try's answer (for a
+    /// conditional write, usually a refusal by its own first try).
+    Retried,
 }
 
 /// Decides the fate of each request (the simulation draws it from its seed).
@@ -159,6 +163,15 @@ impl MemoryStore {
         }
     }
 
+    /// The same store (its state shared) with other faults: a test's one request made to
+    /// fail where another actor's requests do not.
+    pub fn with_faults(&self, faults: Arc<dyn Faults>) -> MemoryStore {
+        MemoryStore {
+            state: self.state.clone(),
+            faults,
+        }
+    }
+
     /// A copy of everything it holds.
     pub fn snapshot(&self) -> MemoryState {
         self.lock().clone()
@@ -177,12 +190,13 @@ impl MemoryStore {
     }
 
     /// One request: its delay, then `apply` on the state unless refused; a lost answer
-    /// applies it and reports the store unavailable.
+    /// applies it and reports the store unavailable; a retried one applies it twice and
+    /// answers the second.
     pub(super) async fn request<T>(
         &self,
         name: &'static str,
         key: &str,
-        apply: impl FnOnce(&mut MemoryState) -> T,
+        mut apply: impl FnMut(&mut MemoryState) -> T,
     ) -> Result<T, StoreError> {
         let (delay, fault) = self.faults.request(name, key);
         if !delay.is_zero() {
@@ -193,18 +207,23 @@ impl MemoryStore {
         if fault == Fault::Unavailable {
             return Err(StoreError::Unavailable(format!("{name}: refused (fault)")));
         }
-        let before = state.records.get(key).cloned();
-        let answer = apply(&mut state);
-        if let Some(after) = state.records.get(key)
-            && before.as_ref() != Some(after)
-        {
-            let after = after.clone();
-            state.changes.push(Change::Record {
-                request: name,
-                before,
-                after,
-            });
+        let tries = if fault == Fault::Retried { 2 } else { 1 };
+        let mut answer = None;
+        for _ in 0..tries {
+            let before = state.records.get(key).cloned();
+            answer = Some(apply(&mut state));
+            if let Some(after) = state.records.get(key)
+                && before.as_ref() != Some(after)
+            {
+                let after = after.clone();
+                state.changes.push(Change::Record {
+                    request: name,
+                    before,
+                    after,
+                });
+            }
         }
+        let answer = answer.expect("tried at least once");
         match fault {
             Fault::LoseAnswer => Err(StoreError::Unavailable(format!(
                 "{name}: answer lost (fault)"

@@ -290,6 +290,7 @@ pub async fn run(seed: u64) -> LimitReport {
         verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
+        retried: if draw.chance(0.5) { 0.03 } else { 0.0 },
         slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
     });
     let seen = Arc::new(Mutex::new(Seen::default()));

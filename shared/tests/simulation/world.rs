@@ -140,6 +140,8 @@ pub(super) struct SeededFaults {
     pub(super) verbose: bool,
     pub(super) refused: f64,
     pub(super) lost: f64,
+    /// Applied, the answer lost, and sent again by the SDK: the second try's answer.
+    pub(super) retried: f64,
     /// The share of requests that take seconds: rare in most worlds, common in some (a
     /// rare interleaving made common, FoundationDB's "buggify").
     pub(super) slow: f64,
@@ -155,6 +157,8 @@ impl Faults for SeededFaults {
             Fault::Unavailable
         } else if self.draw.chance(self.lost) {
             Fault::LoseAnswer
+        } else if self.draw.chance(self.retried) {
+            Fault::Retried
         } else {
             Fault::None
         };
@@ -641,6 +645,7 @@ pub async fn run(seed: u64) -> Report {
         verbose: std::env::var_os("SCHEDKIT_SIM_VERBOSE").is_some(),
         refused: if draw.chance(0.5) { 0.03 } else { 0.0 },
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
+        retried: if draw.chance(0.5) { 0.03 } else { 0.0 },
         slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
     });
     let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");

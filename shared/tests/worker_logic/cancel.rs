@@ -646,17 +646,12 @@ async fn a_cancel_stops_an_execution_step_functions_does_not_describe_yet() {
     assert!(cancelled.stopped.is_some(), "{cancelled:?}");
 }
 
-/// An operator's `chains rerun` reads the run, then starts the rerun's execution; a
-/// second operator's `chains cancel` between the two finds nothing to stop. The rerun,
-/// reading the run again after the start, stops its own execution and says why (what it
-/// did before, and that the cancel came).
-#[tokio::test(start_paused = true)]
-async fn a_reruns_execution_started_after_a_cancel_came_meanwhile_is_stopped() {
+/// The month-end run `RUN` PAUSED by its first execution (ended), as a rerun finds it;
+/// the clock it was written at.
+async fn paused_run(store: &MemoryStore, orchestrator: &Interfering) -> Clock {
     use schedkit::orchestrator::Orchestrator;
     use schedkit::store::{ChainEnd, ClaimRequest};
 
-    let store = MemoryStore::default();
-    let orchestrator = Interfering::new(&store, false, false);
     let machine = orchestrator.machines["month-end"].clone();
     let clock = super::config().clock;
     let first = schedkit::key::chain_execution_name(RUN, 1);
@@ -692,6 +687,18 @@ async fn a_reruns_execution_started_after_a_cancel_came_meanwhile_is_stopped() {
         .unwrap()
         .unwrap();
     orchestrator.inner.lock().closed.push(first);
+    clock
+}
+
+/// An operator's `chains rerun` reads the run, then starts the rerun's execution; a
+/// second operator's `chains cancel` between the two finds nothing to stop. The rerun,
+/// reading the run again after the start, stops its own execution and says why (what it
+/// did before, and that the cancel came).
+#[tokio::test(start_paused = true)]
+async fn a_reruns_execution_started_after_a_cancel_came_meanwhile_is_stopped() {
+    let store = MemoryStore::default();
+    let orchestrator = Interfering::new(&store, false, false);
+    let clock = paused_run(&store, &orchestrator).await;
     // The other operator's cancel lands just before the rerun's start.
     orchestrator.cancel_at_start.store(true, Ordering::SeqCst);
     let rerun = orchestrator.runs().rerun(RUN, false, clock.now()).await;
@@ -706,4 +713,145 @@ async fn a_reruns_execution_started_after_a_cancel_came_meanwhile_is_stopped() {
         "{:?}",
         orchestrator.inner.lock()
     );
+}
+
+/// The first request named `request` is retried as the AWS SDK retries a request whose
+/// answer was lost: applied twice, the second try's answer given.
+#[derive(Debug)]
+struct RetriedOnce {
+    request: &'static str,
+    left: std::sync::atomic::AtomicBool,
+}
+
+impl RetriedOnce {
+    fn store(store: &MemoryStore, request: &'static str) -> MemoryStore {
+        store.with_faults(Arc::new(RetriedOnce {
+            request,
+            left: std::sync::atomic::AtomicBool::new(true),
+        }))
+    }
+}
+
+impl schedkit::store::Faults for RetriedOnce {
+    fn request(&self, request: &'static str, _key: &str) -> (Duration, schedkit::store::Fault) {
+        use schedkit::store::Fault;
+        let retried = request == self.request && self.left.swap(false, Ordering::SeqCst);
+        (
+            Duration::ZERO,
+            if retried { Fault::Retried } else { Fault::None },
+        )
+    }
+}
+
+/// `chains cancel` whose write of CANCELLED is applied, its answer lost and the request
+/// sent again by the SDK: the second try is refused by the first. The cancel is the
+/// operator's all the same: the run's execution is stopped and the command says so (it
+/// said "`K` is CANCELLED: only a RUNNING or PAUSED chain run can be cancelled" and left
+/// the execution running).
+#[tokio::test(start_paused = true)]
+async fn a_chain_cancel_whose_write_the_sdk_sent_again_stops_the_execution() {
+    let (store, _, orchestrator, _) = triggered(false, false).await;
+    assert_eq!(orchestrator.live().len(), 1, "the run's execution started");
+    let runs = schedkit::ops::chains::ChainRuns::over(
+        RetriedOnce::store(&store, "cancel_chain"),
+        orchestrator.clone(),
+        "the test's table",
+        &orchestrator.catalog,
+        orchestrator.machines.clone(),
+    );
+    let clock = super::config().clock;
+    let cancelled = runs.cancel(RUN, "ops", "a bad deploy", clock.now()).await;
+    assert!(
+        matches!(&cancelled, Ok(c) if c.was == Status::Running && c.stopped.is_some()),
+        "{cancelled:?}"
+    );
+    assert_eq!(orchestrator.live(), Vec::<String>::new());
+    assert_eq!(store.snapshot().records[RUN].status, Status::Cancelled);
+}
+
+/// `chains rerun` whose write of the run's next attempt is applied, its answer lost and
+/// sent again by the SDK: the rerun is the operator's, and its execution starts (it said
+/// "changed … another rerun came first" and left the run RUNNING with no execution).
+#[tokio::test(start_paused = true)]
+async fn a_rerun_whose_write_the_sdk_sent_again_starts_its_execution() {
+    let store = MemoryStore::default();
+    let orchestrator = Interfering::new(&store, false, false);
+    let clock = paused_run(&store, &orchestrator).await;
+    let runs = schedkit::ops::chains::ChainRuns::over(
+        RetriedOnce::store(&store, "rerun_chain"),
+        orchestrator.clone(),
+        "the test's table",
+        &orchestrator.catalog,
+        orchestrator.machines.clone(),
+    );
+    let rerun = runs.rerun(RUN, false, clock.now()).await;
+    assert!(
+        matches!(
+            &rerun,
+            Ok(schedkit::ops::chains::Rerun::Started { run: 2, .. })
+        ),
+        "{rerun:?}"
+    );
+    assert_eq!(
+        orchestrator.live().len(),
+        1,
+        "{:?}",
+        orchestrator.inner.lock()
+    );
+    let record = store.snapshot().records[RUN].clone();
+    assert_eq!((record.status, record.attempt), (Status::Running, 2));
+}
+
+/// `chains skip` whose write of the skipped step is applied, its answer lost and sent
+/// again by the SDK: the skip is the operator's, and the run is rerun from it (it said the
+/// step had changed meanwhile and started nothing).
+#[tokio::test(start_paused = true)]
+async fn a_skip_whose_write_the_sdk_sent_again_reruns_the_chain() {
+    let store = MemoryStore::default();
+    let orchestrator = Interfering::new(&store, false, false);
+    let clock = paused_run(&store, &orchestrator).await;
+    let step = format!("{RUN}#close-books");
+    store
+        .start_chain(&schedkit::store::ClaimRequest {
+            key: step.clone(),
+            job: "close-books".into(),
+            scheduled_for: "2026-11-30T06:00:00Z".into(),
+            payload_hash: "h".into(),
+            input: "{}".into(),
+            message_id: None,
+            owner: String::new(),
+            now: clock.now(),
+            lease: Duration::ZERO,
+            retention: Duration::from_secs(3600),
+            redrive: None,
+        })
+        .await
+        .unwrap();
+    let mut failed = store.snapshot().records[&step].clone();
+    failed.status = Status::Failed;
+    failed.last_error = Some("broken".into());
+    store.put(failed);
+    let runs = schedkit::ops::chains::ChainRuns::over(
+        RetriedOnce::store(&store, "skip_step"),
+        orchestrator.clone(),
+        "the test's table",
+        &orchestrator.catalog,
+        orchestrator.machines.clone(),
+    );
+    let skipped = runs
+        .skip(
+            RUN,
+            "close-books",
+            &json!({"skipped": true}),
+            "ops",
+            "not needed",
+            clock.now(),
+        )
+        .await;
+    assert!(
+        matches!(&skipped, Ok(s) if matches!(s.rerun, schedkit::ops::chains::Rerun::Started { run: 2, .. })),
+        "{skipped:?}"
+    );
+    assert_eq!(store.snapshot().records[&step].status, Status::Done);
+    assert_eq!(store.snapshot().records[RUN].status, Status::Running);
 }

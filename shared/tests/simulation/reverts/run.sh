@@ -21,6 +21,7 @@ cases=(
   "cancel-of-a-decided-run.patch|main|record rewritten by .cancel."
   "cancel-chain-of-a-decided-run.patch|main|record rewritten by .cancel_chain."
   "cancel-leaves-its-execution-running.patch|main|still running when .chains cancel. completed"
+  "chain-cancel-sent-again.patch|main|CANCELLED, and no operator cancelled it"
   "chain-end-for-any-run.patch|main|was not refused"
   "claim-of-another-payload.patch|main|two payloads, neither refused"
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
