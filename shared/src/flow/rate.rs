@@ -4,9 +4,11 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 /// Starts per window, as the catalog writes it (`20/minute`): kept as evenly spaced starts,
-/// one every `per / starts` ([`Rate::spacing`]), so that no window of length `per` holds more
-/// than `starts`, whichever window is looked at (a bucket that let a burst through would
-/// allow twice as many in a window straddling two).
+/// one every `per / starts` ([`Rate::spacing`], rounded up to whole milliseconds), so that
+/// no window of length `per` holds more than `starts`, whichever window is looked at (a
+/// bucket that let a burst through would allow twice as many in a window straddling two).
+/// Each worker reads the spacing on its own clock: workers whose clocks differ by the skew
+/// bound (500 ms by default) may start two runs that much closer than the spacing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rate {
     /// Starts allowed in one window.
@@ -48,8 +50,9 @@ impl std::str::FromStr for Rate {
     }
 }
 
-/// The least spacing a rate may ask: the store keeps its next start in milliseconds, so a
-/// faster rate would be spaced 0 ms apart, that is, not at all.
+/// The least spacing a rate may ask: the store keeps its next start in whole milliseconds
+/// (a spacing is rounded up to the next one: `600/second` starts one every 2 ms, that is
+/// 500 a second), so a faster rate could not be kept.
 pub const MIN_SPACING: Duration = Duration::from_millis(1);
 
 impl std::fmt::Display for Rate {

@@ -170,10 +170,15 @@ pub(crate) fn entry_of(req: &PermitRequest<'_>) -> Holder {
     }
 }
 
-/// The next start after a run starts at `now_ms`.
+/// The next start after a run starts at `now`: the spacing rounded up to the next whole
+/// millisecond (the item keeps whole milliseconds; rounded down, `3/second` would let four
+/// start within 999 ms), so a rate whose spacing is a fraction of a millisecond starts a
+/// little less often than it says, never more.
 pub(crate) fn next_start(req: &PermitRequest<'_>) -> Option<i64> {
-    req.spacing
-        .map(|s| req.now.timestamp_millis() + s.as_millis() as i64)
+    req.spacing.map(|s| {
+        let ms = s.as_nanos().div_ceil(1_000_000);
+        req.now.timestamp_millis() + i64::try_from(ms).unwrap_or(i64::MAX / 2)
+    })
 }
 
 /// How long a gate's item is kept after its last permit: longer than any run holds one.
@@ -567,5 +572,47 @@ mod tests {
         assert!(!rate_allows(&item, ms));
         item.next_start_ms = Some(ms);
         assert!(rate_allows(&item, ms));
+    }
+
+    /// A rate whose spacing is not whole milliseconds (`3/second`: 333.3 ms) is spaced
+    /// by the next whole millisecond up: its starts, each as early as the gate lets it,
+    /// never put one start more than the rate allows in a window (spaced 333 ms, four
+    /// started within 999 ms; `600/second`, 1.67 ms, let 1,000 start in a second).
+    #[test]
+    fn a_spacing_of_a_fraction_of_a_millisecond_never_lets_a_window_hold_one_start_more() {
+        let start: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        for text in [
+            "3/second",
+            "7/second",
+            "600/second",
+            "1000/second",
+            "7/hour",
+        ] {
+            let rate: crate::flow::Rate = text.parse().unwrap();
+            let allowed = rate.starts.get() as usize;
+            let mut item = GateItem::default();
+            let mut starts = Vec::new();
+            let mut ms = start.timestamp_millis();
+            while starts.len() <= allowed {
+                if rate_allows(&item, ms) {
+                    starts.push(ms);
+                    let now = DateTime::from_timestamp_millis(ms).unwrap();
+                    let req = PermitRequest {
+                        spacing: Some(rate.spacing()),
+                        ..request("me", now)
+                    };
+                    item.next_start_ms = next_start(&req);
+                    ms = item.next_start_ms.unwrap();
+                } else {
+                    ms += 1;
+                }
+            }
+            let span = starts[allowed] - starts[0];
+            assert!(
+                span >= rate.per.as_millis() as i64,
+                "{text}: {} starts within {span} ms",
+                allowed + 1
+            );
+        }
     }
 }
