@@ -525,6 +525,7 @@ async fn script(
         outcome: schedkit::store::AttemptOutcome::Cancelled,
         error: Some("had run to its end".into()),
         duration_ms: Some(12_000),
+        limit_wait: false,
     };
     for (k, who) in [("c1", "b"), ("c1", "a"), ("c1", "a"), ("run", "a")] {
         let noted = store.note_cancelled_attempt(&key(k), &ran_on(who)).await;

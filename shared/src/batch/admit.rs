@@ -223,6 +223,7 @@ mod tests {
                 outcome: AttemptOutcome::Retrying,
                 error: None,
                 duration_ms: None,
+                limit_wait: false,
             });
         }
         r

@@ -175,7 +175,12 @@ impl Processor {
     ) -> Outcome {
         let attempts = record.failed_round_attempts();
         let policy = &registered.policy;
-        let reason = if policy.retry.exhausted(attempts) {
+        // A run its limits held back too long failed by contention, not by its job: its
+        // letter says so again, and it counts toward no pause.
+        let waited = record.failed_waiting();
+        let reason = if waited {
+            DeadLetterReason::LimitWait
+        } else if policy.retry.exhausted(attempts) {
             DeadLetterReason::AttemptsExhausted
         } else {
             DeadLetterReason::PermanentError
@@ -197,7 +202,9 @@ impl Processor {
         );
         // Counted again (a set: no run counts twice), in case the worker that recorded it
         // stopped before it did.
-        if let Some(limit) = policy.pause_after_failures {
+        if let Some(limit) = policy.pause_after_failures
+            && !waited
+        {
             self.inner.streaks.failed(limit, t, &error, failed_at).await;
         }
         let letter = DeadLetter::written(ctx.body(), reason, &error, attempts, failed_at)

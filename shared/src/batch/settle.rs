@@ -97,6 +97,11 @@ impl Processor {
                 Outcome::Succeeded
             }
             Finish::Retrying { error } => self.retry(ctx, policy, t, &ran, error).await,
+            // Never the job's own outcome: only a run held back too long ends so.
+            Finish::LimitWait { error } => {
+                let reason = DeadLetterReason::LimitWait;
+                self.fail(ctx, policy, t, &ran, reason, &error).await
+            }
             Finish::Failed { error } => {
                 let reason = match result {
                     Err(e) if !e.is_retryable() => DeadLetterReason::PermanentError,
@@ -229,6 +234,7 @@ impl Processor {
             outcome: AttemptOutcome::Cancelled,
             error: Some(end.to_string()),
             duration_ms: Some(ran.duration_ms),
+            limit_wait: false,
         };
         if let Err(e) = self.inner.store.note_cancelled_attempt(t.key, &entry).await {
             tracing::warn!(key = t.key, error = %e, "the cancelled record does not say its attempt ran on");
@@ -247,8 +253,13 @@ impl Processor {
         t: &Transition<'_>,
     ) -> Outcome {
         let now = self.inner.config.clock.now();
-        let finish = Finish::Failed {
-            error: error.to_string(),
+        let finish = match reason {
+            DeadLetterReason::LimitWait => Finish::LimitWait {
+                error: error.to_string(),
+            },
+            _ => Finish::Failed {
+                error: error.to_string(),
+            },
         };
         let ran = Ran {
             attempt: claim.record.round_attempt(),

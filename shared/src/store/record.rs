@@ -111,6 +111,10 @@ pub struct AttemptEntry {
     /// Milliseconds from claim to end; None for an attempt whose lease expired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// It never ran: it waited for its limits longer than its job allows, and its run
+    /// ended FAILED `limit-wait` ([`Finish::LimitWait`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub limit_wait: bool,
 }
 
 /// An execution record, one DynamoDB item per execution key.
@@ -211,6 +215,12 @@ impl ExecutionRecord {
             && self.attempt == attempted.attempt
             && self.status == attempted.status
             && self.updated_at == attempted.updated_at
+    }
+
+    /// Whether its last attempt never ran because it waited for its limits too long: a
+    /// FAILED run whose failure is contention's, not its job's.
+    pub fn failed_waiting(&self) -> bool {
+        self.history.last().is_some_and(|h| h.limit_wait)
     }
 
     /// How many attempts the last FAILED round took: the history entries after the
@@ -419,6 +429,7 @@ pub(crate) fn claimed_record(
                     outcome: AttemptOutcome::LeaseExpired,
                     error: Some("lease expired without a heartbeat".into()),
                     duration_ms: None,
+                    limit_wait: false,
                 };
                 push_capped(&mut r.history, entry);
             }
@@ -458,6 +469,14 @@ pub enum Finish {
         /// The job's error, kept (capped) in the history and `last_error`.
         error: String,
     },
+    /// The run waited for its limits longer than its job allows and never ran: FAILED, the
+    /// round ended, as [`Finish::Failed`]; its history entry says why (`limit_wait`), so
+    /// that the same message delivered again (its worker stopped before deleting it) is
+    /// dead-lettered `limit-wait` again and counts as no failure of the job.
+    LimitWait {
+        /// Why: how long it waited, for which limit.
+        error: String,
+    },
 }
 
 impl Finish {
@@ -466,7 +485,7 @@ impl Finish {
         match self {
             Finish::Succeeded { .. } => Status::Done,
             Finish::Retrying { .. } => Status::Retrying,
-            Finish::Failed { .. } => Status::Failed,
+            Finish::Failed { .. } | Finish::LimitWait { .. } => Status::Failed,
         }
     }
 }
@@ -491,7 +510,7 @@ pub(crate) fn finished_record(
             (AttemptOutcome::Succeeded, None)
         }
         Finish::Retrying { error } => (AttemptOutcome::Retrying, Some(cap_snapshot(error))),
-        Finish::Failed { error } => {
+        Finish::Failed { error } | Finish::LimitWait { error } => {
             r.attempt_base = r.attempt;
             (AttemptOutcome::Failed, Some(cap_snapshot(error)))
         }
@@ -504,6 +523,7 @@ pub(crate) fn finished_record(
         outcome,
         error: error.clone(),
         duration_ms: Some(duration_ms),
+        limit_wait: matches!(finish, Finish::LimitWait { .. }),
     };
     push_capped(&mut r.history, entry);
     if error.is_some() {

@@ -358,6 +358,7 @@ mod tests {
             outcome: AttemptOutcome::Cancelled,
             error: None,
             duration_ms: Some(5000),
+            limit_wait: false,
         };
         let mut noted = before.clone();
         noted.history.push(entry.clone());

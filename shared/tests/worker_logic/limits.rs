@@ -59,6 +59,10 @@ owner = "t"
 lease_seconds = 10
 concurrency = { limit = 1 }
 max_wait_seconds = 20
+pause_after_failures = 1
+
+[jobs.impatient.schedule]
+expression = "cron(0 3 * * ? *)"
 
 [jobs.patient]
 owner = "t"
@@ -455,6 +459,63 @@ async fn a_run_that_waits_longer_than_max_wait_is_dead_lettered_limit_wait_unrun
         w.seen.lock().unwrap().starts.len(),
         1,
         "the waiting run never ran"
+    );
+}
+
+/// The worker that wrote a run FAILED for waiting too long stopped before its message was
+/// deleted (or its dead letter sent): the message comes back, and the run is found FAILED
+/// by this very message. Its letter says `limit-wait` again, and contention still never
+/// pauses a schedule (the redelivery counted it as the job's failure, paused the job and
+/// sent the letter as `permanent-error`).
+#[tokio::test(start_paused = true)]
+async fn a_limit_wait_delivered_again_after_its_failure_is_written_is_no_failure_of_the_job() {
+    use schedkit::queue::{Attribute, JobQueue, Outgoing};
+
+    let w = world();
+    send(&w.queue, "impatient", "long", json!({"seconds": 60}));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    send(&w.queue, "impatient", "waiting", json!({"seconds": 1}));
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(90)).await;
+    let waited = w.store.snapshot().records["waiting"].clone();
+    assert_eq!(waited.status, Status::Failed);
+    // The same message again, as SQS delivers one that was never deleted.
+    let again = Outgoing {
+        body: waited.input.clone().unwrap(),
+        attributes: [(
+            "schedkit.origin".to_string(),
+            Attribute::text(waited.message_id.clone().unwrap()),
+        )]
+        .into(),
+        delay_seconds: None,
+    };
+    w.queue.send(&again).await.unwrap();
+    drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    let letters = w.queue.lock().dead_letters.clone();
+    let reasons: Vec<_> = letters
+        .iter()
+        .map(|l| {
+            l.attributes[schedkit::dead_letter::attr::REASON]
+                .string
+                .clone()
+        })
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            Some("limit-wait".to_string()),
+            Some("limit-wait".to_string())
+        ]
+    );
+    let state = w.store.snapshot();
+    assert!(
+        !state.pauses.contains_key("impatient"),
+        "contention paused the job: {:?}",
+        state.pauses
+    );
+    assert!(
+        state.streaks.values().all(|s| s.is_empty()),
+        "{:?}",
+        state.streaks
     );
 }
 
