@@ -685,3 +685,74 @@ start = 2026-01-01T00:00:00Z
         "01:00 and 02:00 were withheld; 03:00 missed"
     );
 }
+
+/// The stage's check wrote its ledger and its worker was killed before the metrics went
+/// out (or the write's answer was lost and the check failed): the next check found the
+/// firing judged, and a missed firing was never reported. Now the written ledger keeps its
+/// report unsent until a check says it sent it, and the next check sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_whose_check_stopped_before_sending_it_is_sent_by_the_next_check() {
+    localstack().await;
+    let stack = Stack::lane("acct-unsent", StackOptions::default()).await;
+    let store = stack.store();
+    let catalog = Catalog::parse(
+        r#"
+[jobs.hourly]
+owner = "data"
+deadline = "20m"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2026-01-01T00:00:00Z
+"#,
+        "unsent.toml",
+    )
+    .unwrap();
+    let h0 = Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(3);
+    check(&store, &catalog, h0 + TimeDelta::minutes(5), None, true)
+        .await
+        .unwrap();
+    // The check that finds the firing missed dies as it is about to send its report.
+    let missed_at = h0 + TimeDelta::hours(1) + TimeDelta::minutes(35);
+    let killed = tokio::spawn({
+        let (store, catalog) = (store.clone(), catalog.clone());
+        async move {
+            schedkit::accounting::stage::check_and_send(&store, &catalog, missed_at, None, |_| {
+                panic!("killed before its metrics went out")
+            })
+            .await
+        }
+    })
+    .await;
+    assert!(killed.is_err(), "the check was killed");
+    assert_eq!(
+        store.ledger().await.unwrap().unwrap().checks,
+        2,
+        "its ledger was written"
+    );
+    let next = check(
+        &store,
+        &catalog,
+        missed_at + TimeDelta::minutes(5),
+        None,
+        true,
+    )
+    .await
+    .unwrap();
+    let key = format!(
+        "hourly#{}",
+        (h0 + TimeDelta::hours(1)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let reported: Vec<&str> = next.reported.iter().map(|f| f.key.as_str()).collect();
+    assert_eq!(reported, [key.as_str()]);
+    // Said sent: the check after reports nothing again.
+    let after = check(
+        &store,
+        &catalog,
+        missed_at + TimeDelta::minutes(10),
+        None,
+        true,
+    )
+    .await
+    .unwrap();
+    assert!(after.reported.is_empty(), "{:?}", after.reported);
+}

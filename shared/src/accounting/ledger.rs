@@ -95,6 +95,23 @@ pub struct Ledger {
     /// was found (missed, then late when its run came after all).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reported: BTreeMap<String, DateTime<Utc>>,
+    /// What the check that wrote this ledger reports, until it says it has sent it (its
+    /// metrics emitted: [`sent`]). A check that finds them here sends them again with its
+    /// own: their writer stopped, or lost its write's answer, between the write and the
+    /// send. So a firing is reported at least once, and twice only when a check failed
+    /// half-way (the alarms take the maximum, so a second report of one firing changes no
+    /// alarm's state).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unsent: Vec<Finding>,
+}
+
+/// The ledger once its `unsent` findings were sent: the same, without them (written on
+/// the condition that no check wrote since).
+pub fn sent(ledger: &Ledger) -> Ledger {
+    Ledger {
+        unsent: Vec::new(),
+        ..ledger.clone()
+    }
 }
 
 /// A name the checks watch.
@@ -333,6 +350,12 @@ fn fit(ledger: &mut Ledger) -> (u64, u64) {
             let n = ledger.findings.len().div_ceil(8);
             ledger.findings.drain(..n);
             findings += n as u64;
+        } else if !ledger.unsent.is_empty() {
+            // Still sent by this check; only a check failing half-way would have sent
+            // them again.
+            let n = ledger.unsent.len().div_ceil(8);
+            ledger.unsent.drain(..n);
+            findings += n as u64;
         } else {
             break; // only what every job needs (`watched`) is left
         }
@@ -408,6 +431,13 @@ pub fn settle(
         dropped += excess as u64;
     }
     forget_old(&mut remembered, now);
+    // What this check reports, with what the last one may not have sent.
+    let mut unsent = previous.unsent.clone();
+    for f in &reported {
+        if !unsent.iter().any(|u| u.key == f.key) {
+            unsent.push(f.clone());
+        }
+    }
     let mut ledger = Ledger {
         checked_to: Some(now.max(previous.checked_to.unwrap_or(now))),
         checks: previous.checks + 1,
@@ -416,6 +446,7 @@ pub fn settle(
         forgotten: previous.forgotten,
         watched,
         reported: remembered,
+        unsent,
     };
     let (dropped, forgotten) = fit(&mut ledger);
     Settled {
@@ -640,11 +671,13 @@ start = 2026-01-01T00:00:00Z
             }
             overflowed.dropped += settled.overflow.dropped;
             overflowed.forgotten += settled.overflow.forgotten;
-            ledger = settled.ledger;
-            // The item: its key, `checks` and `ledger` (names and values).
+            // The item as written (its report still unsent): its key, `checks` and
+            // `ledger` (names and values).
             let item = ".schedkit/accountant".len() + "execution_key".len() + 20 + 6;
-            let bytes = text_len(&ledger) + item;
+            let bytes = text_len(&settled.ledger) + item;
             assert!(bytes <= 400 * 1024, "{bytes} bytes at {now}");
+            // Sent, as the stage's check says once its metrics are out.
+            ledger = sent(&settled.ledger);
         }
         assert!(
             reported.values().all(|n| *n == 1),
@@ -654,6 +687,26 @@ start = 2026-01-01T00:00:00Z
         assert!(overflowed.forgotten > 0, "the outage did reach the bound");
         assert_eq!(ledger.forgotten, overflowed.forgotten);
         assert_eq!(ledger.findings.len(), MOST_FINDINGS, "the newest listed");
+    }
+
+    /// A check that wrote its ledger and stopped before it said its report was sent (or
+    /// lost that write's answer): the next check sends that report again, with its own;
+    /// once one says it sent them, none sends them again. (Before, the next check found
+    /// the firing judged, and it was never reported.)
+    #[test]
+    fn a_report_not_said_sent_is_sent_again_by_the_next_check() {
+        let start = check(&Ledger::default(), "2026-06-01T00:11:00Z", &[]).ledger;
+        let found = check(&sent(&start), "2026-06-01T01:12:00Z", &[]);
+        let keys = |fs: &[Finding]| fs.iter().map(|f| f.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&found.reported), ["hourly#2026-06-01T01:00:00Z"]);
+        assert_eq!(keys(&found.ledger.unsent), keys(&found.reported));
+        // Its writer stopped before `sent`: the next check carries it.
+        let next = check(&found.ledger, "2026-06-01T01:17:00Z", &[]);
+        assert!(next.reported.is_empty(), "nothing new turned missed");
+        assert_eq!(keys(&next.ledger.unsent), ["hourly#2026-06-01T01:00:00Z"]);
+        // Said sent: the one after carries nothing.
+        let after = check(&sent(&next.ledger), "2026-06-01T01:22:00Z", &[]);
+        assert!(after.ledger.unsent.is_empty(), "{:?}", after.ledger.unsent);
     }
 
     fn text_len(ledger: &Ledger) -> usize {

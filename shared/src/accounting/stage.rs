@@ -210,6 +210,8 @@ pub struct Check {
 /// and, with `commit`, written back if no other check wrote it meanwhile (the stage's own
 /// check, whose metrics are the alarms'). Without `commit` it is a look: nothing written,
 /// so a check run elsewhere (an operator's terminal) takes no report from the alarms.
+/// A committed check's report is taken as sent when it returns ([`check_and_send`] sends
+/// it first).
 pub async fn check(
     store: &DynamoStore,
     catalog: &Catalog,
@@ -217,6 +219,53 @@ pub async fn check(
     override_since: Option<DateTime<Utc>>,
     commit: bool,
 ) -> Result<Check, StoreError> {
+    match commit {
+        true => check_and_send(store, catalog, now, override_since, |_| {}).await,
+        false => settle_check(store, catalog, now, override_since, false)
+            .await
+            .map(|(check, _)| check),
+    }
+}
+
+/// The stage's check ([`check`] with its commit), its report handed to `send` (the
+/// metrics) once the ledger is written, then the ledger told it was sent. A check that
+/// stops between the write and that last write (killed, or its write's answer lost) leaves
+/// its report in the ledger's `unsent`, and the next check sends it again: each firing is
+/// reported at least once (before, such a report was lost for good: the next check found
+/// it judged). One `PutItem` more per check that reported something.
+pub async fn check_and_send(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+    override_since: Option<DateTime<Utc>>,
+    send: impl FnOnce(&Check),
+) -> Result<Check, StoreError> {
+    let (mut check, written) = settle_check(store, catalog, now, override_since, true).await?;
+    send(&check);
+    if let Some(ledger) = written.filter(|l| !l.unsent.is_empty()) {
+        // Refused (another check wrote since: it sends what it found unsent) or lost: the
+        // report stands either way.
+        match store
+            .put_ledger(&ledger::sent(&ledger), ledger.checks)
+            .await
+        {
+            Ok(_) => check.requests += 1,
+            Err(e) => {
+                tracing::warn!(error = %e, "the accountant's ledger does not say its report was sent: the next check sends it again")
+            }
+        }
+    }
+    Ok(check)
+}
+
+/// One check, and the ledger it wrote (None: a look, or another check wrote first).
+async fn settle_check(
+    store: &DynamoStore,
+    catalog: &Catalog,
+    now: DateTime<Utc>,
+    override_since: Option<DateTime<Utc>>,
+    commit: bool,
+) -> Result<(Check, Option<ledger::Ledger>), StoreError> {
     let previous = store.ledger().await?;
     let since = ledger::since(previous.as_ref(), override_since, now);
     let previous = previous.unwrap_or_default();
@@ -270,23 +319,25 @@ pub async fn check(
         watched,
     );
     let written = commit && store.put_ledger(&settled.ledger, previous.checks).await?;
-    Ok(Check {
+    let check = Check {
         since,
         now,
         expected: span.expected.len(),
-        // A look without a commit says what a check would report; one that lost the race
-        // reports nothing (the other check did).
-        reported: if written || !commit {
-            settled.reported
-        } else {
-            Vec::new()
+        // A look without a commit says what a check would report; a written one reports
+        // with it what the last check may not have sent; one that lost the race reports
+        // nothing (the other check did).
+        reported: match (commit, written) {
+            (false, _) => settled.reported,
+            (true, true) => settled.ledger.unsent.clone(),
+            (true, false) => Vec::new(),
         },
-        findings: settled.ledger.findings,
+        findings: settled.ledger.findings.clone(),
         failed_jobs,
         requests,
         written,
         overflow: settled.overflow,
-    })
+    };
+    Ok((check, written.then_some(settled.ledger)))
 }
 
 fn unaccounted(e: &Expected, status: Option<Status>) -> Unaccounted {

@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::accounting::ledger::Kind;
-use crate::accounting::stage::{Check, check};
+use crate::accounting::stage::{Check, check, check_and_send};
 use crate::catalog::Catalog;
 use crate::store::{DynamoStore, StoreError};
 use crate::telemetry::{Metric, Metrics};
@@ -74,11 +74,18 @@ impl Accountant {
         since: Option<DateTime<Utc>>,
         commit: bool,
     ) -> Result<(Check, Summary), StoreError> {
-        let check = check(&self.store, &self.catalog, Utc::now(), since, commit).await?;
+        let now = Utc::now();
+        let check = match commit {
+            true => {
+                let metrics = &self.metrics;
+                check_and_send(&self.store, &self.catalog, now, since, |c| {
+                    report(metrics, c)
+                })
+                .await?
+            }
+            false => check(&self.store, &self.catalog, now, since, false).await?,
+        };
         let summary = Summary::of(&check);
-        if commit {
-            report(&self.metrics, &check);
-        }
         tracing::info!(
             since = %summary.since,
             expected = summary.expected,
