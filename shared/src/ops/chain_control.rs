@@ -109,14 +109,18 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                 }
             )
         };
-        if let Some(execution) = before.owner.as_deref() {
-            let stopped = self
-                .stop(&chain, execution, reason)
-                .await
-                .map_err(|e| e.after(so_far(&done)))?;
-            if stopped {
-                done.stopped = Some(execution.to_string());
-            }
+        // A run recorded before runs kept their execution's name has the one its attempt
+        // gives, as the worker and a rerun take it.
+        let execution = before
+            .owner
+            .clone()
+            .unwrap_or_else(|| crate::key::chain_execution_name(key, before.attempt));
+        let stopped = self
+            .stop(&chain, &execution, reason)
+            .await
+            .map_err(|e| e.after(so_far(&done)))?;
+        if stopped {
+            done.stopped = Some(execution);
         }
         self.cancel_steps(key, &chain, by, reason, now, &mut done)
             .await

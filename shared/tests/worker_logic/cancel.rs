@@ -855,3 +855,30 @@ async fn a_skip_whose_write_the_sdk_sent_again_reruns_the_chain() {
     assert_eq!(store.snapshot().records[&step].status, Status::Done);
     assert_eq!(store.snapshot().records[RUN].status, Status::Running);
 }
+
+/// A chain run recorded before runs kept their execution's name (`owner` absent): its
+/// execution has the name its attempt gives (`chain_execution_name`), as the worker and a
+/// rerun take it. `chains cancel` stops that one too (it stopped none, and the execution
+/// ran on for a CANCELLED run).
+#[tokio::test(start_paused = true)]
+async fn a_cancel_of_a_run_recorded_without_its_executions_name_stops_it() {
+    let (store, _, orchestrator, _) = triggered(false, false).await;
+    assert_eq!(orchestrator.live().len(), 1, "the run's execution started");
+    let mut old = store.snapshot().records[RUN].clone();
+    assert_eq!(
+        old.owner.as_deref(),
+        Some(schedkit::key::chain_execution_name(RUN, 1).as_str())
+    );
+    old.owner = None;
+    store.put(old);
+    let clock = super::config().clock;
+    let cancelled = orchestrator
+        .runs()
+        .cancel(RUN, "ops", "a bad deploy", clock.now())
+        .await;
+    assert!(
+        matches!(&cancelled, Ok(c) if c.stopped.is_some()),
+        "{cancelled:?}"
+    );
+    assert_eq!(orchestrator.live(), Vec::<String>::new());
+}
