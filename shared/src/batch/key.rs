@@ -17,15 +17,35 @@ impl Processor {
         envelope: &Envelope,
         job: &Routed<'_>,
     ) -> Step<String> {
-        match execution_key(envelope, job.registered.policy.key_template.as_ref()) {
+        let key = execution_key(envelope, job.registered.policy.key_template.as_ref())
+            .map_err(|e| e.to_string())
+            .and_then(|key| self.outside_chains(envelope, key));
+        match key {
             Ok(key) => Ok(key),
-            Err(e) => {
-                let error = e.to_string();
+            Err(error) => {
                 let job = Some(envelope.job.as_str());
                 Err(self
                     .reject(ctx, DeadLetterReason::Poison, &error, job, None)
                     .await)
             }
+        }
+    }
+
+    /// `key`, unless a job's own run (not a chain's step) would take a chain run's or
+    /// step's place with it: `<chain>#…` is the chain's key space. Such a run, first
+    /// there, made the chain's step meet a key conflict and its run pause for good, and
+    /// the operator's commands on the step act on the other job's run.
+    fn outside_chains(&self, envelope: &Envelope, key: String) -> Result<String, String> {
+        let chains = self.inner.config.chains.as_ref();
+        let is_step = envelope.chain.as_ref().is_some_and(|c| c.step.is_some());
+        match chains
+            .and_then(|c| c.key_space_of(&key))
+            .filter(|_| !is_step)
+        {
+            Some(chain) => Err(format!(
+                "key `{key}` lies in chain `{chain}`'s key space (its runs `{chain}#<time>` and their steps `{chain}#<time>#<step>`): a job's run may not take their place; give it another key"
+            )),
+            None => Ok(key),
         }
     }
 }

@@ -882,3 +882,34 @@ async fn a_cancel_of_a_run_recorded_without_its_executions_name_stops_it() {
     );
     assert_eq!(orchestrator.live(), Vec::<String>::new());
 }
+
+/// A job's message whose explicit key names a chain run's step (`<chain key>#<step>`)
+/// came first, and took the step's place: the chain's step then met a key conflict and
+/// the run paused for good, and an operator's skip or cancel of the step acted on the
+/// other job's run. Such a key is poison now, as one in schedkit's own key space is: the
+/// chain's key space is the chain's.
+#[tokio::test(start_paused = true)]
+async fn a_jobs_key_in_a_chains_key_space_is_poison() {
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(3));
+    let orchestrator = Interfering::new(&store, false, false);
+    let worker = chain_worker(&store, &queue, &orchestrator);
+    for key in [format!("{RUN}#close-books"), RUN.to_string()] {
+        let mut e = schedkit::Envelope::new("close-books", "2026-11-30T06:00:00Z".parse().unwrap());
+        e.key = Some(key.clone());
+        queue.send_body(&e.to_json());
+        let labels = super::drain(&worker, &queue, Duration::from_secs(3)).await;
+        assert_eq!(labels, ["dead-lettered"], "{key}: {labels:?}");
+        assert!(
+            store.snapshot().records.is_empty(),
+            "{key}: nothing claimed"
+        );
+    }
+    let letters = queue.lock().dead_letters.clone();
+    let reason = &letters[0].attributes[schedkit::dead_letter::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("poison"));
+    let error = letters[0].attributes[schedkit::dead_letter::attr::ERROR]
+        .string
+        .clone()
+        .unwrap_or_default();
+    assert!(error.contains("chain `month-end`"), "{error}");
+}

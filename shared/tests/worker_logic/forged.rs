@@ -283,20 +283,26 @@ async fn keys_naming_each_internal_item_are_poison_naming_the_key() {
     assert!(lane.store.snapshot().records.is_empty());
 }
 
+/// A plain message under a step's key (the same job, key and payload as the step's
+/// message, without the chain) lies in the chain's key space: poison, so it never takes
+/// the step's place (first there, it made the step a key conflict and the chain run pause
+/// for good). The step's own message then runs as the step.
 #[tokio::test(start_paused = true)]
-async fn a_plain_message_under_a_steps_key_never_stands_for_the_step() {
+async fn a_plain_message_under_a_steps_key_is_poison_and_the_step_keeps_its_place() {
     let lane = lane();
     let chain_key = "month-end#2026-11-30T06:00:00Z";
     let key = format!("{chain_key}#report");
-    // The same job, key and payload as the step's message, without the chain: its own run.
     let mut plain = Envelope::new("report", "2026-11-30T06:00:00Z".parse().unwrap());
     plain.key = Some(key.clone());
-    let (labels, _) = lane.decide(&[plain.to_json()]).await;
-    assert_eq!(labels, ["succeeded"]);
-    // The step's own message is another run under that key: a conflict, not answered
-    // from a record it did not write.
+    let (labels, letters) = lane.decide(&[plain.to_json()]).await;
+    assert_eq!(labels, ["dead-lettered"], "{letters:?}");
+    assert_eq!(text(&letters[0], attr::REASON), "poison");
+    assert!(
+        text(&letters[0], attr::ERROR).contains("chain `month-end`"),
+        "{letters:?}"
+    );
+    assert!(lane.store.snapshot().records.is_empty());
     let step = step_message("report", &key, chain_key, "report");
     let (labels, letters) = lane.decide(&[step]).await;
-    assert_eq!(labels, ["dead-lettered"], "{letters:?}");
-    assert_eq!(text(&letters[0], attr::REASON), "key-conflict");
+    assert_eq!(labels, ["succeeded"], "{letters:?}");
 }

@@ -48,6 +48,13 @@ pub(crate) enum Machine {
 }
 
 impl Chains {
+    /// The chain whose key space `key` lies in (`<chain>#…`: its runs' records and its
+    /// steps'), if any: a job's own run may not take their place.
+    pub(crate) fn key_space_of(&self, key: &str) -> Option<&str> {
+        let (name, _) = key.split_once('#')?;
+        self.chains.get_key_value(name).map(|(n, _)| n.as_str())
+    }
+
     /// The catalog's chains, each the state machine `<prefix><chain>` (the template names
     /// them `schedkit-<stage>.<chain>`; `SCHEDKIT_STATE_MACHINE_PREFIX` is the ARN up to
     /// the chain's name). An empty prefix knows no state machine: steps are answered, and
