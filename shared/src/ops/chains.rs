@@ -394,6 +394,9 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                         );
                         OpsError::from(e).after(format!("steps reopened: {}", steps.join(", ")))
                     })?;
+                // A cancel between the read and the redrive found the execution ended and
+                // stopped nothing: the run read again sees it, and the execution is stopped.
+                self.unless_cancelled(key, chain, current).await?;
                 return Ok(Some(Rerun::Redriven {
                     execution: current.to_string(),
                 }));
@@ -531,10 +534,10 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
         }
     }
 
-    /// After the start of the execution `name` of run `key`: a `chains cancel` that came
-    /// between the read before the start and the start found nothing to stop; the run read
-    /// again now sees it (it recorded CANCELLED before it looked), and the execution is
-    /// stopped.
+    /// After the start (or the redrive) of the execution `name` of run `key`: a `chains
+    /// cancel` that came between the read before it and it found nothing to stop; the run
+    /// read again now sees it (it recorded CANCELLED before it looked), and the execution
+    /// is stopped.
     async fn unless_cancelled(&self, key: &str, chain: &str, name: &str) -> Result<(), OpsError> {
         match self.read(key).await? {
             Some(r) if r.status == Status::Cancelled => {

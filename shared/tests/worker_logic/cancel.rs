@@ -555,11 +555,26 @@ impl schedkit::orchestrator::Orchestrator for Interfering {
     ) -> Call<'a, Result<(), schedkit::aws::AwsError>> {
         self.inner.stop_execution(arn, error, cause)
     }
+    /// Played here (the memory orchestrator refuses it): the stopped or ended execution
+    /// runs again, after the interfering cancel when one is armed.
     fn redrive_execution<'a>(
         &'a self,
         arn: &'a str,
     ) -> Call<'a, Result<(), schedkit::aws::AwsError>> {
-        self.inner.redrive_execution(arn)
+        Box::pin(async move {
+            if self.cancel_at_start.swap(false, Ordering::SeqCst) {
+                let clock = super::config().clock;
+                self.runs()
+                    .cancel(RUN, "ops", "a bad deploy", clock.now())
+                    .await
+                    .unwrap();
+            }
+            let name = arn.rsplit(':').next().unwrap_or_default().to_string();
+            let mut state = self.inner.lock();
+            state.stopped.remove(&name);
+            state.closed.retain(|c| *c != name);
+            Ok(())
+        })
     }
 }
 
@@ -912,4 +927,34 @@ async fn a_jobs_key_in_a_chains_key_space_is_poison() {
         .clone()
         .unwrap_or_default();
     assert!(error.contains("chain `month-end`"), "{error}");
+}
+
+/// `chains rerun --redrive` reads the run (RUNNING, its execution stopped without an
+/// outcome), then redrives the execution; a second operator's `chains cancel` between the
+/// two finds the execution ended and stops nothing. The rerun, reading the run again after
+/// the redrive, stops the execution it brought back (it ran on for a CANCELLED run).
+#[tokio::test(start_paused = true)]
+async fn an_execution_redriven_after_a_cancel_came_meanwhile_is_stopped() {
+    let (store, _, orchestrator, _) = triggered(false, false).await;
+    let first = schedkit::key::chain_execution_name(RUN, 1);
+    {
+        let mut state = orchestrator.inner.lock();
+        state.stopped.insert(first.clone(), "States.Timeout".into());
+        state.closed.push(first.clone());
+    }
+    assert_eq!(orchestrator.live(), Vec::<String>::new());
+    orchestrator.cancel_at_start.store(true, Ordering::SeqCst);
+    let clock = super::config().clock;
+    let rerun = orchestrator.runs().rerun(RUN, true, clock.now()).await;
+    assert_eq!(store.snapshot().records[RUN].status, Status::Cancelled);
+    assert_eq!(
+        orchestrator.live(),
+        Vec::<String>::new(),
+        "{rerun:?}: {:?}",
+        orchestrator.inner.lock()
+    );
+    assert!(
+        matches!(&rerun, Err(e) if e.to_string().contains("cancelled")),
+        "{rerun:?}"
+    );
 }
