@@ -140,7 +140,7 @@ impl Canceller {
     ) -> Result<Counts, OpsError> {
         let mut counts = Counts::default();
         for status in &selection.statuses {
-            let keys = self.keys_of(&selection.job, *status).await?;
+            let keys = self.keys_of(&selection.job, *status, catalog).await?;
             counts.by_state.insert(status.to_string(), keys.len());
         }
         if selection.queued && scan_queue {
@@ -170,7 +170,7 @@ impl Canceller {
         };
         for status in &selection.statuses {
             let keys = self
-                .keys_of(&selection.job, *status)
+                .keys_of(&selection.job, *status, catalog)
                 .await
                 .map_err(|e| e.after(so_far(&done)))?;
             for key in keys {
@@ -213,7 +213,12 @@ impl Canceller {
     }
 
     /// Every key of `job`'s records in `status`.
-    async fn keys_of(&self, job: &str, status: Status) -> Result<Vec<String>, OpsError> {
+    async fn keys_of(
+        &self,
+        job: &str,
+        status: Status,
+        catalog: &Catalog,
+    ) -> Result<Vec<String>, OpsError> {
         let mut keys = Vec::new();
         let mut page = None;
         loop {
@@ -226,7 +231,9 @@ impl Canceller {
             };
             let (records, next) = self.records.list(&filter).await?;
             // A chain's steps are cancelled with their chain, never one by one.
-            let own = records.into_iter().filter(|r| step_of_chain(r).is_none());
+            let own = records
+                .into_iter()
+                .filter(|r| step_of_chain(r, catalog).is_none());
             keys.extend(own.map(|r| r.execution_key));
             match next {
                 Some(next) => page = Some(next),
@@ -451,10 +458,28 @@ impl Found {
     }
 }
 
-/// The chain key a step's record belongs to (its message carries its chain), if any.
-fn step_of_chain(r: &ExecutionRecord) -> Option<String> {
-    let envelope = Envelope::parse(r.input.as_deref()?).ok()?;
-    envelope.chain.map(|c| c.key)
+/// The chain key a step's record belongs to, if any: as its message says (its chain), or,
+/// when the record keeps only the start of a long message (4,096 bytes), as its key does
+/// (`<chain key>#<step>` of a catalog chain's step: a chain's key space is its own, no
+/// job's run is keyed there).
+fn step_of_chain(r: &ExecutionRecord, catalog: &Catalog) -> Option<String> {
+    if let Some(chain) = r
+        .input
+        .as_deref()
+        .and_then(|input| Envelope::parse(input).ok())
+        .and_then(|e| e.chain)
+    {
+        return Some(chain.key);
+    }
+    let (chain_key, step) = r.execution_key.rsplit_once('#')?;
+    let (name, _) = chain_key.split_once('#')?;
+    let chain = catalog.chains.get(name)?;
+    let is_step = chain
+        .stages
+        .iter()
+        .flat_map(|s| &s.steps)
+        .any(|s| s.name == step);
+    is_step.then(|| chain_key.to_string())
 }
 
 /// Why `r` is not cancelled on its own: a chain run, or a chain's step.
@@ -466,7 +491,7 @@ fn of_a_chain(r: &ExecutionRecord, catalog: &Catalog) -> Option<String> {
             r.job
         ));
     }
-    step_of_chain(r).map(|chain| {
+    step_of_chain(r, catalog).map(|chain| {
         format!(
             "`{key}` is a step of chain run `{chain}`: a step is not cancelled alone (its chain would pause on it for good); cancel the chain (`schedkit chains cancel {chain}`), or, once the step has failed, skip it (`schedkit chains skip {chain} STEP`)"
         )
@@ -487,5 +512,45 @@ fn request(
         now: Utc::now(),
         only,
         arrived,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CATALOG: &str = r#"
+[jobs.close-books]
+owner = "finance"
+[chains.month-end]
+owner = "finance"
+stages = ["close-books"]
+"#;
+
+    /// A step whose message was longer than the 4,096 bytes its record keeps (a chain
+    /// payload of a few KB, its task token): its record's input no longer parses, and the
+    /// step was cancelled alone (its chain then paused on it for good). Its key says it is
+    /// a step.
+    #[test]
+    fn a_step_whose_record_keeps_only_the_start_of_its_message_is_a_step() {
+        let catalog = Catalog::parse(CATALOG, "c.toml").unwrap();
+        let chain_key = "month-end#2026-11-30T06:00:00Z";
+        let key = format!("{chain_key}#close-books");
+        let at = "2026-11-30T06:00:00Z".parse().unwrap();
+        let mut r = crate::accounting::run_of(&key, "close-books", at);
+        let message = serde_json::json!({
+            "job": "close-books",
+            "scheduled_for": "2026-11-30T06:00:00Z",
+            "key": key,
+            "payload": {"notes": "x".repeat(5_000)},
+            "chain": {"name": "month-end", "key": chain_key, "step": "close-books", "task_token": "t"},
+        });
+        r.input = Some(crate::store::cap_snapshot(&message.to_string()));
+        assert!(Envelope::parse(r.input.as_deref().unwrap()).is_err(), "cut");
+        assert_eq!(step_of_chain(&r, &catalog).as_deref(), Some(chain_key));
+        assert!(of_a_chain(&r, &catalog).is_some_and(|why| why.contains("is a step of chain run")));
+        // A job's own run is not a step, whatever its input.
+        let own = crate::accounting::run_of("close-books#2026-11-30T06:00:00Z", "close-books", at);
+        assert_eq!(step_of_chain(&own, &catalog), None);
     }
 }
