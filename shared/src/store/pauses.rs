@@ -57,9 +57,14 @@ pub struct PauseWindow {
 impl PauseWindow {
     /// Whether the firing at `at` fell in the window.
     pub fn holds(&self, at: DateTime<Utc>) -> bool {
+        self.holds_within(at, chrono::Duration::zero())
+    }
+
+    /// Whether the firing at `at` fell in the window widened by `edge` at each end.
+    pub fn holds_within(&self, at: DateTime<Utc>, edge: chrono::Duration) -> bool {
         let instant = |t: &str| DateTime::parse_from_rfc3339(t).ok().map(|t| t.to_utc());
         match (instant(&self.from), instant(&self.to)) {
-            (Some(from), Some(to)) => from <= at && at < to,
+            (Some(from), Some(to)) => from - edge <= at && at < to + edge,
             _ => false,
         }
     }
@@ -101,16 +106,26 @@ pub struct PauseHistory {
     pub ended: Vec<PauseWindow>,
 }
 
+/// How far around a pause's edges a firing counts as withheld. A pause's times are the
+/// operator's (or worker's) clock, within the clock-skew bound of the Scheduler's; and a
+/// resume records its end before it enables the schedule (the record is what the schedule
+/// is made to follow), so a firing due in between was held back though it falls after the
+/// window. Such a firing, reported missed, was none. A minute: longer than the skew bound
+/// and a resume's few Scheduler calls, and no schedule fires more often. A firing that was
+/// truly lost within a minute of a pause's edge is the one not reported.
+pub const PAUSE_EDGE: chrono::Duration = chrono::Duration::minutes(1);
+
 impl PauseHistory {
     /// Whether a firing at `at` was withheld by a pause: in an ended one, or at or after
-    /// the start of the one it is in.
+    /// the start of the one it is in, each widened by [`PAUSE_EDGE`].
     pub fn withheld(&self, at: DateTime<Utc>) -> bool {
         let paused_since = self
             .paused
             .as_ref()
             .and_then(|p| DateTime::parse_from_rfc3339(&p.at).ok())
             .map(|t| t.to_utc());
-        paused_since.is_some_and(|p| at >= p) || self.ended.iter().any(|w| w.holds(at))
+        paused_since.is_some_and(|p| at >= p - PAUSE_EDGE)
+            || self.ended.iter().any(|w| w.holds_within(at, PAUSE_EDGE))
     }
 }
 
@@ -614,6 +629,47 @@ mod tests {
 
     fn s(v: &str) -> AttributeValue {
         AttributeValue::S(v.into())
+    }
+
+    /// A resume records the pause's end, then enables the schedule: a firing due between
+    /// the two was held back, though after the window's end; and a pause's times are the
+    /// operator's clock, within the skew bound of the Scheduler's. Such firings were
+    /// expected, and reported missed. Within a minute of a pause's edges they are not.
+    #[test]
+    fn a_firing_at_a_pauses_edge_is_withheld_and_one_a_minute_away_is_not() {
+        let at = |t: &str| -> DateTime<Utc> { t.parse().unwrap() };
+        let ended = PauseHistory {
+            paused: None,
+            ended: vec![PauseWindow {
+                from: "2026-12-01T10:00:00.000Z".into(),
+                to: "2026-12-01T11:00:00.000Z".into(),
+            }],
+        };
+        assert!(ended.withheld(at("2026-12-01T10:30:00Z")));
+        assert!(
+            ended.withheld(at("2026-12-01T11:00:00.400Z")),
+            "enabled after `to`"
+        );
+        assert!(
+            ended.withheld(at("2026-12-01T09:59:59.600Z")),
+            "a clock behind"
+        );
+        assert!(!ended.withheld(at("2026-12-01T11:01:01Z")));
+        assert!(!ended.withheld(at("2026-12-01T09:58:59Z")));
+        let paused = PauseHistory {
+            paused: Some(PauseRecord {
+                job: "j".into(),
+                by: "ops".into(),
+                at: "2026-12-01T10:00:00.000Z".into(),
+                reason: "r".into(),
+            }),
+            ended: Vec::new(),
+        };
+        assert!(
+            paused.withheld(at("2026-12-01T09:59:59.600Z")),
+            "a clock behind"
+        );
+        assert!(!paused.withheld(at("2026-12-01T09:58:59Z")));
     }
 
     #[test]
