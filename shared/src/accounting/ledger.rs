@@ -709,6 +709,43 @@ start = 2026-01-01T00:00:00Z
         assert!(after.ledger.unsent.is_empty(), "{:?}", after.ledger.unsent);
     }
 
+    /// The catalog's bound on scheduled jobs and chains keeps the ledger's entry for each
+    /// (names of 64 characters, every one paused: the longest entries) within three
+    /// quarters of its item, the rest for its findings (trimmed to fit, the oldest first);
+    /// one more is refused by `catalog check`. (4,500 such jobs filled the item,
+    /// and every check's write was refused.)
+    #[test]
+    fn the_most_scheduled_names_leave_the_ledger_room() {
+        let catalog_of = |n: usize| -> String {
+            (0..n)
+                .map(|i| {
+                    let name = format!("{i:05}-{}", "x".repeat(58));
+                    format!(
+                        "[jobs.{name}]\nowner = \"o\"\n[jobs.{name}.schedule]\nexpression = \"rate(1 hour)\"\n"
+                    )
+                })
+                .collect()
+        };
+        let most = crate::catalog::model::SCHEDULED_MAX;
+        let catalog = Catalog::parse(&catalog_of(most), "c.toml").unwrap();
+        let names: BTreeSet<&str> = catalog.jobs.keys().map(String::as_str).collect();
+        assert!(names.iter().all(|n| n.len() == 64));
+        let now = at("2026-06-01T00:00:00Z");
+        let ledger = Ledger {
+            checks: u64::MAX,
+            checked_to: Some(now),
+            watched: watch(&Ledger::default(), &catalog, &names, now, now),
+            ..Ledger::default()
+        };
+        let bytes = text_len(&ledger);
+        assert!(
+            bytes <= MOST_LEDGER_BYTES * 3 / 4,
+            "{bytes} bytes for {most} names"
+        );
+        let refused = Catalog::parse(&catalog_of(most + 1), "c.toml").unwrap_err();
+        assert!(refused.to_string().contains("at most 2000"), "{refused}");
+    }
+
     fn text_len(ledger: &Ledger) -> usize {
         text(ledger).len()
     }

@@ -10,7 +10,7 @@ use super::inventory::{Catalog, Job, Target, policy};
 use super::limits;
 use super::model::{
     CHAINS_MAX, CatalogFile, CommandSpec, HOST_TIMEOUT_MAX_SECONDS, JobSpec, OWN_ALARMS_MAX,
-    RetrySpec, RunsOn, SECRETS_MAX, ScheduleSpec, Settings,
+    RetrySpec, RunsOn, SCHEDULED_MAX, SECRETS_MAX, ScheduleSpec, Settings,
 };
 use super::rules::{check_schedule, name_rule, valid_name};
 use crate::key::KeyTemplate;
@@ -276,6 +276,17 @@ fn check_budgets(raw: &CatalogFile, found: &mut Findings<'_>) {
             format!(
                 "{} jobs ask for an alarm of their own, at most {OWN_ALARMS_MAX} may (the stage's failed alarm already names every failing job, each as a contributor; keep own alarms for the jobs that page someone else)",
                 own.len()
+            ),
+        );
+    }
+    let scheduled = raw.jobs.values().filter(|j| j.schedule.is_some()).count()
+        + raw.chains.values().filter(|c| c.schedule.is_some()).count();
+    if scheduled > SCHEDULED_MAX {
+        found.fail(
+            None,
+            "schedule",
+            format!(
+                "{scheduled} scheduled jobs and chains, at most {SCHEDULED_MAX}: the accountant keeps one entry for each in its ledger, one DynamoDB item of at most 400 KB (fire the rest with `schedkit fire`, or split the catalog into stages)"
             ),
         );
     }
