@@ -11,7 +11,10 @@ use chrono::{DateTime, Utc};
 use super::attributes::{Item, n, s};
 use super::failures::count_condition;
 use super::memory::{MemoryState, MemoryStore};
-use super::pauses::{PauseRecord, PauseStore, Paused, pause_condition, windows_after_resume};
+use super::pauses::{
+    PauseRecord, PauseStore, Paused, RESUME_TRIES, pause_condition, resume_condition, resumed_by,
+    windows_after_resume,
+};
 use super::{KEY_ATTRIBUTE, StoreCall, StoreError, job_key};
 
 /// The job's item ([`job_key`]) as DynamoDB holds it, with the attributes its writes'
@@ -103,19 +106,48 @@ impl PauseStore for MemoryStore {
         job: &'a str,
         now: DateTime<Utc>,
     ) -> StoreCall<'a, Result<Option<PauseRecord>, StoreError>> {
-        Box::pin(self.request("resume", job, move |state| {
-            state.streaks.remove(job);
-            state
-                .resumed_at_ms
-                .insert(job.to_string(), now.timestamp_millis());
-            let ended = state.pauses.remove(job);
-            let kept = state.pause_windows.remove(job).unwrap_or_default();
-            let windows = windows_after_resume(&kept, ended.as_ref().map(|p| p.at.as_str()), now);
-            if !windows.is_empty() {
-                state.pause_windows.insert(job.to_string(), windows);
+        // As DynamoDB's resume: a read of the job's item, then a write on the condition
+        // that it still holds the pause read ([`resume_condition`]), again on a refusal.
+        Box::pin(async move {
+            let mut refused: Option<PauseRecord> = None;
+            for _ in 0..RESUME_TRIES {
+                let (item, pause) = self
+                    .request("resume.read", job, |state| {
+                        (job_item(state, job), state.pauses.get(job).cloned())
+                    })
+                    .await?;
+                if refused.is_some() && resumed_by(&item, now) {
+                    return Ok(refused);
+                }
+                let condition = resume_condition(pause.as_ref());
+                let passed = self
+                    .request("resume", job, |state| {
+                        if !condition.holds(Some(&job_item(state, job))) {
+                            return false;
+                        }
+                        state.streaks.remove(job);
+                        state
+                            .resumed_at_ms
+                            .insert(job.to_string(), now.timestamp_millis());
+                        state.pauses.remove(job);
+                        let kept = state.pause_windows.remove(job).unwrap_or_default();
+                        let from = pause.as_ref().map(|p| p.at.as_str());
+                        let windows = windows_after_resume(&kept, from, now);
+                        if !windows.is_empty() {
+                            state.pause_windows.insert(job.to_string(), windows);
+                        }
+                        true
+                    })
+                    .await?;
+                if passed {
+                    return Ok(pause);
+                }
+                refused = pause;
             }
-            ended
-        }))
+            Err(StoreError::Unavailable(format!(
+                "resuming {job}: paused and resumed by others {RESUME_TRIES} times meanwhile"
+            )))
+        })
     }
 }
 
@@ -189,5 +221,32 @@ mod tests {
                 .unwrap(),
             1
         );
+    }
+
+    /// A resume whose write the SDK sent again (applied, its answer lost): the second try
+    /// is refused by the first, which removed the pause. The resume is the operator's, and
+    /// says which pause it ended (it answered that the job had not been paused).
+    #[tokio::test]
+    async fn a_resume_whose_write_was_sent_again_says_the_pause_it_ended() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        use crate::store::{Fault, Faults};
+
+        #[derive(Debug)]
+        struct RetriedResume(AtomicBool);
+        impl Faults for RetriedResume {
+            fn request(&self, request: &'static str, _: &str) -> (std::time::Duration, Fault) {
+                let retried = request == "resume" && self.0.swap(false, Ordering::SeqCst);
+                let fault = if retried { Fault::Retried } else { Fault::None };
+                (std::time::Duration::ZERO, fault)
+            }
+        }
+        let store = MemoryStore::new(Arc::new(RetriedResume(AtomicBool::new(true))));
+        store.pause(&record("ops")).await.unwrap();
+        assert_eq!(store.resume("j", at(2)).await.unwrap(), Some(record("ops")));
+        assert_eq!(store.pause_of("j").await.unwrap(), None);
+        let windows = store.snapshot().pause_windows["j"].clone();
+        assert_eq!(windows.len(), 1, "{windows:?}");
     }
 }

@@ -240,7 +240,7 @@ async fn back_off(round: u32, left: usize) -> Result<(), StoreError> {
 const UNPROCESSED_ROUNDS: u32 = 8;
 
 /// Reads and writes a resume makes before it says the pause kept changing under it.
-const RESUME_TRIES: usize = 4;
+pub(crate) const RESUME_TRIES: usize = 4;
 
 /// The condition of a pause's write: the job's item holds no pause (an operator's reason
 /// is never overwritten, by a worker or by another operator) and, for an automatic pause
@@ -261,6 +261,18 @@ pub(crate) fn resume_condition(pause: Option<&PauseRecord>) -> Condition {
         Some(p) => Condition::new("#at = :at").value(":at", AttributeValue::S(p.at.clone())),
         None => Condition::new("attribute_not_exists(#at)"),
     }
+}
+
+/// Whether the job's item (as read after a resume's write was refused) shows that very
+/// write applied: no pause, and the resume's own time (`resumed_at`, epoch ms). The SDK
+/// sends a request again when its answer did not come; the second try is then refused by
+/// the first. Both stores decide by it.
+pub(crate) fn resumed_by(item: &HashMap<String, AttributeValue>, now: DateTime<Utc>) -> bool {
+    let at_now = matches!(
+        item.get("resumed_at"),
+        Some(AttributeValue::N(ms)) if *ms == now.timestamp_millis().to_string()
+    );
+    at_now && !item.contains_key("at")
 }
 
 /// Where stages before the job item kept a pause.
@@ -524,6 +536,8 @@ impl Pauses {
         job: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<PauseRecord>, StoreError> {
+        // The pause a refused write was to end: the write may have been refused by itself.
+        let mut refused: Option<PauseRecord> = None;
         for _ in 0..RESUME_TRIES {
             let item = self
                 .ddb
@@ -536,6 +550,9 @@ impl Pauses {
                 .map_err(|e| failed(format!("resuming {job}"), crate::aws::describe(&e)))?
                 .item
                 .unwrap_or_default();
+            if refused.is_some() && resumed_by(&item, now) {
+                return Ok(refused);
+            }
             let pause = pause_of(job, &item)?;
             let windows = windows_after_resume(
                 &windows_of(&item),
@@ -577,8 +594,12 @@ impl Pauses {
             }
             match request.send().await {
                 Ok(_) => return Ok(pause),
-                // Paused or resumed by someone else between the read and the write.
-                Err(e) if e.as_service_error().is_some_and(is_condition_failure) => continue,
+                // Paused or resumed by someone else between the read and the write, or
+                // by this write's own first try (the next read tells).
+                Err(e) if e.as_service_error().is_some_and(is_condition_failure) => {
+                    refused = pause;
+                    continue;
+                }
                 Err(e) => return Err(failed(format!("resuming {job}"), crate::aws::describe(&e))),
             }
         }
