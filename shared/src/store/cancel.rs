@@ -54,7 +54,8 @@ pub struct CancelRequest {
 pub struct Cancelled {
     /// The record as written.
     pub record: ExecutionRecord,
-    /// The status the run had (REGISTERED for a run that had no record yet).
+    /// The status the run had (REGISTERED for a run that had no record yet; CANCELLED when
+    /// the cancel's own first try wrote it, its answer lost).
     pub was: Status,
 }
 
@@ -144,13 +145,30 @@ fn cancellation(req: &CancelRequest) -> OperatorNote {
     }
 }
 
-/// What a refusal over `current` means.
-pub(super) fn refused(key: &str, current: Option<ExecutionRecord>) -> CancelError {
+/// What a refusal over `current` means. Refused by its own first try (the SDK sends a
+/// request again when its answer did not come: the record CANCELLED with this very
+/// cancellation, to the millisecond), it is done: what the run was before is not known
+/// then, and is given as CANCELLED. Both stores decide by it.
+pub(super) fn refused(
+    req: &CancelRequest,
+    current: Option<ExecutionRecord>,
+) -> Result<Cancelled, CancelError> {
     match current {
-        Some(current) => CancelError::Refused {
+        Some(current)
+            if current.status == Status::Cancelled
+                && current.cancelled.as_ref() == Some(&cancellation(req)) =>
+        {
+            Ok(Cancelled {
+                record: current,
+                was: Status::Cancelled,
+            })
+        }
+        Some(current) => Err(CancelError::Refused {
             current: Box::new(current),
-        },
-        None => CancelError::NotFound { key: key.into() },
+        }),
+        None => Err(CancelError::NotFound {
+            key: req.key.clone(),
+        }),
     }
 }
 
@@ -215,10 +233,10 @@ impl DynamoStore {
                     .transpose()?;
                 Ok(cancelled_record(before, req))
             }
-            Err(err) => Err(match refusal(&req.key, err) {
-                Ok(current) => refused(&req.key, current),
-                Err(e) => CancelError::Store(e),
-            }),
+            Err(err) => match refusal(&req.key, err) {
+                Ok(current) => refused(req, current),
+                Err(e) => Err(CancelError::Store(e)),
+            },
         }
     }
 }
@@ -298,6 +316,43 @@ mod tests {
             only,
             arrived,
         }
+    }
+
+    /// A cancel whose write the SDK sent again (applied, its answer lost) is refused by its
+    /// own first try: it is the operator's cancel all the same (it answered "cancelled
+    /// already", and `chains cancel` left the step out of what it cancelled). Another
+    /// cancel's refusal stays one.
+    #[tokio::test]
+    async fn a_cancel_refused_by_its_own_first_try_is_done() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        use crate::store::{Fault, Faults, MemoryStore};
+
+        #[derive(Debug)]
+        struct RetriedCancel(AtomicBool);
+        impl Faults for RetriedCancel {
+            fn request(&self, request: &'static str, _: &str) -> (Duration, Fault) {
+                let retried = request == "cancel" && self.0.swap(false, Ordering::SeqCst);
+                let fault = if retried { Fault::Retried } else { Fault::None };
+                (Duration::ZERO, fault)
+            }
+        }
+        let store = MemoryStore::new(Arc::new(RetriedCancel(AtomicBool::new(true))));
+        store.put(claimed_record(None, &claim()));
+        let done = store.cancel(&cancel(None, None)).await;
+        assert!(
+            matches!(&done, Ok(c) if c.record.status == Status::Cancelled),
+            "{done:?}"
+        );
+        let other = CancelRequest {
+            by: "someone else".into(),
+            ..cancel(None, None)
+        };
+        assert!(matches!(
+            store.cancel(&other).await,
+            Err(CancelError::Refused { .. })
+        ));
     }
 
     #[test]

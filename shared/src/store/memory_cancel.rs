@@ -13,7 +13,7 @@ impl MemoryStore {
         self.request("cancel", &req.key, |state| {
             let current = state.records.get(&req.key).cloned();
             if !holds(&req.condition(), current.as_ref()) {
-                return Err(refused(&req.key, current));
+                return refused(req, current);
             }
             let done = cancelled_record(current, req);
             state.records.insert(req.key.clone(), done.record.clone());
