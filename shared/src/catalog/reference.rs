@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use super::model::{
-    CHAINS_MAX, CatalogFile, HOST_TIMEOUT_MAX_SECONDS, OWN_ALARMS_MAX, SCHEDULED_MAX, SECRETS_MAX,
+    CHAINS_MAX, CatalogFile, HOST_TIMEOUT_MAX_SECONDS, OWN_ALARMS_MAX, SECRETS_MAX,
 };
 
 /// The catalog's JSON Schema (draft 2020-12), as serde reads `catalog.toml`.
@@ -384,7 +384,7 @@ mod tests {
             format!("| chains in a catalog | {} |", grouped(CHAINS_MAX)),
             format!(
                 "| scheduled jobs and chains in a catalog | {} |",
-                grouped(SCHEDULED_MAX)
+                grouped(crate::catalog::model::SCHEDULED_MAX)
             ),
             format!(
                 "| jobs with an alarm of their own | {} |",
