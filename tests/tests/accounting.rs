@@ -625,6 +625,16 @@ async fn the_storm_counts_the_jobs_failing_now_not_a_caught_up_days() {
     );
 }
 
+/// One hourly job, due DONE within 20 minutes.
+const HOURLY: &str = r#"
+[jobs.hourly]
+owner = "data"
+deadline = "20m"
+[jobs.hourly.schedule]
+expression = "rate(1 hour)"
+start = 2026-01-01T00:00:00Z
+"#;
+
 /// A pause and a resume between two checks (issue 38, defect 4): the firings the pause
 /// withheld are not missed, and a firing after the resume that never ran is. The resume
 /// removed the pause the accountant read, so every withheld firing once read as missed.
@@ -633,18 +643,7 @@ async fn a_pause_and_resume_between_two_checks_withhold_its_firings_and_nothing_
     localstack().await;
     let stack = Stack::lane("acct-resume", StackOptions::default()).await;
     let store = stack.store();
-    let catalog = Catalog::parse(
-        r#"
-[jobs.hourly]
-owner = "data"
-deadline = "20m"
-[jobs.hourly.schedule]
-expression = "rate(1 hour)"
-start = 2026-01-01T00:00:00Z
-"#,
-        "resume.toml",
-    )
-    .unwrap();
+    let catalog = Catalog::parse(HOURLY, "resume.toml").unwrap();
     let h0 = Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(4);
     let hour = |h: i64| h0 + TimeDelta::hours(h);
     check(&store, &catalog, h0 + TimeDelta::minutes(5), None, true)
@@ -695,18 +694,7 @@ async fn a_report_whose_check_stopped_before_sending_it_is_sent_by_the_next_chec
     localstack().await;
     let stack = Stack::lane("acct-unsent", StackOptions::default()).await;
     let store = stack.store();
-    let catalog = Catalog::parse(
-        r#"
-[jobs.hourly]
-owner = "data"
-deadline = "20m"
-[jobs.hourly.schedule]
-expression = "rate(1 hour)"
-start = 2026-01-01T00:00:00Z
-"#,
-        "unsent.toml",
-    )
-    .unwrap();
+    let catalog = Catalog::parse(HOURLY, "unsent.toml").unwrap();
     let h0 = Utc::now().duration_trunc(TimeDelta::hours(1)).unwrap() - TimeDelta::hours(3);
     check(&store, &catalog, h0 + TimeDelta::minutes(5), None, true)
         .await

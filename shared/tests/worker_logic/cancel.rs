@@ -661,29 +661,34 @@ async fn a_cancel_stops_an_execution_step_functions_does_not_describe_yet() {
     assert!(cancelled.stopped.is_some(), "{cancelled:?}");
 }
 
+/// The start of the month-end record `key` (the run, or a step of it) owned by `owner`.
+fn chain_claim(key: &str, owner: &str, clock: Clock) -> schedkit::store::ClaimRequest {
+    schedkit::store::ClaimRequest {
+        key: key.into(),
+        job: "month-end".into(),
+        scheduled_for: "2026-11-30T06:00:00Z".into(),
+        payload_hash: "h".into(),
+        input: "{}".into(),
+        message_id: None,
+        owner: owner.into(),
+        now: clock.now(),
+        lease: Duration::ZERO,
+        retention: Duration::from_secs(3600),
+        redrive: None,
+    }
+}
+
 /// The month-end run `RUN` PAUSED by its first execution (ended), as a rerun finds it;
 /// the clock it was written at.
 async fn paused_run(store: &MemoryStore, orchestrator: &Interfering) -> Clock {
     use schedkit::orchestrator::Orchestrator;
-    use schedkit::store::{ChainEnd, ClaimRequest};
+    use schedkit::store::ChainEnd;
 
     let machine = orchestrator.machines["month-end"].clone();
     let clock = super::config().clock;
     let first = schedkit::key::chain_execution_name(RUN, 1);
     store
-        .start_chain(&ClaimRequest {
-            key: RUN.into(),
-            job: "month-end".into(),
-            scheduled_for: "2026-11-30T06:00:00Z".into(),
-            payload_hash: "h".into(),
-            input: "{}".into(),
-            message_id: None,
-            owner: first.clone(),
-            now: clock.now(),
-            lease: Duration::ZERO,
-            retention: Duration::from_secs(3600),
-            redrive: None,
-        })
+        .start_chain(&chain_claim(RUN, &first, clock))
         .await
         .unwrap();
     let input = json!({"chain_key": RUN}).to_string();
@@ -826,22 +831,9 @@ async fn a_skip_whose_write_the_sdk_sent_again_reruns_the_chain() {
     let orchestrator = Interfering::new(&store, false, false);
     let clock = paused_run(&store, &orchestrator).await;
     let step = format!("{RUN}#close-books");
-    store
-        .start_chain(&schedkit::store::ClaimRequest {
-            key: step.clone(),
-            job: "close-books".into(),
-            scheduled_for: "2026-11-30T06:00:00Z".into(),
-            payload_hash: "h".into(),
-            input: "{}".into(),
-            message_id: None,
-            owner: String::new(),
-            now: clock.now(),
-            lease: Duration::ZERO,
-            retention: Duration::from_secs(3600),
-            redrive: None,
-        })
-        .await
-        .unwrap();
+    let mut step_claim = chain_claim(&step, "", clock);
+    step_claim.job = "close-books".into();
+    store.start_chain(&step_claim).await.unwrap();
     let mut failed = store.snapshot().records[&step].clone();
     failed.status = Status::Failed;
     failed.last_error = Some("broken".into());
