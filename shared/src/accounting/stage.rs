@@ -328,7 +328,7 @@ async fn settle_check(
         // nothing (the other check did).
         reported: match (commit, written) {
             (false, _) => settled.reported,
-            (true, true) => settled.ledger.unsent.clone(),
+            (true, true) => settled.to_send.clone(),
             (true, false) => Vec::new(),
         },
         findings: settled.ledger.findings.clone(),

@@ -321,11 +321,10 @@ pub const OWN_ALARMS_MAX: usize = 20;
 /// [`OWN_ALARMS_MAX`] more at most).
 pub const CHAINS_MAX: usize = 200;
 
-/// The most scheduled jobs and chains a catalog may have: the accountant's ledger, one
-/// item of at most 400 KB, keeps an entry for each (at most about 145 bytes, with a
-/// 64-character name: three quarters of the item for 2,000), with room left for its
-/// findings
-/// (`accounting::ledger::tests::the_most_scheduled_names_leave_the_ledger_room`).
+/// The most scheduled jobs and chains a catalog has without a warning: the accountant's
+/// ledger, one item of at most 400 KB, keeps an entry for each (at most about 145 bytes,
+/// with a 64-character name: three quarters of the item for 2,000), with room left for its
+/// findings (`accounting::ledger::tests::the_most_scheduled_names_leave_the_ledger_room`).
 pub const SCHEDULED_MAX: usize = 2_000;
 
 fn default_target() -> String {

@@ -383,7 +383,7 @@ mod tests {
         for row in [
             format!("| chains in a catalog | {} |", grouped(CHAINS_MAX)),
             format!(
-                "| scheduled jobs and chains in a catalog | {} |",
+                "| scheduled jobs and chains in a catalog | {} without a warning |",
                 grouped(crate::catalog::model::SCHEDULED_MAX)
             ),
             format!(

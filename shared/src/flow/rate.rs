@@ -46,6 +46,15 @@ impl std::str::FromStr for Rate {
                 "`{text}` is faster than a limit can keep: at most 1000 starts a second (its starts are spaced in whole milliseconds)"
             ));
         }
+        // Spaced in whole milliseconds, rounded up: refused where that would start more
+        // than a tenth less often than it says (`999/second` would be kept as 500).
+        let kept = rate.kept_spacing();
+        if kept.saturating_sub(rate.spacing()) * 10 > rate.spacing() {
+            let per_second = 1000 / kept.as_millis();
+            return Err(format!(
+                "`{text}` cannot be kept: its starts are spaced in whole milliseconds, so it would start {per_second} a second; write a rate whose spacing is whole milliseconds (`{per_second}/second`, `1000/second`) or at most 100 a second"
+            ));
+        }
         Ok(rate)
     }
 }
@@ -70,6 +79,14 @@ impl Rate {
     /// The least time between two starts.
     pub fn spacing(self) -> Duration {
         self.per / self.starts.get()
+    }
+
+    /// The spacing the gate keeps: [`Rate::spacing`] rounded up to whole milliseconds (the
+    /// gate's next start is epoch milliseconds; rounded down, `3/second` would let four
+    /// start within 999 ms).
+    pub fn kept_spacing(self) -> Duration {
+        let ms = self.spacing().as_nanos().div_ceil(1_000_000);
+        Duration::from_millis(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 }
 
@@ -96,6 +113,13 @@ mod tests {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
         }
         assert!("1000/second".parse::<Rate>().is_ok());
+        assert!("500/second".parse::<Rate>().is_ok());
+        assert!("100/second".parse::<Rate>().is_ok());
+        assert!("3/second".parse::<Rate>().is_ok());
+        // Kept in whole milliseconds, it would start far less often than it says.
+        let refused = "999/second".parse::<Rate>().unwrap_err();
+        assert!(refused.contains("would start 500 a second"), "{refused}");
+        assert!("600/second".parse::<Rate>().is_err());
         assert!(
             "5000/second"
                 .parse::<Rate>()

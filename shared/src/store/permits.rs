@@ -577,17 +577,11 @@ mod tests {
     /// A rate whose spacing is not whole milliseconds (`3/second`: 333.3 ms) is spaced
     /// by the next whole millisecond up: its starts, each as early as the gate lets it,
     /// never put one start more than the rate allows in a window (spaced 333 ms, four
-    /// started within 999 ms; `600/second`, 1.67 ms, let 1,000 start in a second).
+    /// started within 999 ms).
     #[test]
     fn a_spacing_of_a_fraction_of_a_millisecond_never_lets_a_window_hold_one_start_more() {
         let start: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
-        for text in [
-            "3/second",
-            "7/second",
-            "600/second",
-            "1000/second",
-            "7/hour",
-        ] {
+        for text in ["3/second", "7/second", "70/second", "1000/second", "7/hour"] {
             let rate: crate::flow::Rate = text.parse().unwrap();
             let allowed = rate.starts.get() as usize;
             let mut item = GateItem::default();

@@ -101,8 +101,9 @@ impl Accountant {
             tracing::warn!(
                 dropped_findings = check.overflow.dropped,
                 forgotten_keys = check.overflow.forgotten,
-                "the accountant's ledger reached its item's size: the oldest findings and \
-                 reported keys were let go"
+                unkept_reports = check.overflow.unkept,
+                "the accountant's ledger reached its item's size: the oldest reported keys, \
+                 reports kept to be sent again, and findings were let go"
             );
         }
         for f in check.reported.iter().take(LOGGED_FINDINGS) {
