@@ -475,6 +475,16 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                         self.store.reopen_step(&r, now).await.map_err(|e| {
                             stopped(store_error(&format!("reopening step {step}"), e))
                         })?;
+                    // Refused: by another actor, or by this very write, applied once
+                    // already (the SDK sends a request again when its answer did not
+                    // come): the step REGISTERED at this reopen's time is this reopen's.
+                    let done = done || {
+                        let now_step = self.read(&r.execution_key).await.map_err(&stopped)?;
+                        now_step.is_some_and(|n| {
+                            n.status == Status::Registered
+                                && n.updated_at == crate::store::timestamp(now)
+                        })
+                    };
                     if !done {
                         return Err(stopped(OpsError::Refused(format!(
                             "step `{step}` of `{key}` changed while it was being reopened; `chains rerun {key}` again"

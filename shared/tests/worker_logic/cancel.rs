@@ -950,3 +950,37 @@ async fn an_execution_redriven_after_a_cancel_came_meanwhile_is_stopped() {
         "{rerun:?}"
     );
 }
+
+/// `chains rerun` reopens the failed step, and that write is applied, its answer lost and
+/// sent again by the SDK: the reopen is the rerun's, and its execution starts (it said the
+/// step changed while it was being reopened, and left the run RUNNING with no execution).
+#[tokio::test(start_paused = true)]
+async fn a_reopen_whose_write_the_sdk_sent_again_starts_the_rerun() {
+    let store = MemoryStore::default();
+    let orchestrator = Interfering::new(&store, false, false);
+    let clock = paused_run(&store, &orchestrator).await;
+    let step = format!("{RUN}#close-books");
+    let mut step_claim = chain_claim(&step, "", clock);
+    step_claim.job = "close-books".into();
+    store.start_chain(&step_claim).await.unwrap();
+    let mut failed = store.snapshot().records[&step].clone();
+    failed.status = Status::Failed;
+    store.put(failed);
+    let runs = schedkit::ops::chains::ChainRuns::over(
+        RetriedOnce::store(&store, "reopen_step"),
+        orchestrator.clone(),
+        "the test's table",
+        &orchestrator.catalog,
+        orchestrator.machines.clone(),
+    );
+    let rerun = runs.rerun(RUN, false, clock.now()).await;
+    assert!(
+        matches!(
+            &rerun,
+            Ok(schedkit::ops::chains::Rerun::Started { run: 2, .. })
+        ),
+        "{rerun:?}"
+    );
+    assert_eq!(orchestrator.live().len(), 1);
+    assert_eq!(store.snapshot().records[&step].status, Status::Registered);
+}
