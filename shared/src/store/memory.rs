@@ -514,7 +514,18 @@ impl MemoryStore {
         if self.slot_left(&e, &seen, waiter.as_deref()).await? {
             match self.take_over(&e, &seen, waiter.as_deref()).await? {
                 Ok(()) => return Ok(Gate::Open),
-                Err(now_holder) => running = now_holder,
+                Err((holder, holder_owner)) => {
+                    let entered = slot_conditions::entered_by(
+                        holder.as_deref(),
+                        holder_owner.as_deref(),
+                        e.key,
+                        e.owner,
+                    );
+                    if entered {
+                        return Ok(Gate::Open);
+                    }
+                    running = holder;
+                }
             }
         }
         let running = running.or(waiter).unwrap_or_default();
@@ -556,7 +567,7 @@ impl MemoryStore {
         e: &SlotEntry<'_>,
         seen: &Slot,
         waiter: Option<&str>,
-    ) -> Result<Result<(), Option<String>>, StoreError> {
+    ) -> Result<Result<(), (Option<String>, Option<String>)>, StoreError> {
         let condition = slot_conditions::take_over(
             e.key,
             e.policy,
@@ -573,7 +584,7 @@ impl MemoryStore {
                 take(slot, e);
                 return Ok(());
             }
-            Err(slot.holder.clone())
+            Err((slot.holder.clone(), slot.holder_owner.clone()))
         })
         .await
     }

@@ -451,3 +451,27 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     let later = permit("b", "w:2", "2026-12-01T12:01:51.001Z");
     assert_eq!(store.take_permit(&later).await.unwrap(), Permit::Taken);
 }
+
+/// A take-over of a slot whose holder's lease ran out, applied, its answer lost and sent
+/// again by the SDK: the second try is refused by the first, which holds the slot now.
+/// The run entered (it was SKIPPED as held by itself, and never ran).
+#[tokio::test]
+async fn a_take_over_refused_by_its_own_first_try_enters() {
+    let store = scripted(vec![("enter_slot.take_over", Fault::Retried)]);
+    let t0 = "2026-12-01T12:00:00Z";
+    claimed(store.claim(&req("a", "oa", t0)).await.unwrap());
+    assert_eq!(
+        store
+            .enter_slot(entry("a", "oa", Overlap::Skip, t0))
+            .await
+            .unwrap(),
+        Gate::Open
+    );
+    let later = "2026-12-01T12:01:30Z";
+    let d = store
+        .enter_slot(entry("d", "od", Overlap::Skip, later))
+        .await
+        .unwrap();
+    assert_eq!(d, Gate::Open);
+    assert_eq!(store.snapshot().slots["j"].holder.as_deref(), Some("d"));
+}

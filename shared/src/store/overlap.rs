@@ -31,7 +31,7 @@ use super::attributes::{n, s};
 use super::condition::Condition;
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::slot::slot_of;
-use super::slot_conditions::{Seen, leave, take, take_over, wait};
+use super::slot_conditions::{Seen, entered_by, leave, take, take_over, wait};
 use super::{ClaimRequest, DynamoStore, ExecutionRecord, StoreError, TransitionError, slot_key};
 use crate::job::Overlap;
 
@@ -139,8 +139,16 @@ impl DynamoStore {
                 .await?
             {
                 Ok(()) => return Ok(Gate::Open),
-                // Someone else entered first: theirs now.
-                Err(now_refused) => running = slot_of(&now_refused).holder,
+                Err(now_refused) => {
+                    let now_slot = slot_of(&now_refused);
+                    let (holder, holder_owner) =
+                        (now_slot.holder.as_deref(), now_slot.holder_owner.as_deref());
+                    if entered_by(holder, holder_owner, key, owner) {
+                        return Ok(Gate::Open);
+                    }
+                    // Someone else entered first: theirs now.
+                    running = now_slot.holder;
+                }
             }
         }
         // Named in the SKIPPED record: the holder, or the waiter queued ahead of this run.

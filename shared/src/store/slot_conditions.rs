@@ -80,6 +80,18 @@ pub(crate) fn take_over(
 }
 
 /// The run `key` becomes the slot's one waiter: nobody else waits.
+/// Whether a refused take-over found the slot held by this very entry (`key` under the
+/// claim `owner`): its own first try, applied, its answer lost and the request sent again
+/// by the SDK. The run entered. Both stores decide by it.
+pub(crate) fn entered_by(
+    holder: Option<&str>,
+    holder_owner: Option<&str>,
+    key: &str,
+    owner: &str,
+) -> bool {
+    holder == Some(key) && holder_owner == Some(owner)
+}
+
 pub(crate) fn wait(key: &str, now: DateTime<Utc>) -> Condition {
     Condition::new(WAITER_FREE)
         .value(":me", s(key))
