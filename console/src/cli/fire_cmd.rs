@@ -112,7 +112,24 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
         None => default_payload,
     };
     let mut envelope = Envelope::new(name.clone(), at);
-    envelope.key = a.key.clone();
+    // A chain's runs and their steps live in its own key space (`<chain>#…`), and no job's
+    // run may: the worker refuses either out of place.
+    envelope.key = match (&a.key, catalog.chain(&a.job)) {
+        (Some(k), Some(_)) if !k.starts_with(&format!("{name}#")) => Some(format!("{name}#{k}")),
+        (Some(k), None) => {
+            if let Some((chain, _)) = k
+                .split_once('#')
+                .filter(|(c, _)| catalog.chain(c).is_some())
+            {
+                return Err(UsageError(format!(
+                    "--key `{k}` lies in chain `{chain}`'s key space (its runs and their steps): give the job another key"
+                ))
+                .into());
+            }
+            Some(k.clone())
+        }
+        (key, _) => key.clone(),
+    };
     envelope.payload = (!payload.is_empty()).then_some(payload);
     // The worker would reject what the key template cannot fill: say so now instead.
     let key = schedkit::key::execution_key(&envelope, template.as_ref())

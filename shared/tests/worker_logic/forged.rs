@@ -306,3 +306,32 @@ async fn a_plain_message_under_a_steps_key_is_poison_and_the_step_keeps_its_plac
     let (labels, letters) = lane.decide(&[step]).await;
     assert_eq!(labels, ["succeeded"], "{letters:?}");
 }
+
+/// A step of `month-end` for a run keyed outside its key space (another chain's run, or a
+/// key of no chain): it would claim that run's step key with month-end's payload, and the
+/// real step there meet a key conflict. Refused before any claim.
+#[tokio::test(start_paused = true)]
+async fn a_step_for_a_run_outside_its_chains_key_space_is_refused() {
+    let lane = lane();
+    for chain_key in ["year-end#2026-12-31T06:00:00Z", "q4"] {
+        let key = format!("{chain_key}#report");
+        let step = step_message("report", &key, chain_key, "report");
+        let (labels, letters) = lane.decide(&[step]).await;
+        assert_mismatch(&labels, &letters, "which is no run of it");
+    }
+    assert!(lane.store.snapshot().records.is_empty());
+}
+
+/// A chain's trigger keyed outside its key space would put its run and its steps where a
+/// job's runs (or another chain's) are: poison, before any record.
+#[tokio::test(start_paused = true)]
+async fn a_chain_trigger_keyed_outside_its_key_space_is_poison() {
+    let lane = lane();
+    let mut trigger = Envelope::new("month-end", "2026-11-30T06:00:00Z".parse().unwrap());
+    trigger.key = Some("q4".into());
+    let (labels, letters) = lane.decide(&[trigger.to_json()]).await;
+    assert_eq!(labels, ["dead-lettered"], "{letters:?}");
+    assert_eq!(text(&letters[0], attr::REASON), "poison");
+    assert!(text(&letters[0], attr::ERROR).contains("lies outside its key space"));
+    assert!(lane.store.snapshot().records.is_empty());
+}

@@ -136,6 +136,18 @@ impl Chains {
                 };
             }
         };
+        // A chain's run lives in its own key space: one keyed in another's (or outside
+        // any) would put its steps where that chain's or a job's runs are.
+        if self.key_space_of(&key) != Some(envelope.job.as_str()) {
+            return RunMessage::Refused {
+                reason: DeadLetterReason::Poison,
+                key: None,
+                error: format!(
+                    "chain `{}`'s run key `{key}` lies outside its key space: a run of it is keyed `{}#…` (`schedkit fire {} --key K` names it so)",
+                    envelope.job, envelope.job, envelope.job
+                ),
+            };
+        }
         let machine = match self.state_machine(&envelope.job).await {
             Machine::Known(arn) => arn,
             Machine::Unconfigured(error) => {

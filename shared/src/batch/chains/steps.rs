@@ -61,6 +61,12 @@ impl Chains {
                 chain.name, chain.key
             ));
         };
+        if self.key_space_of(&chain.key) != Some(chain.name.as_str()) {
+            return Err(format!(
+                "a step of chain `{}` for the run `{}`, which is no run of it (its runs are keyed `{}#…`)",
+                chain.name, chain.key, chain.name
+            ));
+        }
         let Some(declared) = def.step(step) else {
             return Err(format!(
                 "chain `{}` has no step `{step}` (steps: {})",
