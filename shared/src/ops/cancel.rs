@@ -463,13 +463,13 @@ impl Found {
 /// (`<chain key>#<step>` of a catalog chain's step: a chain's key space is its own, no
 /// job's run is keyed there).
 fn step_of_chain(r: &ExecutionRecord, catalog: &Catalog) -> Option<String> {
-    if let Some(chain) = r
+    // Whole, the message says (a job's run keyed there by an earlier version is no step).
+    if let Some(envelope) = r
         .input
         .as_deref()
         .and_then(|input| Envelope::parse(input).ok())
-        .and_then(|e| e.chain)
     {
-        return Some(chain.key);
+        return envelope.chain.map(|c| c.key);
     }
     let (chain_key, step) = r.execution_key.rsplit_once('#')?;
     let (name, _) = chain_key.split_once('#')?;
