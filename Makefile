@@ -71,17 +71,20 @@ bench:
 #        from it, and writing its cache costs), but the simulation's reverts.
 #        `sam build` builds the debug profile here (SAM_BUILD_MODE=debug: the same build in
 #        half the time, as the tests run debug builds); `make sam-build` builds release. It
-#        runs beside the tests at the idle scheduling class, in a cargo target directory of
-#        its own (target/sam-cargo: cargo locks a target directory while it compiles, and
-#        cargo-lambda builds for an explicit target, so it shares no unit with the build)
-#        and without clippy's driver (the build lints the same code): its 5.5 CPU-minutes
-#        take the CPU the tests on LocalStack leave idle instead of a third of the build's
-#        (beside the build in a session of its own, it had an equal share: Linux's
-#        autogroups share the CPU between sessions equally). The test that deploys its
-#        bootstrap waits for it (SCHEDKIT_SAM_BUILD_STATUS: the file its exit status is
-#        written to; `set -m` gives the build a process group of its own, ended when
-#        the tests fail or make is interrupted); its log, target/sam-build.log, is
-#        printed at the end. It shares the idle CPU with lane two (tests/run.sh).
+#        runs from the start at the idle scheduling class (SCHED_IDLE: only on CPU nothing
+#        else wants, the build's serial stretches first, then what the tests leave), in a
+#        cargo target directory of its own (target/sam-cargo: cargo locks a target directory
+#        while it compiles, and cargo-lambda builds for an explicit target, so it shares no
+#        unit with the build) and without clippy's driver (the build lints the same code).
+#        In make's own session, not one of its own: Linux's autogroups share the CPU between
+#        sessions equally, whatever the class within them. Started after the build, it
+#        ended after the other tests, which waited for it (15 min 23 s in a fresh-clone run,
+#        2026-12-06). The test that deploys its bootstrap waits for it
+#        (SCHEDKIT_SAM_BUILD_STATUS: the file its exit status is written to; `set -m` gives
+#        the build a process group of its own, ended when the build or the tests fail or
+#        make is interrupted); its log, target/sam-build.log, is printed at the end. The
+#        book's tools (mdBook compiles for half a CPU-minute) install after it at the same
+#        class, so `make book` beside the tests finds them.
 # bash: its `set -m` gives a background job a process group of its own without a terminal.
 test: SHELL = bash
 test: export RUSTC_WORKSPACE_WRAPPER = $(CLIPPY_DRIVER)
@@ -90,19 +93,20 @@ test: export CARGO_INCREMENTAL = 0
 test:
 	@mkdir -p target; target=$${CARGO_TARGET_DIR:-$(CURDIR)/target}; \
 	setsid nice -n 19 infra/install-tools.sh >target/install-tools.log 2>&1 & installing=$$!; \
-	if ! $(MAKE) --no-print-directory fmt-check build; then \
-	  kill -- -$$installing 2>/dev/null; exit 1; \
-	fi; \
-	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
-	cat target/install-tools.log; \
 	rm -f $$target/sam-build.status; \
 	if chrt --idle 0 true 2>/dev/null; then idle="chrt --idle 0"; else idle="nice -n 19"; fi; \
 	set -m; \
 	( $$idle env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS SAM_BUILD_MODE=debug \
 	    SAM_BUILD_DIR=$$target/sam CARGO_TARGET_DIR=$$target/sam-cargo \
-	    infra/sam-build.sh >$$target/sam-build.log 2>&1; echo $$? >$$target/sam-build.status ) & building_sam=$$!; \
+	    infra/sam-build.sh >$$target/sam-build.log 2>&1; echo $$? >$$target/sam-build.status; \
+	  $$idle infra/install-book-tools.sh >$$target/book-tools.log 2>&1 ) & building_sam=$$!; \
 	set +m; \
 	trap 'kill -- -'$$building_sam' 2>/dev/null' EXIT INT TERM; \
+	if ! $(MAKE) --no-print-directory fmt-check build; then \
+	  kill -- -$$installing 2>/dev/null; exit 1; \
+	fi; \
+	wait $$installing || { echo "make test: installing the tools failed:" >&2; cat target/install-tools.log >&2; exit 1; }; \
+	cat target/install-tools.log; \
 	SCHEDKIT_SAM_BUILD_STATUS=$$target/sam-build.status SCHEDKIT_LAMBDA_INIT=$$target/debug/schedkit-lambda-init \
 	  localstack/launch.sh with $(MAKE) --no-print-directory test-with-lints; tested=$$?; \
 	if [ $$tested -eq 0 ]; then \
