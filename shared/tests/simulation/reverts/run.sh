@@ -27,7 +27,7 @@ cases=(
   "claim-over-a-live-lease.patch|main|runs at once under its overlap policy"
   "keys-in-schedkits-own-space.patch|main|schedkit's own"
   "leave-by-key-alone.patch|main|runs at once under its overlap policy"
-  "owner-writes-by-any-owner.patch|main|bodies at once"
+  "owner-writes-by-any-owner.patch|main|bodies at once|runs at once under its overlap policy"
   "pause-over-a-pause.patch|main|the operator paused"
   "permit-of-a-cancelled-holder.patch|main|bodies at once"
   "permit-past-the-limit.patch|main|bodies at once"
