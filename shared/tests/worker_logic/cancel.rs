@@ -483,6 +483,22 @@ impl Interfering {
         )
     }
 
+    /// The operator's chain commands over this Step Functions and `store`, the first
+    /// request named `request` sent again by the SDK ([`RetriedOnce`]).
+    fn retrying(
+        &self,
+        store: &MemoryStore,
+        request: &'static str,
+    ) -> schedkit::ops::chains::ChainRuns<MemoryStore, Self> {
+        schedkit::ops::chains::ChainRuns::over(
+            RetriedOnce::store(store, request),
+            self.clone(),
+            "the test's table",
+            &self.catalog,
+            self.machines.clone(),
+        )
+    }
+
     /// The executions neither ended nor stopped.
     fn live(&self) -> Vec<String> {
         let state = self.inner.lock();
@@ -678,6 +694,19 @@ fn chain_claim(key: &str, owner: &str, clock: Clock) -> schedkit::store::ClaimRe
     }
 }
 
+/// The record of `RUN`'s step `close-books`, FAILED; its key.
+async fn failed_step(store: &MemoryStore, clock: Clock) -> String {
+    let step = format!("{RUN}#close-books");
+    let mut step_claim = chain_claim(&step, "", clock);
+    step_claim.job = "close-books".into();
+    store.start_chain(&step_claim).await.unwrap();
+    let mut failed = store.snapshot().records[&step].clone();
+    failed.status = Status::Failed;
+    failed.last_error = Some("broken".into());
+    store.put(failed);
+    step
+}
+
 /// The month-end run `RUN` PAUSED by its first execution (ended), as a rerun finds it;
 /// the clock it was written at.
 async fn paused_run(store: &MemoryStore, orchestrator: &Interfering) -> Clock {
@@ -772,13 +801,7 @@ impl schedkit::store::Faults for RetriedOnce {
 async fn a_chain_cancel_whose_write_the_sdk_sent_again_stops_the_execution() {
     let (store, _, orchestrator, _) = triggered(false, false).await;
     assert_eq!(orchestrator.live().len(), 1, "the run's execution started");
-    let runs = schedkit::ops::chains::ChainRuns::over(
-        RetriedOnce::store(&store, "cancel_chain"),
-        orchestrator.clone(),
-        "the test's table",
-        &orchestrator.catalog,
-        orchestrator.machines.clone(),
-    );
+    let runs = orchestrator.retrying(&store, "cancel_chain");
     let clock = super::config().clock;
     let cancelled = runs.cancel(RUN, "ops", "a bad deploy", clock.now()).await;
     assert!(
@@ -797,13 +820,7 @@ async fn a_rerun_whose_write_the_sdk_sent_again_starts_its_execution() {
     let store = MemoryStore::default();
     let orchestrator = Interfering::new(&store, false, false);
     let clock = paused_run(&store, &orchestrator).await;
-    let runs = schedkit::ops::chains::ChainRuns::over(
-        RetriedOnce::store(&store, "rerun_chain"),
-        orchestrator.clone(),
-        "the test's table",
-        &orchestrator.catalog,
-        orchestrator.machines.clone(),
-    );
+    let runs = orchestrator.retrying(&store, "rerun_chain");
     let rerun = runs.rerun(RUN, false, clock.now()).await;
     assert!(
         matches!(
@@ -830,21 +847,8 @@ async fn a_skip_whose_write_the_sdk_sent_again_reruns_the_chain() {
     let store = MemoryStore::default();
     let orchestrator = Interfering::new(&store, false, false);
     let clock = paused_run(&store, &orchestrator).await;
-    let step = format!("{RUN}#close-books");
-    let mut step_claim = chain_claim(&step, "", clock);
-    step_claim.job = "close-books".into();
-    store.start_chain(&step_claim).await.unwrap();
-    let mut failed = store.snapshot().records[&step].clone();
-    failed.status = Status::Failed;
-    failed.last_error = Some("broken".into());
-    store.put(failed);
-    let runs = schedkit::ops::chains::ChainRuns::over(
-        RetriedOnce::store(&store, "skip_step"),
-        orchestrator.clone(),
-        "the test's table",
-        &orchestrator.catalog,
-        orchestrator.machines.clone(),
-    );
+    let step = failed_step(&store, clock).await;
+    let runs = orchestrator.retrying(&store, "skip_step");
     let skipped = runs
         .skip(
             RUN,
@@ -959,20 +963,8 @@ async fn a_reopen_whose_write_the_sdk_sent_again_starts_the_rerun() {
     let store = MemoryStore::default();
     let orchestrator = Interfering::new(&store, false, false);
     let clock = paused_run(&store, &orchestrator).await;
-    let step = format!("{RUN}#close-books");
-    let mut step_claim = chain_claim(&step, "", clock);
-    step_claim.job = "close-books".into();
-    store.start_chain(&step_claim).await.unwrap();
-    let mut failed = store.snapshot().records[&step].clone();
-    failed.status = Status::Failed;
-    store.put(failed);
-    let runs = schedkit::ops::chains::ChainRuns::over(
-        RetriedOnce::store(&store, "reopen_step"),
-        orchestrator.clone(),
-        "the test's table",
-        &orchestrator.catalog,
-        orchestrator.machines.clone(),
-    );
+    let step = failed_step(&store, clock).await;
+    let runs = orchestrator.retrying(&store, "reopen_step");
     let rerun = runs.rerun(RUN, false, clock.now()).await;
     assert!(
         matches!(
