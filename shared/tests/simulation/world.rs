@@ -145,6 +145,10 @@ pub(super) struct SeededFaults {
     /// The share of requests that take seconds: rare in most worlds, common in some (a
     /// rare interleaving made common, FoundationDB's "buggify").
     pub(super) slow: f64,
+    /// The share held up longer than any lease of the world (a process paused, a network
+    /// partition): the request lands after its lease ran out and another worker may have
+    /// claimed the run, so only the fencing check keeps a stale owner's write out.
+    pub(super) stalled: f64,
 }
 
 impl Faults for SeededFaults {
@@ -152,6 +156,9 @@ impl Faults for SeededFaults {
         let mut delay = self.draw.millis(1, 30);
         if self.draw.chance(self.slow) {
             delay = self.draw.millis(1_000, 4_000);
+        }
+        if self.draw.chance(self.stalled) {
+            delay = self.draw.millis(5_000, 9_000);
         }
         let fault = if self.draw.chance(self.refused) {
             Fault::Unavailable
@@ -647,6 +654,7 @@ pub async fn run(seed: u64) -> Report {
         lost: if draw.chance(0.5) { 0.03 } else { 0.0 },
         retried: if draw.chance(0.5) { 0.03 } else { 0.0 },
         slow: if draw.chance(0.3) { 0.05 } else { 0.005 },
+        stalled: if draw.chance(0.3) { 0.01 } else { 0.0 },
     });
     let catalog = Catalog::parse(CATALOG, "simulation.toml").expect("the simulation's catalog");
     let orchestrator = MemoryOrchestrator::default();
