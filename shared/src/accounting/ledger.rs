@@ -104,6 +104,12 @@ pub struct Ledger {
     /// report all the same ([`Settled::to_send`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsent: Vec<Finding>,
+    /// The check that wrote it (a random id): a write refused by its own first try (the
+    /// SDK sent it again) is this check's, and one refused by another check's is not,
+    /// though two checks at the same instant settle the same ledger to the byte (the
+    /// simulation's accountant world found both taking it as written, and both reporting).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub writer: String,
 }
 
 /// The ledger once its `unsent` findings were sent: the same, without them (written on
@@ -461,6 +467,7 @@ pub fn settle(
         watched,
         reported: remembered,
         unsent: to_send.clone(),
+        writer: String::new(),
     };
     let overflow = fit(&mut ledger);
     Settled {

@@ -9,6 +9,7 @@
 //! Pure: the caller reads the records (by key: a scheduled run's key is
 //! `<name>#<scheduled time>`) and the pauses, and says what time it is.
 
+pub mod books;
 pub mod ledger;
 pub mod stage;
 

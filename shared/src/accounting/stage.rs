@@ -12,6 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::books::AccountantStore;
 use super::ledger::{self, Finding};
 use super::{Expected, Verdict};
 use crate::catalog::Catalog;
@@ -109,8 +110,8 @@ fn withheld(history: &BTreeMap<String, PauseHistory>) -> impl Fn(&str, DateTime<
 /// `by-job` index for a job with a key template (its runs have other keys), each such job
 /// read from its own earliest firing (a job with a long deadline does not make every job's
 /// span long). Requests grow with the firings, not with the catalog's jobs.
-async fn read_records(
-    store: &DynamoStore,
+async fn read_records<S: AccountantStore>(
+    store: &S,
     catalog: &Catalog,
     expected: Vec<Expected>,
     to: DateTime<Utc>,
@@ -212,8 +213,8 @@ pub struct Check {
 /// so a check run elsewhere (an operator's terminal) takes no report from the alarms.
 /// A committed check's report is taken as sent when it returns ([`check_and_send`] sends
 /// it first).
-pub async fn check(
-    store: &DynamoStore,
+pub async fn check<S: AccountantStore>(
+    store: &S,
     catalog: &Catalog,
     now: DateTime<Utc>,
     override_since: Option<DateTime<Utc>>,
@@ -233,8 +234,8 @@ pub async fn check(
 /// its report in the ledger's `unsent`, and the next check sends it again: each firing is
 /// reported at least once (before, such a report was lost for good: the next check found
 /// it judged). One `PutItem` more per check that reported something.
-pub async fn check_and_send(
-    store: &DynamoStore,
+pub async fn check_and_send<S: AccountantStore>(
+    store: &S,
     catalog: &Catalog,
     now: DateTime<Utc>,
     override_since: Option<DateTime<Utc>>,
@@ -259,8 +260,8 @@ pub async fn check_and_send(
 }
 
 /// One check, and the ledger it wrote (None: a look, or another check wrote first).
-async fn settle_check(
-    store: &DynamoStore,
+async fn settle_check<S: AccountantStore>(
+    store: &S,
     catalog: &Catalog,
     now: DateTime<Utc>,
     override_since: Option<DateTime<Utc>>,
@@ -271,7 +272,7 @@ async fn settle_check(
     let previous = previous.unwrap_or_default();
     let from = ledger::span(catalog, GRACE, since);
     let names = catalog.jobs.keys().chain(catalog.chains.keys());
-    let history = store.pauses().history_of(names.map(String::as_str)).await?;
+    let history = store.pause_histories(names.cloned().collect()).await?;
     let paused_names: BTreeSet<&str> = history
         .iter()
         .filter(|(_, h)| h.paused.is_some())
@@ -300,7 +301,7 @@ async fn settle_check(
         .filter(|f| !in_span.contains(f.key.as_str()))
         .map(|f| f.key.clone())
         .collect();
-    let (mut records, made) = store.get_many(outside.iter().cloned()).await?;
+    let (mut records, made) = store.get_many(outside.clone()).await?;
     requests += made;
     let earlier: HashMap<String, Option<ExecutionRecord>> = outside
         .into_iter()
@@ -309,7 +310,7 @@ async fn settle_check(
             (k, r)
         })
         .collect();
-    let settled = ledger::settle(
+    let mut settled = ledger::settle(
         &previous,
         since,
         now,
@@ -318,6 +319,7 @@ async fn settle_check(
         &earlier,
         watched,
     );
+    settled.ledger.writer = uuid::Uuid::new_v4().to_string();
     let written = commit && store.put_ledger(&settled.ledger, previous.checks).await?;
     let check = Check {
         since,

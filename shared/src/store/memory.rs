@@ -84,6 +84,8 @@ pub struct MemoryState {
     pub requests: u64,
     /// Flow-control gates by item key: their holders and next starts.
     pub gates: BTreeMap<String, super::permits::GateItem>,
+    /// The accountant's ledger item, as DynamoDB holds it (None before the first check).
+    pub ledger: Option<super::Item>,
     /// Every write applied, in order, as DynamoDB Streams would show it: what a test or the
     /// simulation reads to judge the store's writes from outside. The store judges none.
     pub changes: Vec<Change>,

@@ -16,6 +16,7 @@ mod failures;
 mod get_many;
 mod internal;
 mod memory;
+mod memory_accountant;
 mod memory_cancel;
 mod memory_chain_runs;
 mod memory_pauses;
@@ -46,6 +47,7 @@ pub use dynamo::{
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
+pub use memory_accountant::{ITEM_LIMIT, item_size};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,

@@ -7,6 +7,7 @@
 //! `cargo test -p schedkit --test library simulation` runs `SCHEDKIT_SIM_SEEDS` seeds
 //! (default 2,000, what CI runs); `make sim SEEDS=100000` runs more, in release.
 
+mod accountant;
 mod chain_operator;
 mod conductor;
 mod granted;
@@ -157,5 +158,54 @@ fn the_limits_seeds_that_found_defects_keep_every_invariant() {
     for &seed in LIMIT_DEFECT_SEEDS {
         let broken = limits::check(&run_limits_seed(seed));
         assert!(broken.is_empty(), "limits seed {seed}: {broken:#?}");
+    }
+}
+
+/// Runs one seed of the accountant's world.
+fn run_accountant_seed(seed: u64) -> accountant::AccountantReport {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    runtime.block_on(accountant::run(seed))
+}
+
+/// The accountant's world (`accountant.rs`): `SCHEDKIT_SIM_ACCOUNTANT_SEEDS` seeds (default
+/// 200, what CI runs: 94 ms a seed in a debug build), or the one `SCHEDKIT_SIM_ACCOUNTANT_SEED`
+/// with its trace.
+#[test]
+fn every_accountant_seed_keeps_every_invariant() {
+    if let Some(seed) = env("SCHEDKIT_SIM_ACCOUNTANT_SEED") {
+        let report = run_accountant_seed(seed);
+        println!("{}", report.trace.join("\n"));
+        let broken = accountant::check_report(&report);
+        assert!(broken.is_empty(), "accountant seed {seed}: {broken:#?}");
+        return;
+    }
+    let seeds = env("SCHEDKIT_SIM_ACCOUNTANT_SEEDS").unwrap_or(200);
+    let started = Instant::now();
+    let (mut lost, mut stuck, mut reported, mut checks) = (0, 0, 0, 0);
+    for seed in 1..=seeds {
+        let report = run_accountant_seed(seed);
+        let broken = accountant::check_report(&report);
+        assert!(
+            broken.is_empty(),
+            "accountant seed {seed} broke {} invariant(s):\n{}\n\ntrace:\n{}\n\nreplay: SCHEDKIT_SIM_ACCOUNTANT_SEED={seed} cargo test -p schedkit --test library simulation -- --nocapture",
+            broken.len(),
+            broken.join("\n"),
+            report.trace.join("\n")
+        );
+        lost += report.lost.len();
+        stuck += report.stuck.len();
+        reported += report.reported.len();
+        checks += report.checks.len();
+    }
+    println!(
+        "accountant simulation: {seeds} seeds in {:.1} s; {lost} firings lost, {stuck} runs left running, {reported} reports, {checks} checks",
+        started.elapsed().as_secs_f64()
+    );
+    if seeds >= 100 {
+        assert!(lost > 0 && stuck > 0 && reported > 0, "nothing to report");
     }
 }
