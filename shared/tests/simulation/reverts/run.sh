@@ -15,7 +15,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 seeds=${SEEDS:-4000}
 # patch | the world that finds it (main: the composed world, limits included; limits: the
-# flow-control world alone, denser in limited runs) | the invariant
+# flow-control world alone, denser in limited runs; accountant: the accountant's checks
+# over hours of firings, pauses and schedule changes) | the invariant
 # the simulation must report (an extended regular expression)
 cases=(
   "cancel-of-a-decided-run.patch|main|record rewritten by .cancel."
@@ -35,6 +36,11 @@ cases=(
   "slot-entered-before-the-claim.patch|main|runs at once under its overlap policy"
   "steps-through-overlap.patch|main|not ended|PAUSED without naming a step that failed|SKIPPED, though .exclusive. never skips"
   "waits-counted-as-receives.patch|main|a dead letter without a reason"
+  "pause-windows-forgotten.patch|accountant|reported missed, but the world never fired it"
+  "schedule-change-unseen.patch|accountant|reported missed, but the world never fired it"
+  "ledger-taken-by-its-twin.patch|accountant|twice in a world whose requests were never refused"
+  "ledger-written-over-a-newer.patch|accountant|twice in a world whose requests were never refused"
+  "report-lost-with-its-answer.patch|accountant|was lost and never reported missed|never reported late"
 )
 work=$(mktemp -d)
 # shellcheck disable=SC2329  # called by the EXIT trap
@@ -63,6 +69,7 @@ for case in "${cases[@]}"; do
   case $world in
     main) test=simulation::every_seed_keeps_every_invariant ;;
     limits) test=simulation::every_limits_seed_keeps_every_invariant ;;
+    accountant) test=simulation::every_accountant_seed_keeps_every_invariant ;;
   esac
   # A patch whose context the code has moved away from is said, not skipped silently
   # (set -e would end the whole run at the first one).
@@ -73,12 +80,12 @@ for case in "${cases[@]}"; do
   fi
   log=$(mktemp)
   started=$(date +%s)
-  if SCHEDKIT_SIM_SEEDS=$seeds cargo test -p schedkit --test library --locked -- \
+  if SCHEDKIT_SIM_SEEDS=$seeds SCHEDKIT_SIM_LIMIT_SEEDS=$seeds SCHEDKIT_SIM_ACCOUNTANT_SEEDS=$seeds cargo test -p schedkit --test library --locked -- \
       "$test" >"$log" 2>&1; then
     echo "MISSED  $patch: $seeds seeds passed with the fix reverted"
     missed=$((missed + 1))
   elif grep -qE "$expect" "$log"; then
-    seed=$(grep -o 'seed [0-9]* broke' "$log" | head -1)
+    seed=$(grep -oE '(seed|limits seed|accountant seed) [0-9]+ broke' "$log" | head -1)
     echo "found   $patch: ${seed:-a seed broke} \"$expect\" ($(( $(date +%s) - started )) s)"
   else
     echo "MISSED  $patch: the simulation failed, but not with \"$expect\":"
