@@ -204,6 +204,10 @@ pub struct Check {
     pub written: bool,
     /// What the check trimmed to keep the ledger within one item (a long outage).
     pub overflow: ledger::Overflow,
+    /// The ledger's count of checks this check settled (the one it read, plus one): two
+    /// checks that report the same firing with different counts wrote one after the other
+    /// (the second read the ledger before the first said it sent its report).
+    pub checks: u64,
 }
 
 /// Checks the stage at `now`: the firings that turned missed or late since the last check
@@ -338,6 +342,7 @@ async fn settle_check<S: AccountantStore>(
         requests,
         written,
         overflow: settled.overflow,
+        checks: settled.ledger.checks,
     };
     Ok((check, written.then_some(settled.ledger)))
 }

@@ -183,6 +183,7 @@ mod tests {
             requests: 4,
             written: true,
             overflow: Default::default(),
+            checks: 1,
         };
         let (metrics, lines) = Metrics::capture();
         report(&metrics, &check);

@@ -61,6 +61,14 @@ const ACCOUNTANT_REQUESTS: [&str; 6] = [
 
 type Rand = Arc<Mutex<StdRng>>;
 
+/// One firing reported: missed or late, its key, when, and by the check settling which
+/// count of the ledger.
+pub type Sent = (Kind, String, DateTime<Utc>, u64);
+
+/// How long after its time a firing with no record is missed (the accountant's contract:
+/// the flexible window, none here, and ten minutes of grace).
+const GRACE_MINUTES: i64 = 10;
+
 fn chance(draw: &Rand, p: f64) -> bool {
     draw.lock().unwrap().random_bool(p)
 }
@@ -130,13 +138,20 @@ pub struct AccountantReport {
     pub fired: BTreeSet<String>,
     /// Each job's pauses' and resumes' times.
     pub edges: BTreeMap<String, Vec<DateTime<Utc>>>,
-    /// Each job's resumes and schedule changes: the accountant judges its firings again
-    /// from the first check that sees them.
-    pub unseen_from: Vec<(String, DateTime<Utc>)>,
+    /// Each job's schedule changes: the accountant judges its firings again from the first
+    /// check that sees them.
+    pub changes: Vec<(String, DateTime<Utc>)>,
+    /// Each job's resumes, with the pause each ended: one whose pause a check saw makes
+    /// the accountant judge the job again from the first check that sees the resume (one
+    /// no check saw paused leaves the pause's window to the ledger).
+    pub resumes: Vec<(String, DateTime<Utc>, DateTime<Utc>)>,
+    /// Firings that arrived late but within their grace (claimed minutes after), DONE.
+    pub delayed: BTreeSet<String>,
     /// Every check: when, and whether it wrote its ledger.
     pub checks: Vec<(DateTime<Utc>, bool)>,
-    /// What the checks reported (sent as metrics), in order: kind and key.
-    pub reported: Vec<(Kind, String)>,
+    /// What the checks reported (sent as metrics), in order: kind, key, the check's
+    /// instant and the ledger's count of checks it settled.
+    pub reported: Vec<Sent>,
     /// Checks that failed, and why.
     pub errors: Vec<String>,
     /// Whether the world's requests could be refused.
@@ -163,7 +178,11 @@ pub async fn run(seed: u64) -> AccountantReport {
         refusals,
         ..AccountantReport::default()
     };
-    let reported: Arc<Mutex<Vec<(Kind, String)>>> = Arc::default();
+    let reported: Arc<Mutex<Vec<Sent>>> = Arc::default();
+    // When each paused job was paused.
+    let mut paused_at: BTreeMap<&'static str, DateTime<Utc>> = BTreeMap::new();
+    // Claims that come minutes after their firing: when, the job, the key, the firing.
+    let mut arriving: Vec<(DateTime<Utc>, &'static str, String, DateTime<Utc>)> = Vec::new();
     // Runs to finish later: when, the claimed record, and whether it is late by then.
     let mut finishing: Vec<(DateTime<Utc>, ExecutionRecord)> = Vec::new();
     // The first check at the start (a stage's first check expects nothing before it).
@@ -177,6 +196,12 @@ pub async fn run(seed: u64) -> AccountantReport {
                 result: serde_json::Value::Null,
             };
             store.finish(&record, &done, at).await.expect("a finish");
+        }
+        // Firings that arrive now, minutes late (the queue behind), within their grace.
+        let due: Vec<_> = arriving.extract_if(.., |(at, ..)| *at <= t).collect();
+        for (at, name, key, fired) in due {
+            let record = claim(&store, name, &key, fired, at).await;
+            finishing.push((at + chrono::Duration::minutes(1), record));
         }
         // The firings of this minute.
         if minute < HOURS * 60 {
@@ -193,6 +218,13 @@ pub async fn run(seed: u64) -> AccountantReport {
                 if fate < 8 {
                     report.trace.push(format!("{t} {key}: lost"));
                     report.lost.insert(key, (name.to_string(), t));
+                    continue;
+                }
+                if (18..23).contains(&fate) {
+                    let at = t + chrono::Duration::minutes(between(&draw, 2, GRACE_MINUTES - 1));
+                    report.trace.push(format!("{t} {key}: arrives at {at}"));
+                    report.delayed.insert(key.clone());
+                    arriving.push((at, name, key, t));
                     continue;
                 }
                 let claimed_at = t + chrono::Duration::seconds(between(&draw, 1, 50));
@@ -218,7 +250,8 @@ pub async fn run(seed: u64) -> AccountantReport {
             report.edges.entry(name.to_string()).or_default().push(half);
             if paused.remove(name) {
                 store.resume(name, half).await.expect("a resume");
-                report.unseen_from.push((name.to_string(), half));
+                let since = paused_at.remove(name).expect("paused");
+                report.resumes.push((name.to_string(), since, half));
                 report.trace.push(format!("{half} {name}: resumed"));
             } else {
                 let pause = PauseRecord {
@@ -229,6 +262,7 @@ pub async fn run(seed: u64) -> AccountantReport {
                 };
                 store.pause(&pause).await.expect("a pause");
                 paused.insert(name);
+                paused_at.insert(name, half);
                 report.trace.push(format!("{half} {name}: paused"));
             }
         }
@@ -246,7 +280,7 @@ pub async fn run(seed: u64) -> AccountantReport {
                 } else {
                     choices[0]
                 };
-                report.unseen_from.push((name.to_string(), half));
+                report.changes.push((name.to_string(), half));
                 report
                     .trace
                     .push(format!("{half} {name}: schedule now every {step} minutes"));
@@ -258,29 +292,27 @@ pub async fn run(seed: u64) -> AccountantReport {
             let catalog = catalog(&steps);
             let twice = chance(&draw, 0.1);
             let one = check(&store, &catalog, now, &reported);
+            let before = ledger_count(&store);
             let outcomes = if twice {
                 let (a, b) = tokio::join!(one, check(&store, &catalog, now, &reported));
                 vec![a, b]
             } else {
                 vec![one.await]
             };
-            for outcome in outcomes {
-                match outcome {
-                    Ok(written) => {
-                        report.checks.push((now, written));
-                        if written {
-                            unseen_changes.clear();
-                        }
-                    }
-                    Err(e) => {
-                        report.checks.push((now, false));
-                        report.errors.push(format!("{now}: {e}"));
-                        report.trace.push(format!("{now} check failed: {e}"));
-                    }
-                }
-                report
-                    .trace
-                    .push(format!("{now} check: {:?}", report.checks.last()));
+            for e in outcomes.into_iter().filter_map(Result::err) {
+                report.errors.push(format!("{now}: {e}"));
+                report.trace.push(format!("{now} check failed: {e}"));
+            }
+            // Whether a check wrote the ledger, read from the store as a stream of the table
+            // shows it, not from the check's answer (a write whose answer was lost is
+            // written all the same).
+            let written = ledger_count(&store) > before;
+            report.checks.push((now, written));
+            report
+                .trace
+                .push(format!("{now} checked: ledger written {written}"));
+            if written {
+                unseen_changes.clear();
             }
             let gap = match chance(&draw, 0.03) {
                 true => between(&draw, 60, 180),
@@ -293,21 +325,28 @@ pub async fn run(seed: u64) -> AccountantReport {
     let end = start + chrono::Duration::minutes((HOURS + AFTER / 60 + 1) * 60);
     for minute in 1..=30 {
         let now = end + chrono::Duration::minutes(minute);
-        match check(&store, &catalog(&steps), now, &reported).await {
-            Ok(written) => {
-                report.checks.push((now, written));
-                if written {
-                    break;
-                }
-            }
-            Err(e) => {
-                report.checks.push((now, false));
-                report.trace.push(format!("{now} check failed: {e}"));
-            }
+        let before = ledger_count(&store);
+        if let Err(e) = check(&store, &catalog(&steps), now, &reported).await {
+            report.errors.push(format!("{now}: {e}"));
+            report.trace.push(format!("{now} check failed: {e}"));
+        }
+        let written = ledger_count(&store) > before;
+        report.checks.push((now, written));
+        if written {
+            break;
         }
     }
     report.reported = std::mem::take(&mut *reported.lock().unwrap());
     report
+}
+
+/// The ledger's count of checks as the store holds it (0: none yet), read past its faults.
+fn ledger_count(store: &MemoryStore) -> u64 {
+    store
+        .snapshot()
+        .ledger
+        .and_then(|item| item.get("checks")?.as_n().ok()?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The run `key` of `name`, fired at `t`, claimed at `at`: RUNNING under a lease that
@@ -338,69 +377,87 @@ async fn claim(
     }
 }
 
-/// One check of the stage at `now`, its report kept as sent; whether it wrote its ledger.
+/// One check of the stage at `now`, its report kept as sent.
 async fn check(
     store: &MemoryStore,
     catalog: &Catalog,
     now: DateTime<Utc>,
-    reported: &Arc<Mutex<Vec<(Kind, String)>>>,
-) -> Result<bool, StoreError> {
-    let check = check_and_send(store, catalog, now, None, |c| {
+    reported: &Arc<Mutex<Vec<Sent>>>,
+) -> Result<(), StoreError> {
+    check_and_send(store, catalog, now, None, |c| {
         let mut sent = reported.lock().unwrap();
-        sent.extend(c.reported.iter().map(|f| (f.kind, f.key.clone())));
+        sent.extend(
+            c.reported
+                .iter()
+                .map(|f| (f.kind, f.key.clone(), c.now, c.checks)),
+        );
     })
     .await?;
-    Ok(check.written)
+    Ok(())
 }
 
 /// Every invariant `report` breaks, said.
 pub fn check_report(report: &AccountantReport) -> Vec<String> {
     let mut broken = Vec::new();
-    let missed: Vec<&String> = report
-        .reported
-        .iter()
-        .filter(|(k, _)| *k == Kind::Missed)
-        .map(|(_, key)| key)
-        .collect();
-    let late: Vec<&String> = report
-        .reported
-        .iter()
-        .filter(|(k, _)| *k == Kind::Late)
-        .map(|(_, key)| key)
-        .collect();
-    for key in &missed {
-        if !report.lost.contains_key(*key) {
-            let what = match () {
-                _ if report.fired.contains(*key) || report.slow.contains(*key) => "it ran",
-                _ if report.stuck.contains_key(*key) => "it has a record (RUNNING)",
-                _ => "the world never fired it (paused, or not on its schedule then)",
-            };
-            broken.push(format!("{key} reported missed, but {what}"));
+    let grace = chrono::Duration::minutes(GRACE_MINUTES);
+    let deadline = chrono::Duration::minutes(DEADLINE_MINUTES);
+    let fired_at = |key: &str| -> Option<DateTime<Utc>> {
+        let at = key.split_once('#')?.1;
+        DateTime::parse_from_rfc3339(at).ok().map(|t| t.to_utc())
+    };
+    for (kind, key, at, _) in &report.reported {
+        let ran = report.fired.contains(key) || report.slow.contains(key);
+        let wrong = match kind {
+            Kind::Missed if report.lost.contains_key(key) => None,
+            Kind::Missed if ran || report.delayed.contains(key) => Some("it ran"),
+            Kind::Missed if report.stuck.contains_key(key) => Some("it has a record (RUNNING)"),
+            Kind::Missed => Some("the world never fired it (paused, or not on its schedule then)"),
+            Kind::Late if report.stuck.contains_key(key) || report.slow.contains(key) => None,
+            Kind::Late => Some("it was DONE in time or never ran"),
+        };
+        if let Some(wrong) = wrong {
+            broken.push(format!("{key} reported {kind:?} at {at}, but {wrong}"));
+            continue;
         }
-    }
-    for key in &late {
-        if !report.stuck.contains_key(*key) && !report.slow.contains(*key) {
+        // Never before its time: missed once its grace is over, late once its deadline.
+        let wait = match kind {
+            Kind::Missed => grace,
+            Kind::Late => deadline,
+        };
+        if fired_at(key).is_some_and(|t| *at < t + wait) {
             broken.push(format!(
-                "{key} reported late, but it was DONE in time or never ran"
+                "{key} reported {kind:?} at {at}, before it could be"
             ));
         }
     }
-    let once = |keys: &[&String], kind: &str, broken: &mut Vec<String>| {
-        let mut seen = BTreeSet::new();
-        for key in keys {
-            if !seen.insert(*key) && !report.refusals {
-                broken.push(format!(
-                    "{key} reported {kind} twice in a world whose requests were never refused"
-                ));
-            }
+    // Twice only when requests could be refused (a check that could not say it sent its
+    // report leaves it to the next), or by two checks that wrote one after the other (the
+    // second read the ledger before the first said it sent): never by two checks that
+    // settled the same count of the ledger (one of them did not write it).
+    let mut first: BTreeMap<(&str, &String), u64> = BTreeMap::new();
+    for (kind, key, at, checks) in &report.reported {
+        let kind_name = match kind {
+            Kind::Missed => "missed",
+            Kind::Late => "late",
+        };
+        if let Some(earlier) = first.insert((kind_name, key), *checks)
+            && !report.refusals
+            && earlier == *checks
+        {
+            broken.push(format!(
+                "{key} reported {kind_name} twice (at {at}) by two checks that settled the ledger's check {checks}, in a world whose requests were never refused"
+            ));
         }
+    }
+    let reported = |kind: Kind| -> BTreeSet<&String> {
+        report
+            .reported
+            .iter()
+            .filter(|(k, ..)| *k == kind)
+            .map(|(_, key, ..)| key)
+            .collect()
     };
-    once(&missed, "missed", &mut broken);
-    once(&late, "late", &mut broken);
-    let grace = chrono::Duration::minutes(10);
-    let deadline = chrono::Duration::minutes(DEADLINE_MINUTES);
-    let missed: BTreeSet<&String> = missed.into_iter().collect();
-    let late: BTreeSet<&String> = late.into_iter().collect();
+    let (missed, late) = (reported(Kind::Missed), reported(Kind::Late));
     for (key, (name, t)) in &report.lost {
         if !missed.contains(key) && !unknowable(report, name, *t, grace) {
             broken.push(format!("{key} was lost and never reported missed"));
@@ -424,21 +481,20 @@ pub fn check_report(report: &AccountantReport) -> Vec<String> {
 
 /// Whether the accountant could not know of the firing of `name` at `t`, which turns missed
 /// or late `wait` after it: before the first check that wrote its ledger; within a minute
-/// of one of its pause's edges; between a resume or a schedule's change and the first check
-/// that wrote its ledger after it (the firings of a changed schedule are judged from the
-/// check that sees the change); or before such a change and judged only after it.
+/// of one of its pause's edges; or around a schedule's change, or a resume whose pause a
+/// check saw: fired between the last check before it and the first check that wrote its
+/// ledger after it (the accountant judges such a job again from the check that sees it),
+/// or fired before it and judged only after it.
 fn unknowable(
     report: &AccountantReport,
     name: &str,
     t: DateTime<Utc>,
     wait: chrono::Duration,
 ) -> bool {
+    let written = || report.checks.iter().filter(|(_, w)| *w).map(|(c, _)| *c);
     let written_from = |from: DateTime<Utc>| {
-        report
-            .checks
-            .iter()
-            .filter(|(c, written)| *written && *c >= from)
-            .map(|(c, _)| *c)
+        written()
+            .filter(|c| *c >= from)
             .min()
             .unwrap_or(DateTime::<Utc>::MAX_UTC)
     };
@@ -448,30 +504,28 @@ fn unknowable(
         .edges
         .get(name)
         .is_some_and(|edges| edges.iter().any(|e| (t - *e).abs() <= EDGE));
-    let unseen = report
-        .unseen_from
+    let seen_resumes = report
+        .resumes
+        .iter()
+        .filter(|(n, paused, resumed)| n == name && written().any(|c| *paused < c && c < *resumed))
+        .map(|(_, _, resumed)| *resumed);
+    let changes = report
+        .changes
         .iter()
         .filter(|(n, _)| n == name)
-        .any(|(_, at)| {
-            let before = report
-                .checks
-                .iter()
-                .map(|(c, _)| *c)
-                .filter(|c| c <= at)
-                .max()
-                .unwrap_or(*at);
-            let seen = written_from(*at + chrono::Duration::milliseconds(1));
-            // Fired after the last check before it, and seen by none yet; or fired before
-            // it and judged only after it (a run of the old schedule, or of before the
-            // resume, is no longer watched).
-            (before <= t && t <= seen) || (t <= *at && *at <= judged)
-        });
+        .map(|(_, at)| *at);
+    let unseen = changes.chain(seen_resumes).any(|at| {
+        let before = report
+            .checks
+            .iter()
+            .map(|(c, _)| *c)
+            .filter(|c| *c <= at)
+            .max()
+            .unwrap_or(at);
+        let seen = written_from(at + chrono::Duration::milliseconds(1));
+        (before <= t && t <= seen) || (t <= at && at <= judged)
+    });
     // A stage's first check expects nothing before it.
-    let first = report
-        .checks
-        .iter()
-        .find(|(_, written)| *written)
-        .map(|(c, _)| *c);
-    let before_first = first.is_none_or(|c| t <= c);
+    let before_first = written().next().is_none_or(|c| t <= c);
     near_edge || unseen || before_first
 }

@@ -22,6 +22,9 @@ use serde_json::json;
 
 use super::world::{CHAINS, Draw, Trace};
 
+/// The run an operator picked in a turn, seen by the other.
+pub type Picked = std::sync::Arc<std::sync::Mutex<Option<String>>>;
+
 /// How often the operator takes an action again before the world counts it as stuck.
 const TRIES: u32 = 60;
 
@@ -63,6 +66,9 @@ pub struct ChainOperator {
     pub stuck: Vec<String>,
     /// Actions that completed: reruns, skips, cancels.
     pub acts: ChainActs,
+    /// The run picked this turn, shared with the other operator (the world clears it
+    /// before each turn).
+    picked: Picked,
     /// Every chain run the operator set out to cancel, and its steps' keys.
     pub cancelled: BTreeSet<String>,
 }
@@ -85,13 +91,15 @@ pub struct ChainActs {
 }
 
 impl ChainOperator {
-    /// The operator of `catalog`'s chains on the world's `store` and `orchestrator`.
+    /// The operator of `catalog`'s chains on the world's `store` and `orchestrator`,
+    /// sharing `picked` with the other operator.
     pub fn new(
         store: MemoryStore,
         orchestrator: MemoryOrchestrator,
         catalog: &Catalog,
         machines: BTreeMap<String, String>,
         draw: Draw,
+        picked: Picked,
     ) -> Self {
         let steps = catalog
             .chains
@@ -119,6 +127,7 @@ impl ChainOperator {
             stuck: Vec::new(),
             acts: ChainActs::default(),
             cancelled: BTreeSet::new(),
+            picked,
         }
     }
 
@@ -143,7 +152,18 @@ impl ChainOperator {
             };
             self.settle(key, again, tries + 1, answer, trace);
         }
-        if !acting || !self.draw.chance(0.06) {
+        if !acting {
+            return;
+        }
+        // The run the other operator picked this turn, if it did: taken with it, at once,
+        // half the time (its rerun racing this cancel, its skip racing this rerun).
+        let rival = self
+            .picked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let follow = rival.is_some() && self.draw.chance(0.5);
+        if !follow && !self.draw.chance(0.06) {
             return;
         }
         let records = store.snapshot().records;
@@ -156,7 +176,14 @@ impl ChainOperator {
         if runs.is_empty() {
             return;
         }
-        let (key, status) = runs[self.draw.below(runs.len())].clone();
+        let followed = rival
+            .filter(|_| follow)
+            .and_then(|k| runs.iter().find(|(r, _)| *r == k).cloned());
+        let (key, status) = match followed {
+            Some(run) => run,
+            None => runs[self.draw.below(runs.len())].clone(),
+        };
+        *self.picked.lock().unwrap_or_else(|p| p.into_inner()) = Some(key.clone());
         let chain = records[&key].job.clone();
         let roll = self.draw.below(10);
         match status {

@@ -24,7 +24,7 @@ use serde_json::json;
 use tokio::task::JoinHandle;
 use tokio::time::{Duration, Instant};
 
-use super::chain_operator::{ChainActs, ChainOperator};
+use super::chain_operator::{ChainActs, ChainOperator, Picked};
 use super::conductor::Conductor;
 use super::granted;
 use super::limits;
@@ -157,7 +157,9 @@ impl Faults for SeededFaults {
         if self.draw.chance(self.slow) {
             delay = self.draw.millis(1_000, 4_000);
         }
-        if self.draw.chance(self.stalled) {
+        // Drawn only in a world that stalls: a draw of p = 0 still takes a number from the
+        // seed, and the flow-control world's seeds would then draw otherwise.
+        if self.stalled > 0.0 && self.draw.chance(self.stalled) {
             delay = self.draw.millis(5_000, 9_000);
         }
         let fault = if self.draw.chance(self.refused) {
@@ -703,15 +705,22 @@ pub async fn run(seed: u64) -> Report {
     ))));
     let mut cancelled = BTreeSet::new();
     // The operator's chain commands draw from a draw of their own too.
-    let mut chain_operator = ChainOperator::new(
-        world.store.clone(),
-        world.orchestrator.clone(),
-        &catalog,
-        machines,
-        Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
-            seed ^ 0x000c_4a14,
-        )))),
-    );
+    // Two operators of the chains, each with a draw of its own, acting at once: a rerun
+    // racing a cancel of the same run, a skip racing a rerun.
+    let picked = Picked::default();
+    let mut chain_operators: Vec<ChainOperator> = [0x000c_4a14_u64, 0x000c_4a15]
+        .into_iter()
+        .map(|salt| {
+            ChainOperator::new(
+                world.store.clone(),
+                world.orchestrator.clone(),
+                &catalog,
+                machines.clone(),
+                Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ salt)))),
+                picked.clone(),
+            )
+        })
+        .collect();
     let (mut kills, mut lives, mut redrives) = (0u32, 0usize, 0u32);
     let mut redriven = BTreeSet::new();
     let mut conductor = Conductor::new(world.orchestrator.clone(), catalog.chains.clone());
@@ -801,20 +810,38 @@ pub async fn run(seed: u64) -> Report {
         // The operator reruns, skips and cancels chain runs (`chains rerun/skip/cancel`),
         // and takes an action that stopped half-way again, whenever that is.
         let acting = now < Duration::from_secs(120);
-        chain_operator
-            .turn(&world.store, world.clock.now(), acting, &world.trace)
-            .await;
+        let now_at = world.clock.now();
+        *picked.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        let [first, second] = chain_operators.as_mut_slice() else {
+            unreachable!("two operators")
+        };
+        tokio::join!(
+            first.turn(&world.store, now_at, acting, &world.trace),
+            second.turn(&world.store, now_at, acting, &world.trace),
+        );
         let drained = pending.is_empty()
             && world.queue.lock().messages.is_empty()
             && conductor.idle()
-            && chain_operator.idle();
+            && chain_operators.iter().all(ChainOperator::idle);
         if drained || now > GIVE_UP {
             break;
         }
     }
-    chain_operator.give_up();
-    let mut after_cancels = std::mem::take(&mut chain_operator.left_running);
-    after_cancels.extend(chain_operator.after_cancels());
+    let mut after_cancels = Vec::new();
+    for op in &mut chain_operators {
+        op.give_up();
+        after_cancels.append(&mut op.left_running);
+        after_cancels.extend(op.after_cancels());
+    }
+    let mut chain_acts = ChainActs::default();
+    let (mut chain_cancelled, mut stuck) = (BTreeSet::new(), Vec::new());
+    for op in chain_operators {
+        chain_acts.reruns += op.acts.reruns;
+        chain_acts.skips += op.acts.skips;
+        chain_acts.cancels += op.acts.cancels;
+        chain_cancelled.extend(op.cancelled);
+        stuck.extend(op.stuck);
+    }
     // Messages in hand are done once the queue is empty: every one was deleted.
     for w in &workers {
         w.abort();
@@ -854,14 +881,11 @@ pub async fn run(seed: u64) -> Report {
         },
         seen,
         kept,
-        cancelled: cancelled
-            .into_iter()
-            .chain(chain_operator.cancelled)
-            .collect(),
-        chain_acts: chain_operator.acts,
+        cancelled: cancelled.into_iter().chain(chain_cancelled).collect(),
+        chain_acts,
         after_cancels,
         worker_actions: std::mem::take(&mut *worker_actions.lock().unwrap()),
-        stuck: chain_operator.stuck,
+        stuck,
     }
 }
 
