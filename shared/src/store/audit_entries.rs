@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::attributes::{n, s};
+use super::condition::Condition;
 use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, unavailable};
 use super::internal::INTERNAL_PREFIX;
 use super::record::timestamp;
@@ -120,6 +121,16 @@ pub fn audit_retention() -> Duration {
         })
 }
 
+/// Condition of an entry's write: its key is new. An entry is never overwritten; one whose
+/// key is there already was written before (the worker's pause has a fixed id, and a put
+/// sent again by the SDK meets its own first try), and stays as it is.
+pub const AUDIT_CONDITION: &str = "attribute_not_exists(#k)";
+
+/// [`AUDIT_CONDITION`], as both stores obey it.
+pub(crate) fn audit_condition() -> Condition {
+    Condition::new(AUDIT_CONDITION).name("#k", KEY_ATTRIBUTE)
+}
+
 impl DynamoStore {
     /// Writes `entry` (one conditional `PutItem`: an entry is never overwritten; one whose
     /// key is there already was written before, and stays as it is).
@@ -136,14 +147,17 @@ impl DynamoStore {
             ),
             ("expires_at".to_string(), n(expires)),
         ]);
-        let put = self
+        let condition = audit_condition();
+        let mut put = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_not_exists(#k)")
-            .expression_attribute_names("#k", KEY_ATTRIBUTE)
-            .send();
+            .condition_expression(condition.expression());
+        for (placeholder, attribute) in condition.names() {
+            put = put.expression_attribute_names(placeholder, attribute);
+        }
+        let put = put.send();
         match self.timed(put).await? {
             // Written already: an entry of a fixed id (the worker's pause) is written once.
             Err(e)

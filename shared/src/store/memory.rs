@@ -747,8 +747,17 @@ impl ExecutionStore for MemoryStore {
 
     fn audit<'a>(&'a self, entry: &'a super::AuditEntry) -> StoreCall<'a, Result<(), StoreError>> {
         Box::pin(async move {
-            self.request("audit", &entry.key(), |state| {
-                if !state.audit.iter().any(|e| e.key() == entry.key()) {
+            let key = entry.key();
+            self.request("audit", &key, |state| {
+                // The entry's item as DynamoDB holds it: only its key matters to the
+                // condition.
+                let there = state.audit.iter().any(|e| e.key() == key).then(|| {
+                    super::Item::from([(
+                        super::KEY_ATTRIBUTE.to_string(),
+                        super::attributes::s(&key),
+                    )])
+                });
+                if super::audit_entries::audit_condition().holds(there.as_ref()) {
                     state.audit.push(entry.clone());
                 }
             })
