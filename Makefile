@@ -174,8 +174,11 @@ test-only:
 
 # The simulation's reverts (`make sim-reverts`, about six minutes of builds) are not part of
 # it: CI runs under 15 minutes on two cores, and each revert compiles the library again.
+# The infrastructure's lints, the library without its default features and the book run
+# side by side (each mostly one process on one core): after both lanes of tests end, they
+# were the run's last 100 s, one after another (fresh-clone run of 2026-12-06).
 test-with-lints:
-	CARGO=$(CARGO) tests/run.sh $(MAKE) --no-print-directory --keep-going lint-infra lint-no-default book
+	CARGO=$(CARGO) tests/run.sh $(MAKE) --no-print-directory --keep-going -j3 --output-sync=target lint-infra lint-no-default book
 
 ## deploy-localstack: deploy infra/template.yaml to LocalStack as stage dev (prints the outputs), then sync its schedules.
 deploy-localstack: build localstack-start

@@ -258,13 +258,6 @@ start() {
         # concurrent deploys race on its region setting ("AWS Region cannot be found").
         # TEMP rather than TMPDIR: Python's tempfile reads either, and LocalStack warns
         # about TMPDIR as a deprecated setting of its own.
-        # JAVA_TOOL_OPTIONS, read by DynamoDB Local's JVM (the one java LocalStack starts):
-        # the client compiler only, one compiler thread, the serial collector. Its load
-        # here is light and short, and most of its CPU went to optimising compilers that
-        # never paid back: the DynamoDB-heavy integration tests (condition_language,
-        # store_model, cancel; 2026-12-06, this 2-core machine) took its CPU from 17.1 s
-        # to 7.8 s and their wall time from 56 s to 41 s. A JAVA_TOOL_OPTIONS of your own
-        # is used instead (a collector or compiler of its own would conflict with these).
         env -u TMPDIR GATEWAY_LISTEN="127.0.0.1:$port" \
             LOCALSTACK_HOST="127.0.0.1:$port" \
             OVERRIDE_IN_DOCKER=0 \
@@ -276,7 +269,6 @@ start() {
             DYNAMODB_IN_MEMORY=1 \
             AWS_DEFAULT_REGION=us-east-1 \
             TEMP="$tmpdir" \
-            JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:--XX:TieredStopAtLevel=1 -XX:CICompilerCount=1 -XX:+UseSerialGC}" \
             LAMBDA_RUNTIME_EXECUTOR="$executor" \
             SCHEDKIT_LAMBDA_INIT="$(init_binary)" \
             setsid "$venv/bin/python" -m localstack.runtime.main >"$logfile" 2>&1 </dev/null &
