@@ -123,9 +123,7 @@ pub(crate) fn table_of(item: &TransactWriteItem) -> &str {
 /// About how many bytes an effect weighs as DynamoDB counts them (names and values; the
 /// expressions' own text is small beside them). Written by hand: the SDK has no size.
 fn item_bytes(item: &TransactWriteItem) -> usize {
-    let map = |m: &HashMap<String, AttributeValue>| -> usize {
-        m.iter().map(|(k, v)| k.len() + value_bytes(v)).sum()
-    };
+    let map = crate::store::item_bytes;
     let opt = |m: Option<&HashMap<String, AttributeValue>>| m.map_or(0, map);
     if let Some(p) = &item.put {
         return map(&p.item) + opt(p.expression_attribute_values.as_ref());
@@ -140,23 +138,6 @@ fn item_bytes(item: &TransactWriteItem) -> usize {
         return map(&c.key) + opt(c.expression_attribute_values.as_ref());
     }
     0
-}
-
-fn value_bytes(v: &AttributeValue) -> usize {
-    match v {
-        AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
-        AttributeValue::B(b) => b.as_ref().len(),
-        AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(String::len).sum(),
-        AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len()).sum(),
-        AttributeValue::L(l) => l.iter().map(value_bytes).sum::<usize>() + 3,
-        AttributeValue::M(m) => {
-            m.iter()
-                .map(|(k, v)| k.len() + value_bytes(v))
-                .sum::<usize>()
-                + 3
-        }
-        _ => 1,
-    }
 }
 
 #[cfg(test)]

@@ -34,3 +34,22 @@ pub(super) fn s(v: &str) -> AttributeValue {
 pub(super) fn n(v: i64) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
+
+/// About how many bytes an item weighs as DynamoDB counts them against its 400 KB item
+/// limit and the transaction limit: each attribute's name and value. Written by hand: the
+/// SDK has no size.
+pub fn item_bytes(item: &Item) -> usize {
+    item.iter().map(|(k, v)| k.len() + value_bytes(v)).sum()
+}
+
+fn value_bytes(v: &AttributeValue) -> usize {
+    match v {
+        AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Ss(l) | AttributeValue::Ns(l) => l.iter().map(String::len).sum(),
+        AttributeValue::Bs(l) => l.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(l) => l.iter().map(value_bytes).sum::<usize>() + 3,
+        AttributeValue::M(m) => item_bytes(m) + 3,
+        _ => 1,
+    }
+}

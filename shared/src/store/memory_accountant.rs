@@ -5,13 +5,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use chrono::{DateTime, SecondsFormat, Utc};
 
 use super::accountant_ledger::{
     ledger_condition, ledger_item, ledger_key, ledger_of, refused_by_itself,
 };
-use super::attributes::Item;
+use super::attributes::item_bytes;
 use super::memory::MemoryStore;
 use super::pauses::PauseHistory;
 use super::{ExecutionRecord, Status, StoreCall, StoreError};
@@ -19,22 +18,7 @@ use crate::accounting::books::{AccountantStore, Found};
 use crate::accounting::ledger::Ledger;
 
 /// DynamoDB's limit on an item's size.
-pub const ITEM_LIMIT: usize = 400 * 1024;
-
-/// An item's size as DynamoDB counts it: its attributes' names and values, in UTF-8 bytes
-/// (numbers counted as their text, which is at least their size).
-pub fn item_size(item: &Item) -> usize {
-    item.iter()
-        .map(|(name, value)| {
-            name.len()
-                + match value {
-                    AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
-                    AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
-                    _ => 8,
-                }
-        })
-        .sum()
-}
+const ITEM_LIMIT: usize = 400 * 1024;
 
 impl AccountantStore for MemoryStore {
     fn ledger(&self) -> StoreCall<'_, Result<Option<Ledger>, StoreError>> {
@@ -53,7 +37,7 @@ impl AccountantStore for MemoryStore {
     ) -> StoreCall<'a, Result<bool, StoreError>> {
         Box::pin(async move {
             let item = ledger_item(ledger);
-            let size = item_size(&item);
+            let size = item_bytes(&item);
             if size > ITEM_LIMIT {
                 return Err(StoreError::Refused(format!(
                     "ValidationException: Item size has exceeded the maximum allowed size ({size} bytes)"

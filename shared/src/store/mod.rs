@@ -29,7 +29,7 @@ mod slot;
 mod slot_conditions;
 
 pub use accountant_ledger::ledger_key;
-pub use attributes::record_item;
+pub use attributes::{item_bytes, record_item};
 pub use audit_entries::{
     AUDIT_SHARD, AuditEntry, AuditFilter, DEFAULT_AUDIT_RETENTION, audit_retention,
 };
@@ -47,7 +47,6 @@ pub use dynamo::{
 pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
-pub use memory_accountant::{ITEM_LIMIT, item_size};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
