@@ -25,8 +25,8 @@ use schedkit::accounting::ledger::Kind;
 use schedkit::accounting::stage::check_and_send;
 use schedkit::catalog::Catalog;
 use schedkit::store::{
-    ClaimOutcome, ClaimRequest, ExecutionRecord, ExecutionStore, Fault, Faults, Finish,
-    MemoryStore, PauseRecord, PauseStore, StoreError,
+    CancelRequest, ClaimOutcome, ClaimRequest, ExecutionRecord, ExecutionStore, Fault, Faults,
+    Finish, MemoryStore, PauseRecord, PauseStore, StoreError,
 };
 
 /// How long the jobs fire.
@@ -132,6 +132,8 @@ pub struct AccountantReport {
     pub lost: BTreeMap<String, (String, DateTime<Utc>)>,
     /// Runs left RUNNING for good, by key.
     pub stuck: BTreeMap<String, (String, DateTime<Utc>)>,
+    /// Runs an operator cancelled before their deadline, RUNNING until then.
+    pub cancelled: BTreeSet<String>,
     /// Runs DONE after their deadline.
     pub slow: BTreeSet<String>,
     /// Firings fired and DONE in time.
@@ -185,6 +187,8 @@ pub async fn run(seed: u64) -> AccountantReport {
     let mut arriving: Vec<(DateTime<Utc>, &'static str, String, DateTime<Utc>)> = Vec::new();
     // Runs to finish later: when, the claimed record, and whether it is late by then.
     let mut finishing: Vec<(DateTime<Utc>, ExecutionRecord)> = Vec::new();
+    // Runs an operator cancels: when, and the key.
+    let mut cancelling: Vec<(DateTime<Utc>, String)> = Vec::new();
     // The first check at the start (a stage's first check expects nothing before it).
     let mut next_check = start;
     for minute in 0..=(HOURS + AFTER / 60 + 1) * 60 {
@@ -196,6 +200,18 @@ pub async fn run(seed: u64) -> AccountantReport {
                 result: serde_json::Value::Null,
             };
             store.finish(&record, &done, at).await.expect("a finish");
+        }
+        let due: Vec<_> = cancelling.extract_if(.., |(at, _)| *at <= t).collect();
+        for (at, key) in due {
+            let cancel = CancelRequest {
+                key,
+                by: "operator".into(),
+                reason: "simulated".into(),
+                now: at,
+                only: None,
+                arrived: None,
+            };
+            store.cancel(&cancel).await.expect("a cancel");
         }
         // Firings that arrive now, minutes late (the queue behind), within their grace.
         let due: Vec<_> = arriving.extract_if(.., |(at, ..)| *at <= t).collect();
@@ -229,7 +245,14 @@ pub async fn run(seed: u64) -> AccountantReport {
                 }
                 let claimed_at = t + chrono::Duration::seconds(between(&draw, 1, 50));
                 let record = claim(&store, name, &key, t, claimed_at).await;
-                if fate < 13 {
+                if fate < 13 && chance(&draw, 0.4) {
+                    // An operator cancels it before its deadline (`executions cancel`): it
+                    // is accounted for, never late.
+                    let at = t + chrono::Duration::minutes(between(&draw, 2, 15));
+                    report.trace.push(format!("{t} {key}: cancelled at {at}"));
+                    report.cancelled.insert(key.clone());
+                    cancelling.push((at, key));
+                } else if fate < 13 {
                     report.trace.push(format!("{t} {key}: left RUNNING"));
                     report.stuck.insert(key, (name.to_string(), t));
                 } else if fate < 18 {
@@ -410,9 +433,14 @@ pub fn check_report(report: &AccountantReport) -> Vec<String> {
         let wrong = match kind {
             Kind::Missed if report.lost.contains_key(key) => None,
             Kind::Missed if ran || report.delayed.contains(key) => Some("it ran"),
-            Kind::Missed if report.stuck.contains_key(key) => Some("it has a record (RUNNING)"),
+            Kind::Missed if report.stuck.contains_key(key) || report.cancelled.contains(key) => {
+                Some("it has a record")
+            }
             Kind::Missed => Some("the world never fired it (paused, or not on its schedule then)"),
             Kind::Late if report.stuck.contains_key(key) || report.slow.contains(key) => None,
+            Kind::Late if report.cancelled.contains(key) => {
+                Some("an operator cancelled it before its deadline")
+            }
             Kind::Late => Some("it was DONE in time or never ran"),
         };
         if let Some(wrong) = wrong {
