@@ -173,7 +173,7 @@ fn run_accountant_seed(seed: u64) -> accountant::AccountantReport {
 
 /// The accountant's world (`accountant.rs`): `SCHEDKIT_SIM_ACCOUNTANT_SEEDS` seeds (default
 /// 100, what CI runs: about 100 ms a seed in a debug build; every revert of the accountant
-/// is found within 25), or the one `SCHEDKIT_SIM_ACCOUNTANT_SEED` with its trace.
+/// is found within 5), or the one `SCHEDKIT_SIM_ACCOUNTANT_SEED` with its trace.
 #[test]
 fn every_accountant_seed_keeps_every_invariant() {
     if let Some(seed) = env("SCHEDKIT_SIM_ACCOUNTANT_SEED") {

@@ -43,6 +43,7 @@ cases=(
   "report-lost-with-its-answer.patch|accountant|was lost and never reported missed|never reported late"
   "pause-window-open-at-its-start.patch|accountant|never reported late|never reported missed"
   "no-grace-for-a-late-delivery.patch|accountant|before it could be|but it ran"
+  "cancelled-run-reported-late.patch|accountant|an operator cancelled it before its deadline"
 )
 work=$(mktemp -d)
 # shellcheck disable=SC2329  # called by the EXIT trap
