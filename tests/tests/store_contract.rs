@@ -322,6 +322,7 @@ async fn script(
         async move {
             let taken = store
                 .take_permit(schedkit::store::PermitRequest {
+                    share: "s",
                     item: &item,
                     key: &k,
                     owner: &o,
@@ -372,6 +373,81 @@ async fn script(
     log.push(permit("p1", "p1", &paced, t1, Some(2)).await);
     log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:01Z", Some(2)).await);
     log.push(permit("p2", "p2", &paced, "2026-12-01T17:00:02Z", Some(2)).await);
+    // The line: a run a full gate refuses parks (creating the line, then joining it); a
+    // newcomer waits behind it even when a permit frees; the release answers the gate as
+    // it left it, the permit is handed on to the waiter that comes first, and that run's
+    // take replaces the reservation, saying since when it waited.
+    let lined = format!(".schedkit/concurrency/{p}/line");
+    let t2 = "2026-12-01T18:00:00Z";
+    for k in ["l1", "l2", "l3", "l4"] {
+        store.claim(&req(k, k, t2)).await.unwrap();
+    }
+    let take = |k: &str, now: &str| {
+        let (k, item, now) = (key(k), lined.clone(), at(now));
+        async move {
+            let taken = store
+                .take_permit(schedkit::store::PermitRequest {
+                    share: "s",
+                    item: &item,
+                    key: &k,
+                    owner: &owner(&k.replace(&format!("{p}-"), "")),
+                    concurrency: Some(1),
+                    spacing: None,
+                    now,
+                    lease,
+                    skew: Duration::from_secs(1),
+                })
+                .await
+                .unwrap();
+            format!("take {k} at {now}: {taken:?}")
+        }
+    };
+    let park = |k: &str, since: i64, map: bool| {
+        let (k, item) = (key(k), lined.clone());
+        async move {
+            let waiter = schedkit::store::Waiter {
+                since_ms: since,
+                priority: 0,
+                share: k.clone(),
+                handle: format!("handle-{k}"),
+                until_ms: since + 30_000,
+            };
+            let req = schedkit::store::ParkRequest {
+                item: &item,
+                key: &k,
+                limit: 1,
+                waiter,
+            };
+            let parked = store.park(req, map).await.unwrap();
+            format!("park {k}: {parked:?}")
+        }
+    };
+    log.push(take("l1", t2).await);
+    log.push(take("l2", t2).await);
+    log.push(park("l2", 1, false).await);
+    log.push(park("l3", 2, false).await);
+    log.push(park("l3", 2, true).await);
+    let released = store
+        .release_permit(&lined, &key("l1"), &owner("l1"))
+        .await
+        .unwrap();
+    log.push(format!("released: {released:?}"));
+    log.push(take("l4", "2026-12-01T18:00:01Z").await);
+    let now_ms = at("2026-12-01T18:00:02Z").timestamp_millis();
+    let (next, waiter) = schedkit::store::next_waiter(&released, now_ms).unwrap();
+    let handed = store
+        .hand_on(schedkit::store::HandOn {
+            item: &lined,
+            key: next,
+            waiter,
+            limit: 1,
+            now_ms,
+        })
+        .await
+        .unwrap();
+    log.push(format!("handed on to {next}: {handed:?}"));
+    log.push(take("l3", "2026-12-01T18:00:03Z").await);
+    log.push(take("l2", "2026-12-01T18:00:03Z").await);
     for line in log.iter_mut() {
         *line = line.replace(p, "P");
     }

@@ -75,8 +75,8 @@ fn late_start(
 pub(super) struct Permits {
     /// The claim that took them.
     owner: String,
-    /// The gates' item keys.
-    items: Vec<String>,
+    /// The gates' item keys, with their concurrency (to hand a freed permit on).
+    items: Vec<(String, u32)>,
 }
 
 impl Processor {
@@ -126,6 +126,7 @@ impl Processor {
             return Ok(taken);
         }
         let clock = self.inner.config.clock;
+        let mut handed_since: Option<i64> = None;
         let skew = self.inner.config.clock_skew;
         for gate in gates {
             let mut waited_here = false;
@@ -137,17 +138,20 @@ impl Processor {
                     owner: &taken.owner,
                     concurrency: gate.concurrency,
                     spacing: gate.spacing,
+                    share: &gate.share,
                     now,
                     lease: job.registered.policy.lease,
                     skew,
                 };
                 let mut answer = self.inner.store.take_permit(req).await;
-                if matches!(answer, Ok(Permit::Taken)) {
+                if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
                     // Held (a gate with a rate may count runs too) until given back below;
                     // taken again after a wait in place, it is the same entry.
                     // A gate with only a rate holds nothing to give back.
-                    if gate.concurrency.is_some() && taken.items.last() != Some(&gate.item) {
-                        taken.items.push(gate.item.clone());
+                    if let Some(limit) = gate.concurrency
+                        && taken.items.last().map(|(i, _)| i) != Some(&gate.item)
+                    {
+                        taken.items.push((gate.item.clone(), limit));
                     }
                     if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
                         answer = Ok(too_late);
@@ -170,6 +174,9 @@ impl Processor {
             };
             match answer {
                 Ok(Permit::Taken) => {}
+                Ok(Permit::Handed { since_ms }) => {
+                    handed_since = Some(handed_since.map_or(since_ms, |s: i64| s.min(since_ms)));
+                }
                 Ok(refused) => {
                     self.release_permits(taken, t).await;
                     return Err(self
@@ -179,34 +186,42 @@ impl Processor {
                 Err(e) => {
                     // Its answer may be lost with the take applied: given back too (a
                     // release names the claim, so it never frees another's).
-                    if gate.concurrency.is_some() {
-                        taken.items.push(gate.item.clone());
+                    if let Some(limit) = gate.concurrency {
+                        taken.items.push((gate.item.clone(), limit));
                     }
                     self.release_permits(taken, t).await;
                     return Err(self.give_back_after(ctx, claim, e, t).await);
                 }
             }
         }
-        if let Some(since) = ctx.delivery.waiting_since(claim.record.attempt) {
+        let since = [
+            ctx.delivery.waiting_since(claim.record.attempt),
+            handed_since,
+        ];
+        if let Some(since) = since.into_iter().flatten().min() {
             let waited_ms = (clock.now().timestamp_millis() - since).max(0) as f64;
             self.emit(t, Event::LimitsEntered { waited_ms });
         }
         Ok(taken)
     }
 
-    /// Gives the run's permits back once its outcome is written (or it did not start).
-    /// One that cannot be given back is logged; its entry is dropped by the next taker once
-    /// the run's record shows it no longer holds it.
+    /// Gives the run's permits back once its outcome is written (or it did not start),
+    /// and hands each on to whoever waits for it. One that cannot be given back is logged;
+    /// its entry is dropped by the next taker once the run's record shows it no longer
+    /// holds it.
     pub(super) async fn release_permits(&self, permits: Permits, t: &Transition<'_>) {
-        for item in &permits.items {
+        for (item, limit) in &permits.items {
             let released = self
                 .inner
                 .store
                 .release_permit(item, t.key, &permits.owner)
                 .await;
-            if let Err(e) = released {
-                let error = e.to_string();
-                self.emit(t, Event::PermitKept { error: &error });
+            match released {
+                Ok(gate) => self.hand_on(item, *limit, gate, t).await,
+                Err(e) => {
+                    let error = e.to_string();
+                    self.emit(t, Event::PermitKept { error: &error });
+                }
             }
         }
     }
@@ -227,9 +242,18 @@ impl Processor {
         let now = self.inner.config.clock.now();
         let now_ms = now.timestamp_millis();
         let attempt = claim.record.attempt;
-        let since = ctx.delivery.waiting_since(attempt).unwrap_or(now_ms);
+        let in_line = match &refused {
+            Permit::Full { line, .. } => line.since_ms,
+            _ => None,
+        };
+        let since = [ctx.delivery.waiting_since(attempt), in_line]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now_ms);
         let waited = Duration::from_millis((now_ms - since).max(0) as u64);
-        if let Some(max) = job.registered.policy.flow.max_wait
+        let max_wait = job.registered.policy.flow.max_wait;
+        if let Some(max) = max_wait
             && waited > max
         {
             let error = format!(
@@ -241,26 +265,6 @@ impl Processor {
             let reason = DeadLetterReason::LimitWait;
             return self.fail_unrun(ctx, job, claim, reason, &error, t).await;
         }
-        let draws = &self.inner.draws;
-        let (retry_in, why) = match refused {
-            Permit::TooSoon { next_start_ms } => {
-                let jitter = draws.jitter(gate.spacing.unwrap_or_default());
-                let wait_ms = (next_start_ms - now_ms).max(0);
-                let why = format!("rate of `{}`: next start in {wait_ms} ms", gate.limit);
-                (rate_look(next_start_ms, now_ms, jitter), why)
-            }
-            Permit::Full { holders } => {
-                let jitter = draws.jitter(LONGEST_LOOK);
-                let why = format!(
-                    "`{}` is full: {} of {} held",
-                    gate.limit,
-                    holders.len(),
-                    gate.concurrency.unwrap_or_default()
-                );
-                (full_gate_look(ctx.delivery.waits(), jitter), why)
-            }
-            Permit::Taken => unreachable!("a refusal"),
-        };
         let given = self
             .inner
             .store
@@ -273,6 +277,35 @@ impl Processor {
         if let Some(task) = job.step_of.and_then(|c| c.heartbeat_of(envelope)) {
             task.beat().await;
         }
+        if let Permit::Full { holders, line } = &refused {
+            // Past its max_wait it comes back to be dead-lettered, not woken.
+            let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
+            let parked = self.park(ctx, gate, line, holders.len(), since, left, t);
+            if let Some(outcome) = parked.await {
+                return outcome;
+            }
+        }
+        let draws = &self.inner.draws;
+        let (retry_in, why) = match refused {
+            Permit::TooSoon { next_start_ms } => {
+                let jitter = draws.jitter(gate.spacing.unwrap_or_default());
+                let wait_ms = (next_start_ms - now_ms).max(0);
+                let why = format!("rate of `{}`: next start in {wait_ms} ms", gate.limit);
+                (rate_look(next_start_ms, now_ms, jitter), why)
+            }
+            Permit::Full { holders, line } => {
+                let jitter = draws.jitter(LONGEST_LOOK);
+                let why = format!(
+                    "`{}` is full: {} of {} held, {} waiting in line",
+                    gate.limit,
+                    holders.len(),
+                    gate.concurrency.unwrap_or_default(),
+                    line.waiting
+                );
+                (full_gate_look(ctx.delivery.waits(), jitter), why)
+            }
+            Permit::Taken | Permit::Handed { .. } => unreachable!("a refusal"),
+        };
         let resent = self
             .come_back_waiting(ctx, retry_in, Some((attempt, since)))
             .await;

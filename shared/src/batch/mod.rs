@@ -12,6 +12,7 @@ mod failure_streak;
 mod key;
 mod lease;
 mod limits;
+mod line;
 mod outcome;
 mod parse;
 mod pipeline;

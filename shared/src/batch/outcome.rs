@@ -72,6 +72,14 @@ pub enum Outcome {
         /// [`Outcome::InProgress`].
         resent: bool,
     },
+    /// Held back by a full gate of its flow-control limits, and parked in the gate's line
+    /// (see [`crate::store::Waiter`]): its claim given back, its message left hidden on the
+    /// queue until the run that frees a permit hands it on and wakes it (or, if none does,
+    /// until it comes back by itself). Not an attempt; not acknowledged.
+    Parked {
+        /// The limit it waits for.
+        limit: String,
+    },
     /// Not started: too close to the invocation's deadline to finish. Nothing was claimed
     /// (no attempt spent); the message is back at once for the next invocation.
     Deferred {
@@ -125,6 +133,7 @@ impl Outcome {
             Outcome::Cancelled => "cancelled",
             Outcome::Waiting { .. } => "waiting",
             Outcome::Throttled { .. } => "throttled",
+            Outcome::Parked { .. } => "parked",
         }
     }
 }

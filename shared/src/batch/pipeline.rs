@@ -146,9 +146,11 @@ impl Processor {
             let claim = self
                 .claim(ctx, envelope, &job, &t)
                 .instrument(tracing::info_span!("claim"))
-                .await?;
+                .await;
+            let claim = self.not_coming(ctx, &gates, claim, &t).await?;
             tracing::Span::current().record("schedkit.attempt", claim.record.attempt);
-            let admission = self.admit(ctx, &job, &claim, &t).await?;
+            let admission = self.admit(ctx, &job, &claim, &t).await;
+            let admission = self.not_coming(ctx, &gates, admission, &t).await?;
             let permits = match self
                 .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
                 .await

@@ -21,6 +21,8 @@ pub struct Limit {
     pub concurrency: Option<NonZeroU32>,
     /// Starts per window.
     pub rate: Option<Rate>,
+    /// Whose turn a freed permit is: keys of this template take turns.
+    pub fair: Option<KeyTemplate>,
 }
 
 /// What limits a job's runs: the shared limits it names, its own concurrency, and how long
@@ -53,6 +55,7 @@ impl JobLimits {
                 concurrency: l.concurrency,
                 rate: l.rate,
                 key: None,
+                fair: l.fair.clone(),
             })
             .collect();
         if let Some(own) = &self.concurrency {
@@ -63,6 +66,7 @@ impl JobLimits {
                     concurrency: Some(own.limit),
                     rate: None,
                     key: own.key.clone(),
+                    fair: None,
                 },
             );
         }
@@ -132,11 +136,29 @@ pub(super) fn check_limits(
             Some(Ok(r)) => Some(r),
             None => None,
         };
+        let fair = match spec.fair.as_deref().map(str::parse::<KeyTemplate>) {
+            Some(Err(e)) => {
+                report(None, field(".fair"), e.to_string());
+                ok = false;
+                None
+            }
+            Some(Ok(t)) => Some(t),
+            None => None,
+        };
+        if fair.is_some() && concurrency.is_none() {
+            report(
+                None,
+                field(".fair"),
+                "shares permits between keys, and this limit has no `concurrency` to share: give it one, or leave `fair` out".into(),
+            );
+            ok = false;
+        }
         if ok {
             let limit = Limit {
                 name: name.clone(),
                 concurrency,
                 rate,
+                fair,
             };
             out.insert(name.clone(), limit);
         }

@@ -37,6 +37,11 @@ pub struct LimitSpec {
     /// Starts per window: `<starts>/<second|minute|hour>` (`20/minute`).
     #[serde(default)]
     pub rate: Option<String>,
+    /// A template over payload fields (`{tenant}`): the limit's permits are shared fairly
+    /// between the keys it renders that wait for them (each key's runs are handed a
+    /// permit in turn). Without it, between the jobs that name the limit.
+    #[serde(default)]
+    pub fair: Option<String>,
 }
 
 /// A job's own concurrency: runs at once, per key when `key` is given.

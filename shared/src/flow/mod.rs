@@ -67,6 +67,9 @@ pub struct FlowLimit {
     pub rate: Option<Rate>,
     /// Runs whose payloads render the same text share a gate (the job's own concurrency).
     pub key: Option<KeyTemplate>,
+    /// Runs whose payloads render the same text are one fair share of the gate (a shared
+    /// limit's `fair`); None: each job is one.
+    pub fair: Option<KeyTemplate>,
 }
 
 /// Whose limit it is.
@@ -109,11 +112,16 @@ impl FlowLimit {
                 format!("{item}/{text}")
             }
         };
+        let share = match &self.fair {
+            Some(template) => template.render(payload)?,
+            None => job.to_string(),
+        };
         Ok(Gate {
             limit: name,
             item,
             concurrency: self.concurrency.map(NonZeroU32::get),
             spacing: self.rate.map(|r| r.spacing()),
+            share,
         })
     }
 }
@@ -129,6 +137,9 @@ pub struct Gate {
     pub concurrency: Option<u32>,
     /// The least time between two starts (a rate).
     pub spacing: Option<Duration>,
+    /// The run's fair share of the gate: runs of the share holding fewest permits are
+    /// handed the next one ([`crate::store::next_waiter`]).
+    pub share: String,
 }
 
 #[cfg(test)]
@@ -147,6 +158,7 @@ mod tests {
             concurrency: NonZeroU32::new(2),
             rate: None,
             key: Some("{tenant}".parse().unwrap()),
+            fair: None,
         };
         let a = own
             .gate("export", Some(&payload(json!({"tenant": "a"}))))
@@ -177,6 +189,7 @@ mod tests {
             concurrency: NonZeroU32::new(3),
             rate: rate.map(|r| r.parse().unwrap()),
             key: None,
+            fair: None,
         };
         let flow = FlowControl {
             limits: vec![shared("paced", Some("30/minute")), shared("plain", None)],

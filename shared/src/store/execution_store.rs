@@ -24,7 +24,11 @@ use super::cancel::{CancelError, CancelRequest, Cancelled};
 use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::overlap::Gate;
-use super::permits::{Permit, PermitRequest};
+use super::permits::{GateItem, Permit, PermitRequest};
+use super::waiters::{HandOn, ParkRequest, Parked};
+
+/// What handing a permit on answers: the gate after, or as it was when refused.
+pub type HandedOn = Result<Result<GateItem, GateItem>, StoreError>;
 use super::record::{
     AttemptEntry, ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, OperatorNote,
 };
@@ -103,13 +107,27 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> StoreCall<'a, Result<Permit, StoreError>>;
 
     /// Gives back the permit of the gate `item` the run `key` took under the claim
-    /// `owner`; nothing when the entry is no longer that claim's.
+    /// `owner`; nothing when the entry is no longer that claim's. The gate as the release
+    /// left it: whoever waits for it is handed the permit ([`ExecutionStore::hand_on`]).
     fn release_permit<'a>(
         &'a self,
         item: &'a str,
         key: &'a str,
         owner: &'a str,
-    ) -> StoreCall<'a, Result<(), StoreError>>;
+    ) -> StoreCall<'a, Result<GateItem, StoreError>>;
+
+    /// Parks a run a full gate refused in the gate's line, to be handed a permit when one
+    /// frees (see [`crate::store::Waiter`]); `map`: whether the gate had a line when it
+    /// refused.
+    fn park<'a>(
+        &'a self,
+        req: ParkRequest<'a>,
+        map: bool,
+    ) -> StoreCall<'a, Result<Parked, StoreError>>;
+
+    /// Hands a free permit on to a waiter: the gate after (the waiter holds it now,
+    /// reserved until its run comes to take it), or as it was when refused.
+    fn hand_on<'a>(&'a self, h: HandOn<'a>) -> StoreCall<'a, HandedOn>;
 
     /// Gives the job's slot back after the run `key` ended; nothing when the slot is no
     /// longer this entry's: another run's, or the same run's entered again under another
@@ -296,8 +314,20 @@ impl ExecutionStore for DynamoStore {
         item: &'a str,
         key: &'a str,
         owner: &'a str,
-    ) -> StoreCall<'a, Result<(), StoreError>> {
+    ) -> StoreCall<'a, Result<GateItem, StoreError>> {
         Box::pin(DynamoStore::release_permit(self, item, key, owner))
+    }
+
+    fn park<'a>(
+        &'a self,
+        req: ParkRequest<'a>,
+        map: bool,
+    ) -> StoreCall<'a, Result<Parked, StoreError>> {
+        Box::pin(async move { DynamoStore::park(self, &req, map).await })
+    }
+
+    fn hand_on<'a>(&'a self, h: HandOn<'a>) -> StoreCall<'a, HandedOn> {
+        Box::pin(async move { DynamoStore::hand_on(self, &h).await })
     }
 
     fn give_back<'a>(

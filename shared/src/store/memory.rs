@@ -19,16 +19,18 @@ use chrono::{DateTime, Utc};
 use super::chain_runs::ChainEnd;
 use super::conditions::{self, holds};
 use super::dynamo::{CommitError, StoreError, TransitionError};
+use super::execution_store::HandedOn;
 use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
 use super::overlap::{Gate, look_again_in};
 use super::pauses::PauseRecord;
-use super::permits::{Permit, PermitRequest};
+use super::permits::{GateItem, Permit, PermitRequest};
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, OperatorNote, Status, claimed_record,
     classify_refusal, finished_record, lease_until, timestamp,
 };
 use super::slot::{Slot, slot_item};
 use super::slot_conditions;
+use super::waiters::{HandOn, ParkRequest, Parked};
 use crate::job::Overlap;
 
 /// What happens to one request.
@@ -692,8 +694,20 @@ impl ExecutionStore for MemoryStore {
         item: &'a str,
         key: &'a str,
         owner: &'a str,
-    ) -> StoreCall<'a, Result<(), StoreError>> {
+    ) -> StoreCall<'a, Result<GateItem, StoreError>> {
         Box::pin(MemoryStore::release_permit(self, item, key, owner))
+    }
+
+    fn park<'a>(
+        &'a self,
+        req: ParkRequest<'a>,
+        map: bool,
+    ) -> StoreCall<'a, Result<Parked, StoreError>> {
+        Box::pin(async move { MemoryStore::park(self, &req, map).await })
+    }
+
+    fn hand_on<'a>(&'a self, h: HandOn<'a>) -> StoreCall<'a, HandedOn> {
+        Box::pin(async move { MemoryStore::hand_on(self, &h).await })
     }
 
     fn leave_slot<'a>(

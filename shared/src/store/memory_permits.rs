@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use super::memory::{Change, MemoryState, MemoryStore};
 use super::permits::{
-    GateItem, GateRequests, Permit, PermitRequest, enter_condition, entry_of, gate_as_item,
-    next_start, release_condition,
+    Entry, GateItem, GateRequests, Holder, Permit, PermitRequest, enter_condition, entry_of,
+    gate_as_item, next_start, release_condition,
 };
 use super::{ExecutionRecord, StoreError};
 
@@ -18,19 +18,26 @@ use super::{ExecutionRecord, StoreError};
 fn enter(
     state: &mut MemoryState,
     req: &PermitRequest<'_>,
-    dropped: &[(String, String)],
-    fresh: bool,
-) -> Result<(), GateItem> {
+    how: &Entry,
+) -> Result<Option<Holder>, GateItem> {
     let gate = state.gates.entry(req.item.to_string()).or_default();
-    if !enter_condition(req, dropped, fresh).holds(Some(&gate_as_item(gate))) {
+    if !enter_condition(req, how).holds(Some(&gate_as_item(gate))) {
         return Err(gate.clone());
     }
+    let replaced = gate.holders.get(req.key).cloned();
     if req.concurrency.is_some() {
-        if fresh {
+        if how.fresh {
             gate.holders = BTreeMap::new();
         }
-        for (key, _) in dropped.iter().filter(|(k, _)| k != req.key) {
+        for (key, _) in how.dropped.iter().filter(|(k, _)| k != req.key) {
             gate.holders.remove(key);
+        }
+        if how.waiting && !how.fresh {
+            gate.waiters.remove(req.key);
+        } else if !how.fresh {
+            for (key, _) in &how.gone {
+                gate.waiters.remove(key);
+            }
         }
         gate.counted = true;
         gate.holders.insert(req.key.to_string(), entry_of(req));
@@ -45,7 +52,7 @@ fn enter(
         after,
         limit: req.concurrency,
     });
-    Ok(())
+    Ok(replaced)
 }
 
 impl GateRequests for MemoryStore {
@@ -59,13 +66,10 @@ impl GateRequests for MemoryStore {
     async fn enter_gate(
         &self,
         req: &PermitRequest<'_>,
-        dropped: &[(String, String)],
-        fresh: bool,
-    ) -> Result<Result<(), GateItem>, StoreError> {
-        self.request("take_permit", req.item, |state| {
-            enter(state, req, dropped, fresh)
-        })
-        .await
+        entry: &Entry,
+    ) -> Result<Result<Option<Holder>, GateItem>, StoreError> {
+        self.request("take_permit", req.item, |state| enter(state, req, entry))
+            .await
     }
 }
 
@@ -75,19 +79,21 @@ impl MemoryStore {
         super::permits::take_permit(self, req).await
     }
 
-    /// Gives a permit back, if the entry is still the claim's.
+    /// Gives a permit back, if the entry is still the claim's; the gate as it left it.
     pub(super) async fn release_permit(
         &self,
         item: &str,
         key: &str,
         owner: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<GateItem, StoreError> {
         self.request("release_permit", item, |state| {
-            if let Some(gate) = state.gates.get_mut(item)
-                && release_condition(key, owner).holds(Some(&gate_as_item(gate)))
-            {
+            let Some(gate) = state.gates.get_mut(item) else {
+                return GateItem::default();
+            };
+            if release_condition(key, owner).holds(Some(&gate_as_item(gate))) {
                 gate.holders.remove(key);
             }
+            gate.clone()
         })
         .await
     }

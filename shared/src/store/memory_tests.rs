@@ -393,6 +393,7 @@ async fn a_chain_run_ends_only_by_its_own_execution() {
 async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     let store = MemoryStore::new(Arc::new(NoFaults));
     let permit = |key: &'static str, owner: &'static str, now: &str| PermitRequest {
+        share: "",
         item: ".schedkit/concurrency/export/a",
         key,
         owner,
@@ -443,7 +444,8 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     assert_eq!(
         store.take_permit(&waiter).await.unwrap(),
         Permit::Full {
-            holders: vec!["a".into()]
+            holders: vec!["a".into()],
+            line: crate::store::Line::default(),
         },
         "handed on while the cancelled attempt may still run"
     );

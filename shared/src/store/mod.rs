@@ -22,11 +22,13 @@ mod memory_chain_runs;
 mod memory_pauses;
 mod memory_permits;
 mod overlap;
+mod parking;
 mod pauses;
 mod permits;
 mod record;
 mod slot;
 mod slot_conditions;
+mod waiters;
 
 pub use accountant_ledger::ledger_key;
 pub use attributes::{item_bytes, record_item};
@@ -44,14 +46,14 @@ pub use dynamo::{
     CommitError, DEFAULT_CALL_TIMEOUT, DynamoStore, KEY_ATTRIBUTE, StoreError, TTL_ATTRIBUTE,
     TransitionError,
 };
-pub use execution_store::{ExecutionStore, SlotEntry, StoreCall};
+pub use execution_store::{ExecutionStore, HandedOn, SlotEntry, StoreCall};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
 };
-pub use permits::{GateItem, Holder, Permit, PermitRequest, gate_item};
+pub use permits::{GateItem, Holder, Line, Permit, PermitRequest, gate_item};
 #[cfg(test)]
 pub(crate) use record::claimed_record;
 pub use record::{
@@ -60,6 +62,10 @@ pub use record::{
 };
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 pub use slot::Slot;
+pub use waiters::{
+    AGING, GONE_AFTER, HANDED, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked,
+    Waiter, next_waiter, reservation,
+};
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first
 /// listing of every record reads one page from each and merges them.

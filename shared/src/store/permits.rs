@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use super::attributes::{n, s};
 use super::condition::Condition;
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
+use super::waiters::{Waiter, waiters_of};
 use super::{DynamoStore, ExecutionRecord, StoreError};
 
 /// A run asks for a permit of a gate.
@@ -43,6 +44,8 @@ pub struct PermitRequest<'a> {
     pub concurrency: Option<u32>,
     /// The least time between two starts, if the gate has a rate.
     pub spacing: Option<Duration>,
+    /// The run's fair share of the gate (see [`super::waiters::next_waiter`]).
+    pub share: &'a str,
     /// When.
     pub now: DateTime<Utc>,
     /// The run's lease: until when its entry surely holds without a look at its record.
@@ -57,10 +60,17 @@ pub struct PermitRequest<'a> {
 pub enum Permit {
     /// The run holds a permit now.
     Taken,
-    /// As many runs as the limit allows hold the gate.
+    /// The run holds a permit now, handed on to it when it waited in the gate's line.
+    Handed {
+        /// Since when it waited, epoch ms.
+        since_ms: i64,
+    },
+    /// As many runs as the limit allows hold the gate, or others wait for it first.
     Full {
         /// The runs that hold it.
         holders: Vec<String>,
+        /// The gate as the refusal found it: its line of waiters.
+        line: Line,
     },
     /// The gate's rate allows no start before `next_start_ms` (epoch ms).
     TooSoon {
@@ -69,13 +79,52 @@ pub enum Permit {
     },
 }
 
+/// A full gate's line of waiters, as a refusal found it: what parking needs to know.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Line {
+    /// Whether the gate's item has a `waiters` map.
+    pub map: bool,
+    /// How many wait.
+    pub waiting: usize,
+    /// Since when the run that asked waits in it, epoch ms, if it does.
+    pub since_ms: Option<i64>,
+}
+
+impl Line {
+    /// The line of `item`, as the run `key` finds it.
+    pub(crate) fn of(item: &GateItem, key: &str) -> Line {
+        Line {
+            map: item.has_waiters,
+            waiting: item.waiters.len(),
+            since_ms: item.waiters.get(key).map(|w| w.since_ms),
+        }
+    }
+}
+
 /// One holder's entry, as the gate's item keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holder {
-    /// The claim that took the permit.
+    /// The claim that took the permit, or a reservation ([`super::waiters::HANDED`]).
     pub owner: String,
     /// Until when its lease surely lasts (the claim's lease when it took it), epoch ms.
     pub until_ms: i64,
+    /// Its run's fair share of the gate.
+    pub share: String,
+}
+
+impl Holder {
+    /// Whether it is a reservation for a woken waiter, not a claim's permit.
+    pub fn reserved(&self) -> bool {
+        self.owner.starts_with(super::waiters::HANDED)
+    }
+
+    /// Since when the waiter a reservation was handed on to waited, epoch ms.
+    pub fn handed_since(&self) -> Option<i64> {
+        self.owner
+            .strip_prefix(super::waiters::HANDED)?
+            .parse()
+            .ok()
+    }
 }
 
 /// A gate's item: its holders and, with a rate, its next start.
@@ -87,6 +136,10 @@ pub struct GateItem {
     pub holders: BTreeMap<String, Holder>,
     /// The earliest next start, epoch ms, when the gate has a rate.
     pub next_start_ms: Option<i64>,
+    /// Whether the item has a `waiters` map at all (the first run to park creates it).
+    pub has_waiters: bool,
+    /// The runs waiting for a permit, by key.
+    pub waiters: BTreeMap<String, Waiter>,
 }
 
 /// Whether the gate's rate lets a run start at `now_ms`.
@@ -105,7 +158,8 @@ pub(crate) fn to_look_at(item: &GateItem, req: &PermitRequest<'_>) -> Vec<(Strin
         .holders
         .iter()
         .filter(|(k, h)| match k.as_str() == req.key {
-            true => h.owner != req.owner,
+            // A reservation is this run's, whichever claim takes it: replaced unread.
+            true => h.owner != req.owner && !h.reserved(),
             false => h.until_ms + skew < now,
         })
         .collect();
@@ -156,7 +210,7 @@ pub(crate) fn room_for(
     };
     let left = item.holders.len() - dropped.len();
     match item.holders.get(req.key) {
-        Some(h) if h.owner == req.owner => true,
+        Some(h) if h.owner == req.owner || h.reserved() => true,
         Some(_) if !dropped.iter().any(|(k, _)| k == req.key) => false,
         _ => left < limit as usize,
     }
@@ -167,6 +221,7 @@ pub(crate) fn entry_of(req: &PermitRequest<'_>) -> Holder {
     Holder {
         owner: req.owner.to_string(),
         until_ms: req.now.timestamp_millis() + req.lease.as_millis() as i64,
+        share: req.share.to_string(),
     }
 }
 
@@ -204,6 +259,11 @@ pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
                             Holder {
                                 owner: entry.get("owner")?.as_s().ok()?.clone(),
                                 until_ms: entry.get("until").and_then(number).unwrap_or(0),
+                                share: entry
+                                    .get("share")
+                                    .and_then(|v| v.as_s().ok())
+                                    .cloned()
+                                    .unwrap_or_default(),
                             },
                         ))
                     })
@@ -211,13 +271,17 @@ pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
             })
             .unwrap_or_default(),
         next_start_ms: item.get("next_start").and_then(number),
+        has_waiters: item.contains_key("waiters"),
+        waiters: waiters_of(item),
     }
 }
 
-fn holder_value(h: &Holder) -> AttributeValue {
+/// A holder's entry as DynamoDB holds it.
+pub(crate) fn holder_value(h: &Holder) -> AttributeValue {
     AttributeValue::M(HashMap::from([
         ("owner".to_string(), s(&h.owner)),
         ("until".to_string(), n(h.until_ms)),
+        ("share".to_string(), s(&h.share)),
     ]))
 }
 
@@ -226,13 +290,27 @@ fn holder_value(h: &Holder) -> AttributeValue {
 pub(crate) trait GateRequests {
     /// The record of the holder `key` (strongly consistent).
     async fn holder(&self, key: &str) -> Result<Option<ExecutionRecord>, StoreError>;
-    /// The write that enters the gate ([`enter_condition`]); the gate as it was when refused.
+    /// The write that enters the gate ([`enter_condition`]): the run's own entry it
+    /// replaced, if any; the gate as it was when refused.
     async fn enter_gate(
         &self,
         req: &PermitRequest<'_>,
-        dropped: &[(String, String)],
-        fresh: bool,
-    ) -> Result<Result<(), GateItem>, StoreError>;
+        entry: &Entry,
+    ) -> Result<Result<Option<Holder>, GateItem>, StoreError>;
+}
+
+/// How a take enters the gate, from what it saw of it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Entry {
+    /// The holders it drops (key, claim), each gone.
+    pub dropped: Vec<(String, String)>,
+    /// The item has no holders map yet: the take creates it.
+    pub fresh: bool,
+    /// The run waits in the gate's line: its take leaves it.
+    pub waiting: bool,
+    /// Entries of the line it drops (key, handle), each gone ([`super::waiters::gone`]):
+    /// a run not in the line enters only when no one else waits.
+    pub gone: Vec<(String, String)>,
 }
 
 /// Takes a permit of the gate `req.item` for the run `req.key` (one write; a full gate
@@ -245,6 +323,7 @@ pub(crate) async fn take_permit(
     let mut seen: Option<GateItem> = None;
     for _ in 0..TRIES {
         let mut dropped = Vec::new();
+        let mut gone = Vec::new();
         if let Some(item) = &seen {
             if !rate_allows(item, req.now.timestamp_millis()) {
                 let next_start_ms = item.next_start_ms.unwrap_or_default();
@@ -259,14 +338,36 @@ pub(crate) async fn take_permit(
                     dropped.push((key, owner));
                 }
             }
-            if item.counted && !room_for(item, req, &dropped) {
+            let mine = item
+                .holders
+                .get(req.key)
+                .is_some_and(|h| h.owner == req.owner || h.reserved());
+            let room = room_for(item, req, &dropped);
+            // A run in the line itself may take a free permit (its waker died, or it came
+            // back by itself); any other waits behind the line.
+            let in_line = item.waiters.contains_key(req.key);
+            gone = super::waiters::gone(item, req.now.timestamp_millis());
+            let waiting = item.waiters.len() - gone.len();
+            let queued = !mine && !in_line && waiting > 0 && req.concurrency.is_some();
+            if item.counted && (!room || queued) {
                 let holders = item.holders.keys().cloned().collect();
-                return Ok(Permit::Full { holders });
+                let line = Line::of(item, req.key);
+                return Ok(Permit::Full { holders, line });
             }
         }
-        let fresh = seen.as_ref().is_some_and(|i| !i.counted);
-        match gate.enter_gate(req, &dropped, fresh).await? {
-            Ok(()) => return Ok(Permit::Taken),
+        let entry = Entry {
+            fresh: seen.as_ref().is_some_and(|i| !i.counted),
+            waiting: seen
+                .as_ref()
+                .is_some_and(|i| i.waiters.contains_key(req.key)),
+            dropped,
+            gone,
+        };
+        match gate.enter_gate(req, &entry).await? {
+            Ok(replaced) => {
+                let since_ms = replaced.as_ref().and_then(Holder::handed_since);
+                return Ok(since_ms.map_or(Permit::Taken, |since_ms| Permit::Handed { since_ms }));
+            }
             Err(item) => seen = Some(item),
         }
     }
@@ -277,19 +378,18 @@ pub(crate) async fn take_permit(
         },
         true => Permit::Full {
             holders: item.holders.keys().cloned().collect(),
+            line: Line::of(&item, req.key),
         },
     })
 }
 
 /// The condition of the write that enters the gate: with a limit, the run's entry may be
-/// added (there is room once the entries `dropped` go, each still the claim read; or the
-/// entry is its own already), or, for a gate with no holders yet (`fresh`), the holders map
-/// is new; with a rate, the next start has come.
-pub(crate) fn enter_condition(
-    req: &PermitRequest<'_>,
-    dropped: &[(String, String)],
-    fresh: bool,
-) -> Condition {
+/// added (there is room once the entries `dropped` go, each still the claim read, and no
+/// other run waits for it, unless this one does too; or the entry is its own already, or a
+/// reservation handed on to it), or, for a gate with no holders yet (`fresh`), the holders
+/// map is new; with a rate, the next start has come.
+pub(crate) fn enter_condition(req: &PermitRequest<'_>, entry: &Entry) -> Condition {
+    let (dropped, fresh) = (&entry.dropped, entry.fresh);
     let mut conditions = Vec::new();
     let mut names: Vec<(String, String)> = Vec::new();
     let mut values: Vec<(String, AttributeValue)> = Vec::new();
@@ -314,9 +414,12 @@ pub(crate) fn enter_condition(
                 values.push((format!(":g{i}"), s(owner)));
             }
             values.push((":limit".into(), n(i64::from(limit) + others)));
+            values.push((":handed".into(), s(super::waiters::HANDED)));
+            let room = room_test(entry, &mut names, &mut values);
             let mut me = vec![
-                "(attribute_not_exists(#holders.#me) AND size(#holders) < :limit)",
+                room.as_str(),
                 "#holders.#me.#owner = :owner",
+                "begins_with(#holders.#me.#owner, :handed)",
             ];
             if let Some(stale) = stale {
                 me.push("(#holders.#me.#owner = :stale AND size(#holders) <= :limit)");
@@ -345,9 +448,42 @@ pub(crate) fn enter_condition(
     condition
 }
 
-/// The condition of giving a permit back: the entry of `key` is still the claim `owner`'s.
+/// The test of a take that adds its run to a gate with room: in the line itself, it leaves
+/// it as it enters; not in the line, only while no one waits (but those it drops as gone,
+/// each still the entry it read).
+fn room_test(
+    entry: &Entry,
+    names: &mut Vec<(String, String)>,
+    values: &mut Vec<(String, AttributeValue)>,
+) -> String {
+    let room = "attribute_not_exists(#holders.#me) AND size(#holders) < :limit";
+    if entry.waiting {
+        return format!("({room} AND attribute_exists(#waiters.#me))");
+    }
+    if entry.gone.is_empty() {
+        values.push((":zero".into(), n(0)));
+        return format!("({room} AND (attribute_not_exists(#waiters) OR size(#waiters) = :zero))");
+    }
+    values.push((":gone".into(), n(entry.gone.len() as i64)));
+    let mut test = format!("({room} AND size(#waiters) = :gone");
+    for (i, (key, handle)) in entry.gone.iter().enumerate() {
+        test.push_str(&format!(" AND #waiters.#x{i}.#handle = :x{i}"));
+        names.push((format!("#x{i}"), key.clone()));
+        values.push((format!(":x{i}"), s(handle)));
+    }
+    test.push(')');
+    test
+}
+
+/// The condition of giving a permit back: the entry of `key` is still the claim `owner`'s;
+/// with `owner` [`HANDED`](super::waiters::HANDED) alone, whatever reservation was handed
+/// on to the run (a woken run that will not take it passes it on).
 pub(crate) fn release_condition(key: &str, owner: &str) -> Condition {
-    Condition::new("#holders.#me.#owner = :owner")
+    let test = match owner == super::waiters::HANDED {
+        true => "begins_with(#holders.#me.#owner, :owner)",
+        false => "#holders.#me.#owner = :owner",
+    };
+    Condition::new(test)
         .name("#me", key)
         .value(":owner", s(owner))
 }
@@ -366,6 +502,14 @@ pub(crate) fn gate_as_item(gate: &GateItem) -> HashMap<String, AttributeValue> {
     if let Some(next) = gate.next_start_ms {
         item.insert("next_start".to_string(), n(next));
     }
+    if gate.has_waiters || !gate.waiters.is_empty() {
+        let waiters = gate
+            .waiters
+            .iter()
+            .map(|(k, w)| (k.clone(), super::waiters::waiter_value(w)))
+            .collect();
+        item.insert("waiters".to_string(), AttributeValue::M(waiters));
+    }
     item
 }
 
@@ -377,12 +521,12 @@ impl GateRequests for DynamoStore {
     async fn enter_gate(
         &self,
         req: &PermitRequest<'_>,
-        dropped: &[(String, String)],
-        fresh: bool,
-    ) -> Result<Result<(), GateItem>, StoreError> {
+        entry: &Entry,
+    ) -> Result<Result<Option<Holder>, GateItem>, StoreError> {
         Ok(self
-            .write_entry(req, dropped, fresh)
+            .write_entry(req, entry)
             .await?
+            .map(|old| gate_item(&old).holders.remove(req.key))
             .map_err(|item| gate_item(&item)))
     }
 }
@@ -394,15 +538,16 @@ impl DynamoStore {
     }
 
     /// The write that enters the gate: the run's entry added (dropping the entries
-    /// `dropped`, each conditioned on the claim it named), or, for a gate whose item has no
-    /// holders yet (`fresh`), the holders map created with it; the rate's next start moved
-    /// on. The item as it was when refused.
+    /// `dropped`, each conditioned on the claim it named; leaving the line, if it waits in
+    /// it), or, for a gate whose item has no holders yet (`fresh`), the holders map created
+    /// with it; the rate's next start moved on. The item as it was when refused.
     async fn write_entry(
         &self,
         req: &PermitRequest<'_>,
-        dropped: &[(String, String)],
-        fresh: bool,
-    ) -> Result<Result<(), HashMap<String, AttributeValue>>, StoreError> {
+        how: &Entry,
+    ) -> Result<Result<HashMap<String, AttributeValue>, HashMap<String, AttributeValue>>, StoreError>
+    {
+        let (dropped, fresh) = (&how.dropped, how.fresh);
         let mut set = vec!["#expires_at = :ttl".to_string()];
         let mut remove = Vec::new();
         let mut values = vec![(":ttl".to_string(), n(req.now.timestamp() + GATE_KEPT))];
@@ -420,6 +565,13 @@ impl DynamoStore {
                         remove.push(format!("#holders.#g{i}"));
                     }
                 }
+                if how.waiting {
+                    remove.push("#waiters.#me".into());
+                } else {
+                    for i in 0..how.gone.len() {
+                        remove.push(format!("#waiters.#x{i}"));
+                    }
+                }
             }
         }
         if let Some(next) = next_start(req) {
@@ -430,31 +582,36 @@ impl DynamoStore {
         if !remove.is_empty() {
             update.push_str(&format!(" REMOVE {}", remove.join(", ")));
         }
-        let mut request = self.update(req.item, &update, enter_condition(req, dropped, fresh));
+        let mut request = self.update(req.item, &update, enter_condition(req, how));
         for (name, value) in values {
             request = request.expression_attribute_values(name, value);
         }
         match self.timed(request.send()).await? {
-            Ok(_) => Ok(Ok(())),
+            Ok(out) => Ok(Ok(out.attributes().cloned().unwrap_or_default())),
             Err(e) if is_condition_failure(&e) => Ok(Err(refused_item(&e).unwrap_or_default())),
             Err(e) => Err(unavailable(e)),
         }
     }
 
     /// Gives back the permit of the gate `item` the run `key` took under the claim `owner`
-    /// (one `UpdateItem`); nothing when the entry is no longer that claim's.
+    /// (one `UpdateItem`); nothing when the entry is no longer that claim's. The gate as the
+    /// release left it (DynamoDB's answer to the write itself: no read), for the permit to
+    /// be handed on to whoever waits.
     pub async fn release_permit(
         &self,
         item: &str,
         key: &str,
         owner: &str,
-    ) -> Result<(), StoreError> {
+    ) -> Result<GateItem, StoreError> {
         let result = self
             .update(item, "REMOVE #holders.#me", release_condition(key, owner))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::AllNew)
             .send();
         match self.timed(result).await? {
-            Ok(_) => Ok(()),
-            Err(e) if is_condition_failure(&e) => Ok(()),
+            Ok(out) => Ok(out.attributes().map(gate_item).unwrap_or_default()),
+            Err(e) if is_condition_failure(&e) => {
+                Ok(refused_item(&e).as_ref().map(gate_item).unwrap_or_default())
+            }
             Err(e) => Err(unavailable(e)),
         }
     }
@@ -467,6 +624,7 @@ mod tests {
 
     fn request<'a>(key: &'a str, now: DateTime<Utc>) -> PermitRequest<'a> {
         PermitRequest {
+            share: "",
             item: ".schedkit/limit/partner",
             key,
             owner: "w:1",
@@ -485,6 +643,7 @@ mod tests {
         let holder = |until_ms| Holder {
             owner: "w:0".into(),
             until_ms,
+            share: String::new(),
         };
         let item = GateItem {
             counted: true,
@@ -495,6 +654,7 @@ mod tests {
                 ("me".to_string(), holder(ms - 9_000)),
             ]),
             next_start_ms: None,
+            ..GateItem::default()
         };
         let keys = |v: Vec<(String, String)>| v.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
         let looked = keys(to_look_at(&item, &request("me", now)));

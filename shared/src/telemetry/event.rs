@@ -114,6 +114,12 @@ pub enum Event<'a> {
         /// Why, as the log line says it (full, or the rate's next start).
         why: &'a str,
     },
+    /// The run handed the permit it gave back on to a run waiting for it, and woke it.
+    HandedOn {
+        /// What happened, as the log line says it (to whom, and whether its message
+        /// could be woken).
+        note: &'a str,
+    },
     /// The run entered its job's limits after waiting for them.
     LimitsEntered {
         /// How long it waited, from its first refusal.
@@ -191,6 +197,7 @@ impl Event<'_> {
             Event::SlotKept { .. } => "SLOT_KEPT",
             Event::Throttled { .. } => "THROTTLED",
             Event::LimitsEntered { .. } => "LIMITS_ENTERED",
+            Event::HandedOn { .. } => "HANDED_ON",
             Event::PermitKept { .. } => "PERMIT_KEPT",
             Event::ClaimKept { .. } => "CLAIM_KEPT",
             Event::ChainStarted => "CHAIN_STARTED",
@@ -251,6 +258,7 @@ impl Event<'_> {
             | Event::Unavailable { error: text, .. }
             | Event::SlotKept { error: text }
             | Event::PermitKept { error: text }
+            | Event::HandedOn { note: text }
             | Event::Throttled { why: text, .. }
             | Event::ClaimKept { error: text }
             | Event::StreakNotCounted { error: text }

@@ -376,9 +376,12 @@ pub async fn run(seed: u64) -> LimitReport {
 }
 
 /// Once every run is decided, a new run claims and takes each gate that counts runs, one
-/// lease and the skew bound later: the gates it could not take.
+/// lease and the skew bound later, and once an entry of a gate's line whose run no longer
+/// waits (its message deleted while it was parked) is taken for gone: the gates it could
+/// not take.
 pub(super) async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<String> {
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let line = schedkit::store::PARKED_FOR + schedkit::store::GONE_AFTER;
+    tokio::time::sleep(Duration::from_secs(4).max(line + Duration::from_secs(1))).await;
     let now = clock.now();
     let gates: Vec<String> = store
         .snapshot()
@@ -407,6 +410,7 @@ pub(super) async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<S
         assert!(matches!(claimed, Ok(ClaimOutcome::Claimed { .. })));
         let taken = store
             .take_permit(PermitRequest {
+                share: "",
                 item,
                 key: &key,
                 owner: "probe:1",

@@ -210,7 +210,10 @@ async fn a_keyed_concurrency_never_runs_more_than_its_limit_per_key_and_every_ru
         records.values().all(|r| r.attempt == 1),
         "a wait is not an attempt"
     );
-    let throttled = labels.iter().filter(|l| *l == "throttled").count();
+    let throttled = labels
+        .iter()
+        .filter(|l| *l == "throttled" || *l == "parked")
+        .count();
     assert!(throttled > 0, "{labels:?}");
     assert_eq!(metric_total(&w.lines, "Throttled"), throttled as f64);
     assert!(metric_total(&w.lines, "LimitWait") > 0.0);
@@ -379,6 +382,7 @@ async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
         redrive: None,
     };
     let take = |key: &'static str, owner: &'static str, now| PermitRequest {
+        share: "",
         item: ".schedkit/concurrency/export/a",
         key,
         owner,
@@ -406,7 +410,8 @@ async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
         assert_eq!(
             refused,
             Permit::Full {
-                holders: vec!["one".into()]
+                holders: vec!["one".into()],
+                line: schedkit::store::Line::default(),
             },
             "at {ms} ms"
         );
@@ -630,6 +635,7 @@ async fn a_taker_drops_only_the_dead_holders_it_needs() {
             let owner = format!("{key}:1");
             store
                 .take_permit(PermitRequest {
+                    share: "",
                     item,
                     key: &key,
                     owner: &owner,

@@ -1,0 +1,202 @@
+//! Step 5, admission, the wait: a run a full gate refused parks in the gate's line and is
+//! woken by the run that frees a permit, instead of looking again on a timer (see
+//! [`crate::store::Waiter`] for the line itself and why it is crash-safe).
+//!
+//! Parking: the run's message is hidden for [`PARKED_FOR`] first, then the run is written
+//! into the line with the message's receipt handle (in that order: a waker that wakes it
+//! between the two cannot be undone by the hiding). Waking: the run that gives a permit
+//! back hands it on to the waiter that comes first, as a reservation in the gate's
+//! holders, and makes that waiter's message visible at once.
+
+use std::time::Duration;
+
+use super::outcome::Outcome;
+use super::pipeline::{MessageCtx, Step};
+use super::processor::Processor;
+use crate::flow::Gate;
+use crate::store::{
+    GateItem, HANDED, HandOn, Line, PARKED_FOR, ParkRequest, Parked, Waiter, next_waiter,
+    reservation,
+};
+use crate::telemetry::{Event, Transition};
+
+/// Receives after which a waiting message is sent again as a new copy instead of parked
+/// once more: each wake-up is a receive, and SQS dead-letters a message received
+/// `maxReceiveCount` times (15 by the template's count, less a job's attempts).
+const PARK_RECEIVES: u32 = 6;
+
+/// The most permits one release hands on (a gate freed of more at once, by a holder
+/// dropped as gone, hands the rest on at its next release or park).
+const MOST_HANDED: usize = 4;
+
+/// Why a run waits, as its log line says it.
+fn waiting_why(gate: &Gate, line: &Line, holders: usize) -> String {
+    let limit = gate.concurrency.unwrap_or_default();
+    format!(
+        "`{}` is full ({holders} of {limit} held, {} waiting before it); waits in line as `{}`",
+        gate.limit, line.waiting, gate.share
+    )
+}
+
+impl Processor {
+    /// A run woken to take a permit handed on to it that will not run (a duplicate, a
+    /// cancelled run, a firing skipped): the reservation is passed on at once to the next
+    /// waiter, instead of holding the permit idle until it runs out. Only a message
+    /// received before may have been woken.
+    pub(super) async fn not_coming<T>(
+        &self,
+        ctx: &MessageCtx<'_>,
+        gates: &[Gate],
+        step: Step<T>,
+        t: &Transition<'_>,
+    ) -> Step<T> {
+        let decided = matches!(
+            &step,
+            Err(Outcome::Duplicate
+                | Outcome::Skipped
+                | Outcome::Cancelled
+                | Outcome::DeadLettered { .. })
+        );
+        if !decided || ctx.delivery.receive_count < 2 {
+            return step;
+        }
+        for gate in gates {
+            let Some(limit) = gate.concurrency else {
+                continue;
+            };
+            let store = &self.inner.store;
+            match store.release_permit(&gate.item, t.key, HANDED).await {
+                Ok(after) => self.hand_on(&gate.item, limit, after, t).await,
+                Err(e) => {
+                    let error = e.to_string();
+                    self.emit(t, Event::PermitKept { error: &error });
+                }
+            }
+        }
+        step
+    }
+
+    /// Parks the run (its claim already given back) in the line of the full `gate`:
+    /// `Some(outcome)` when it waits there, None when it must look again on a timer (no
+    /// receipt to wake it by, received too often, the line full, or the gate has room).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn park(
+        &self,
+        ctx: &MessageCtx<'_>,
+        gate: &Gate,
+        line: &Line,
+        holders: usize,
+        since_ms: i64,
+        hide_for: Duration,
+        t: &Transition<'_>,
+    ) -> Option<Outcome> {
+        let limit = gate.concurrency?;
+        let receipt = ctx.receipt()?;
+        if ctx.delivery.receive_count >= PARK_RECEIVES {
+            return None;
+        }
+        let hide_for = hide_for.min(PARKED_FOR).max(Duration::from_secs(1));
+        let secs = hide_for.as_secs() as i32;
+        if let Err(e) = self.inner.queue.change_visibility(receipt, secs).await {
+            tracing::warn!(error = %e, "could not hide the waiting message; looking again on a timer");
+            return None;
+        }
+        let now_ms = self.inner.config.clock.now().timestamp_millis();
+        let req = ParkRequest {
+            item: &gate.item,
+            key: t.key,
+            limit,
+            waiter: Waiter {
+                since_ms,
+                priority: 0,
+                share: gate.share.clone(),
+                handle: receipt.to_string(),
+                until_ms: now_ms + hide_for.as_millis() as i64,
+            },
+        };
+        match self.inner.store.park(req, line.map).await {
+            Ok(Parked::Waiting(after)) => {
+                let why = waiting_why(gate, line, holders);
+                self.emit(
+                    t,
+                    Event::Throttled {
+                        limit: &gate.limit,
+                        why: &why,
+                    },
+                );
+                // A permit free while others wait: its waker died before it could hand
+                // it on (or this run came between): handed on now.
+                self.hand_on(&gate.item, limit, after, t).await;
+                Some(Outcome::Parked {
+                    limit: gate.limit.clone(),
+                })
+            }
+            Ok(Parked::Room | Parked::Crowded) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not park the waiting run; looking again on a timer");
+                None
+            }
+        }
+    }
+
+    /// Hands the free permits of the gate `item` (as `gate` shows it) on to the runs that
+    /// wait for them, each to the one that comes first, and wakes each.
+    pub(super) async fn hand_on(&self, item: &str, limit: u32, gate: GateItem, t: &Transition<'_>) {
+        let mut gate = gate;
+        for _ in 0..MOST_HANDED {
+            if gate.holders.len() >= limit as usize {
+                return;
+            }
+            let now_ms = self.inner.config.clock.now().timestamp_millis();
+            let Some((key, waiter)) = next_waiter(&gate, now_ms) else {
+                return;
+            };
+            let (key, waiter) = (key.clone(), waiter.clone());
+            let h = HandOn {
+                item,
+                key: &key,
+                waiter: &waiter,
+                limit,
+                now_ms,
+            };
+            let held = reservation(&h);
+            gate = match self.inner.store.hand_on(h).await {
+                Ok(Ok(after)) => {
+                    self.wake(item, &key, &waiter, &held.owner, t).await;
+                    after
+                }
+                Ok(Err(seen)) => seen,
+                Err(e) => {
+                    // The waiters come back by themselves once their hiding runs out.
+                    let error = format!("could not hand the permit on to `{key}`: {e}");
+                    self.emit(t, Event::HandedOn { note: &error });
+                    return;
+                }
+            };
+        }
+    }
+
+    /// Wakes the waiter `key` its permit was handed on to. A message that cannot be woken
+    /// (deleted meanwhile, its run cancelled or a duplicate; or received again already)
+    /// gives its reservation back at once for the next waiter, rather than hold the permit
+    /// idle until the reservation runs out: a run received again takes the permit as any
+    /// run does.
+    async fn wake(&self, item: &str, key: &str, waiter: &Waiter, held: &str, t: &Transition<'_>) {
+        match self.inner.queue.change_visibility(&waiter.handle, 0).await {
+            Ok(()) => {
+                let note = format!("handed on to `{key}` (waiting as `{}`)", waiter.share);
+                self.emit(t, Event::HandedOn { note: &note });
+            }
+            Err(e) => {
+                let note = format!(
+                    "handed on to `{key}`, whose message could not be woken ({e}); given back"
+                );
+                self.emit(t, Event::HandedOn { note: &note });
+                if let Err(e) = self.inner.store.release_permit(item, key, held).await {
+                    let error = e.to_string();
+                    self.emit(t, Event::PermitKept { error: &error });
+                }
+            }
+        }
+    }
+}

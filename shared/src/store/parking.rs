@@ -1,0 +1,161 @@
+//! The requests of a gate's line ([`super::waiters`]) to DynamoDB and to memory: parking a
+//! run and handing a permit on, each one conditional `UpdateItem` whose update and
+//! condition are written once ([`park_write`], [`hand_on_write`]); the memory store
+//! decides by the very condition DynamoDB is sent, over the gate as DynamoDB holds it.
+
+use aws_sdk_dynamodb::types::ReturnValue;
+
+use super::dynamo::{is_condition_failure, refused_item, unavailable};
+use super::memory::{Change, MemoryStore};
+use super::permits::{GateItem, gate_as_item, gate_item};
+use super::waiters::{
+    HandOn, LineWrite, ParkRequest, Parked, hand_on_write, park_refused, park_write, reservation,
+};
+use super::{DynamoStore, StoreError};
+
+/// Tries at parking before the run looks again on a timer: each refusal means the gate
+/// changed between two looks.
+const TRIES: usize = 3;
+
+/// One conditional write, served by DynamoDB or by memory: the gate after it, or as it was
+/// when refused. `limit`: the gate's concurrency, when the write adds a holder.
+trait LineRequests {
+    async fn write(
+        &self,
+        name: &'static str,
+        limit: Option<u32>,
+        item: &str,
+        write: LineWrite,
+        apply: impl Fn(&mut GateItem) + Send,
+    ) -> Result<Result<GateItem, GateItem>, StoreError>;
+}
+
+/// Parks the run in the gate's line ([`park_write`]), creating the line if the gate has
+/// none yet; `map`: whether it had one when the run was refused.
+async fn park(
+    store: &impl LineRequests,
+    req: &ParkRequest<'_>,
+    mut map: bool,
+) -> Result<Parked, StoreError> {
+    for _ in 0..TRIES {
+        let write = park_write(req, map);
+        let apply = |gate: &mut GateItem| {
+            gate.has_waiters = true;
+            gate.waiters.insert(req.key.to_string(), req.waiter.clone());
+        };
+        match store.write("park", None, req.item, write, apply).await? {
+            Ok(after) => return Ok(Parked::Waiting(after)),
+            Err(seen) => {
+                if let Some(found) = park_refused(req, &seen) {
+                    return Ok(found);
+                }
+                map = seen.has_waiters;
+            }
+        }
+    }
+    Ok(Parked::Crowded)
+}
+
+/// Hands a permit on ([`hand_on_write`]): the gate after (the waiter holds it now), or as
+/// it was when refused.
+async fn hand_on(
+    store: &impl LineRequests,
+    h: &HandOn<'_>,
+) -> Result<Result<GateItem, GateItem>, StoreError> {
+    let write = hand_on_write(h);
+    let held = reservation(h);
+    let apply = |gate: &mut GateItem| {
+        gate.waiters.remove(h.key);
+        gate.holders.insert(h.key.to_string(), held.clone());
+    };
+    store
+        .write("hand_on", Some(h.limit), h.item, write, apply)
+        .await
+}
+
+impl LineRequests for DynamoStore {
+    async fn write(
+        &self,
+        _name: &'static str,
+        _limit: Option<u32>,
+        item: &str,
+        write: LineWrite,
+        _apply: impl Fn(&mut GateItem) + Send,
+    ) -> Result<Result<GateItem, GateItem>, StoreError> {
+        let mut request = self
+            .update(item, write.update, write.condition)
+            .return_values(ReturnValue::AllNew);
+        for (name, value) in write.values {
+            request = request.expression_attribute_values(name, value);
+        }
+        let sent = request.send();
+        match self.timed(sent).await? {
+            Ok(out) => Ok(Ok(out.attributes().map(gate_item).unwrap_or_default())),
+            Err(e) if is_condition_failure(&e) => {
+                let seen = refused_item(&e).unwrap_or_default();
+                Ok(Err(gate_item(&seen)))
+            }
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+impl LineRequests for MemoryStore {
+    async fn write(
+        &self,
+        name: &'static str,
+        limit: Option<u32>,
+        item: &str,
+        write: LineWrite,
+        apply: impl Fn(&mut GateItem) + Send,
+    ) -> Result<Result<GateItem, GateItem>, StoreError> {
+        self.request(name, item, |state| {
+            let Some(gate) = state.gates.get_mut(item) else {
+                return Err(GateItem::default());
+            };
+            if !write.condition.holds(Some(&gate_as_item(gate))) {
+                return Err(gate.clone());
+            }
+            apply(gate);
+            let after = gate.clone();
+            state.changes.push(Change::Gate {
+                item: item.to_string(),
+                after: after.clone(),
+                limit,
+            });
+            Ok(after)
+        })
+        .await
+    }
+}
+
+impl DynamoStore {
+    /// Parks a run in a gate's line (see [`super::waiters`]).
+    pub async fn park(&self, req: &ParkRequest<'_>, map: bool) -> Result<Parked, StoreError> {
+        park(self, req, map).await
+    }
+
+    /// Hands a freed permit on to a waiter (see [`super::waiters`]).
+    pub async fn hand_on(&self, h: &HandOn<'_>) -> Result<Result<GateItem, GateItem>, StoreError> {
+        hand_on(self, h).await
+    }
+}
+
+impl MemoryStore {
+    /// Parks a run in a gate's line.
+    pub(super) async fn park(
+        &self,
+        req: &ParkRequest<'_>,
+        map: bool,
+    ) -> Result<Parked, StoreError> {
+        park(self, req, map).await
+    }
+
+    /// Hands a freed permit on to a waiter.
+    pub(super) async fn hand_on(
+        &self,
+        h: &HandOn<'_>,
+    ) -> Result<Result<GateItem, GateItem>, StoreError> {
+        hand_on(self, h).await
+    }
+}

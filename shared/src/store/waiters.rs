@@ -1,0 +1,354 @@
+//! Runs waiting for a gate's permit (see [`crate::flow`]): parked in the gate's own item
+//! and handed the permit by the run that gives one back, instead of looking again on a
+//! timer.
+//!
+//! A run a full gate refuses writes itself into the gate's `waiters` map (its key →
+//! since when it waits, its priority, its fair share, and the receipt handle of its
+//! message, kept hidden on the queue). A run that gives a permit back reads the gate as
+//! its release left it (the release's own answer, no extra read), picks the waiter that
+//! comes first ([`next_waiter`]), and in one conditional write moves it from `waiters` to
+//! `holders` under a reservation ([`HANDED`]); then it makes that waiter's message visible
+//! at once. The woken run's take replaces the reservation with its own entry.
+//!
+//! Nothing here is trusted to happen: a waker that dies leaves the waiter's message to come
+//! back by itself once its hiding runs out ([`PARKED_FOR`]), and it looks again then; a
+//! woken run that never comes leaves a reservation whose hint runs out after [`HANDED_FOR`],
+//! and the next taker drops it as it drops any holder that is gone (its owner names no
+//! claim, so no record holds it). A permit is only ever held by a holder entry, so
+//! nothing here can put a gate over its limit: the hand-on's condition counts the holders
+//! as the take's does.
+//!
+//! The waiters live in one item with the holders, so they are bounded ([`MOST_WAITERS`]):
+//! a run that finds the line full looks again later on a timer, as every waiting run did
+//! before. The item stays far within DynamoDB's 400 KB (a receipt handle is under 1 KB).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::attributes::{n, s};
+use super::condition::Condition;
+use super::permits::{GateItem, Holder};
+
+/// How a reservation's owner begins: no claim's token does (a claim's is
+/// `<worker>:<token>`, and a worker id never holds `handed:`), so no record ever holds
+/// it, and the woken run's take replaces it.
+pub const HANDED: &str = "handed:";
+
+/// How long a reservation lasts for the woken run to come and take it: long past a
+/// receive and a claim, short enough that a waiter whose message was deleted meanwhile
+/// (its run cancelled, or a duplicate) holds its permit only briefly.
+pub const HANDED_FOR: Duration = Duration::from_secs(15);
+
+/// How long a parked message stays hidden when no one wakes it: the bound on a waiter
+/// whose waker died (it comes back and looks again), and a receive each time it passes.
+pub const PARKED_FOR: Duration = Duration::from_secs(30);
+
+/// The most runs a gate's item keeps waiting; more look again on a timer.
+pub const MOST_WAITERS: usize = 64;
+
+/// How long a waiter waits to rise one priority: a low-priority run waiting long enough
+/// comes before any newer run of a priority up to that many levels above it, so no run
+/// waits behind higher priorities forever.
+pub const AGING: Duration = Duration::from_secs(10);
+
+/// A run waiting for a gate's permit, as the gate's item keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    /// Since when it waits, epoch ms (its first refusal, kept across parks).
+    pub since_ms: i64,
+    /// Its priority: higher first.
+    pub priority: i32,
+    /// Its fair share of the gate: the runs of the share with fewest holders come first.
+    pub share: String,
+    /// What makes its message visible again.
+    pub handle: String,
+    /// When its message comes back by itself, epoch ms.
+    pub until_ms: i64,
+}
+
+impl Waiter {
+    /// Its priority once `now_ms` has aged it ([`AGING`]).
+    fn aged(&self, now_ms: i64) -> i64 {
+        let waited = (now_ms - self.since_ms).max(0);
+        i64::from(self.priority) + waited / AGING.as_millis() as i64
+    }
+}
+
+/// The waiter that gets the next permit: the highest aged priority; among equals, the one
+/// whose share holds fewest permits now (so a key with a thousand waiting runs and a key
+/// with one share the gate evenly); then the longest waiting; then by key, so that every
+/// waker picks the same one from the same gate.
+pub fn next_waiter(item: &GateItem, now_ms: i64) -> Option<(&String, &Waiter)> {
+    let mut held: HashMap<&str, usize> = HashMap::new();
+    for holder in item.holders.values() {
+        *held.entry(holder.share.as_str()).or_default() += 1;
+    }
+    item.waiters.iter().min_by_key(|(key, w)| {
+        let held = held.get(w.share.as_str()).copied().unwrap_or(0);
+        (-w.aged(now_ms), held, w.since_ms, key.as_str())
+    })
+}
+
+/// How long past its hiding a waiter's entry is taken for gone: its message came back by
+/// itself, and a run still waiting would have parked again (with a new hiding) by then.
+pub const GONE_AFTER: Duration = Duration::from_secs(10);
+
+/// The entries of the line (key, handle) whose runs no longer wait there: their message
+/// came back [`GONE_AFTER`] ago and did not park again (their run ended otherwise, a
+/// duplicate, a cancel). A take drops them, so that they never hold up a gate no one
+/// releases; at most [`super::permits::MOST_DROPPED`], oldest first.
+pub(crate) fn gone(item: &GateItem, now_ms: i64) -> Vec<(String, String)> {
+    let after = GONE_AFTER.as_millis() as i64;
+    let mut out: Vec<(&String, &Waiter)> = item
+        .waiters
+        .iter()
+        .filter(|(_, w)| w.until_ms + after < now_ms)
+        .collect();
+    out.sort_by_key(|(_, w)| w.until_ms);
+    out.into_iter()
+        .take(super::permits::MOST_DROPPED)
+        .map(|(k, w)| (k.clone(), w.handle.clone()))
+        .collect()
+}
+
+/// A waiter's entry as DynamoDB holds it.
+pub(crate) fn waiter_value(w: &Waiter) -> AttributeValue {
+    AttributeValue::M(HashMap::from([
+        ("since".to_string(), n(w.since_ms)),
+        ("priority".to_string(), n(i64::from(w.priority))),
+        ("share".to_string(), s(&w.share)),
+        ("handle".to_string(), s(&w.handle)),
+        ("until".to_string(), n(w.until_ms)),
+    ]))
+}
+
+/// The waiters of a gate's item as DynamoDB returned it.
+pub(crate) fn waiters_of(item: &HashMap<String, AttributeValue>) -> BTreeMap<String, Waiter> {
+    let number = |v: Option<&AttributeValue>| {
+        v.and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse::<i64>().ok())
+    };
+    let Some(map) = item.get("waiters").and_then(|w| w.as_m().ok()) else {
+        return BTreeMap::new();
+    };
+    map.iter()
+        .filter_map(|(k, v)| {
+            let e = v.as_m().ok()?;
+            let text = |name: &str| e.get(name).and_then(|v| v.as_s().ok()).cloned();
+            Some((
+                k.clone(),
+                Waiter {
+                    since_ms: number(e.get("since")).unwrap_or(0),
+                    priority: number(e.get("priority")).unwrap_or(0) as i32,
+                    share: text("share").unwrap_or_default(),
+                    handle: text("handle")?,
+                    until_ms: number(e.get("until")).unwrap_or(0),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// A run parks in a gate's line.
+#[derive(Debug, Clone)]
+pub struct ParkRequest<'a> {
+    /// The gate's item key.
+    pub item: &'a str,
+    /// The run that waits.
+    pub key: &'a str,
+    /// Runs holding the gate at once.
+    pub limit: u32,
+    /// Its entry.
+    pub waiter: Waiter,
+}
+
+/// What parking found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parked {
+    /// The run waits in the line; the run that frees a permit hands it on. The gate as the
+    /// park left it: a permit free while others wait is handed on by the parker itself (a
+    /// waker that died before it could).
+    Waiting(GateItem),
+    /// The gate has room and no one waits for it: the run may take a permit now.
+    Room,
+    /// The line is full: the run looks again later.
+    Crowded,
+}
+
+/// A conditional write of a gate's line: its update expression, the values only the
+/// update uses (DynamoDB refuses a value no expression uses, so the condition keeps its
+/// own), and its condition.
+pub(crate) struct LineWrite {
+    /// The update expression.
+    pub update: &'static str,
+    /// The update's own values.
+    pub values: Vec<(&'static str, AttributeValue)>,
+    /// The condition.
+    pub condition: Condition,
+}
+
+/// The write that parks a run, for the gate as last seen (`map`: whether its item has a
+/// `waiters` map; DynamoDB refuses a path into a map that does not exist): the run's entry
+/// written (again, with a new handle, if it waits already), while the gate is full or
+/// others wait before it, and the line has room.
+pub(crate) fn park_write(req: &ParkRequest<'_>, map: bool) -> LineWrite {
+    let entry = waiter_value(&req.waiter);
+    let held = "(attribute_exists(#holders) AND size(#holders) >= :limit)";
+    if !map {
+        let line = AttributeValue::M(HashMap::from([(req.key.to_string(), entry)]));
+        let condition = Condition::new(format!("attribute_not_exists(#waiters) AND {held}"))
+            .value(":limit", n(i64::from(req.limit)));
+        return LineWrite {
+            update: "SET #waiters = :line",
+            values: vec![(":line", line)],
+            condition,
+        };
+    }
+    let condition = Condition::new(format!(
+        "attribute_exists(#waiters) AND ({held} OR size(#waiters) > :one \
+         OR (size(#waiters) = :one AND attribute_not_exists(#waiters.#me))) \
+         AND (size(#waiters) < :most OR attribute_exists(#waiters.#me))"
+    ))
+    .name("#me", req.key)
+    .value(":limit", n(i64::from(req.limit)))
+    .value(":one", n(1))
+    .value(":most", n(MOST_WAITERS as i64));
+    LineWrite {
+        update: "SET #waiters.#me = :entry",
+        values: vec![(":entry", entry)],
+        condition,
+    }
+}
+
+/// What a refused park found, from the gate as it was: no map yet (park again, creating
+/// it), room for the run, or a full line.
+pub(crate) fn park_refused(req: &ParkRequest<'_>, item: &GateItem) -> Option<Parked> {
+    let full = item.holders.len() >= req.limit as usize;
+    if !item.has_waiters && full {
+        return None;
+    }
+    if !full && item.waiters.keys().all(|k| k == req.key) {
+        return Some(Parked::Room);
+    }
+    if item.waiters.len() >= MOST_WAITERS && !item.waiters.contains_key(req.key) {
+        return Some(Parked::Crowded);
+    }
+    // The gate changed between the two looks: park again against it as it is now.
+    None
+}
+
+/// The permit handed on to the waiter `key`.
+#[derive(Debug, Clone)]
+pub struct HandOn<'a> {
+    /// The gate's item key.
+    pub item: &'a str,
+    /// The waiter's run.
+    pub key: &'a str,
+    /// Its entry, as the waker read it (its handle names the entry it hands on to).
+    pub waiter: &'a Waiter,
+    /// Runs holding the gate at once.
+    pub limit: u32,
+    /// When.
+    pub now_ms: i64,
+}
+
+/// The reservation a hand-on writes into `holders`: the waiter's share, a hint that
+/// runs out after [`HANDED_FOR`], and an owner no claim has (what gives it back, should
+/// the waiter's message be gone).
+pub fn reservation(h: &HandOn<'_>) -> Holder {
+    Holder {
+        owner: format!("{HANDED}{}", h.waiter.since_ms),
+        until_ms: h.now_ms + HANDED_FOR.as_millis() as i64,
+        share: h.waiter.share.clone(),
+    }
+}
+
+/// The write that hands a permit on: the waiter's entry, still the one read (the same
+/// handle), moves into `holders` as a reservation, while the gate has room.
+pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
+    let condition = Condition::new(
+        "#waiters.#w.#handle = :handle AND attribute_not_exists(#holders.#w) \
+         AND size(#holders) < :limit",
+    )
+    .name("#w", h.key)
+    .value(":handle", s(&h.waiter.handle))
+    .value(":limit", n(i64::from(h.limit)));
+    LineWrite {
+        update: "REMOVE #waiters.#w SET #holders.#w = :held",
+        values: vec![(":held", super::permits::holder_value(&reservation(h)))],
+        condition,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(since_ms: i64, priority: i32, share: &str) -> Waiter {
+        Waiter {
+            since_ms,
+            priority,
+            share: share.into(),
+            handle: format!("h-{share}-{since_ms}"),
+            until_ms: since_ms + 30_000,
+        }
+    }
+
+    fn holder(share: &str) -> Holder {
+        Holder {
+            owner: "w:1".into(),
+            until_ms: 0,
+            share: share.into(),
+        }
+    }
+
+    #[test]
+    fn the_next_waiter_is_the_highest_priority_then_the_share_holding_least_then_the_oldest() {
+        let mut gate = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        gate.holders.insert("a1".into(), holder("a"));
+        gate.holders.insert("a2".into(), holder("a"));
+        gate.waiters.insert("a3".into(), waiter(1_000, 0, "a"));
+        gate.waiters.insert("a4".into(), waiter(1_100, 0, "a"));
+        gate.waiters.insert("b1".into(), waiter(2_000, 0, "b"));
+        let now = 3_000;
+        let next = |g: &GateItem| next_waiter(g, now).map(|(k, _)| k.clone());
+        assert_eq!(
+            next(&gate).as_deref(),
+            Some("b1"),
+            "b holds nothing, a holds two: b's one run before a's older ones"
+        );
+        gate.waiters.insert("urgent".into(), waiter(2_900, 5, "a"));
+        assert_eq!(next(&gate).as_deref(), Some("urgent"));
+        gate.waiters.remove("urgent");
+        gate.waiters.remove("b1");
+        assert_eq!(next(&gate).as_deref(), Some("a3"), "the oldest of a share");
+    }
+
+    #[test]
+    fn a_low_priority_run_waiting_long_enough_comes_before_newer_higher_ones() {
+        let next = |now| {
+            let mut gate = GateItem::default();
+            gate.waiters.insert("old-low".into(), waiter(0, 0, "x"));
+            gate.waiters.insert("new-high".into(), waiter(now, 5, "y"));
+            next_waiter(&gate, now).map(|(k, _)| k.clone()).unwrap()
+        };
+        assert_eq!(next(49_000), "new-high", "5 levels up, the old one aged 4");
+        assert_eq!(next(61_000), "old-low", "aged 6 levels after 60 s");
+    }
+
+    #[test]
+    fn a_waiter_survives_the_trip_through_dynamodb() {
+        let w = waiter(5, -3, "tenant-a");
+        let item = HashMap::from([(
+            "waiters".to_string(),
+            AttributeValue::M(HashMap::from([("k".to_string(), waiter_value(&w))])),
+        )]);
+        assert_eq!(waiters_of(&item).get("k"), Some(&w));
+    }
+}
