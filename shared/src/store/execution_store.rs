@@ -23,8 +23,9 @@ use super::audit_entries::AuditEntry;
 use super::cancel::{CancelError, CancelRequest, Cancelled};
 use super::chain_runs::ChainEnd;
 use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
+use super::gate_item::GateItem;
 use super::overlap::Gate;
-use super::permits::{GateItem, Permit, PermitRequest};
+use super::permits::{Permit, PermitRequest};
 use super::waiters::{HandOn, ParkRequest, Parked};
 
 /// What handing a permit on answers: the gate after, or as it was when refused.

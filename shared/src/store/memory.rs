@@ -21,9 +21,10 @@ use super::conditions::{self, holds};
 use super::dynamo::{CommitError, StoreError, TransitionError};
 use super::execution_store::HandedOn;
 use super::execution_store::{ExecutionStore, SlotEntry, StoreCall};
+use super::gate_item::GateItem;
 use super::overlap::{Gate, look_again_in};
 use super::pauses::PauseRecord;
-use super::permits::{GateItem, Permit, PermitRequest};
+use super::permits::{Permit, PermitRequest};
 use super::record::{
     ClaimOutcome, ClaimRequest, ExecutionRecord, Finish, OperatorNote, Status, claimed_record,
     classify_refusal, finished_record, lease_until, timestamp,
@@ -85,7 +86,7 @@ pub struct MemoryState {
     /// Requests served, faults included.
     pub requests: u64,
     /// Flow-control gates by item key: their holders and next starts.
-    pub gates: BTreeMap<String, super::permits::GateItem>,
+    pub gates: BTreeMap<String, super::gate_item::GateItem>,
     /// The accountant's ledger item, as DynamoDB holds it (None before the first check).
     pub ledger: Option<super::Item>,
     /// Every write applied, in order, as DynamoDB Streams would show it: what a test or the
@@ -111,7 +112,7 @@ pub enum Change {
         /// The gate's item key.
         item: String,
         /// The gate after the write.
-        after: super::permits::GateItem,
+        after: super::gate_item::GateItem,
         /// The concurrency the writer entered it under (None: a rate alone).
         limit: Option<u32>,
     },

@@ -5,10 +5,11 @@
 
 use std::collections::BTreeMap;
 
+use super::gate_item::{GateItem, Holder, gate_as_item};
 use super::memory::{Change, MemoryState, MemoryStore};
 use super::permits::{
-    Entry, GateItem, GateRequests, Holder, Permit, PermitRequest, enter_condition, entry_of,
-    gate_as_item, next_start, release_condition,
+    Entry, GateRequests, Permit, PermitRequest, enter_condition, entry_of, next_start,
+    release_condition,
 };
 use super::{ExecutionRecord, StoreError};
 

@@ -13,6 +13,7 @@ mod dynamo;
 mod execution_store;
 mod failed_since;
 mod failures;
+mod gate_item;
 mod get_many;
 mod internal;
 mod memory;
@@ -47,13 +48,14 @@ pub use dynamo::{
     TransitionError,
 };
 pub use execution_store::{ExecutionStore, HandedOn, SlotEntry, StoreCall};
+pub use gate_item::{GateItem, HANDED, Holder, Waiter, gate_item};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
 pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
 };
-pub use permits::{GateItem, Holder, Line, Permit, PermitRequest, gate_item};
+pub use permits::{Line, Permit, PermitRequest};
 #[cfg(test)]
 pub(crate) use record::claimed_record;
 pub use record::{
@@ -63,8 +65,8 @@ pub use record::{
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 pub use slot::Slot;
 pub use waiters::{
-    AGING, GONE_AFTER, HANDED, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked,
-    Waiter, next_waiter, reservation,
+    AGING, GONE_AFTER, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked,
+    next_waiter, reservation,
 };
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first

@@ -6,8 +6,8 @@
 use aws_sdk_dynamodb::types::ReturnValue;
 
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
+use super::gate_item::{GateItem, gate_as_item, gate_item};
 use super::memory::{Change, MemoryStore};
-use super::permits::{GateItem, gate_as_item, gate_item};
 use super::waiters::{
     HandOn, LineWrite, ParkRequest, Parked, hand_on_write, park_refused, park_write, reservation,
 };

@@ -19,7 +19,7 @@
 //! keep it as they keep the lease, and a holder fenced out of its run is fenced out of its
 //! permit with it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 use super::attributes::{n, s};
 use super::condition::Condition;
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
-use super::waiters::{Waiter, waiters_of};
+use super::gate_item::{GateItem, Holder, MOST_DROPPED, gate_item, holder_value};
 use super::{DynamoStore, ExecutionRecord, StoreError};
 
 /// A run asks for a permit of a gate.
@@ -101,47 +101,6 @@ impl Line {
     }
 }
 
-/// One holder's entry, as the gate's item keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Holder {
-    /// The claim that took the permit, or a reservation ([`super::waiters::HANDED`]).
-    pub owner: String,
-    /// Until when its lease surely lasts (the claim's lease when it took it), epoch ms.
-    pub until_ms: i64,
-    /// Its run's fair share of the gate.
-    pub share: String,
-}
-
-impl Holder {
-    /// Whether it is a reservation for a woken waiter, not a claim's permit.
-    pub fn reserved(&self) -> bool {
-        self.owner.starts_with(super::waiters::HANDED)
-    }
-
-    /// Since when the waiter a reservation was handed on to waited, epoch ms.
-    pub fn handed_since(&self) -> Option<i64> {
-        self.owner
-            .strip_prefix(super::waiters::HANDED)?
-            .parse()
-            .ok()
-    }
-}
-
-/// A gate's item: its holders and, with a rate, its next start.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GateItem {
-    /// Whether the item has a `holders` map at all (a new gate's first taker creates it).
-    pub counted: bool,
-    /// The runs that hold it, by key.
-    pub holders: BTreeMap<String, Holder>,
-    /// The earliest next start, epoch ms, when the gate has a rate.
-    pub next_start_ms: Option<i64>,
-    /// Whether the item has a `waiters` map at all (the first run to park creates it).
-    pub has_waiters: bool,
-    /// The runs waiting for a permit, by key.
-    pub waiters: BTreeMap<String, Waiter>,
-}
-
 /// Whether the gate's rate lets a run start at `now_ms`.
 pub(crate) fn rate_allows(item: &GateItem, now_ms: i64) -> bool {
     item.next_start_ms.is_none_or(|next| next <= now_ms)
@@ -168,10 +127,6 @@ pub(crate) fn to_look_at(item: &GateItem, req: &PermitRequest<'_>) -> Vec<(Strin
         .map(|(k, h)| (k.clone(), h.owner.clone()))
         .collect()
 }
-
-/// The most entries one take drops: only as many as it needs, so that its condition stays
-/// far within DynamoDB's 4 KB expression limit however many dead holders a gate gathered.
-pub(crate) const MOST_DROPPED: usize = 16;
 
 /// Whether a taker that found `item` full, having dropped `dropped`, looks at another holder.
 pub(crate) fn looks_further(
@@ -242,48 +197,6 @@ const GATE_KEPT: i64 = 30 * 86_400;
 /// Attempts at a permit before a run is told the gate is full: each lost race means
 /// another run took a place meanwhile.
 const TRIES: usize = 3;
-
-/// A gate's item as DynamoDB returned it.
-pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
-    let number = |v: &AttributeValue| v.as_n().ok().and_then(|n| n.parse::<i64>().ok());
-    let holders = item.get("holders").and_then(|h| h.as_m().ok());
-    GateItem {
-        counted: holders.is_some(),
-        holders: holders
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| {
-                        let entry = v.as_m().ok()?;
-                        Some((
-                            k.clone(),
-                            Holder {
-                                owner: entry.get("owner")?.as_s().ok()?.clone(),
-                                until_ms: entry.get("until").and_then(number).unwrap_or(0),
-                                share: entry
-                                    .get("share")
-                                    .and_then(|v| v.as_s().ok())
-                                    .cloned()
-                                    .unwrap_or_default(),
-                            },
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        next_start_ms: item.get("next_start").and_then(number),
-        has_waiters: item.contains_key("waiters"),
-        waiters: waiters_of(item),
-    }
-}
-
-/// A holder's entry as DynamoDB holds it.
-pub(crate) fn holder_value(h: &Holder) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
-        ("owner".to_string(), s(&h.owner)),
-        ("until".to_string(), n(h.until_ms)),
-        ("share".to_string(), s(&h.share)),
-    ]))
-}
 
 /// The two requests taking a permit makes, served by DynamoDB or by memory: the loop that
 /// makes them ([`take_permit`]) is written once.
@@ -414,7 +327,7 @@ pub(crate) fn enter_condition(req: &PermitRequest<'_>, entry: &Entry) -> Conditi
                 values.push((format!(":g{i}"), s(owner)));
             }
             values.push((":limit".into(), n(i64::from(limit) + others)));
-            values.push((":handed".into(), s(super::waiters::HANDED)));
+            values.push((":handed".into(), s(super::gate_item::HANDED)));
             let room = room_test(entry, &mut names, &mut values);
             let mut me = vec![
                 room.as_str(),
@@ -476,41 +389,16 @@ fn room_test(
 }
 
 /// The condition of giving a permit back: the entry of `key` is still the claim `owner`'s;
-/// with `owner` [`HANDED`](super::waiters::HANDED) alone, whatever reservation was handed
+/// with `owner` [`HANDED`](super::gate_item::HANDED) alone, whatever reservation was handed
 /// on to the run (a woken run that will not take it passes it on).
 pub(crate) fn release_condition(key: &str, owner: &str) -> Condition {
-    let test = match owner == super::waiters::HANDED {
+    let test = match owner == super::gate_item::HANDED {
         true => "begins_with(#holders.#me.#owner, :owner)",
         false => "#holders.#me.#owner = :owner",
     };
     Condition::new(test)
         .name("#me", key)
         .value(":owner", s(owner))
-}
-
-/// A gate as its item holds it in DynamoDB (the inverse of [`gate_item`]).
-pub(crate) fn gate_as_item(gate: &GateItem) -> HashMap<String, AttributeValue> {
-    let mut item = HashMap::new();
-    if gate.counted || !gate.holders.is_empty() {
-        let holders = gate
-            .holders
-            .iter()
-            .map(|(k, h)| (k.clone(), holder_value(h)))
-            .collect();
-        item.insert("holders".to_string(), AttributeValue::M(holders));
-    }
-    if let Some(next) = gate.next_start_ms {
-        item.insert("next_start".to_string(), n(next));
-    }
-    if gate.has_waiters || !gate.waiters.is_empty() {
-        let waiters = gate
-            .waiters
-            .iter()
-            .map(|(k, w)| (k.clone(), super::waiters::waiter_value(w)))
-            .collect();
-        item.insert("waiters".to_string(), AttributeValue::M(waiters));
-    }
-    item
 }
 
 impl GateRequests for DynamoStore {
@@ -621,6 +509,7 @@ impl DynamoStore {
 mod tests {
     use super::*;
     use crate::store::Status;
+    use std::collections::BTreeMap;
 
     fn request<'a>(key: &'a str, now: DateTime<Utc>) -> PermitRequest<'a> {
         PermitRequest {

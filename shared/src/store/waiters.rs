@@ -22,19 +22,14 @@
 //! a run that finds the line full looks again later on a timer, as every waiting run did
 //! before. The item stays far within DynamoDB's 400 KB (a receipt handle is under 1 KB).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::attributes::{n, s};
 use super::condition::Condition;
-use super::permits::{GateItem, Holder};
-
-/// How a reservation's owner begins: no claim's token does (a claim's is
-/// `<worker>:<token>`, and a worker id never holds `handed:`), so no record ever holds
-/// it, and the woken run's take replaces it.
-pub const HANDED: &str = "handed:";
+use super::gate_item::{GateItem, HANDED, Holder, MOST_DROPPED, Waiter, waiter_value};
 
 /// How long a reservation lasts for the woken run to come and take it: long past a
 /// receive and a claim, short enough that a waiter whose message was deleted meanwhile
@@ -52,21 +47,6 @@ pub const MOST_WAITERS: usize = 64;
 /// comes before any newer run of a priority up to that many levels above it, so no run
 /// waits behind higher priorities forever.
 pub const AGING: Duration = Duration::from_secs(10);
-
-/// A run waiting for a gate's permit, as the gate's item keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiter {
-    /// Since when it waits, epoch ms (its first refusal, kept across parks).
-    pub since_ms: i64,
-    /// Its priority: higher first.
-    pub priority: i32,
-    /// Its fair share of the gate: the runs of the share with fewest holders come first.
-    pub share: String,
-    /// What makes its message visible again.
-    pub handle: String,
-    /// When its message comes back by itself, epoch ms.
-    pub until_ms: i64,
-}
 
 impl Waiter {
     /// Its priority once `now_ms` has aged it ([`AGING`]).
@@ -108,46 +88,8 @@ pub(crate) fn gone(item: &GateItem, now_ms: i64) -> Vec<(String, String)> {
         .collect();
     out.sort_by_key(|(_, w)| w.until_ms);
     out.into_iter()
-        .take(super::permits::MOST_DROPPED)
+        .take(MOST_DROPPED)
         .map(|(k, w)| (k.clone(), w.handle.clone()))
-        .collect()
-}
-
-/// A waiter's entry as DynamoDB holds it.
-pub(crate) fn waiter_value(w: &Waiter) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
-        ("since".to_string(), n(w.since_ms)),
-        ("priority".to_string(), n(i64::from(w.priority))),
-        ("share".to_string(), s(&w.share)),
-        ("handle".to_string(), s(&w.handle)),
-        ("until".to_string(), n(w.until_ms)),
-    ]))
-}
-
-/// The waiters of a gate's item as DynamoDB returned it.
-pub(crate) fn waiters_of(item: &HashMap<String, AttributeValue>) -> BTreeMap<String, Waiter> {
-    let number = |v: Option<&AttributeValue>| {
-        v.and_then(|v| v.as_n().ok())
-            .and_then(|n| n.parse::<i64>().ok())
-    };
-    let Some(map) = item.get("waiters").and_then(|w| w.as_m().ok()) else {
-        return BTreeMap::new();
-    };
-    map.iter()
-        .filter_map(|(k, v)| {
-            let e = v.as_m().ok()?;
-            let text = |name: &str| e.get(name).and_then(|v| v.as_s().ok()).cloned();
-            Some((
-                k.clone(),
-                Waiter {
-                    since_ms: number(e.get("since")).unwrap_or(0),
-                    priority: number(e.get("priority")).unwrap_or(0) as i32,
-                    share: text("share").unwrap_or_default(),
-                    handle: text("handle")?,
-                    until_ms: number(e.get("until")).unwrap_or(0),
-                },
-            ))
-        })
         .collect()
 }
 
@@ -277,7 +219,7 @@ pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
     .value(":limit", n(i64::from(h.limit)));
     LineWrite {
         update: "REMOVE #waiters.#w SET #holders.#w = :held",
-        values: vec![(":held", super::permits::holder_value(&reservation(h)))],
+        values: vec![(":held", super::gate_item::holder_value(&reservation(h)))],
         condition,
     }
 }
@@ -285,6 +227,7 @@ pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::gate_item::waiters_of;
 
     fn waiter(since_ms: i64, priority: i32, share: &str) -> Waiter {
         Waiter {
