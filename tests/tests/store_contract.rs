@@ -402,6 +402,12 @@ async fn script(
             format!("take {k} at {now}: {taken:?}")
         }
     };
+    let line_of = |g: &schedkit::store::GateItem| {
+        let holders: Vec<&String> = g.holders.keys().collect();
+        let waiters: Vec<&String> = g.waiters.keys().collect();
+        format!("holders {holders:?} waiters {waiters:?}").replace(p, "P")
+    };
+    let t2_ms = at(t2).timestamp_millis();
     let park = |k: &str, since: i64, map: bool| {
         let (k, item) = (key(k), lined.clone());
         async move {
@@ -418,20 +424,23 @@ async fn script(
                 limit: 1,
                 waiter,
             };
-            let parked = store.park(req, map).await.unwrap();
-            format!("park {k}: {parked:?}")
+            let parked = match store.park(req, map).await.unwrap() {
+                schedkit::store::Parked::Waiting(g) => format!("waiting {}", line_of(&g)),
+                other => format!("{other:?}"),
+            };
+            format!("park {k}: {parked}")
         }
     };
     log.push(take("l1", t2).await);
     log.push(take("l2", t2).await);
-    log.push(park("l2", 1, false).await);
-    log.push(park("l3", 2, false).await);
-    log.push(park("l3", 2, true).await);
+    log.push(park("l2", t2_ms + 1, false).await);
+    log.push(park("l3", t2_ms + 2, false).await);
+    log.push(park("l3", t2_ms + 2, true).await);
     let released = store
         .release_permit(&lined, &key("l1"), &owner("l1"))
         .await
         .unwrap();
-    log.push(format!("released: {released:?}"));
+    log.push(format!("released: {}", line_of(&released)));
     log.push(take("l4", "2026-12-01T18:00:01Z").await);
     let now_ms = at("2026-12-01T18:00:02Z").timestamp_millis();
     let (next, waiter) = schedkit::store::next_waiter(&released, now_ms).unwrap();
@@ -445,7 +454,11 @@ async fn script(
         })
         .await
         .unwrap();
-    log.push(format!("handed on to {next}: {handed:?}"));
+    let handed = match handed {
+        Ok(g) => format!("handed {}", line_of(&g)),
+        Err(g) => format!("refused {}", line_of(&g)),
+    };
+    log.push(format!("handed on to {next}: {handed}").replace(p, "P"));
     log.push(take("l3", "2026-12-01T18:00:03Z").await);
     log.push(take("l2", "2026-12-01T18:00:03Z").await);
     for line in log.iter_mut() {
@@ -801,20 +814,45 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         [
             "Taken",
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p2"] }"#,
+            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None } }"#,
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p2"] }"#,
+            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None } }"#,
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p3"] }"#,
+            r#"Full { holders: ["P-p1", "P-p3"], line: Line { map: false, waiting: 0, since_ms: None } }"#,
             "Taken",
             "Taken",
             "Taken",
-            r#"Full { holders: ["P-q"] }"#,
+            r#"Full { holders: ["P-q"], line: Line { map: false, waiting: 0, since_ms: None } }"#,
             "Taken",
             "TooSoon { next_start_ms: 1796144402000 }",
             "Taken",
         ],
         "{on_memory:#?}"
+    );
+    let line: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| {
+            ["take P-l", "park ", "released", "handed on"]
+                .iter()
+                .any(|s| l.starts_with(s))
+        })
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        line,
+        [
+            "take P-l1 at 2026-12-01 18:00:00 UTC: Taken",
+            r#"take P-l2 at 2026-12-01 18:00:00 UTC: Full { holders: ["P-l1"], line: Line { map: false, waiting: 0, since_ms: None } }"#,
+            r#"park P-l2: waiting holders ["P-l1"] waiters ["P-l2"]"#,
+            r#"park P-l3: waiting holders ["P-l1"] waiters ["P-l2", "P-l3"]"#,
+            r#"park P-l3: waiting holders ["P-l1"] waiters ["P-l2", "P-l3"]"#,
+            r#"released: holders [] waiters ["P-l2", "P-l3"]"#,
+            r#"take P-l4 at 2026-12-01 18:00:01 UTC: Full { holders: [], line: Line { map: true, waiting: 2, since_ms: None } }"#,
+            r#"handed on to P-l2: handed holders ["P-l2"] waiters ["P-l3"]"#,
+            r#"take P-l3 at 2026-12-01 18:00:03 UTC: Full { holders: ["P-l2"], line: Line { map: true, waiting: 1, since_ms: Some(1796148000002) } }"#,
+            "take P-l2 at 2026-12-01 18:00:03 UTC: Handed { since_ms: 1796148000001 }",
+        ],
+        "a newcomer waits behind the line; the permit goes to the first waiter"
     );
     assert_eq!(
         memory
