@@ -34,8 +34,10 @@ use crate::wire::WireCounter;
 /// What the peer's cells say.
 pub const PEER_HAS_NONE: &str = "none (the peer has no limit)";
 
-/// How long each run's job awaits.
+/// How long each run's job awaits: 50 ms, but a second under the per-tenant limit (the
+/// issue's case: three pollers, one-second runs over five tenants at two per tenant).
 const JOB_TIME: Duration = Duration::from_millis(50);
+const TENANT_JOB_TIME: Duration = Duration::from_secs(1);
 /// Processors polling the queue, each with the worker's default of 10 messages in hand.
 const PROCESSORS: usize = 3;
 /// Runs at once under the shared limit.
@@ -54,6 +56,24 @@ pub enum Case {
 
 impl Case {
     pub const ALL: [Case; 3] = [Case::NoLimit, Case::Shared, Case::PerTenant];
+
+    /// The runs per second the limit itself allows: its runs at once over the job's time.
+    pub fn limit_pace(self) -> Option<f64> {
+        let at_once = match self {
+            Case::NoLimit => return None,
+            Case::Shared => SHARED,
+            Case::PerTenant => PER_TENANT * TENANTS as u32,
+        };
+        Some(f64::from(at_once) / self.job_time().as_secs_f64())
+    }
+
+    /// How long each of its runs' job awaits.
+    pub fn job_time(self) -> Duration {
+        match self {
+            Case::PerTenant => TENANT_JOB_TIME,
+            _ => JOB_TIME,
+        }
+    }
 
     pub fn label(self) -> String {
         match self {
@@ -87,8 +107,12 @@ pub struct Measured {
     pub runs_per_second: f64,
     pub dynamodb_per_run: f64,
     pub sqs_per_run: f64,
-    /// Times a run was held back by its limit (outcome `throttled`), per run.
+    /// Times a run was held back by its limit and looked again on a timer (outcome
+    /// `throttled`), per run.
     pub throttled_per_run: f64,
+    /// Times a run was held back by its limit and waited in the gate's line to be handed
+    /// a permit (outcome `parked`), per run.
+    pub parked_per_run: f64,
     /// The most runs at once of one group (all runs; a tenant's), from the records.
     pub most_at_once: usize,
 }
@@ -109,16 +133,23 @@ pub async fn run(stack: &Stack, wire: &WireCounter, runs: usize) -> anyhow::Resu
     if runs == 0 {
         return Ok(out);
     }
-    println!("flow control: {runs} runs of a 50 ms job, {PROCESSORS} polling processors");
+    println!(
+        "flow control: {runs} runs of a 50 ms job (1 s per tenant), {PROCESSORS} polling processors"
+    );
     for case in Case::ALL {
         let m = once(stack, wire, case, runs).await?;
+        let pace = case
+            .limit_pace()
+            .map(|p| format!(" ({:.2} of the limit's {p:.0})", m.runs_per_second / p))
+            .unwrap_or_default();
         println!(
-            "  {:<32} {:>6.1} runs/s, {:.2} DynamoDB and {:.2} SQS requests per run, {:.2} throttled looks per run, at most {} at once",
+            "  {:<32} {:>6.1} runs/s{pace}, {:.2} DynamoDB and {:.2} SQS requests per run, {:.2} timed looks and {:.2} parks per run, at most {} at once",
             case.label(),
             m.runs_per_second,
             m.dynamodb_per_run,
             m.sqs_per_run,
             m.throttled_per_run,
+            m.parked_per_run,
             m.most_at_once
         );
         out.cases.insert(case, m);
@@ -136,9 +167,10 @@ async fn once(
     stack.reset().await?;
     let job = unique("flow");
     let catalog = Catalog::parse(&case.catalog(&job), "bench.toml")?;
+    let job_time = case.job_time();
     let registry = Jobs::new()
-        .add(&job, |_: Ctx| async {
-            tokio::time::sleep(JOB_TIME).await;
+        .add(&job, move |_: Ctx| async move {
+            tokio::time::sleep(job_time).await;
             Ok::<_, schedkit::JobError>(json!(null))
         })
         .bind(&catalog)?;
@@ -184,15 +216,13 @@ async fn once(
             poller::poll(&processor, &options, std::future::pending()).await
         });
     }
-    let limit = Duration::from_secs(120) + JOB_TIME * runs as u32 * 4;
+    let limit = Duration::from_secs(120) + job_time * runs as u32 * 4;
     let stats: Vec<PollStats> = tokio::time::timeout(limit, polls.join_all())
         .await
         .with_context(|| format!("{}: not drained after {limit:?}", case.label()))?;
     let counts = wire.take();
-    let throttled: u64 = stats
-        .iter()
-        .filter_map(|s| s.outcomes.get("throttled"))
-        .sum();
+    let outcome = |label: &str| -> u64 { stats.iter().filter_map(|s| s.outcomes.get(label)).sum() };
+    let (throttled, parked) = (outcome("throttled"), outcome("parked"));
 
     let records: Vec<ExecutionRecord> = stack
         .records()
@@ -212,6 +242,7 @@ async fn once(
         dynamodb_per_run: throughput::per(&counts, runs, throughput::dynamodb),
         sqs_per_run: throughput::per(&counts, runs, throughput::sqs),
         throttled_per_run: throttled as f64 / runs as f64,
+        parked_per_run: parked as f64 / runs as f64,
         most_at_once: most_at_once(&records, case),
     })
 }
@@ -276,7 +307,15 @@ impl FlowControl {
             rows.push(row("runs per second", 1, Better::Higher, &|m| {
                 m.runs_per_second
             }));
-            if case != Case::NoLimit {
+            if let Some(pace) = case.limit_pace() {
+                let name = format!(
+                    "{}: pace, runs per second ÷ the limit's own ({pace:.0}: at once ÷ job time)",
+                    case.label()
+                );
+                let of_limit = self.of(case, |m| m.runs_per_second / pace);
+                rows.push(Row::new(name, 2, Better::Higher).ours_only(of_limit, PEER_HAS_NONE));
+            }
+            if case == Case::Shared {
                 let against = self
                     .of(case, |m| m.runs_per_second)
                     .iter()
@@ -292,9 +331,15 @@ impl FlowControl {
             rows.push(row("SQS requests per run", 2, Better::Lower, &|m| {
                 m.sqs_per_run
             }));
-            rows.push(row("throttled looks per run", 2, Better::Lower, &|m| {
+            rows.push(row("timed looks per run", 2, Better::Lower, &|m| {
                 m.throttled_per_run
             }));
+            rows.push(row(
+                "waits in a gate's line per run",
+                2,
+                Better::Lower,
+                &|m| m.parked_per_run,
+            ));
             // That the limit held, from the records: not a speed, so no better side.
             rows.push(row(
                 "most runs at once (of a tenant, where keyed)",
@@ -305,7 +350,7 @@ impl FlowControl {
         }
         Section {
             title: format!(
-                "Flow control: {} runs of a 50 ms job through {PROCESSORS} polling workers, with a limit and without",
+                "Flow control: {} runs of a 50 ms job (1 s under the per-tenant limit) through {PROCESSORS} polling workers, with a limit and without",
                 self.runs
             ),
             ours: "schedkit (its poller, in this process)".into(),
@@ -315,7 +360,7 @@ impl FlowControl {
                 format!(
                     "The runs are sent at once and handled by {PROCESSORS} processors in this process (10 messages in hand each, the worker's default) polling the jobs queue until it is drained; the cases one after another, each on a job, limit and records of its own. Runs per second: the runs over the time from sending them to the last record's `finished_at`; every run DONE, checked."
                 ),
-                "A throttled look is a run its limit held back: its claim given back (not an attempt) and its message sent again with a delay of 1 to 3 s. Each costs a claim, a permit's take and give-back (DynamoDB), and a send and a delete (SQS), besides the receive. Requests are the processors', counted on the wire as in the throughput section (GetQueueAttributes, the poller's drained check, left out).".into(),
+                "A run its limit holds back gives its claim back (not an attempt) and waits in the gate's line (its message hidden, woken by the run that frees a permit, which hands the permit on to it), or, with the line full, looks again on a timer (its message sent again with a delay of 1 to 3 s: a timed look). Requests are the processors', counted on the wire as in the throughput section (GetQueueAttributes, the poller's drained check, left out).".into(),
                 "Powertools for AWS Lambda (Python) has no concurrency or rate limit, per job, per key or shared: its cells say none. The nearest it runs under is Lambda's, not the library's: the event source mapping's `MaximumConcurrency` (or reserved concurrency) caps all of a queue's jobs together.".into(),
             ],
         }

@@ -41,6 +41,10 @@ pub struct Envelope {
     /// answer, or how the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<ChainContext>,
+    /// This run's priority for a freed permit of its limits, over its job's (`fire
+    /// --priority`): -10 to 10, higher first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
 }
 
 /// Which run of which chain a message belongs to, and what it asks.
@@ -94,6 +98,10 @@ pub enum EnvelopeError {
     KeyTooLong(usize),
 }
 
+/// The priorities a job (the catalog's `priority`) or a fired run may have: the levels a
+/// run waiting for a limit rises through (see `store::AGING`).
+pub const PRIORITIES: std::ops::RangeInclusive<i32> = -10..=10;
+
 /// Longest explicit key accepted (DynamoDB allows 2048 bytes; leave room for prefixes).
 pub(crate) const MAX_KEY_BYTES: usize = 1024;
 
@@ -109,6 +117,7 @@ impl Envelope {
             schedule_arn: None,
             attempt: None,
             chain: None,
+            priority: None,
         }
     }
 
@@ -151,6 +160,15 @@ impl Envelope {
         })?;
         if envelope.job.trim().is_empty() {
             return Err(EnvelopeError::Empty("job"));
+        }
+        if let Some(p) = envelope.priority
+            && !PRIORITIES.contains(&p)
+        {
+            return Err(EnvelopeError::Invalid(format!(
+                "field `priority`: {p} is outside {}..={}",
+                PRIORITIES.start(),
+                PRIORITIES.end()
+            )));
         }
         if let Some(key) = &envelope.key {
             if key.is_empty() {

@@ -237,6 +237,90 @@ max_wait_seconds = 3600
 }
 
 #[test]
+fn a_limits_fair_key_and_a_jobs_priority_order_the_runs_waiting_for_it() {
+    let text = r#"
+[limits.exports]
+concurrency = 4
+fair = "{tenant}"
+
+[jobs.export]
+owner = "ops"
+payload = { tenant = "a" }
+limits = ["exports"]
+priority = 5
+
+[jobs.backfill]
+owner = "ops"
+payload = { tenant = "a" }
+limits = ["exports"]
+"#;
+    let catalog = Catalog::parse(text, "c.toml").unwrap();
+    let flow = &catalog.jobs["export"].policy.flow;
+    assert_eq!(flow.priority, 5);
+    assert_eq!(catalog.jobs["backfill"].policy.flow.priority, 0);
+    let share = |tenant: &str| {
+        let payload = serde_json::json!({ "tenant": tenant });
+        flow.gates("export", payload.as_object()).unwrap()[0]
+            .share
+            .clone()
+    };
+    assert_eq!(
+        (share("a"), share("b")),
+        ("a".into(), "b".into()),
+        "a share per tenant"
+    );
+    let unfair = text.replace("fair = \"{tenant}\"\n", "");
+    let catalog = Catalog::parse(&unfair, "c.toml").unwrap();
+    let gates = catalog.jobs["export"]
+        .policy
+        .flow
+        .gates("export", None)
+        .unwrap();
+    assert_eq!(
+        gates[0].share, "export",
+        "without `fair`, each job is a share"
+    );
+
+    let bad = r#"
+[limits.paced]
+rate = "1/second"
+fair = "{tenant}"
+[limits.broken]
+concurrency = 1
+fair = "{tenant"
+[jobs.loud]
+owner = "ops"
+priority = 11
+limits = ["paced"]
+[jobs.free]
+owner = "ops"
+priority = 1
+"#;
+    let errors = Catalog::parse(bad, "c.toml").unwrap_err().to_string();
+    for expected in [
+        "limits.paced.fair",
+        "no `concurrency` to share",
+        "limits.broken.fair",
+        "11 is outside -10..=10",
+        "the job has none (`limits` or `concurrency`)",
+    ] {
+        assert!(errors.contains(expected), "{expected}: {errors}");
+    }
+}
+
+#[test]
+fn a_fired_runs_priority_is_within_the_jobs_range() {
+    let ok = r#"{"job":"j","scheduled_for":"2026-12-01T00:00:00Z","priority":-10}"#;
+    assert_eq!(schedkit::Envelope::parse(ok).unwrap().priority, Some(-10));
+    let bad = r#"{"job":"j","scheduled_for":"2026-12-01T00:00:00Z","priority":11}"#;
+    let error = schedkit::Envelope::parse(bad).unwrap_err().to_string();
+    assert!(
+        error.contains("field `priority`: 11 is outside -10..=10"),
+        "{error}"
+    );
+}
+
+#[test]
 fn limits_a_gate_cannot_hold_or_a_run_would_spend_twice_are_refused() {
     let text = r#"
 [limits.huge]

@@ -451,6 +451,7 @@ async fn script(
             waiter,
             limit: 1,
             now_ms,
+            served: schedkit::store::served_after(&released, &waiter.share, now_ms),
         })
         .await
         .unwrap();

@@ -27,6 +27,10 @@ pub struct FireArgs {
     /// An explicit execution key (default: the job's key template, else <job>#<time>).
     #[arg(long)]
     pub key: Option<String>,
+    /// This run's priority for a freed permit of its limits, over the job's (-10 to 10,
+    /// higher first): an urgent run starts before those already waiting.
+    #[arg(long, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-10..=10))]
+    pub priority: Option<i32>,
     /// Run at this instant (RFC 3339).
     #[arg(long, conflicts_with = "delay")]
     pub at: Option<String>,
@@ -53,6 +57,7 @@ impl FireArgs {
             job: job.to_string(),
             payload: None,
             key: None,
+            priority: None,
             at: None,
             delay: None,
             group: None,
@@ -131,6 +136,7 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
         (key, _) => key.clone(),
     };
     envelope.payload = (!payload.is_empty()).then_some(payload);
+    envelope.priority = a.priority;
     // The worker would reject what the key template cannot fill: say so now instead.
     let key = schedkit::key::execution_key(&envelope, template.as_ref())
         .map_err(|e| UsageError(e.to_string()))?;

@@ -30,6 +30,10 @@ pub(super) struct Attempted {
     pub(super) started: DateTime<Utc>,
     /// Renews the lease until the outcome is written; `settle` drops it then.
     pub(super) keeper: LeaseKeeper,
+    /// The job's body came to its end here (it was not stopped by a lapsed lease or the
+    /// invocation's deadline): nothing of it runs on, so its permits may be given back
+    /// before its outcome is written.
+    pub(super) ended: bool,
 }
 
 impl Processor {
@@ -67,8 +71,9 @@ impl Processor {
             job.registered.secrets.clone(),
             self.inner.registry.secret_store().cloned(),
         );
+        let mut stopped = false;
         let mut result = self
-            .run_job(ctx, envelope, job, job_ctx, attempt, &keeper)
+            .run_job(ctx, envelope, job, job_ctx, attempt, &keeper, &mut stopped)
             .await;
         // A failed job's effects are dropped; a success's commit with its DONE record.
         let effects = match (&result, effects.take()) {
@@ -85,6 +90,7 @@ impl Processor {
             effects,
             started,
             keeper,
+            ended: !stopped,
         }
     }
 
@@ -120,7 +126,9 @@ impl Processor {
         )
     }
 
-    /// The job's result, unless the lease lapses or the invocation's deadline nears first.
+    /// The job's result, unless the lease lapses or the invocation's deadline nears first
+    /// (`stopped` then says so).
+    #[allow(clippy::too_many_arguments)]
     async fn run_job(
         &self,
         ctx: &MessageCtx<'_>,
@@ -129,6 +137,7 @@ impl Processor {
         mut job_ctx: Ctx,
         attempt: u32,
         keeper: &LeaseKeeper,
+        stopped: &mut bool,
     ) -> JobResult {
         let max_attempts = job.registered.policy.retry.max_attempts;
         if attempt > max_attempts {
@@ -171,10 +180,16 @@ impl Processor {
         };
         tokio::select! {
             biased;
-            lapse = keeper.lapsed() => Err(JobError::retryable(lapse.to_string())),
-            () = cutoff => Err(JobError::retryable(
-                "cancelled before the function's deadline: the job did not finish in the time the invocation had left",
-            )),
+            lapse = keeper.lapsed() => {
+                *stopped = true;
+                Err(JobError::retryable(lapse.to_string()))
+            }
+            () = cutoff => {
+                *stopped = true;
+                Err(JobError::retryable(
+                    "cancelled before the function's deadline: the job did not finish in the time the invocation had left",
+                ))
+            }
             result = run_guarded(job.registered, job_ctx) => result,
         }
     }

@@ -280,7 +280,9 @@ impl Processor {
         if let Permit::Full { holders, line } = &refused {
             // Past its max_wait it comes back to be dead-lettered, not woken.
             let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
-            let parked = self.park(ctx, gate, line, holders.len(), since, left, t);
+            let flow = &job.registered.policy.flow;
+            let priority = envelope.priority.unwrap_or(flow.priority);
+            let parked = self.park(ctx, gate, line, holders.len(), since, priority, left, t);
             if let Some(outcome) = parked.await {
                 return outcome;
             }

@@ -15,8 +15,8 @@ use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
 use crate::flow::Gate;
 use crate::store::{
-    GateItem, HANDED, HandOn, Line, PARKED_FOR, ParkRequest, Parked, Waiter, next_waiter,
-    reservation,
+    GateItem, HANDED, HandOn, Line, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked, Waiter,
+    next_waiter, reservation, served_after,
 };
 use crate::telemetry::{Event, Transition};
 
@@ -87,12 +87,16 @@ impl Processor {
         line: &Line,
         holders: usize,
         since_ms: i64,
+        priority: i32,
         hide_for: Duration,
         t: &Transition<'_>,
     ) -> Option<Outcome> {
         let limit = gate.concurrency?;
         let receipt = ctx.receipt()?;
-        if ctx.delivery.receive_count >= PARK_RECEIVES {
+        // Received too often, or the line was full when the gate refused it (a park
+        // would be refused too: a write saved).
+        let full = line.waiting >= MOST_WAITERS && line.since_ms.is_none();
+        if ctx.delivery.receive_count >= PARK_RECEIVES || full {
             return None;
         }
         let hide_for = hide_for.min(PARKED_FOR).max(Duration::from_secs(1));
@@ -108,7 +112,7 @@ impl Processor {
             limit,
             waiter: Waiter {
                 since_ms,
-                priority: 0,
+                priority,
                 share: gate.share.clone(),
                 handle: receipt.to_string(),
                 until_ms: now_ms + hide_for.as_millis() as i64,
@@ -158,6 +162,7 @@ impl Processor {
                 waiter: &waiter,
                 limit,
                 now_ms,
+                served: served_after(&gate, &waiter.share, now_ms),
             };
             let held = reservation(&h);
             gate = match self.inner.store.hand_on(h).await {

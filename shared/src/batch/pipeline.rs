@@ -177,7 +177,21 @@ impl Processor {
                     .attempt(ctx, envelope, &job, &claim, &t)
                     .instrument(job_span)
                     .await;
-                self.settle(ctx, &job, &claim.record, attempted, &t).await
+                // A body that came to its end: its permits are given back (and handed on
+                // to the runs waiting for them) while its outcome is written, not after: a
+                // limit counts bodies running, and the next one's start is not held up by
+                // this one's write. A body stopped (its lease lapsed: another worker may
+                // run it) gives them back only once its outcome is written.
+                if !attempted.ended {
+                    let outcome = self.settle(ctx, &job, &claim.record, attempted, &t).await;
+                    if outcome_written(&outcome) {
+                        self.release_permits(permits, &t).await;
+                    }
+                    return outcome;
+                }
+                let settled = self.settle(ctx, &job, &claim.record, attempted, &t);
+                let (outcome, ()) = tokio::join!(settled, self.release_permits(permits, &t));
+                outcome
             }
             .instrument(attempt.clone())
             .await;
@@ -186,9 +200,6 @@ impl Processor {
                 let chain = envelope.chain.as_ref().map(|c| c.key.as_str());
                 let start = first_instant(&claim.record, envelope);
                 traces::run_ended(run_key, chain, &envelope.job, start, outcome.label());
-            }
-            if outcome_written(&outcome) {
-                self.release_permits(permits, &t).await;
             }
             self.leave(admission, &outcome, &t).await;
             Ok(outcome)

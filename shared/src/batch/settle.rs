@@ -54,6 +54,7 @@ impl Processor {
             effects,
             started,
             keeper,
+            ended: _,
         } = attempted;
         let policy = &job.registered.policy;
         let now = self.inner.config.clock.now();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::error::CatalogError;
 use super::model::{JobSpec, LimitSpec, Settings};
 use super::rules::{name_rule, valid_name};
+use crate::envelope::PRIORITIES;
 use crate::flow::{FlowControl, FlowLimit, MOST_AT_ONCE, Rate, Scope};
 use crate::key::KeyTemplate;
 
@@ -35,6 +36,8 @@ pub struct JobLimits {
     pub concurrency: Option<KeyedConcurrency>,
     /// A run that waited longer is dead-lettered as `limit-wait`.
     pub max_wait: Option<Duration>,
+    /// Its runs' priority for a freed permit.
+    pub priority: i32,
 }
 
 impl JobLimits {
@@ -73,6 +76,7 @@ impl JobLimits {
         FlowControl {
             limits,
             max_wait: self.max_wait,
+            priority: self.priority,
         }
     }
 }
@@ -247,11 +251,37 @@ pub(super) fn check_job_limits(
             "the job has no limits to wait for (`limits` or `concurrency`)".into(),
         );
     }
+    let limited = !shared.is_empty() || concurrency.is_some();
     JobLimits {
         shared,
         concurrency,
         max_wait,
+        priority: priority(spec, limited, &mut fail),
     }
+}
+
+/// The job's runs' priority for a freed permit: within [`PRIORITIES`], and only for a job
+/// with limits to wait for.
+fn priority(spec: &JobSpec, limited: bool, fail: &mut dyn FnMut(&str, String)) -> i32 {
+    let priority = spec.priority.unwrap_or(0);
+    if !PRIORITIES.contains(&priority) {
+        fail(
+            "priority",
+            format!(
+                "{priority} is outside {}..={}: a priority is a level a waiting run rises through in {} s each",
+                PRIORITIES.start(),
+                PRIORITIES.end(),
+                crate::store::AGING.as_secs()
+            ),
+        );
+    } else if spec.priority.is_some() && !limited {
+        fail(
+            "priority",
+            "orders the runs waiting for a limit, and the job has none (`limits` or `concurrency`)"
+                .into(),
+        );
+    }
+    priority.clamp(*PRIORITIES.start(), *PRIORITIES.end())
 }
 
 /// How long a run of the job may wait for its limits: at least a second, at most what the

@@ -19,6 +19,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use crate::envelope::PRIORITIES;
 pub use chains::{Chain, Stage, Step};
 pub use error::{CatalogError, CatalogErrors};
 pub use inventory::{Catalog, Job, Target};

@@ -198,6 +198,11 @@ pub struct JobSpec {
     /// Omitted: it waits as long as the queue keeps its message.
     #[serde(default)]
     pub max_wait_seconds: Option<u32>,
+    /// Which of the runs waiting for a limit gets a freed permit first: higher first
+    /// (`-10` to `10`, default 0). A waiting run rises one level every 10 s it waits, so
+    /// none waits behind higher priorities forever.
+    #[serde(default)]
+    pub priority: Option<i32>,
     /// DONE within this long of its scheduled time (`45m`), or the run is late; default
     /// for a scheduled job: its retry policy's worst case (see `catalog::deadlines`).
     #[serde(default)]

@@ -31,6 +31,8 @@ pub struct FlowControl {
     /// A run that waited longer is dead-lettered as `limit-wait`; None: it waits as long
     /// as the queue keeps its message.
     pub max_wait: Option<Duration>,
+    /// Its runs' priority for a freed permit (a run's envelope may raise or lower it).
+    pub priority: i32,
 }
 
 impl FlowControl {
@@ -194,6 +196,7 @@ mod tests {
         let flow = FlowControl {
             limits: vec![shared("paced", Some("30/minute")), shared("plain", None)],
             max_wait: None,
+            priority: 0,
         };
         let gates = flow.gates("j", None).unwrap();
         let names: Vec<_> = gates.iter().map(|g| g.limit.as_str()).collect();

@@ -50,6 +50,9 @@ pub struct GateItem {
     pub has_waiters: bool,
     /// The runs waiting for a permit, by key.
     pub waiters: BTreeMap<String, Waiter>,
+    /// When each share was last handed a permit, epoch ms: the share served longest ago
+    /// comes first among equals (kept for the shares in the line or holding).
+    pub served: BTreeMap<String, i64>,
 }
 
 /// A run waiting for a gate's permit, as the gate's item keeps it.
@@ -100,6 +103,15 @@ pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
             .unwrap_or_default(),
         next_start_ms: item.get("next_start").and_then(number),
         has_waiters: item.contains_key("waiters"),
+        served: item
+            .get("served")
+            .and_then(|m| m.as_m().ok())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), number(v)?)))
+                    .collect()
+            })
+            .unwrap_or_default(),
         waiters: waiters_of(item),
     }
 }
@@ -164,6 +176,14 @@ pub(crate) fn gate_as_item(gate: &GateItem) -> HashMap<String, AttributeValue> {
     }
     if let Some(next) = gate.next_start_ms {
         item.insert("next_start".to_string(), n(next));
+    }
+    if !gate.served.is_empty() {
+        let served = gate
+            .served
+            .iter()
+            .map(|(k, v)| (k.clone(), n(*v)))
+            .collect();
+        item.insert("served".to_string(), AttributeValue::M(served));
     }
     if gate.has_waiters || !gate.waiters.is_empty() {
         let waiters = gate

@@ -66,7 +66,7 @@ pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 pub use slot::Slot;
 pub use waiters::{
     AGING, GONE_AFTER, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked,
-    next_waiter, reservation,
+    next_waiter, reservation, served_after,
 };
 
 /// How many partitions the `by-shard` index spreads the records over: the newest-first

@@ -67,6 +67,7 @@ async fn hand_on(
     let apply = |gate: &mut GateItem| {
         gate.waiters.remove(h.key);
         gate.holders.insert(h.key.to_string(), held.clone());
+        gate.served = h.served.clone();
     };
     store
         .write("hand_on", Some(h.limit), h.item, write, apply)

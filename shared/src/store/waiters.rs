@@ -22,7 +22,7 @@
 //! a run that finds the line full looks again later on a timer, as every waiting run did
 //! before. The item stays far within DynamoDB's 400 KB (a receipt handle is under 1 KB).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -43,31 +43,37 @@ pub const PARKED_FOR: Duration = Duration::from_secs(30);
 /// The most runs a gate's item keeps waiting; more look again on a timer.
 pub const MOST_WAITERS: usize = 64;
 
-/// How long a waiter waits to rise one priority: a low-priority run waiting long enough
-/// comes before any newer run of a priority up to that many levels above it, so no run
-/// waits behind higher priorities forever.
+/// How long a waiter waits to rise one priority, up to the highest waiting: a run `n`
+/// levels below the highest is in the highest band after `n` × this long, and takes its
+/// share's turns there, so no run waits behind higher priorities forever.
 pub const AGING: Duration = Duration::from_secs(10);
 
 impl Waiter {
-    /// Its priority once `now_ms` has aged it ([`AGING`]).
-    fn aged(&self, now_ms: i64) -> i64 {
+    /// Its priority once `now_ms` has aged it ([`AGING`]), up to `top`, the highest
+    /// priority waiting: aging lifts a run into the highest band and no further, so it
+    /// never reorders runs of one priority (their order is their shares' turns).
+    fn aged(&self, now_ms: i64, top: i32) -> i64 {
         let waited = (now_ms - self.since_ms).max(0);
-        i64::from(self.priority) + waited / AGING.as_millis() as i64
+        let aged = i64::from(self.priority) + waited / AGING.as_millis() as i64;
+        aged.min(i64::from(top))
     }
 }
 
 /// The waiter that gets the next permit: the highest aged priority; among equals, the one
-/// whose share holds fewest permits now (so a key with a thousand waiting runs and a key
-/// with one share the gate evenly); then the longest waiting; then by key, so that every
-/// waker picks the same one from the same gate.
+/// whose share holds fewest permits now, then whose share was served longest ago (so the
+/// shares take turns: a key with a thousand waiting runs and a key with one share the gate
+/// evenly); then the longest waiting; then by key, so that every waker picks the same one
+/// from the same gate.
 pub fn next_waiter(item: &GateItem, now_ms: i64) -> Option<(&String, &Waiter)> {
     let mut held: HashMap<&str, usize> = HashMap::new();
     for holder in item.holders.values() {
         *held.entry(holder.share.as_str()).or_default() += 1;
     }
+    let top = item.waiters.values().map(|w| w.priority).max().unwrap_or(0);
     item.waiters.iter().min_by_key(|(key, w)| {
         let held = held.get(w.share.as_str()).copied().unwrap_or(0);
-        (-w.aged(now_ms), held, w.since_ms, key.as_str())
+        let served = item.served.get(&w.share).copied().unwrap_or(0);
+        (-w.aged(now_ms, top), held, served, w.since_ms, key.as_str())
     })
 }
 
@@ -194,6 +200,24 @@ pub struct HandOn<'a> {
     pub limit: u32,
     /// When.
     pub now_ms: i64,
+    /// When each share was last served, this hand-on's included ([`served_after`]).
+    pub served: BTreeMap<String, i64>,
+}
+
+/// When each share was last handed a permit, once `share` is handed one at `now_ms`: kept
+/// only for the shares in the line or holding, so the map stays as small as the line.
+pub fn served_after(gate: &GateItem, share: &str, now_ms: i64) -> BTreeMap<String, i64> {
+    let present = |s: &String| {
+        gate.waiters.values().any(|w| &w.share == s) || gate.holders.values().any(|h| &h.share == s)
+    };
+    let mut served: BTreeMap<String, i64> = gate
+        .served
+        .iter()
+        .filter(|(s, _)| present(s))
+        .map(|(s, at)| (s.clone(), *at))
+        .collect();
+    served.insert(share.to_string(), now_ms);
+    served
 }
 
 /// The reservation a hand-on writes into `holders`: the waiter's share, a hint that
@@ -210,6 +234,7 @@ pub fn reservation(h: &HandOn<'_>) -> Holder {
 /// The write that hands a permit on: the waiter's entry, still the one read (the same
 /// handle), moves into `holders` as a reservation, while the gate has room.
 pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
+    let served = h.served.iter().map(|(s, at)| (s.clone(), n(*at))).collect();
     let condition = Condition::new(
         "#waiters.#w.#handle = :handle AND attribute_not_exists(#holders.#w) \
          AND size(#holders) < :limit",
@@ -218,8 +243,11 @@ pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
     .value(":handle", s(&h.waiter.handle))
     .value(":limit", n(i64::from(h.limit)));
     LineWrite {
-        update: "REMOVE #waiters.#w SET #holders.#w = :held",
-        values: vec![(":held", super::gate_item::holder_value(&reservation(h)))],
+        update: "REMOVE #waiters.#w SET #holders.#w = :held, #served = :served",
+        values: vec![
+            (":held", super::gate_item::holder_value(&reservation(h))),
+            (":served", AttributeValue::M(served)),
+        ],
         condition,
     }
 }
@@ -271,6 +299,28 @@ mod tests {
         gate.waiters.remove("urgent");
         gate.waiters.remove("b1");
         assert_eq!(next(&gate).as_deref(), Some("a3"), "the oldest of a share");
+    }
+
+    #[test]
+    fn shares_take_turns_when_none_holds_a_permit() {
+        let mut gate = GateItem::default();
+        gate.waiters.insert("a1".into(), waiter(1_000, 0, "a"));
+        gate.waiters.insert("a2".into(), waiter(1_100, 0, "a"));
+        gate.waiters.insert("b1".into(), waiter(5_000, 0, "b"));
+        gate.waiters.insert("c1".into(), waiter(6_000, 0, "c"));
+        let mut order = Vec::new();
+        for now in [10_000, 11_000, 12_000, 13_000] {
+            let (key, w) = next_waiter(&gate, now).unwrap();
+            let (key, share) = (key.clone(), w.share.clone());
+            gate.served = served_after(&gate, &share, now);
+            gate.waiters.remove(&key);
+            order.push(key);
+        }
+        assert_eq!(
+            order,
+            ["a1", "b1", "c1", "a2"],
+            "each share in turn, then again"
+        );
     }
 
     #[test]

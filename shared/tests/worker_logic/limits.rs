@@ -27,6 +27,23 @@ concurrency = 3
 [limits.paced]
 rate = "30/minute"
 
+[limits.crowded]
+concurrency = 1
+fair = "{tenant}"
+
+[jobs.crowd]
+owner = "t"
+payload = { tenant = "a", seconds = 1 }
+lease_seconds = 10
+limits = ["crowded"]
+
+[jobs.urgent]
+owner = "t"
+payload = { tenant = "a", seconds = 1 }
+lease_seconds = 10
+limits = ["crowded"]
+priority = 5
+
 [jobs.export]
 owner = "t"
 payload = { tenant = "a", seconds = 1 }
@@ -90,6 +107,7 @@ fn groups_of(job: &str, payload: &serde_json::Value) -> Vec<String> {
             payload["tenant"].as_str().unwrap_or_default()
         )],
         "sync" | "push" => vec!["partner-api".into()],
+        "crowd" | "urgent" => vec!["crowded".into()],
         "nightly" => vec!["partner-api".into(), "nightly".into()],
         other => vec![other.into()],
     }
@@ -108,6 +126,8 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
         "paced",
         "impatient",
         "patient",
+        "crowd",
+        "urgent",
     ] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
@@ -228,6 +248,62 @@ async fn a_keyed_concurrency_never_runs_more_than_its_limit_per_key_and_every_ru
             _ => true,
         }),
         "a gate held more than its limit"
+    );
+}
+
+/// A run a full gate refuses waits in the gate's line and is handed the permit by the run
+/// that frees it: a quiet tenant's one run behind a noisy tenant's backlog, and an urgent
+/// run behind both, are handed it first (the urgent one by its priority, the quiet
+/// tenant's as the share holding least); none waits a look on a timer.
+#[tokio::test(start_paused = true)]
+async fn a_freed_permit_goes_to_the_urgent_run_then_the_quiet_tenant_before_the_backlog() {
+    let w = world();
+    for i in 0..12 {
+        let payload = json!({"tenant": "a", "seconds": 1});
+        send(&w.queue, "crowd", &format!("noisy-{i}"), payload);
+    }
+    send(
+        &w.queue,
+        "crowd",
+        "quiet",
+        json!({"tenant": "b", "seconds": 1}),
+    );
+    send(
+        &w.queue,
+        "urgent",
+        "urgent",
+        json!({"tenant": "a", "seconds": 1}),
+    );
+    let labels = drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
+    assert_eq!(w.seen.lock().unwrap().most["crowded"], 1);
+    assert_eq!(statuses(&w.store), BTreeMap::from([(Status::Done, 14)]));
+    assert!(labels.iter().any(|l| l == "parked"), "{labels:?}");
+    assert!(
+        !labels.iter().any(|l| l == "throttled"),
+        "no timed look: {labels:?}"
+    );
+    let records = w.store.snapshot().records;
+    let mut started: Vec<(&str, &str)> = records
+        .values()
+        .map(|r| {
+            (
+                r.started_at.as_deref().unwrap_or_default(),
+                r.execution_key.as_str(),
+            )
+        })
+        .collect();
+    started.sort();
+    let order: Vec<&str> = started.iter().map(|(_, k)| *k).collect();
+    let place = |key: &str| order.iter().position(|k| *k == key).unwrap();
+    assert!(place("urgent") <= 1, "{order:?}");
+    assert!(place("quiet") <= 2, "{order:?}");
+    // Each of the line's runs waited since its first refusal, and says so.
+    assert!(metric_total(&w.lines, "LimitWait") > 0.0);
+    let gates = w.store.snapshot().gates;
+    let gate = &gates[".schedkit/limit/crowded"];
+    assert!(
+        gate.holders.is_empty() && gate.waiters.is_empty(),
+        "{gate:#?}"
     );
 }
 

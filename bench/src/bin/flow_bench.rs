@@ -1,0 +1,30 @@
+//! The flow-control section of `make bench` alone (`make bench-flow`): each case's pace
+//! against its limit's own and its requests per run, without the rest of the benchmark.
+//!
+//! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300]` with LocalStack
+//! running (`localstack/launch.sh start`; `make bench-flow` does all of it).
+
+use clap::Parser;
+use schedkit_bench::flow_control;
+use schedkit_bench::wire::WireCounter;
+use schedkit_testkit::{Stack, StackOptions, localstack, unique};
+
+#[derive(Parser)]
+struct Args {
+    /// Runs per case.
+    #[arg(long, default_value_t = 300)]
+    runs: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let sdk = localstack().await;
+    let stack = Stack::create(&sdk, &unique("flow-bench"), StackOptions::default()).await?;
+    let wire =
+        WireCounter::start(schedkit_testkit::endpoint().trim_start_matches("http://")).await?;
+    let measured = flow_control::run(&stack, &wire, args.runs).await;
+    schedkit_testkit::stack::undeploy(&stack.name).await?;
+    measured?;
+    Ok(())
+}
