@@ -9,7 +9,7 @@ CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
 CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo ui chaos scale book sim sim-reverts bench test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-lints localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo ui chaos scale book sim sim-reverts bench bench-flow test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-lints localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -50,6 +50,13 @@ sim-reverts:
 ## bench: schedkit against Powertools for AWS Lambda (and its redrive against a one-by-one loop), release build;
 #         writes bench/results.md, bench/results.json and bench/results.png. N deliveries (default 2000),
 #         LETTERS dead letters (default 2000). 11 minutes on 2 cores (17 from a fresh clone: the release build).
+## bench-flow: the bench's flow-control section alone, release build: each case's pace against its
+#         limit's own and requests per run; N runs a case (default 300). About 5 minutes.
+bench-flow:
+	$(CARGO) build --release --locked -p schedkit-bench --bin flow-bench -p schedkit-lambda-init --bin schedkit-lambda-init
+	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/schedkit-lambda-init \
+	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/flow-bench --runs $(or $(N),300)
+
 bench:
 	functions/package.sh --release worker
 	$(CARGO) build --release --locked -p schedkit-bench --bin peer-bench -p schedkit-lambda-init --bin schedkit-lambda-init -p schedkit-console --bin schedkit

@@ -2,7 +2,9 @@
 //! against its limit's own and its requests per run, without the rest of the benchmark.
 //!
 //! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300]` with LocalStack
-//! running (`localstack/launch.sh start`; `make bench-flow` does all of it).
+//! running (`localstack/launch.sh start`; `make bench-flow` does all of it). With
+//! `SCHEDKIT_BENCH_LOG=1` the workers' JSON log lines go to stdout: where a case's time
+//! goes (`THROTTLED`, `HANDED_ON`, `RUNNING` of each run, timestamped).
 
 use clap::Parser;
 use schedkit_bench::flow_control;
@@ -19,6 +21,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // The workers' JSON log lines on stdout, to see where a case's time goes.
+    if std::env::var_os("SCHEDKIT_BENCH_LOG").is_some() {
+        schedkit::telemetry::init_logging();
+    }
     let sdk = localstack().await;
     let stack = Stack::create(&sdk, &unique("flow-bench"), StackOptions::default()).await?;
     let wire =

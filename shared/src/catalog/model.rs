@@ -199,8 +199,9 @@ pub struct JobSpec {
     #[serde(default)]
     pub max_wait_seconds: Option<u32>,
     /// Which of the runs waiting for a limit gets a freed permit first: higher first
-    /// (`-10` to `10`, default 0). A waiting run rises one level every 10 s it waits, so
-    /// none waits behind higher priorities forever.
+    /// (`-10` to `10`, default 0; `schedkit fire --priority` sets a run's own). A waiting
+    /// run rises one level every 10 s it waits, up to the highest waiting, so none waits
+    /// behind higher priorities forever.
     #[serde(default)]
     pub priority: Option<i32>,
     /// DONE within this long of its scheduled time (`45m`), or the run is late; default
