@@ -25,6 +25,31 @@ use crate::telemetry::{Event, Transition};
 /// `maxReceiveCount` times (15 by the template's count, less a job's attempts).
 const PARK_RECEIVES: u32 = 6;
 
+/// How often the first run in a line looks whether a holder whose lease hint has passed
+/// (a run its heartbeats keep) is gone: a holder that dies never releases, so someone
+/// must look, and one look every few seconds by one run per gate is enough.
+const WATCH: Duration = Duration::from_secs(5);
+
+/// How long a parked run's message stays hidden: [`PARKED_FOR`] (and no longer than its
+/// `left` wait), but the first run in the line comes back soon after the soonest holder's
+/// lease hint runs out (allowing the clock-skew bound), to drop that holder if it died:
+/// a dead holder's permit returns within its lease and a few seconds, as it did when every
+/// waiting run looked again on a timer.
+fn hiding(line: &Line, now_ms: i64, skew: Duration, left: Duration) -> Duration {
+    let mut hide = PARKED_FOR.min(left);
+    if line.waiting == 0
+        && let Some(until) = line.soonest_until_ms
+    {
+        let out = until + skew.as_millis() as i64 + 500 - now_ms;
+        let watch = match out > 0 {
+            true => Duration::from_millis(out as u64),
+            false => WATCH,
+        };
+        hide = hide.min(watch);
+    }
+    hide.max(Duration::from_secs(1))
+}
+
 /// The most permits one release hands on (a gate freed of more at once, by a holder
 /// dropped as gone, hands the rest on at its next release or park).
 const MOST_HANDED: usize = 4;
@@ -99,13 +124,14 @@ impl Processor {
         if ctx.delivery.receive_count >= PARK_RECEIVES || full {
             return None;
         }
-        let hide_for = hide_for.min(PARKED_FOR).max(Duration::from_secs(1));
-        let secs = hide_for.as_secs() as i32;
+        let now_ms = self.inner.config.clock.now().timestamp_millis();
+        let skew = self.inner.config.clock_skew;
+        let hide_for = hiding(line, now_ms, skew, hide_for);
+        let secs = hide_for.as_secs_f64().ceil() as i32;
         if let Err(e) = self.inner.queue.change_visibility(receipt, secs).await {
             tracing::warn!(error = %e, "could not hide the waiting message; looking again on a timer");
             return None;
         }
-        let now_ms = self.inner.config.clock.now().timestamp_millis();
         let req = ParkRequest {
             item: &gate.item,
             key: t.key,
@@ -203,5 +229,42 @@ impl Processor {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_in_line_comes_back_when_the_soonest_holders_lease_hint_runs_out() {
+        let skew = Duration::from_millis(500);
+        let long = Duration::from_secs(3600);
+        let line = |waiting, soonest| Line {
+            map: true,
+            waiting,
+            since_ms: None,
+            soonest_until_ms: soonest,
+        };
+        let at = |l: &Line, left| hiding(l, 10_000, skew, left).as_millis();
+        assert_eq!(
+            at(&line(0, Some(14_000)), long),
+            5_000,
+            "hint, skew and a margin"
+        );
+        assert_eq!(
+            at(&line(0, Some(9_000)), long),
+            WATCH.as_millis(),
+            "kept by heartbeats"
+        );
+        assert_eq!(
+            at(&line(3, Some(14_000)), long),
+            PARKED_FOR.as_millis(),
+            "not first"
+        );
+        assert_eq!(at(&line(0, Some(900_000)), long), PARKED_FOR.as_millis());
+        let left = Duration::from_secs(2);
+        assert_eq!(at(&line(3, None), left), 2_000, "never past its max_wait");
+        assert_eq!(at(&line(0, Some(9_500)), long), 1_000, "at least a second");
     }
 }

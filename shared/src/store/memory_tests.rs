@@ -441,13 +441,10 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     // The hint passed, so the waiter looks at the holder's record: CANCELLED, but under a
     // lease that still runs, so its body may still be executing.
     let waiter = permit("b", "w:2", "2026-12-01T12:01:10Z");
-    assert_eq!(
-        store.take_permit(&waiter).await.unwrap(),
-        Permit::Full {
-            holders: vec!["a".into()],
-            line: crate::store::Line::default(),
-        },
-        "handed on while the cancelled attempt may still run"
+    let refused = store.take_permit(&waiter).await.unwrap();
+    assert!(
+        matches!(&refused, Permit::Full { holders, .. } if holders == &["a"]),
+        "handed on while the cancelled attempt may still run: {refused:?}"
     );
     // Past its lease and the skew bound, it surely stopped: the permit is handed on.
     let later = permit("b", "w:2", "2026-12-01T12:01:51.001Z");

@@ -88,6 +88,9 @@ pub struct Line {
     pub waiting: usize,
     /// Since when the run that asked waits in it, epoch ms, if it does.
     pub since_ms: Option<i64>,
+    /// The soonest a holder's lease hint runs out, epoch ms: when the first run in the
+    /// line looks whether that holder is gone (no release would wake it).
+    pub soonest_until_ms: Option<i64>,
 }
 
 impl Line {
@@ -97,6 +100,7 @@ impl Line {
             map: item.has_waiters,
             waiting: item.waiters.len(),
             since_ms: item.waiters.get(key).map(|w| w.since_ms),
+            soonest_until_ms: item.holders.values().map(|h| h.until_ms).min(),
         }
     }
 }

@@ -483,13 +483,9 @@ async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
             .take_permit(take("two", "live:1", at(ms)))
             .await
             .unwrap();
-        assert_eq!(
-            refused,
-            Permit::Full {
-                holders: vec!["one".into()],
-                line: schedkit::store::Line::default(),
-            },
-            "at {ms} ms"
+        assert!(
+            matches!(&refused, Permit::Full { holders, .. } if holders == &["one"]),
+            "at {ms} ms: {refused:?}"
         );
     }
     assert_eq!(
