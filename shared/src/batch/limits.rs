@@ -1,12 +1,14 @@
 //! Step 5, admission, second half: the run's flow-control limits (see [`crate::flow`]).
 //! After its claim decided the run will run and its overlap slot let it in, the run takes a
 //! permit of each of its gates, in order; a gate that refuses (full, or its rate allows no
-//! start yet) gives back the permits taken and the claim (no attempt spent), and the
-//! message comes back later with a delay and jitter, carrying since when it has waited. A
-//! run that has waited longer than its job's `max_wait_seconds` is FAILED unrun and
-//! dead-lettered `limit-wait`. The permits are given back once the outcome is written
-//! ([`Processor::release_permits`]); a worker that dies holding them leaves entries that the
-//! next taker drops once the run's record shows its lease ran out.
+//! start yet) gives back the permits taken and the claim (no attempt spent). At a full gate
+//! the run waits in the gate's line, to be handed a permit ([`super::line`]); at a rate, or
+//! with the line full, its message comes back later with a delay and jitter, carrying since
+//! when it has waited. A run that has waited longer than its job's `max_wait_seconds` is
+//! FAILED unrun and dead-lettered `limit-wait`. The permits are given back, and handed on,
+//! as the body ends, beside writing its outcome (a body stopped: once its outcome is
+//! written; [`Processor::release_permits`]); a worker that dies holding them leaves entries
+//! that the next taker drops once the run's record shows its lease ran out.
 
 use std::time::Duration;
 
@@ -205,8 +207,8 @@ impl Processor {
         Ok(taken)
     }
 
-    /// Gives the run's permits back once its outcome is written (or it did not start),
-    /// and hands each on to whoever waits for it. One that cannot be given back is logged;
+    /// Gives the run's permits back (its body ended, its outcome is written, or it did not
+    /// start), and hands each on to whoever waits for it. One that cannot be given back is logged;
     /// its entry is dropped by the next taker once the run's record shows it no longer
     /// holds it.
     pub(super) async fn release_permits(&self, permits: Permits, t: &Transition<'_>) {
