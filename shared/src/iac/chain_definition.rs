@@ -66,8 +66,8 @@ pub fn step_timeouts(catalog: &Catalog, step: &Step) -> (u64, u64) {
 }
 
 /// For a step whose job has limits: the longest it goes between two looks while it waits
-/// (each look beats the step's task: at most two spacings of its slowest rate, at most
-/// SQS's 15-minute delay), and the longest it may wait in all (its `max_wait_seconds`, or
+/// (each look beats the step's task: two spacings of its slowest rate, or the longest a
+/// run stays parked in a full gate's line, at most SQS's 15-minute delay), and the longest it may wait in all (its `max_wait_seconds`, or
 /// as long as the queue keeps its message), in seconds.
 fn limit_waits(catalog: &Catalog, flow: &crate::flow::FlowControl) -> (u64, u64) {
     if !flow.any() {
@@ -80,7 +80,13 @@ fn limit_waits(catalog: &Catalog, flow: &crate::flow::FlowControl) -> (u64, u64)
         .map(|r| r.spacing().as_secs() * 2)
         .max()
         .unwrap_or(0);
-    let look = slowest.clamp(3, 900);
+    // A run waiting in a full gate's line is hidden up to `PARKED_FOR` between two looks.
+    let counted = flow.limits.iter().any(|l| l.concurrency.is_some());
+    let parked = match counted {
+        true => crate::store::PARKED_FOR.as_secs(),
+        false => 0,
+    };
+    let look = slowest.max(parked).clamp(3, 900);
     let kept = u64::from(catalog.settings.queue_retention_days) * 86_400;
     let wait = flow.max_wait.map_or(kept, |w| w.as_secs());
     (look, wait)
