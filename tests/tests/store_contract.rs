@@ -850,7 +850,7 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
             r#"released: holders [] waiters ["P-l2", "P-l3"]"#,
             r#"take P-l4 at 2026-12-01 18:00:01 UTC: Full { holders: [], line: Line { map: true, waiting: 2, since_ms: None, soonest_until_ms: None } }"#,
             r#"handed on to P-l2: handed holders ["P-l2"] waiters ["P-l3"]"#,
-            r#"take P-l3 at 2026-12-01 18:00:03 UTC: Full { holders: ["P-l2"], line: Line { map: true, waiting: 1, since_ms: Some(1796148000002), soonest_until_ms: Some(1796148017000) } }"#,
+            r#"take P-l3 at 2026-12-01 18:00:03 UTC: Full { holders: ["P-l2"], line: Line { map: true, waiting: 0, since_ms: Some(1796148000002), soonest_until_ms: Some(1796148017000) } }"#,
             "take P-l2 at 2026-12-01 18:00:03 UTC: Handed { since_ms: 1796148000001 }",
         ],
         "a newcomer waits behind the line; the permit goes to the first waiter"

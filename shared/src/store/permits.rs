@@ -28,7 +28,7 @@ use chrono::{DateTime, Utc};
 use super::attributes::{n, s};
 use super::condition::Condition;
 use super::dynamo::{is_condition_failure, refused_item, unavailable};
-use super::gate_item::{GateItem, Holder, MOST_DROPPED, gate_item, holder_value};
+use super::gate_item::{GateItem, Holder, MOST_DROPPED, Waiter, gate_item, holder_value};
 use super::{DynamoStore, ExecutionRecord, StoreError};
 
 /// A run asks for a permit of a gate.
@@ -84,7 +84,9 @@ pub enum Permit {
 pub struct Line {
     /// Whether the gate's item has a `waiters` map.
     pub map: bool,
-    /// How many wait.
+    /// How many wait before the run that asked: all of them for a run not in the line,
+    /// those that have waited longer for one in it (its own entry never counts, or a
+    /// lone waiter looking again would take itself for second and stop watching).
     pub waiting: usize,
     /// Since when the run that asked waits in it, epoch ms, if it does.
     pub since_ms: Option<i64>,
@@ -96,10 +98,15 @@ pub struct Line {
 impl Line {
     /// The line of `item`, as the run `key` finds it.
     pub(crate) fn of(item: &GateItem, key: &str) -> Line {
+        let since_ms = item.waiters.get(key).map(|w| w.since_ms);
+        let before = |(k, w): &(&String, &Waiter)| match since_ms {
+            Some(mine) => k.as_str() != key && (w.since_ms, k.as_str()) < (mine, key),
+            None => true,
+        };
         Line {
             map: item.has_waiters,
-            waiting: item.waiters.len(),
-            since_ms: item.waiters.get(key).map(|w| w.since_ms),
+            waiting: item.waiters.iter().filter(before).count(),
+            since_ms,
             soonest_until_ms: item.holders.values().map(|h| h.until_ms).min(),
         }
     }
@@ -661,5 +668,33 @@ mod tests {
                 allowed + 1
             );
         }
+    }
+
+    #[test]
+    fn a_run_in_line_counts_only_those_that_waited_longer_before_it() {
+        let waiter = |since_ms| Waiter {
+            since_ms,
+            priority: 0,
+            share: String::new(),
+            handle: "h".into(),
+            until_ms: since_ms + 30_000,
+        };
+        let mut item = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        item.waiters.insert("lone".into(), waiter(1_000));
+        let lone = Line::of(&item, "lone");
+        assert_eq!(
+            (lone.waiting, lone.since_ms),
+            (0, Some(1_000)),
+            "first in line"
+        );
+        item.waiters.insert("later".into(), waiter(2_000));
+        item.waiters.insert("earlier".into(), waiter(500));
+        assert_eq!(Line::of(&item, "lone").waiting, 1, "one waited longer");
+        assert_eq!(Line::of(&item, "later").waiting, 2);
+        assert_eq!(Line::of(&item, "newcomer").waiting, 3, "not in line: all");
     }
 }

@@ -174,8 +174,13 @@ struct World {
     lines: Arc<Mutex<Vec<String>>>,
 }
 
+/// The template's `maxReceiveCount` for this catalog: its most attempts (3) and the ten
+/// receives it keeps beyond them. A waiting run's parks count as receives; the worker
+/// bounds them by this margin, not by a tighter redrive no deployment has.
+const MAX_RECEIVES: u32 = 13;
+
 fn world() -> World {
-    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(5));
+    let (store, queue) = (MemoryStore::default(), MemoryQueue::new(MAX_RECEIVES));
     let seen = Arc::new(Mutex::new(Seen::default()));
     let (metrics, lines) = Metrics::capture();
     let clock = super::config().clock;
@@ -662,7 +667,7 @@ async fn a_take_whose_answer_is_lost_leaves_no_holder() {
         }
     }
     let store = MemoryStore::new(Arc::new(LoseFirstTake(Default::default())));
-    let queue = MemoryQueue::new(5);
+    let queue = MemoryQueue::new(MAX_RECEIVES);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let worker = processor_of(
         &store,
