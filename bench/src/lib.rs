@@ -3,6 +3,7 @@
 //! the report.
 
 pub mod accountant;
+pub mod behind_backlog;
 pub mod catalog_size;
 pub mod cost;
 pub mod flow_control;

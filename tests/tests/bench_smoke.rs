@@ -25,7 +25,14 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                 ])
                 .args(["--cold-starts", "1", "--batches", "1", "--letters", "40"])
                 .args(["--redrive-rounds", "1", "--hol-shorts", "20"])
-                .args(["--hol-long-seconds", "3", "--flow-runs", "30"])
+                .args([
+                    "--hol-long-seconds",
+                    "3",
+                    "--flow-runs",
+                    "30",
+                    "--backlog-runs",
+                    "30",
+                ])
                 .args(["--accountant-jobs", "12", "--accountant-rounds", "1"])
                 .args(["--page-records", "200", "--page-letters", "20"])
                 .args(["--page-rounds", "1", "--catalog-sizes", "10,30", "--out"])
@@ -59,6 +66,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "Selective DLQ redrive of 40 letters",
         "One polling worker: 20 one-second jobs beside one 3 s job",
         "Flow control: 30 runs of a 50 ms job",
+        "Behind a backlog: one run sent after 30 one-second runs",
         "The accountant: a catalog of 12 scheduled jobs",
         "The web page: 200 records and 20 dead letters",
         "A catalog of N jobs (N = 10, 30)",
@@ -110,6 +118,19 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "{flow:#}"
     );
     assert!(markdown.contains(&format!("| {none} |")), "{markdown}");
+    // Behind a backlog: the quiet tenant's and the urgent run's waits, each measured.
+    let backlog = sections
+        .iter()
+        .find(|s| s["title"].as_str().unwrap().starts_with("Behind a backlog"))
+        .unwrap();
+    let waits = backlog["rows"].as_array().unwrap();
+    assert_eq!(waits.len(), 2, "{backlog:#}");
+    assert!(
+        waits
+            .iter()
+            .all(|r| r["ours"].as_array().is_some_and(|o| o.len() == 1)),
+        "{backlog:#}"
+    );
     // The web page: each page's time and requests, the peer's cells saying it has none.
     let page = sections
         .iter()

@@ -238,7 +238,26 @@ async fn a_permit_held_by_a_sigkilled_worker_returns_within_its_lease_and_five_s
     assert_eq!(jobs[0]["limits"], "own (1 at once)", "{jobs:#}");
     let second = envelope("long-report", "second", json!({"seconds": 1}));
     stack.send(&second).await.unwrap();
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // `second` waits in the gate's line, and the console shows it next, with its share.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let status = console_json(&stack, &file, &["status"]);
+        let line = status["limits"][0]["line"].clone();
+        if line["waiting"] == 1 {
+            break line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`second` never parked: {status:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    assert_eq!(
+        (&line["next"]["key"], &line["next"]["share"]),
+        (&json!("second"), &json!("long-report")),
+        "{line:#}"
+    );
+    assert_eq!(line["shares"][0]["holding"], 1, "{line:#}");
     holder.kill().await.unwrap();
     // No heartbeat renews it now: the lease the record holds is the last one.
     let killed = stack.record("first").await.unwrap().unwrap();

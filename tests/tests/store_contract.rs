@@ -4,6 +4,7 @@
 //! memory store (unit and simulation tests); this is what entitles those tests to speak
 //! for DynamoDB.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
@@ -323,6 +324,7 @@ async fn script(
             let taken = store
                 .take_permit(schedkit::store::PermitRequest {
                     share: "s",
+                    priority: 0,
                     item: &item,
                     key: &k,
                     owner: &o,
@@ -388,6 +390,7 @@ async fn script(
             let taken = store
                 .take_permit(schedkit::store::PermitRequest {
                     share: "s",
+                    priority: 0,
                     item: &item,
                     key: &k,
                     owner: &owner(&k.replace(&format!("{p}-"), "")),
@@ -423,6 +426,7 @@ async fn script(
                 key: &k,
                 limit: 1,
                 waiter,
+                now_ms: since,
             };
             let parked = match store.park(req, map).await.unwrap() {
                 schedkit::store::Parked::Waiting(g) => format!("waiting {}", line_of(&g)),
@@ -462,6 +466,65 @@ async fn script(
     log.push(format!("handed on to {next}: {handed}").replace(p, "P"));
     log.push(take("l3", "2026-12-01T18:00:03Z").await);
     log.push(take("l2", "2026-12-01T18:00:03Z").await);
+    // A full line: a quiet share's run takes the place of the busy share's newest waiter;
+    // the busy share's next run finds no place.
+    let crowd = format!("{lined}-crowd");
+    let crowd_park = |k: String, share: &str, since: i64, map: bool| {
+        let (item, share) = (crowd.clone(), share.to_string());
+        async move {
+            let waiter = schedkit::store::Waiter {
+                since_ms: since,
+                priority: 0,
+                share,
+                handle: format!("handle-{k}"),
+                until_ms: since + 30_000,
+            };
+            let req = schedkit::store::ParkRequest {
+                item: &item,
+                key: &k,
+                limit: 1,
+                waiter,
+                now_ms: since,
+            };
+            store.park(req, map).await.unwrap()
+        }
+    };
+    store
+        .take_permit(schedkit::store::PermitRequest {
+            share: "a",
+            priority: 0,
+            item: &crowd,
+            key: &key("c-held"),
+            owner: &owner("c-held"),
+            concurrency: Some(1),
+            spacing: None,
+            now: at(t2),
+            lease,
+            skew: Duration::from_secs(1),
+        })
+        .await
+        .unwrap();
+    for i in 0..schedkit::store::MOST_WAITERS as i64 {
+        crowd_park(key(&format!("c-a{i:02}")), "a", t2_ms + i, i > 0).await;
+    }
+    let quiet = crowd_park(key("c-b"), "b", t2_ms + 100, true).await;
+    let busy = crowd_park(key("c-a-late"), "a", t2_ms + 101, true).await;
+    let summary = |parked: &schedkit::store::Parked| match parked {
+        schedkit::store::Parked::Waiting(g) => {
+            let mut shares: BTreeMap<&str, usize> = BTreeMap::new();
+            for w in g.waiters.values() {
+                *shares.entry(w.share.as_str()).or_default() += 1;
+            }
+            let last = format!("{}-c-a63", p);
+            format!(
+                "waiting {shares:?}, a63 in line: {}",
+                g.waiters.contains_key(&last)
+            )
+        }
+        other => format!("{other:?}"),
+    };
+    log.push(format!("full line, quiet share: {}", summary(&quiet)));
+    log.push(format!("full line, busy share: {}", summary(&busy)));
     for line in log.iter_mut() {
         *line = line.replace(p, "P");
     }
@@ -815,15 +878,15 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         [
             "Taken",
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144460000) } }"#,
+            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144460000), place: true } }"#,
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144460000) } }"#,
+            r#"Full { holders: ["P-p1", "P-p2"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144460000), place: true } }"#,
             "Taken",
-            r#"Full { holders: ["P-p1", "P-p3"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144465000) } }"#,
+            r#"Full { holders: ["P-p1", "P-p3"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144465000), place: true } }"#,
             "Taken",
             "Taken",
             "Taken",
-            r#"Full { holders: ["P-q"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144522000) } }"#,
+            r#"Full { holders: ["P-q"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796144522000), place: true } }"#,
             "Taken",
             "TooSoon { next_start_ms: 1796144402000 }",
             "Taken",
@@ -843,17 +906,30 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
         line,
         [
             "take P-l1 at 2026-12-01 18:00:00 UTC: Taken",
-            r#"take P-l2 at 2026-12-01 18:00:00 UTC: Full { holders: ["P-l1"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796148060000) } }"#,
+            r#"take P-l2 at 2026-12-01 18:00:00 UTC: Full { holders: ["P-l1"], line: Line { map: false, waiting: 0, since_ms: None, soonest_until_ms: Some(1796148060000), place: true } }"#,
             r#"park P-l2: waiting holders ["P-l1"] waiters ["P-l2"]"#,
             r#"park P-l3: waiting holders ["P-l1"] waiters ["P-l2", "P-l3"]"#,
             r#"park P-l3: waiting holders ["P-l1"] waiters ["P-l2", "P-l3"]"#,
             r#"released: holders [] waiters ["P-l2", "P-l3"]"#,
-            r#"take P-l4 at 2026-12-01 18:00:01 UTC: Full { holders: [], line: Line { map: true, waiting: 2, since_ms: None, soonest_until_ms: None } }"#,
+            r#"take P-l4 at 2026-12-01 18:00:01 UTC: Full { holders: [], line: Line { map: true, waiting: 2, since_ms: None, soonest_until_ms: None, place: true } }"#,
             r#"handed on to P-l2: handed holders ["P-l2"] waiters ["P-l3"]"#,
-            r#"take P-l3 at 2026-12-01 18:00:03 UTC: Full { holders: ["P-l2"], line: Line { map: true, waiting: 0, since_ms: Some(1796148000002), soonest_until_ms: Some(1796148017000) } }"#,
+            r#"take P-l3 at 2026-12-01 18:00:03 UTC: Full { holders: ["P-l2"], line: Line { map: true, waiting: 0, since_ms: Some(1796148000002), soonest_until_ms: Some(1796148017000), place: true } }"#,
             "take P-l2 at 2026-12-01 18:00:03 UTC: Handed { since_ms: 1796148000001 }",
         ],
         "a newcomer waits behind the line; the permit goes to the first waiter"
+    );
+    let full: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| l.starts_with("full line"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        full,
+        [
+            r#"full line, quiet share: waiting {"a": 63, "b": 1}, a63 in line: false"#,
+            "full line, busy share: Crowded",
+        ],
+        "a full line gives the busy share's last place up to the quiet share's run"
     );
     assert_eq!(
         memory

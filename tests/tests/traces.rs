@@ -18,9 +18,12 @@ fn with_service(receiver: &Receiver, service: &str) -> Vec<(String, String)> {
     env
 }
 
-/// The spans of `trace` once the chain run's own span (its root) has come.
+/// The spans of `trace` once the chain run's own span (its root) has come and no span has
+/// come for two seconds after it: each process's exporter sends its spans in batches of
+/// its own, so the root may come before a step's spans still waiting in another batch.
 async fn trace_of(receiver: &Receiver, trace: &str) -> Vec<Span> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut seen: Option<(usize, tokio::time::Instant)> = None;
     loop {
         let spans: Vec<Span> = receiver
             .spans()
@@ -28,11 +31,19 @@ async fn trace_of(receiver: &Receiver, trace: &str) -> Vec<Span> {
             .filter(|s| s.trace_id == trace)
             .collect();
         if spans.iter().any(|s| s.name == "chain month-end") {
-            return spans;
+            let now = tokio::time::Instant::now();
+            match seen {
+                Some((n, since)) if n == spans.len() => {
+                    if now - since >= Duration::from_secs(2) {
+                        return spans;
+                    }
+                }
+                _ => seen = Some((spans.len(), now)),
+            }
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "no root span yet: {spans:#?}"
+            "no root span yet, or spans still coming: {spans:#?}"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }

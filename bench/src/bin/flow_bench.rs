@@ -1,14 +1,15 @@
 //! The flow-control section of `make bench` alone (`make bench-flow`): each case's pace
-//! against its limit's own and its requests per run, without the rest of the benchmark.
+//! against its limit's own and its requests per run, and the waits behind a backlog (a quiet
+//! tenant's run, an urgent run), without the rest of the benchmark.
 //!
-//! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300]` with LocalStack
+//! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300] [--backlog-runs 1000]` with LocalStack
 //! running (`localstack/launch.sh start`; `make bench-flow` does all of it). With
 //! `SCHEDKIT_BENCH_LOG=1` the workers' JSON log lines go to stdout: where a case's time
 //! goes (`THROTTLED`, `HANDED_ON`, `RUNNING` of each run, timestamped).
 
 use clap::Parser;
-use schedkit_bench::flow_control;
 use schedkit_bench::wire::WireCounter;
+use schedkit_bench::{behind_backlog, flow_control};
 use schedkit_testkit::{Stack, StackOptions, localstack, unique};
 
 #[derive(Parser)]
@@ -16,6 +17,9 @@ struct Args {
     /// Runs per case.
     #[arg(long, default_value_t = 300)]
     runs: usize,
+    /// Runs queued before the quiet tenant's and the urgent run; 0 leaves them out.
+    #[arg(long, default_value_t = 1000)]
+    backlog_runs: usize,
 }
 
 #[tokio::main]
@@ -29,7 +33,12 @@ async fn main() -> anyhow::Result<()> {
     let stack = Stack::create(&sdk, &unique("flow-bench"), StackOptions::default()).await?;
     let wire =
         WireCounter::start(schedkit_testkit::endpoint().trim_start_matches("http://")).await?;
-    let measured = flow_control::run(&stack, &wire, args.runs).await;
+    let measured = match flow_control::run(&stack, &wire, args.runs).await {
+        Ok(_) => behind_backlog::run(&stack, args.backlog_runs)
+            .await
+            .map(|_| ()),
+        Err(e) => Err(e),
+    };
     schedkit_testkit::stack::undeploy(&stack.name).await?;
     measured?;
     Ok(())

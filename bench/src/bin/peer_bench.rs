@@ -11,7 +11,7 @@
 //! functions/package.sh --release worker && cargo build --release -p schedkit-console --bin schedkit && \
 //!   cargo run --release -p schedkit-bench --bin peer-bench -- \
 //!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000] \
-//!     [--flow-runs 300] [--accountant-jobs 300] [--page-records 10000] [--page-letters 300]
+//!     [--flow-runs 300] [--backlog-runs 1000] [--accountant-jobs 300] [--page-records 10000] [--page-letters 300]
 //! ```
 //! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
@@ -19,7 +19,6 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use schedkit_bench::cost::{self, PRICES, PRICES_AS_OF, Usage};
-use schedkit_bench::flow_control;
 use schedkit_bench::head_of_line::{self, Receiving};
 use schedkit_bench::lambda_mode::{self, IO_WAIT_SECONDS};
 use schedkit_bench::redrive::{self, Redriver};
@@ -29,6 +28,7 @@ use schedkit_bench::stats::median;
 use schedkit_bench::throughput::{self, per_delivery};
 use schedkit_bench::wire::{TRANSACTION_ITEM, WireCounter};
 use schedkit_bench::{accountant, catalog_size, web_page};
+use schedkit_bench::{behind_backlog, flow_control};
 use schedkit_testkit::{Stack, localstack, unique};
 
 #[derive(Parser)]
@@ -67,6 +67,10 @@ struct Args {
     /// per tenant); 0 leaves the section out.
     #[arg(long, default_value_t = 300)]
     flow_runs: usize,
+    /// Behind a backlog: one-second runs queued before a quiet tenant's run and before an
+    /// urgent one; 0 leaves the section out.
+    #[arg(long, default_value_t = 1000)]
+    backlog_runs: usize,
     /// The accountant: scheduled (hourly) jobs in the catalog its check reads, with a day
     /// of their runs in the table; 0 leaves the section out.
     #[arg(long, default_value_t = 300)]
@@ -157,6 +161,7 @@ async fn main() -> anyhow::Result<()> {
     };
     let hol = head_of_line::run(&stack, hol_plan, args.hol_rounds).await?;
     let flow = flow_control::run(&stack, &wire, args.flow_runs).await?;
+    let backlog = behind_backlog::run(&stack, args.backlog_runs).await?;
     let accounting =
         accountant::run(&stack, &wire, args.accountant_jobs, args.accountant_rounds).await?;
     let pages = web_page::run(
@@ -412,7 +417,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --accountant-jobs {} --page-records {} --page-letters {} --catalog-sizes {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --backlog-runs {} --accountant-jobs {} --page-records {} --page-letters {} --catalog-sizes {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -421,6 +426,7 @@ async fn main() -> anyhow::Result<()> {
             args.hol_shorts,
             args.hol_long_seconds,
             args.flow_runs,
+            args.backlog_runs,
             args.accountant_jobs,
             args.page_records,
             args.page_letters,
@@ -447,6 +453,7 @@ async fn main() -> anyhow::Result<()> {
             redrive_section,
             head_of_line_section,
             flow.section(Side::Powertools.label()),
+            backlog.section(Side::Powertools.label()),
             accounting.section(Side::Powertools.label()),
             pages.section(Side::Powertools.label()),
             catalogs.section(Side::Powertools.label()),

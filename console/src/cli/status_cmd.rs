@@ -64,6 +64,15 @@ pub async fn run(a: &StatusArgs, cli: &Globals) -> anyhow::Result<()> {
         println!();
         println!("limits");
         print!("{}", limits_table(&report.limits));
+        for l in &report.limits {
+            let Some(line) = l.line.as_ref().filter(|line| line.waiting > 0) else {
+                continue;
+            };
+            println!("  {} waits by share:", l.limit);
+            for share in &line.shares {
+                println!("    {}", schedkit::ops::limits::describe_share(share));
+            }
+        }
     }
     println!();
     if report.failing_jobs.is_empty() {
@@ -172,7 +181,8 @@ fn print_accounted(a: &status::Accounted) {
     }
 }
 
-/// Each limit: what it allows, its permits in use, its next start, the runs it held back.
+/// Each limit: what it allows, its permits in use, its line, its next start, the runs it
+/// held back.
 fn limits_table(limits: &[schedkit::ops::limits::LimitUse]) -> String {
     let dash = || "-".to_string();
     super::output::table(
@@ -180,6 +190,7 @@ fn limits_table(limits: &[schedkit::ops::limits::LimitUse]) -> String {
             "LIMIT",
             "ALLOWS",
             "IN USE",
+            "WAITING",
             "NEXT START",
             "HELD BACK (5 MIN)",
             "JOBS",
@@ -205,6 +216,10 @@ fn limits_table(limits: &[schedkit::ops::limits::LimitUse]) -> String {
                     l.limit.clone(),
                     allows.join(", "),
                     in_use,
+                    l.line
+                        .as_ref()
+                        .map(schedkit::ops::limits::describe_line)
+                        .unwrap_or_else(dash),
                     l.next_start.clone().unwrap_or_else(dash),
                     l.held_back_5m
                         .map(|n| format!("{n:.0}"))

@@ -94,12 +94,18 @@ fn body(r: &StatusReport) -> Markup {
             section #limits {
                 h2 { "Limits" }
                 table {
-                    thead { tr { th { "Limit" } th { "Allows" } th { "In use" } th { "Next start" } th { "Held back (5 min)" } th { "Jobs" } } }
+                    thead { tr { th { "Limit" } th { "Allows" } th { "In use" } th { "Waiting" } th { "Next start" } th { "Held back (5 min)" } th { "Jobs" } } }
                     tbody { @for l in &r.limits {
                         tr {
                             td { (l.limit) }
                             td { (l.concurrency.map(|n| match &l.per_key { Some(k) => format!("{n} per {k}"), None => format!("{n} at once") }).into_iter().chain(l.rate.clone()).collect::<Vec<_>>().join(", ")) }
                             td.num { (l.in_use.map(|n| n.to_string()).unwrap_or_else(|| "–".into())) }
+                            td.line {
+                                (l.line.as_ref().map(schedkit::ops::limits::describe_line).unwrap_or_else(|| "–".into()))
+                                @if let Some(line) = l.line.as_ref().filter(|line| line.waiting > 0) {
+                                    ul.shares { @for share in &line.shares { li { (schedkit::ops::limits::describe_share(share)) } } }
+                                }
+                            }
                             td { (l.next_start.as_deref().unwrap_or("–")) }
                             td.num { (l.held_back_5m.map(|n| format!("{n:.0}")).unwrap_or_else(|| "n/a".into())) }
                             td { (l.jobs.join(", ")) }

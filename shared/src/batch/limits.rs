@@ -20,7 +20,7 @@ use super::route::Routed;
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::flow::Gate;
-use crate::store::{Permit, PermitRequest};
+use crate::store::{Line, PARKED_FOR, Permit, PermitRequest};
 use crate::telemetry::{Event, Transition};
 
 /// The longest a run waits between two looks at a full gate: short enough that a permit a
@@ -42,6 +42,43 @@ fn full_gate_look(waits: u32, jitter: Duration) -> Duration {
         0 => Duration::from_secs(1),
         _ => Duration::from_secs(1) + jitter.min(span),
     }
+}
+
+/// When a run a full gate refused, and that did not park, looks again.
+fn full_look(line: &Line, waits: u32, jitter: Duration, left: Duration) -> Duration {
+    match line.place {
+        true => full_gate_look(waits, jitter),
+        false => no_place_look(waits, jitter, left),
+    }
+}
+
+/// Why a run a full gate refused looks again on a timer, as its log line says it.
+fn full_why(gate: &Gate, holders: usize, line: &Line) -> String {
+    let limit = gate.concurrency.unwrap_or_default();
+    let place = if line.place { "" } else { ", no place for it" };
+    format!(
+        "`{}` is full: {holders} of {limit} held, {} waiting in line{place}",
+        gate.limit, line.waiting
+    )
+}
+
+/// The run's priority: its message's own (a `fire --priority`), else its job's.
+fn priority_of(envelope: &Envelope, job: &Routed<'_>) -> i32 {
+    let flow = &job.registered.policy.flow;
+    envelope.priority.unwrap_or(flow.priority)
+}
+
+/// When a run that found no place in a full gate's line looks again: 2 s at its first
+/// refusal, then twice as long each time, plus jitter, up to [`PARKED_FOR`] (a parked
+/// run's own bound, which a chain step's heartbeat allows for), never past its `max_wait`
+/// (`left`). It cannot start before the line's
+/// runs, which all come before it, and the line's first run watches for a dead holder;
+/// a backlog beyond the line that looked every few seconds crowded the queue in front of a
+/// quiet tenant's run (`make bench-flow`'s backlog rows).
+fn no_place_look(waits: u32, jitter: Duration, left: Duration) -> Duration {
+    let doubled = Duration::from_secs(2u64 << waits.min(5));
+    let look = (doubled + jitter.min(LONGEST_LOOK)).min(PARKED_FOR);
+    look.min(left).max(Duration::from_secs(1))
 }
 
 /// When a run refused by a gate's rate looks again: at the first whole second (SQS delays
@@ -119,17 +156,15 @@ impl Processor {
         gates: &[Gate],
         t: &Transition<'_>,
     ) -> Step<Permits> {
-        let owner = claim.request.owner.clone();
-        let mut taken = Permits {
-            owner,
-            items: Vec::new(),
-        };
+        let (owner, items) = (claim.request.owner.clone(), Vec::new());
+        let mut taken = Permits { owner, items };
         if gates.is_empty() {
             return Ok(taken);
         }
         let clock = self.inner.config.clock;
         let mut handed_since: Option<i64> = None;
         let skew = self.inner.config.clock_skew;
+        let priority = priority_of(envelope, job);
         for gate in gates {
             let mut waited_here = false;
             let answer = loop {
@@ -141,6 +176,7 @@ impl Processor {
                     concurrency: gate.concurrency,
                     spacing: gate.spacing,
                     share: &gate.share,
+                    priority,
                     now,
                     lease: job.registered.policy.lease,
                     skew,
@@ -279,11 +315,10 @@ impl Processor {
         if let Some(task) = job.step_of.and_then(|c| c.heartbeat_of(envelope)) {
             task.beat().await;
         }
+        // Past its max_wait it comes back to be dead-lettered, not woken.
+        let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
         if let Permit::Full { holders, line } = &refused {
-            // Past its max_wait it comes back to be dead-lettered, not woken.
-            let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
-            let flow = &job.registered.policy.flow;
-            let priority = envelope.priority.unwrap_or(flow.priority);
+            let priority = priority_of(envelope, job);
             let parked = self.park(ctx, gate, line, holders.len(), since, priority, left, t);
             if let Some(outcome) = parked.await {
                 return outcome;
@@ -299,14 +334,8 @@ impl Processor {
             }
             Permit::Full { holders, line } => {
                 let jitter = draws.jitter(LONGEST_LOOK);
-                let why = format!(
-                    "`{}` is full: {} of {} held, {} waiting in line",
-                    gate.limit,
-                    holders.len(),
-                    gate.concurrency.unwrap_or_default(),
-                    line.waiting
-                );
-                (full_gate_look(ctx.delivery.waits(), jitter), why)
+                let look = full_look(&line, ctx.delivery.waits(), jitter, left);
+                (look, full_why(gate, holders.len(), &line))
             }
             Permit::Taken | Permit::Handed { .. } => unreachable!("a refusal"),
         };
@@ -333,6 +362,22 @@ mod tests {
         assert_eq!(full_gate_look(0, s(2)), s(1), "first at once");
         assert_eq!(full_gate_look(4, Duration::ZERO), s(1));
         assert_eq!(full_gate_look(4, s(9)), LONGEST_LOOK, "never later");
+    }
+
+    #[test]
+    fn a_run_with_no_place_in_the_line_looks_again_less_and_less_often() {
+        let s = Duration::from_secs;
+        let looks: Vec<u64> = (0..7)
+            .map(|w| no_place_look(w, Duration::ZERO, Duration::MAX).as_secs())
+            .collect();
+        assert_eq!(looks, [2, 4, 8, 16, 30, 30, 30]);
+        assert_eq!(no_place_look(1, s(2), Duration::MAX), s(6), "jitter on top");
+        assert_eq!(no_place_look(9, s(2), Duration::MAX), PARKED_FOR);
+        assert_eq!(
+            no_place_look(4, s(1), s(5)),
+            s(5),
+            "never past its max_wait"
+        );
     }
 
     #[test]

@@ -15,8 +15,8 @@ use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
 use crate::flow::Gate;
 use crate::store::{
-    GateItem, HANDED, HandOn, Line, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked, Waiter,
-    next_waiter, reservation, served_after,
+    GateItem, HANDED, HandOn, Line, PARKED_FOR, ParkRequest, Parked, Waiter, next_waiter,
+    reservation, served_after,
 };
 use crate::telemetry::{Event, Transition};
 
@@ -118,10 +118,9 @@ impl Processor {
     ) -> Option<Outcome> {
         let limit = gate.concurrency?;
         let receipt = ctx.receipt()?;
-        // Received too often, or the line was full when the gate refused it (a park
+        // Received too often, or no place in the line when the gate refused it (a park
         // would be refused too: a write saved).
-        let full = line.waiting >= MOST_WAITERS && line.since_ms.is_none();
-        if ctx.delivery.receive_count >= PARK_RECEIVES || full {
+        if ctx.delivery.receive_count >= PARK_RECEIVES || !line.place {
             return None;
         }
         let now_ms = self.inner.config.clock.now().timestamp_millis();
@@ -143,6 +142,7 @@ impl Processor {
                 handle: receipt.to_string(),
                 until_ms: now_ms + hide_for.as_millis() as i64,
             },
+            now_ms,
         };
         match self.inner.store.park(req, line.map).await {
             Ok(Parked::Waiting(after)) => {
@@ -245,6 +245,7 @@ mod tests {
             waiting,
             since_ms: None,
             soonest_until_ms: soonest,
+            place: true,
         };
         let at = |l: &Line, left| hiding(l, 10_000, skew, left).as_millis();
         assert_eq!(

@@ -1,7 +1,9 @@
 //! What `schedkit status` and `schedkit jobs` say of the catalog's limits: each gate's
 //! permits in use (from its item: one consistent read a gate), a rate's next start, and the
-//! runs held back in the last five minutes (the `Throttled` metric: a waiting run is a
-//! delayed message on the jobs queue, not an item, so it is counted where it is counted).
+//! runs held back in the last five minutes (the `Throttled` metric), and the gate's line:
+//! who waits, for how long, of which fair share, and who gets the next permit. A run
+//! beyond the line (more than it keeps) is a delayed message on the jobs queue, not an
+//! item, so it is counted by the metric alone.
 
 use aws_sdk_cloudwatch::types::{Dimension, Statistic};
 use chrono::{DateTime, Utc};
@@ -12,7 +14,7 @@ use super::stage::Stage;
 use crate::aws::{AwsResultExt, SdkConfig};
 use crate::catalog::{Catalog, Job};
 use crate::flow::Gate;
-use crate::store::{KEY_ATTRIBUTE, gate_item};
+use crate::store::{GateItem, KEY_ATTRIBUTE, gate_item, next_waiter};
 
 /// One limit as the stage holds it now.
 #[derive(Debug, Clone, Serialize)]
@@ -38,6 +40,136 @@ pub struct LimitUse {
     pub next_start: Option<String>,
     /// Runs held back by it in the last five minutes (`Throttled`); None without data.
     pub held_back_5m: Option<f64>,
+    /// Its line: the runs parked for a permit; None for a rate or a limit per key.
+    pub line: Option<LineUse>,
+}
+
+/// A gate's line of waiting runs, as `status` and the page show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LineUse {
+    /// Runs parked in it.
+    pub waiting: usize,
+    /// How long the longest waiting has waited, whole seconds.
+    pub longest_wait_s: u64,
+    /// The run the next permit goes to, and why it comes first.
+    pub next: Option<NextUp>,
+    /// Each fair share that holds or waits: shares with waiters first, most waiting first.
+    pub shares: Vec<ShareUse>,
+}
+
+/// The waiter the next permit is handed on to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextUp {
+    /// Its execution key.
+    pub key: String,
+    /// Its fair share (the job's name for a limit without `fair`).
+    pub share: String,
+    /// Its priority, as sent (aging lifts it in the line, not here).
+    pub priority: i32,
+    /// How long it has waited, whole seconds.
+    pub waited_s: u64,
+}
+
+/// One fair share of a gate: what it holds and what of it waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ShareUse {
+    /// The share: the rendered `fair` key, or the job's name.
+    pub share: String,
+    /// Permits its runs hold now (reservations for woken runs included).
+    pub holding: usize,
+    /// Its runs in the line.
+    pub waiting: usize,
+    /// How long its longest waiting run has waited, whole seconds.
+    pub longest_wait_s: u64,
+    /// The highest priority among its waiting runs (0 when none waits).
+    pub top_priority: i32,
+}
+
+/// The line of `item` at `now_ms`, with the next run picked by the rule the wakers use.
+pub fn line_of(item: &GateItem, now_ms: i64) -> LineUse {
+    let secs = |since_ms: i64| ((now_ms - since_ms).max(0) / 1000) as u64;
+    let mut shares: Vec<ShareUse> = Vec::new();
+    let mut share = |name: &str| -> usize {
+        match shares.iter().position(|s| s.share == name) {
+            Some(i) => i,
+            None => {
+                shares.push(ShareUse {
+                    share: name.to_string(),
+                    holding: 0,
+                    waiting: 0,
+                    longest_wait_s: 0,
+                    top_priority: i32::MIN,
+                });
+                shares.len() - 1
+            }
+        }
+    };
+    let mut at = Vec::new();
+    for holder in item.holders.values() {
+        at.push((share(&holder.share), None));
+    }
+    for waiter in item.waiters.values() {
+        at.push((share(&waiter.share), Some(waiter)));
+    }
+    for (i, waiter) in at {
+        let s = &mut shares[i];
+        match waiter {
+            None => s.holding += 1,
+            Some(w) => {
+                s.waiting += 1;
+                s.longest_wait_s = s.longest_wait_s.max(secs(w.since_ms));
+                s.top_priority = s.top_priority.max(w.priority);
+            }
+        }
+    }
+    for s in &mut shares {
+        if s.waiting == 0 {
+            s.top_priority = 0;
+        }
+    }
+    shares.sort_by(|a, b| (b.waiting, &a.share).cmp(&(a.waiting, &b.share)));
+    LineUse {
+        waiting: item.waiters.len(),
+        longest_wait_s: shares.iter().map(|s| s.longest_wait_s).max().unwrap_or(0),
+        next: next_waiter(item, now_ms).map(|(key, w)| NextUp {
+            key: key.clone(),
+            share: w.share.clone(),
+            priority: w.priority,
+            waited_s: secs(w.since_ms),
+        }),
+        shares,
+    }
+}
+
+/// A share in words: `acme: 4 held, 60 waiting (longest 12 s, priority 5)`.
+pub fn describe_share(share: &ShareUse) -> String {
+    let mut out = format!("{}: {} held", share.share, share.holding);
+    if share.waiting > 0 {
+        let priority = match share.top_priority {
+            0 => String::new(),
+            p => format!(", priority {p}"),
+        };
+        out += &format!(
+            ", {} waiting (longest {} s{priority})",
+            share.waiting, share.longest_wait_s
+        );
+    }
+    out
+}
+
+/// A line in words, for a table's cell: `3 (longest 12 s); next: run-7 of acme`.
+pub fn describe_line(line: &LineUse) -> String {
+    let Some(next) = &line.next else {
+        return "none".to_string();
+    };
+    let priority = match next.priority {
+        0 => String::new(),
+        p => format!(", priority {p}"),
+    };
+    format!(
+        "{} (longest {} s); next: {} of {}{priority}",
+        line.waiting, line.longest_wait_s, next.key, next.share
+    )
 }
 
 /// The limits of `catalog` as the stage holds them.
@@ -59,6 +191,7 @@ pub async fn gather(
             lapsed: None,
             next_start: None,
             held_back_5m: held_back(sdk, &target.stage, &limit).await,
+            line: None,
         };
         if let Some(gate) = gate {
             let item = ddb
@@ -79,6 +212,7 @@ pub async fn gather(
             let live = item.holders.values().filter(|h| h.until_ms >= now).count();
             row.in_use = gate.concurrency.map(|_| live);
             row.lapsed = gate.concurrency.map(|_| item.holders.len() - live);
+            row.line = gate.concurrency.map(|_| line_of(&item, now));
             row.next_start = item
                 .next_start_ms
                 .filter(|t| *t > now)
@@ -194,5 +328,78 @@ pub fn describe(job: &Job) -> String {
         (true, _) => String::new(),
         (false, Some(w)) => format!("{}; waits at most {} s", parts.join(", "), w.as_secs()),
         (false, None) => parts.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Holder, Waiter};
+
+    fn holder(share: &str) -> Holder {
+        Holder {
+            owner: "w:1".into(),
+            until_ms: 100_000,
+            share: share.into(),
+        }
+    }
+
+    fn waiter(share: &str, since_ms: i64, priority: i32) -> Waiter {
+        Waiter {
+            since_ms,
+            priority,
+            share: share.into(),
+            handle: "h".into(),
+            until_ms: since_ms + 30_000,
+        }
+    }
+
+    #[test]
+    fn a_line_shows_each_share_and_the_run_the_next_permit_goes_to() {
+        let mut item = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        for (i, key) in ["a-1", "a-2", "a-3", "a-4"].iter().enumerate() {
+            let h = holder("acme");
+            item.holders.insert(key.to_string(), h);
+            item.waiters
+                .insert(format!("a-{}", i + 5), waiter("acme", 1_000 + i as i64, 0));
+        }
+        item.waiters.insert("b-1".into(), waiter("bolt", 40_000, 0));
+        let line = line_of(&item, 60_000);
+        assert_eq!((line.waiting, line.longest_wait_s), (5, 59));
+        let next = line.next.clone().unwrap();
+        assert_eq!(
+            (next.key.as_str(), next.share.as_str(), next.waited_s),
+            ("b-1", "bolt", 20),
+            "the quiet share holds nothing: its run comes first"
+        );
+        let shares: Vec<(&str, usize, usize, u64)> = line
+            .shares
+            .iter()
+            .map(|s| (s.share.as_str(), s.holding, s.waiting, s.longest_wait_s))
+            .collect();
+        assert_eq!(shares, [("acme", 4, 4, 59), ("bolt", 0, 1, 20)]);
+        assert_eq!(describe_line(&line), "5 (longest 59 s); next: b-1 of bolt");
+        // Aged 5 levels after 59 s, acme's oldest waits at priority 5: urgent is above it.
+        item.waiters
+            .insert("urgent".into(), waiter("acme", 59_000, 10));
+        let line = line_of(&item, 60_000);
+        assert_eq!(
+            describe_line(&line),
+            "6 (longest 59 s); next: urgent of acme, priority 10"
+        );
+        assert_eq!(line.shares[0].top_priority, 10);
+        let words: Vec<String> = line.shares.iter().map(describe_share).collect();
+        assert_eq!(
+            words,
+            [
+                "acme: 4 held, 5 waiting (longest 59 s, priority 10)",
+                "bolt: 0 held, 1 waiting (longest 20 s)"
+            ]
+        );
+        assert_eq!(describe_line(&line_of(&GateItem::default(), 0)), "none");
     }
 }

@@ -394,6 +394,7 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     let store = MemoryStore::new(Arc::new(NoFaults));
     let permit = |key: &'static str, owner: &'static str, now: &str| PermitRequest {
         share: "",
+        priority: 0,
         item: ".schedkit/concurrency/export/a",
         key,
         owner,

@@ -9,7 +9,8 @@ use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::gate_item::{GateItem, gate_as_item, gate_item};
 use super::memory::{Change, MemoryStore};
 use super::waiters::{
-    HandOn, LineWrite, ParkRequest, Parked, hand_on_write, park_refused, park_write, reservation,
+    HandOn, LineWrite, ParkRequest, Parked, bumped, hand_on_write, park_refused, park_write,
+    reservation,
 };
 use super::{DynamoStore, StoreError};
 
@@ -31,26 +32,40 @@ trait LineRequests {
 }
 
 /// Parks the run in the gate's line ([`park_write`]), creating the line if the gate has
-/// none yet; `map`: whether it had one when the run was refused.
+/// none yet; `map`: whether it had one when the run was refused. A full line gives the
+/// place of the waiter that comes last up to a run that comes before it ([`bumped`]).
 async fn park(
     store: &impl LineRequests,
     req: &ParkRequest<'_>,
     mut map: bool,
 ) -> Result<Parked, StoreError> {
+    let mut bump: Option<(String, String)> = None;
     for _ in 0..TRIES {
-        let write = park_write(req, map);
+        let write = park_write(req, map, bump.as_ref());
+        let out = bump.as_ref().map(|(key, _)| key.clone());
         let apply = |gate: &mut GateItem| {
             gate.has_waiters = true;
+            if let Some(out) = &out {
+                gate.waiters.remove(out);
+            }
             gate.waiters.insert(req.key.to_string(), req.waiter.clone());
         };
         match store.write("park", None, req.item, write, apply).await? {
             Ok(after) => return Ok(Parked::Waiting(after)),
-            Err(seen) => {
-                if let Some(found) = park_refused(req, &seen) {
-                    return Ok(found);
+            Err(seen) => match park_refused(req, &seen) {
+                Some(Parked::Crowded) => {
+                    bump = bumped(&seen, req.key, &req.waiter, req.now_ms);
+                    if bump.is_none() {
+                        return Ok(Parked::Crowded);
+                    }
+                    map = seen.has_waiters;
                 }
-                map = seen.has_waiters;
-            }
+                Some(found) => return Ok(found),
+                None => {
+                    bump = None;
+                    map = seen.has_waiters;
+                }
+            },
         }
     }
     Ok(Parked::Crowded)

@@ -46,6 +46,8 @@ pub struct PermitRequest<'a> {
     pub spacing: Option<Duration>,
     /// The run's fair share of the gate (see [`super::waiters::next_waiter`]).
     pub share: &'a str,
+    /// Its priority: where it would stand in the gate's line.
+    pub priority: i32,
     /// When.
     pub now: DateTime<Utc>,
     /// The run's lease: until when its entry surely holds without a look at its record.
@@ -93,12 +95,27 @@ pub struct Line {
     /// The soonest a holder's lease hint runs out, epoch ms: when the first run in the
     /// line looks whether that holder is gone (no release would wake it).
     pub soonest_until_ms: Option<i64>,
+    /// Whether the run would find a place in the line: it is in it, the line has room, or
+    /// it comes before the waiter that comes last (whose place it takes,
+    /// [`super::waiters::bumped`]). A run without one looks again on a timer, unwritten.
+    pub place: bool,
 }
 
 impl Line {
-    /// The line of `item`, as the run `key` finds it.
-    pub(crate) fn of(item: &GateItem, key: &str) -> Line {
+    /// The line of `item`, as the run that asks (`req`) finds it.
+    pub(crate) fn of(item: &GateItem, req: &PermitRequest<'_>) -> Line {
+        let key = req.key;
+        let now_ms = req.now.timestamp_millis();
         let since_ms = item.waiters.get(key).map(|w| w.since_ms);
+        let newcomer = Waiter {
+            since_ms: now_ms,
+            priority: req.priority,
+            share: req.share.to_string(),
+            handle: String::new(),
+            until_ms: now_ms,
+        };
+        let full = item.waiters.len() >= super::waiters::MOST_WAITERS && since_ms.is_none();
+        let place = !full || super::waiters::bumped(item, key, &newcomer, now_ms).is_some();
         let before = |(k, w): &(&String, &Waiter)| match since_ms {
             Some(mine) => k.as_str() != key && (w.since_ms, k.as_str()) < (mine, key),
             None => true,
@@ -108,6 +125,7 @@ impl Line {
             waiting: item.waiters.iter().filter(before).count(),
             since_ms,
             soonest_until_ms: item.holders.values().map(|h| h.until_ms).min(),
+            place,
         }
     }
 }
@@ -275,7 +293,7 @@ pub(crate) async fn take_permit(
             let queued = !mine && !in_line && waiting > 0 && req.concurrency.is_some();
             if item.counted && (!room || queued) {
                 let holders = item.holders.keys().cloned().collect();
-                let line = Line::of(item, req.key);
+                let line = Line::of(item, req);
                 return Ok(Permit::Full { holders, line });
             }
         }
@@ -302,7 +320,7 @@ pub(crate) async fn take_permit(
         },
         true => Permit::Full {
             holders: item.holders.keys().cloned().collect(),
-            line: Line::of(&item, req.key),
+            line: Line::of(&item, req),
         },
     })
 }
@@ -525,6 +543,7 @@ mod tests {
     fn request<'a>(key: &'a str, now: DateTime<Utc>) -> PermitRequest<'a> {
         PermitRequest {
             share: "",
+            priority: 0,
             item: ".schedkit/limit/partner",
             key,
             owner: "w:1",
@@ -685,7 +704,9 @@ mod tests {
             ..GateItem::default()
         };
         item.waiters.insert("lone".into(), waiter(1_000));
-        let lone = Line::of(&item, "lone");
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let of = |item: &GateItem, key| Line::of(item, &request(key, now));
+        let lone = of(&item, "lone");
         assert_eq!(
             (lone.waiting, lone.since_ms),
             (0, Some(1_000)),
@@ -693,8 +714,8 @@ mod tests {
         );
         item.waiters.insert("later".into(), waiter(2_000));
         item.waiters.insert("earlier".into(), waiter(500));
-        assert_eq!(Line::of(&item, "lone").waiting, 1, "one waited longer");
-        assert_eq!(Line::of(&item, "later").waiting, 2);
-        assert_eq!(Line::of(&item, "newcomer").waiting, 3, "not in line: all");
+        assert_eq!(of(&item, "lone").waiting, 1, "one waited longer");
+        assert_eq!(of(&item, "later").waiting, 2);
+        assert_eq!(of(&item, "newcomer").waiting, 3, "not in line: all");
     }
 }

@@ -59,22 +59,53 @@ impl Waiter {
     }
 }
 
-/// The waiter that gets the next permit: the highest aged priority; among equals, the one
-/// whose share holds fewest permits now, then whose share was served longest ago (so the
-/// shares take turns: a key with a thousand waiting runs and a key with one share the gate
-/// evenly); then the longest waiting; then by key, so that every waker picks the same one
-/// from the same gate.
-pub fn next_waiter(item: &GateItem, now_ms: i64) -> Option<(&String, &Waiter)> {
+/// The order a line serves its waiters in (the least first): the highest aged priority;
+/// among equals, the one whose share holds fewest permits now, then whose share was served
+/// longest ago (so the shares take turns: a key with a thousand waiting runs and a key with
+/// one share the gate evenly); then the longest waiting; then by key, so that every waker
+/// picks the same one from the same gate.
+type Turn<'a> = (i64, usize, i64, i64, &'a str);
+
+fn turn<'a>(
+    item: &'a GateItem,
+    now_ms: i64,
+) -> impl Fn(&(&'a String, &'a Waiter)) -> Turn<'a> + 'a {
     let mut held: HashMap<&str, usize> = HashMap::new();
     for holder in item.holders.values() {
         *held.entry(holder.share.as_str()).or_default() += 1;
     }
     let top = item.waiters.values().map(|w| w.priority).max().unwrap_or(0);
-    item.waiters.iter().min_by_key(|(key, w)| {
+    move |(key, w)| {
         let held = held.get(w.share.as_str()).copied().unwrap_or(0);
         let served = item.served.get(&w.share).copied().unwrap_or(0);
         (-w.aged(now_ms, top), held, served, w.since_ms, key.as_str())
-    })
+    }
+}
+
+/// The waiter that gets the next permit: the first in the line's order ([`turn`]).
+pub fn next_waiter(item: &GateItem, now_ms: i64) -> Option<(&String, &Waiter)> {
+    item.waiters.iter().min_by_key(turn(item, now_ms))
+}
+
+/// The waiter a full line gives its place up to the run `key` (waiting as `waiter`) for,
+/// as (its key, its handle): the one that comes last once the newcomer is in the line,
+/// unless that is the newcomer itself. So a full line never keeps out a quiet share's run
+/// or a higher priority for a backlog's: the run put out of the line keeps its hidden
+/// message, comes back when its hiding runs out and looks again like any run. None while
+/// the line has room or the run is in it.
+pub fn bumped(
+    item: &GateItem,
+    key: &str,
+    waiter: &Waiter,
+    now_ms: i64,
+) -> Option<(String, String)> {
+    if item.waiters.len() < MOST_WAITERS || item.waiters.contains_key(key) {
+        return None;
+    }
+    let mut with = item.clone();
+    with.waiters.insert(key.to_string(), waiter.clone());
+    let (last, w) = with.waiters.iter().max_by_key(turn(&with, now_ms))?;
+    (last != key).then(|| (last.clone(), w.handle.clone()))
 }
 
 /// How long past its hiding a waiter's entry is taken for gone: its message came back by
@@ -110,6 +141,8 @@ pub struct ParkRequest<'a> {
     pub limit: u32,
     /// Its entry.
     pub waiter: Waiter,
+    /// When, epoch ms: the line's order ages its waiters by it.
+    pub now_ms: i64,
 }
 
 /// What parking found.
@@ -121,7 +154,7 @@ pub enum Parked {
     Waiting(GateItem),
     /// The gate has room and no one waits for it: the run may take a permit now.
     Room,
-    /// The line is full: the run looks again later.
+    /// The line is full of runs that come before it: the run looks again later.
     Crowded,
 }
 
@@ -140,8 +173,13 @@ pub(crate) struct LineWrite {
 /// The write that parks a run, for the gate as last seen (`map`: whether its item has a
 /// `waiters` map; DynamoDB refuses a path into a map that does not exist): the run's entry
 /// written (again, with a new handle, if it waits already), while the gate is full or
-/// others wait before it, and the line has room.
-pub(crate) fn park_write(req: &ParkRequest<'_>, map: bool) -> LineWrite {
+/// others wait before it, and the line has room or gives up the place of `bump` (the
+/// waiter that comes last, [`bumped`], as key and handle: still the entry read).
+pub(crate) fn park_write(
+    req: &ParkRequest<'_>,
+    map: bool,
+    bump: Option<&(String, String)>,
+) -> LineWrite {
     let entry = waiter_value(&req.waiter);
     let held = "(attribute_exists(#holders) AND size(#holders) >= :limit)";
     if !map {
@@ -154,17 +192,29 @@ pub(crate) fn park_write(req: &ParkRequest<'_>, map: bool) -> LineWrite {
             condition,
         };
     }
-    let condition = Condition::new(format!(
+    let waits = format!(
         "attribute_exists(#waiters) AND ({held} OR size(#waiters) > :one \
-         OR (size(#waiters) = :one AND attribute_not_exists(#waiters.#me))) \
-         AND (size(#waiters) < :most OR attribute_exists(#waiters.#me))"
-    ))
+         OR (size(#waiters) = :one AND attribute_not_exists(#waiters.#me)))"
+    );
+    let condition = match bump {
+        None => Condition::new(format!(
+            "{waits} AND (size(#waiters) < :most OR attribute_exists(#waiters.#me))"
+        ))
+        .value(":most", n(MOST_WAITERS as i64)),
+        Some((out, handle)) => Condition::new(format!(
+            "{waits} AND attribute_not_exists(#waiters.#me) AND #waiters.#out.#handle = :out"
+        ))
+        .name("#out", out)
+        .value(":out", s(handle)),
+    }
     .name("#me", req.key)
     .value(":limit", n(i64::from(req.limit)))
-    .value(":one", n(1))
-    .value(":most", n(MOST_WAITERS as i64));
+    .value(":one", n(1));
     LineWrite {
-        update: "SET #waiters.#me = :entry",
+        update: match bump {
+            None => "SET #waiters.#me = :entry",
+            Some(_) => "REMOVE #waiters.#out SET #waiters.#me = :entry",
+        },
         values: vec![(":entry", entry)],
         condition,
     }
@@ -333,6 +383,49 @@ mod tests {
         };
         assert_eq!(next(49_000), "new-high", "5 levels up, the old one aged 4");
         assert_eq!(next(61_000), "old-low", "aged 6 levels after 60 s");
+    }
+
+    #[test]
+    fn a_full_line_gives_the_last_place_up_to_a_quiet_share_or_a_higher_priority() {
+        let mut gate = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        gate.holders.insert("a-held".into(), holder("a"));
+        for i in 0..MOST_WAITERS as i64 {
+            gate.waiters
+                .insert(format!("a{i:02}"), waiter(1_000 + i, 0, "a"));
+        }
+        let now = 2_000;
+        let last = format!("a{:02}", MOST_WAITERS - 1);
+        let handle = gate.waiters[&last].handle.clone();
+        assert_eq!(
+            bumped(&gate, "b1", &waiter(now, 0, "b"), now),
+            Some((last.clone(), handle.clone())),
+            "b holds nothing: its run takes the place of a's newest"
+        );
+        assert_eq!(
+            bumped(&gate, "urgent", &waiter(now, 5, "a"), now),
+            Some((last.clone(), handle)),
+            "a higher priority takes it too"
+        );
+        assert_eq!(
+            bumped(&gate, "a-new", &waiter(now, 0, "a"), now),
+            None,
+            "a's next run comes after a's waiting ones: no place"
+        );
+        assert_eq!(
+            bumped(&gate, "a00", &waiter(now, 0, "a"), now),
+            None,
+            "in it"
+        );
+        gate.waiters.remove(&last);
+        assert_eq!(
+            bumped(&gate, "a-new", &waiter(now, 0, "a"), now),
+            None,
+            "room"
+        );
     }
 
     #[test]

@@ -411,6 +411,7 @@ pub(super) async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<S
         let taken = store
             .take_permit(PermitRequest {
                 share: "",
+                priority: 0,
                 item,
                 key: &key,
                 owner: "probe:1",

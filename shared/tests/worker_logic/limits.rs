@@ -464,6 +464,7 @@ async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
     };
     let take = |key: &'static str, owner: &'static str, now| PermitRequest {
         share: "",
+        priority: 0,
         item: ".schedkit/concurrency/export/a",
         key,
         owner,
@@ -713,6 +714,7 @@ async fn a_taker_drops_only_the_dead_holders_it_needs() {
             store
                 .take_permit(PermitRequest {
                     share: "",
+                    priority: 0,
                     item,
                     key: &key,
                     owner: &owner,
