@@ -136,6 +136,7 @@ async fn a_rerun_that_could_not_start_its_execution_is_audited_with_what_it_reco
         cancelled: None,
         skipped: None,
         late_attempt: None,
+        waiting_since: None,
         expires_at: chrono::Utc::now().timestamp() + 3600,
     };
     stack.put_record(&paused).await.unwrap();

@@ -508,6 +508,7 @@ async fn a_pause_an_earlier_version_recorded_still_counts_until_resumed() {
             cancelled: None,
             skipped: None,
             late_attempt: None,
+            waiting_since: None,
             expires_at: Utc::now().timestamp() + 3600,
         })
         .await

@@ -539,6 +539,7 @@ async fn a_rerun_runs_a_step_its_jobs_overlap_policy_once_skipped() {
             cancelled: None,
             skipped: None,
             late_attempt: None,
+            waiting_since: None,
             expires_at: chrono::Utc::now().timestamp() + 3600,
         })
         .await

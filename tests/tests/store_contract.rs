@@ -325,6 +325,7 @@ async fn script(
                 .take_permit(schedkit::store::PermitRequest {
                     share: "s",
                     priority: 0,
+                    since_ms: None,
                     item: &item,
                     key: &k,
                     owner: &o,
@@ -391,6 +392,7 @@ async fn script(
                 .take_permit(schedkit::store::PermitRequest {
                     share: "s",
                     priority: 0,
+                    since_ms: None,
                     item: &item,
                     key: &k,
                     owner: &owner(&k.replace(&format!("{p}-"), "")),
@@ -493,6 +495,7 @@ async fn script(
         .take_permit(schedkit::store::PermitRequest {
             share: "a",
             priority: 0,
+            since_ms: None,
             item: &crowd,
             key: &key("c-held"),
             owner: &owner("c-held"),

@@ -85,6 +85,13 @@ impl Delivery {
             .flatten()
     }
 
+    /// Since when (epoch ms) the run has waited for its job's limits, and for which attempt,
+    /// as the copy says, whichever attempt that was.
+    pub(crate) fn waiting_since_any(&self) -> Option<(u32, i64)> {
+        let (of, since) = self.text(WAITING_SINCE)?.split_once('@')?;
+        Some((of.parse().ok()?, since.parse().ok()?))
+    }
+
     /// How many times the run has looked so far: this copy's receives and the waits of the
     /// copies before it.
     pub(crate) fn looks(&self) -> u32 {

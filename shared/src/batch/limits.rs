@@ -20,7 +20,7 @@ use super::route::Routed;
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::flow::Gate;
-use crate::store::{Line, PARKED_FOR, Permit, PermitRequest};
+use crate::store::{ExecutionRecord, Line, PARKED_FOR, Permit, PermitRequest};
 use crate::telemetry::{Event, Transition};
 
 /// The longest a run waits between two looks at a full gate: short enough that a permit a
@@ -62,8 +62,21 @@ fn full_why(gate: &Gate, holders: usize, line: &Line) -> String {
     )
 }
 
+/// Since when (epoch ms) the claimed run's attempt has waited for its limits, as its
+/// message's copy says (a run sent back to look again) or its record (every refusal gives
+/// the claim back with it: the one memory that outlives a run put out of a gate's line, or
+/// a hidden message that came back by itself); None before its first refusal.
+pub(super) fn known_since(ctx: &MessageCtx<'_>, claim: &Claim) -> Option<i64> {
+    let attempt = claim.record.attempt;
+    let recorded = claim.before.as_ref().and_then(|b| b.waiting_since(attempt));
+    [ctx.delivery.waiting_since(attempt), recorded]
+        .into_iter()
+        .flatten()
+        .min()
+}
+
 /// The run's priority: its message's own (a `fire --priority`), else its job's.
-fn priority_of(envelope: &Envelope, job: &Routed<'_>) -> i32 {
+pub(super) fn priority_of(envelope: &Envelope, job: &Routed<'_>) -> i32 {
     let flow = &job.registered.policy.flow;
     envelope.priority.unwrap_or(flow.priority)
 }
@@ -75,7 +88,7 @@ fn priority_of(envelope: &Envelope, job: &Routed<'_>) -> i32 {
 /// runs, which all come before it, and the line's first run watches for a dead holder;
 /// a backlog beyond the line that looked every few seconds crowded the queue in front of a
 /// quiet tenant's run (`make bench-flow`'s backlog rows).
-fn no_place_look(waits: u32, jitter: Duration, left: Duration) -> Duration {
+pub(super) fn no_place_look(waits: u32, jitter: Duration, left: Duration) -> Duration {
     let doubled = Duration::from_secs(2u64 << waits.min(5));
     let look = (doubled + jitter.min(LONGEST_LOOK)).min(PARKED_FOR);
     look.min(left).max(Duration::from_secs(1))
@@ -164,7 +177,7 @@ impl Processor {
         let clock = self.inner.config.clock;
         let mut handed_since: Option<i64> = None;
         let skew = self.inner.config.clock_skew;
-        let priority = priority_of(envelope, job);
+        let (priority, since_ms) = (priority_of(envelope, job), known_since(ctx, claim));
         for gate in gates {
             let mut waited_here = false;
             let answer = loop {
@@ -177,6 +190,7 @@ impl Processor {
                     spacing: gate.spacing,
                     share: &gate.share,
                     priority,
+                    since_ms,
                     now,
                     lease: job.registered.policy.lease,
                     skew,
@@ -284,7 +298,7 @@ impl Processor {
             Permit::Full { line, .. } => line.since_ms,
             _ => None,
         };
-        let since = [ctx.delivery.waiting_since(attempt), in_line]
+        let since = [known_since(ctx, claim), in_line]
             .into_iter()
             .flatten()
             .min()
@@ -303,11 +317,12 @@ impl Processor {
             let reason = DeadLetterReason::LimitWait;
             return self.fail_unrun(ctx, job, claim, reason, &error, t).await;
         }
-        let given = self
-            .inner
-            .store
-            .give_back(&claim.record, claim.before.as_ref(), &claim.request)
-            .await;
+        // The record remembers since when the attempt waits (see `known_since`).
+        let mut restored = ExecutionRecord::given_back(claim.before.as_ref(), &claim.request);
+        restored.waiting_since = Some(format!("{attempt}@{since}"));
+        let store = &self.inner.store;
+        let given = store.give_back(&claim.record, Some(&restored), &claim.request);
+        let given = given.await;
         if let Err(e) = given {
             return self.claim_not_given_back(ctx, t, e).await;
         }
@@ -333,6 +348,10 @@ impl Processor {
                 (rate_look(next_start_ms, now_ms, jitter), why)
             }
             Permit::Full { holders, line } => {
+                if !line.place {
+                    let priority = priority_of(envelope, job);
+                    self.inner.no_place.note(&gate.item, &gate.share, priority);
+                }
                 let jitter = draws.jitter(LONGEST_LOOK);
                 let look = full_look(&line, ctx.delivery.waits(), jitter, left);
                 (look, full_why(gate, holders.len(), &line))

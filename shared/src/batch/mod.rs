@@ -13,6 +13,8 @@ mod key;
 mod lease;
 mod limits;
 mod line;
+mod no_place;
+mod no_place_seen;
 mod outcome;
 mod parse;
 mod pipeline;
@@ -25,7 +27,7 @@ mod visibility;
 
 pub use chains::Chains;
 pub use delivery::Delivery;
-pub use delivery::WAITS;
+pub use delivery::{WAITING_SINCE, WAITS};
 pub use failure_streak::{AutoPause, PAUSED_BY_WORKER};
 pub use outcome::{MessageReport, Outcome, batch_response};
 pub use processor::{Processor, ProcessorConfig, UNKNOWN_JOB};

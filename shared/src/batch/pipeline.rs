@@ -6,7 +6,8 @@
 //!    message to its registered job (unknown → DLQ), as a chain's step when it is one (a
 //!    step that does not match its step → DLQ);
 //! 3. [`key`](super::key): the run's execution key (unusable → DLQ);
-//! 4. [`claim`](super::claim): the run claimed in the store; a decided run, a run in
+//! 4. [`no_place`](super::no_place): a run this worker knows has no place in a full
+//!    gate's line is sent back unclaimed; then [`claim`](super::claim): the run claimed in the store; a decided run, a run in
 //!    progress elsewhere and a key conflict are answered there;
 //! 5. [`admit`](super::admit): the job's overlap slot (enter, wait, or skip), then
 //!    [`limits`](super::limits): a permit of each of its flow-control gates (or wait);
@@ -143,6 +144,7 @@ impl Processor {
         async {
             let t = ctx.transition(envelope, run_key);
             let gates = self.gates(ctx, envelope, &job, &t).await?;
+            self.no_place(ctx, envelope, &job, &gates, &t).await?;
             let claim = self
                 .claim(ctx, envelope, &job, &t)
                 .instrument(tracing::info_span!("claim"))

@@ -21,6 +21,7 @@ use super::chains::Chains;
 use super::delivery::Delivery;
 use super::draws::Draws;
 use super::failure_streak::{AutoPause, FailureStreaks};
+use super::no_place_seen::NoPlace;
 use super::outcome::{MessageReport, Outcome};
 use crate::clock::Clock;
 use crate::job::Registry;
@@ -74,6 +75,8 @@ pub(super) struct Inner {
     pub(super) metrics: Metrics,
     pub(super) streaks: FailureStreaks,
     pub(super) draws: Draws,
+    /// Gates whose lines this worker found no place in, lately.
+    pub(super) no_place: Arc<NoPlace>,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -118,6 +121,7 @@ impl Processor {
                 config,
                 metrics,
                 draws: Draws::Thread,
+                no_place: Arc::default(),
             }),
         }
     }

@@ -95,6 +95,9 @@ pub struct MemoryState {
 }
 
 /// One write the store applied, as a stream of the table shows it.
+// A record's images are the large variant: the stream is the tests' and the simulation's
+// (a few thousand changes a seed), and its readers match on it by value.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
     /// An execution record written: its image before and after, and the request's name.

@@ -395,6 +395,7 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
     let permit = |key: &'static str, owner: &'static str, now: &str| PermitRequest {
         share: "",
         priority: 0,
+        since_ms: None,
         item: ".schedkit/concurrency/export/a",
         key,
         owner,

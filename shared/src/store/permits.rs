@@ -48,6 +48,8 @@ pub struct PermitRequest<'a> {
     pub share: &'a str,
     /// Its priority: where it would stand in the gate's line.
     pub priority: i32,
+    /// Since when it has waited (epoch ms), when it waited before: where it would stand.
+    pub since_ms: Option<i64>,
     /// When.
     pub now: DateTime<Utc>,
     /// The run's lease: until when its entry surely holds without a look at its record.
@@ -86,9 +88,10 @@ pub enum Permit {
 pub struct Line {
     /// Whether the gate's item has a `waiters` map.
     pub map: bool,
-    /// How many wait before the run that asked: all of them for a run not in the line,
-    /// those that have waited longer for one in it (its own entry never counts, or a
-    /// lone waiter looking again would take itself for second and stop watching).
+    /// How many wait before the run that asked: those that have waited longer (since its
+    /// entry's time, or since the request says it waits, or now). Its own entry never
+    /// counts, or a lone waiter looking again would take itself for second and stop
+    /// watching; the one none waits before watches for a dead holder.
     pub waiting: usize,
     /// Since when the run that asked waits in it, epoch ms, if it does.
     pub since_ms: Option<i64>,
@@ -107,8 +110,12 @@ impl Line {
         let key = req.key;
         let now_ms = req.now.timestamp_millis();
         let since_ms = item.waiters.get(key).map(|w| w.since_ms);
+        let mine = since_ms.or(req.since_ms).unwrap_or(now_ms);
+        let before = |(k, w): &(&String, &Waiter)| {
+            k.as_str() != key && (w.since_ms, k.as_str()) < (mine, key)
+        };
         let newcomer = Waiter {
-            since_ms: now_ms,
+            since_ms: mine,
             priority: req.priority,
             share: req.share.to_string(),
             handle: String::new(),
@@ -116,10 +123,6 @@ impl Line {
         };
         let full = item.waiters.len() >= super::waiters::MOST_WAITERS && since_ms.is_none();
         let place = !full || super::waiters::bumped(item, key, &newcomer, now_ms).is_some();
-        let before = |(k, w): &(&String, &Waiter)| match since_ms {
-            Some(mine) => k.as_str() != key && (w.since_ms, k.as_str()) < (mine, key),
-            None => true,
-        };
         Line {
             map: item.has_waiters,
             waiting: item.waiters.iter().filter(before).count(),
@@ -544,6 +547,7 @@ mod tests {
         PermitRequest {
             share: "",
             priority: 0,
+            since_ms: None,
             item: ".schedkit/limit/partner",
             key,
             owner: "w:1",
@@ -717,5 +721,47 @@ mod tests {
         assert_eq!(of(&item, "lone").waiting, 1, "one waited longer");
         assert_eq!(of(&item, "later").waiting, 2);
         assert_eq!(of(&item, "newcomer").waiting, 3, "not in line: all");
+        let old = PermitRequest {
+            since_ms: Some(100),
+            ..request("old-newcomer", now)
+        };
+        assert_eq!(
+            Line::of(&item, &old).waiting,
+            0,
+            "waited longest: it watches"
+        );
+    }
+
+    #[test]
+    fn a_run_that_waited_long_has_a_place_in_a_full_line_a_new_one_has_not() {
+        let now: DateTime<Utc> = "2026-12-01T12:00:00Z".parse().unwrap();
+        let ms = now.timestamp_millis();
+        let mut item = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        for i in 0..super::super::waiters::MOST_WAITERS as i64 {
+            let w = Waiter {
+                since_ms: ms - 1_000 + i,
+                priority: 1,
+                share: String::new(),
+                handle: format!("h{i}"),
+                until_ms: ms + 30_000,
+            };
+            item.waiters.insert(format!("w{i:02}"), w);
+        }
+        assert!(
+            !Line::of(&item, &request("new", now)).place,
+            "it comes last"
+        );
+        let waited = PermitRequest {
+            since_ms: Some(ms - 120_000),
+            ..request("waited", now)
+        };
+        assert!(
+            Line::of(&item, &waited).place,
+            "aged to the top band, the oldest"
+        );
     }
 }

@@ -183,6 +183,12 @@ pub struct ExecutionRecord {
     /// history: a second note of it is refused by this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_attempt: Option<u32>,
+    /// Since when an attempt has waited for its job's limits, as `<attempt>@<epoch ms>`:
+    /// written when a claim refused by a limit is given back, so that the run's wait counts
+    /// from its first refusal even when nothing else remembers it (a run put out of a full
+    /// gate's line; a message that came back by itself). Another attempt waits afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<String>,
     /// DynamoDB TTL, epoch seconds.
     pub expires_at: i64,
 }
@@ -348,12 +354,22 @@ impl ExecutionRecord {
             cancelled: None,
             skipped: None,
             late_attempt: None,
+            waiting_since: None,
             expires_at: expires_at(req.now, req.retention),
         }
     }
 }
 
 impl ExecutionRecord {
+    /// Since when (epoch ms) its attempt `attempt` has waited for its job's limits, if the
+    /// record remembers it.
+    pub fn waiting_since(&self, attempt: u32) -> Option<i64> {
+        let (of, since) = self.waiting_since.as_deref()?.split_once('@')?;
+        (of.parse::<u32>().ok()? == attempt)
+            .then(|| since.parse().ok())
+            .flatten()
+    }
+
     /// What a claim given back restores: the record as it was before the claim (`before`),
     /// or, for a run that had none, REGISTERED with no attempt spent.
     pub(crate) fn given_back(before: Option<&ExecutionRecord>, req: &ClaimRequest) -> Self {

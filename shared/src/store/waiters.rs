@@ -88,11 +88,13 @@ pub fn next_waiter(item: &GateItem, now_ms: i64) -> Option<(&String, &Waiter)> {
 }
 
 /// The waiter a full line gives its place up to the run `key` (waiting as `waiter`) for,
-/// as (its key, its handle): the one that comes last once the newcomer is in the line,
-/// unless that is the newcomer itself. So a full line never keeps out a quiet share's run
-/// or a higher priority for a backlog's: the run put out of the line keeps its hidden
-/// message, comes back when its hiding runs out and looks again like any run. None while
-/// the line has room or the run is in it.
+/// as (its key, its handle): an entry whose run no longer waits ([`gone`]) first; else
+/// the one that comes last once the newcomer is in the line, unless that is the newcomer
+/// itself. So a full line never keeps out a quiet share's run or a higher priority for a
+/// backlog's: the run put out of the line keeps its hidden message, comes back when its
+/// hiding runs out and looks again like any run (its record remembers since when it
+/// waits). The line's longest waiting run, which watches for a dead holder, is never put
+/// out. None while the line has room or the run is in it.
 pub fn bumped(
     item: &GateItem,
     key: &str,
@@ -102,9 +104,21 @@ pub fn bumped(
     if item.waiters.len() < MOST_WAITERS || item.waiters.contains_key(key) {
         return None;
     }
+    if let Some(entry) = gone(item, now_ms).into_iter().next() {
+        return Some(entry);
+    }
     let mut with = item.clone();
     with.waiters.insert(key.to_string(), waiter.clone());
-    let (last, w) = with.waiters.iter().max_by_key(turn(&with, now_ms))?;
+    let watcher = with
+        .waiters
+        .iter()
+        .min_by_key(|(k, w)| (w.since_ms, k.as_str()))
+        .map(|(k, _)| k.clone());
+    let (last, w) = with
+        .waiters
+        .iter()
+        .filter(|(k, _)| Some(*k) != watcher.as_ref())
+        .max_by_key(turn(&with, now_ms))?;
     (last != key).then(|| (last.clone(), w.handle.clone()))
 }
 
@@ -199,14 +213,15 @@ pub(crate) fn park_write(
     let condition = match bump {
         None => Condition::new(format!(
             "{waits} AND (size(#waiters) < :most OR attribute_exists(#waiters.#me))"
-        ))
-        .value(":most", n(MOST_WAITERS as i64)),
+        )),
         Some((out, handle)) => Condition::new(format!(
-            "{waits} AND attribute_not_exists(#waiters.#me) AND #waiters.#out.#handle = :out"
+            "{waits} AND size(#waiters) >= :most AND attribute_not_exists(#waiters.#me) \
+             AND #waiters.#out.#handle = :out"
         ))
         .name("#out", out)
         .value(":out", s(handle)),
     }
+    .value(":most", n(MOST_WAITERS as i64))
     .name("#me", req.key)
     .value(":limit", n(i64::from(req.limit)))
     .value(":one", n(1));
@@ -426,6 +441,33 @@ mod tests {
             None,
             "room"
         );
+    }
+
+    #[test]
+    fn a_full_line_never_puts_out_its_watcher_and_puts_out_the_gone_first() {
+        let mut gate = GateItem {
+            counted: true,
+            has_waiters: true,
+            ..GateItem::default()
+        };
+        gate.holders.insert("held".into(), holder("a"));
+        // The longest waiting run is of priority 0, the others of 5: it comes last, yet
+        // it watches for a dead holder.
+        gate.waiters.insert("old".into(), waiter(0, 0, "a"));
+        for i in 1..MOST_WAITERS as i64 {
+            gate.waiters
+                .insert(format!("p{i:02}"), waiter(1_000 + i, 5, "a"));
+        }
+        let now = 2_000;
+        let (out, _) = bumped(&gate, "new", &waiter(now, 5, "b"), now).unwrap();
+        assert_ne!(out, "old", "the watcher stays");
+        // An entry whose message came back long ago and never parked again goes first.
+        let mut gone = waiter(1_500, 5, "a");
+        gone.until_ms = 0;
+        gate.waiters.insert("p10".into(), gone);
+        let later = now + 20_000;
+        let (out, _) = bumped(&gate, "new", &waiter(later, 5, "b"), later).unwrap();
+        assert_eq!(out, "p10");
     }
 
     #[test]

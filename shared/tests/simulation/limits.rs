@@ -412,6 +412,7 @@ pub(super) async fn probe_every_gate(store: &MemoryStore, clock: Clock) -> Vec<S
             .take_permit(PermitRequest {
                 share: "",
                 priority: 0,
+                since_ms: None,
                 item,
                 key: &key,
                 owner: "probe:1",

@@ -465,6 +465,7 @@ async fn a_dead_holders_permit_comes_back_once_its_lease_has_run_out() {
     let take = |key: &'static str, owner: &'static str, now| PermitRequest {
         share: "",
         priority: 0,
+        since_ms: None,
         item: ".schedkit/concurrency/export/a",
         key,
         owner,
@@ -715,6 +716,7 @@ async fn a_taker_drops_only_the_dead_holders_it_needs() {
                 .take_permit(PermitRequest {
                     share: "",
                     priority: 0,
+                    since_ms: None,
                     item,
                     key: &key,
                     owner: &owner,
@@ -779,4 +781,191 @@ async fn a_lambda_batch_hands_waiting_runs_back_at_once_and_a_poller_waits_a_mom
     };
     let reports = w.workers[0].process(again, None).await;
     assert_eq!(reports[0].outcome.label(), "succeeded");
+}
+
+/// The most runs a gate's line keeps.
+const MOST: usize = schedkit::store::MOST_WAITERS;
+
+/// A gate of one holding `holder`'s permit, `waiting` of `share`'s runs in its line (hidden messages
+/// that are not on this queue: only their entries are).
+async fn a_full_line(store: &MemoryStore, item: &str, share: &str, clock: Clock, waiting: usize) {
+    let now = clock.now();
+    let taken = store
+        .take_permit(PermitRequest {
+            share,
+            priority: 0,
+            since_ms: None,
+            item,
+            key: "holder",
+            owner: "holder:1",
+            concurrency: Some(1),
+            spacing: None,
+            now,
+            lease: Duration::from_secs(600),
+            skew: Duration::from_secs(1),
+        })
+        .await;
+    assert!(matches!(taken, Ok(Permit::Taken)), "{taken:?}");
+    let ms = now.timestamp_millis();
+    for i in 0..waiting as i64 {
+        let key = format!("waiting-{i:02}");
+        let req = schedkit::store::ParkRequest {
+            item,
+            key: &key,
+            limit: 1,
+            waiter: schedkit::store::Waiter {
+                since_ms: ms - 1_000 + i,
+                priority: 0,
+                share: share.into(),
+                handle: format!("handle-{i}"),
+                until_ms: ms + 30_000,
+            },
+            now_ms: ms,
+        };
+        let parked = store.park(req, i > 0).await.unwrap();
+        assert!(matches!(parked, schedkit::store::Parked::Waiting(_)));
+    }
+}
+
+/// One delivery of `key` through `worker`: its outcome, and the store requests it made.
+async fn through(w: &World, worker: usize, job: &str, key: &str, tenant: &str) -> (String, u64) {
+    send(&w.queue, job, key, json!({"tenant": tenant, "seconds": 1}));
+    let before = w.store.snapshot().requests;
+    let messages = w.queue.receive(1, Duration::from_secs(30));
+    assert_eq!(messages.len(), 1);
+    let reports = super::process_and_acknowledge(&w.workers[worker], &w.queue, messages).await;
+    let requests = w.store.snapshot().requests - before;
+    (reports[0].outcome.label().to_string(), requests)
+}
+
+/// A backlog beyond a gate's full line: once a take in a worker found no place for a
+/// tenant's run, the tenant's next runs within a second are sent back unclaimed, with no
+/// request to the table, carrying since when they wait; another tenant's run still goes
+/// the whole way and takes the last place in the line.
+#[tokio::test(start_paused = true)]
+async fn runs_a_worker_knows_have_no_place_in_the_line_are_sent_back_unclaimed() {
+    let w = world();
+    let item = ".schedkit/limit/crowded";
+    a_full_line(&w.store, item, "a", super::config().clock, MOST).await;
+    let (first, asked) = through(&w, 0, "crowd", "late-1", "a").await;
+    assert_eq!(first, "throttled", "no place: a look on a timer");
+    assert!(
+        asked >= 3,
+        "claimed, refused and given back: {asked} requests"
+    );
+    let (second, asked) = through(&w, 0, "crowd", "late-2", "a").await;
+    assert_eq!(
+        (second.as_str(), asked),
+        ("throttled", 0),
+        "sent back unclaimed"
+    );
+    assert!(
+        !w.store.snapshot().records.contains_key("late-2"),
+        "never claimed"
+    );
+    let copy = w
+        .queue
+        .lock()
+        .messages
+        .values()
+        .find(|m| m.body.contains("late-2"))
+        .cloned();
+    let since = copy.map(|m| m.attributes[schedkit::batch::WAITING_SINCE].clone());
+    assert!(
+        since
+            .as_ref()
+            .and_then(|a| a.string.as_deref())
+            .is_some_and(|s| s.starts_with("1@")),
+        "it says since when it waits: {since:?}"
+    );
+    let (other_worker, asked) = through(&w, 1, "crowd", "late-3", "a").await;
+    assert_eq!(other_worker, "throttled");
+    assert!(asked >= 3, "another worker finds out for itself: {asked}");
+    let (quiet, _) = through(&w, 0, "crowd", "quiet", "b").await;
+    assert_eq!(quiet, "parked", "tenant b takes a place in the full line");
+    let gate = w.store.snapshot().gates[item].clone();
+    assert!(
+        gate.waiters.contains_key("quiet"),
+        "{:?}",
+        gate.waiters.keys()
+    );
+    assert_eq!(gate.waiters.len(), schedkit::store::MOST_WAITERS);
+    assert!(
+        !gate.waiters.contains_key("waiting-63"),
+        "a's newest gave its place up"
+    );
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let (later, asked) = through(&w, 0, "crowd", "late-4", "a").await;
+    assert_eq!(later, "throttled");
+    assert!(
+        asked >= 3,
+        "a second later the worker finds out anew: {asked}"
+    );
+}
+
+/// A run past its `max_wait` is never sent back unclaimed: it goes the whole way and is
+/// dead-lettered `limit-wait`, however sure the worker is that it has no place.
+#[tokio::test(start_paused = true)]
+async fn a_run_past_its_max_wait_goes_the_whole_way_to_its_letter() {
+    use schedkit::queue::{Attribute, JobQueue, Outgoing};
+    let w = world();
+    let clock = super::config().clock;
+    let item = ".schedkit/concurrency/impatient";
+    a_full_line(&w.store, item, "impatient", clock, MOST).await;
+    let (first, _) = through(&w, 0, "impatient", "imp-1", "a").await;
+    assert_eq!(first, "throttled");
+    let mut e = Envelope::new("impatient", "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some("imp-2".into());
+    let since = clock.now().timestamp_millis() - 25_000;
+    let waited = Outgoing {
+        body: e.to_json(),
+        attributes: BTreeMap::from([(
+            schedkit::batch::WAITING_SINCE.to_string(),
+            Attribute::text(format!("1@{since}")),
+        )]),
+        delay_seconds: None,
+    };
+    w.queue.send(&waited).await.unwrap();
+    let messages = w.queue.receive(1, Duration::from_secs(30));
+    let reports = super::process_and_acknowledge(&w.workers[0], &w.queue, messages).await;
+    assert_eq!(reports[0].outcome.label(), "dead-lettered");
+    let letters = w.queue.lock().dead_letters.clone();
+    let reason = &letters[0].attributes[schedkit::dead_letter::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("limit-wait"));
+}
+
+/// A run put out of a full line (a higher priority took its place) keeps its wait: its
+/// record remembers since when it waits, so its `max_wait` still counts from its first
+/// refusal when its message comes back by itself.
+#[tokio::test(start_paused = true)]
+async fn a_run_put_out_of_the_line_keeps_its_wait_and_its_max_wait() {
+    let w = world();
+    let clock = super::config().clock;
+    let item = ".schedkit/concurrency/impatient";
+    a_full_line(&w.store, item, "impatient", clock, MOST - 1).await;
+    let (parked, _) = through(&w, 0, "impatient", "r", "a").await;
+    assert_eq!(parked, "parked");
+    let mut e = Envelope::new("impatient", "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some("urgent-1".into());
+    e.priority = Some(5);
+    w.queue.send_body(&e.to_json());
+    let messages = w.queue.receive(1, Duration::from_secs(30));
+    let reports = super::process_and_acknowledge(&w.workers[1], &w.queue, messages).await;
+    assert_eq!(reports[0].outcome.label(), "parked");
+    let gate = w.store.snapshot().gates[item].clone();
+    assert!(!gate.waiters.contains_key("r"), "r was put out");
+    assert!(gate.waiters.contains_key("urgent-1"));
+    // r's message comes back by itself, 21 s on (its max_wait and a second).
+    tokio::time::advance(Duration::from_secs(25)).await;
+    let messages = w.queue.receive(1, Duration::from_secs(30));
+    assert!(messages[0].body.contains("\"r\""), "{messages:?}");
+    let reports = super::process_and_acknowledge(&w.workers[2], &w.queue, messages).await;
+    assert_eq!(
+        reports[0].outcome.label(),
+        "dead-lettered",
+        "waited 25 s of 20"
+    );
+    let letters = w.queue.lock().dead_letters.clone();
+    let reason = &letters[0].attributes[schedkit::dead_letter::attr::REASON];
+    assert_eq!(reason.string.as_deref(), Some("limit-wait"));
 }

@@ -514,6 +514,7 @@ mod tests {
             cancelled: None,
             skipped: None,
             late_attempt: None,
+            waiting_since: None,
             expires_at: 0,
         };
         let done = ExecutionRecord {

@@ -1,0 +1,95 @@
+//! Runs this worker knows have no place in a full gate's line, sent back before any claim.
+//!
+//! A backlog larger than a gate's line (a tenant's thousand runs behind a limit of 4)
+//! used to cost each of its looks a claim, a take, a give-back, a send and a delete, and
+//! its first pass alone kept the queue busy for many seconds in front of another tenant's
+//! run (`make bench-flow`'s backlog rows). Once a take in this worker found no place in a
+//! gate's line for a share at a priority ([`Line::place`](crate::store::Line)), the next
+//! runs of that gate, share and priority (or lower) within [`FRESH`](super::no_place_seen::FRESH) cannot find one
+//! either: their betters fill the line. They are sent back at once to look again later
+//! (2 s doubling to 30 s, as a refused run with no place does), with no request to the
+//! table: two to the queue. A run of another share, or of a higher priority, goes the
+//! whole way and may take a place ([`crate::store::bumped`]).
+//!
+//! Nothing here decides anything about a run: it is delayed, unclaimed, exactly as the
+//! refusal it stands for would have delayed it. It keeps since when it waits (the
+//! message's `schedkit.waiting-since`), so `max_wait_seconds` still counts from its first
+//! refusal; a message that does not say since when (received before, or a redrive) and one
+//! past its `max_wait` go the whole way. A chain's step goes the whole way too: it keeps
+//! its Step Functions task alive at each refusal.
+
+use tokio::time::Duration;
+
+use super::limits::{no_place_look, priority_of};
+use super::no_place_seen::FRESH;
+use super::pipeline::{MessageCtx, Step};
+use super::processor::Processor;
+use super::route::Routed;
+use crate::envelope::Envelope;
+use crate::flow::Gate;
+use crate::store::PARKED_FOR;
+use crate::telemetry::{Event, Transition};
+
+use super::outcome::Outcome;
+
+impl Processor {
+    /// Sends the run back unclaimed when this worker knows it has no place in one of its
+    /// gates' lines (see the module's doc); goes on otherwise.
+    pub(super) async fn no_place(
+        &self,
+        ctx: &MessageCtx<'_>,
+        envelope: &Envelope,
+        job: &Routed<'_>,
+        gates: &[Gate],
+        t: &Transition<'_>,
+    ) -> Step<()> {
+        if job.step_of.is_some() {
+            return Ok(());
+        }
+        let priority = priority_of(envelope, job);
+        let known = |g: &&Gate| {
+            g.concurrency.is_some() && self.inner.no_place.known(&g.item, &g.share, priority)
+        };
+        let Some(gate) = gates.iter().find(known) else {
+            return Ok(());
+        };
+        let now_ms = self.inner.config.clock.now().timestamp_millis();
+        let fresh = ctx.delivery.receive_count <= 1
+            && ctx.delivery.waits() == 0
+            && ctx.delivery.redrive().is_none();
+        let since = match ctx.delivery.waiting_since_any() {
+            Some(since) => since,
+            // A message sent once and never received before: its first claim is attempt 1.
+            None if fresh => (1, now_ms),
+            None => return Ok(()),
+        };
+        let waited = Duration::from_millis((now_ms - since.1).max(0) as u64);
+        let max_wait = job.registered.policy.flow.max_wait;
+        if max_wait.is_some_and(|max| waited > max) {
+            return Ok(());
+        }
+        let left = max_wait.map_or(PARKED_FOR, |max| max - waited + Duration::from_secs(1));
+        let jitter = self.inner.draws.jitter(Duration::from_secs(2));
+        let look = no_place_look(ctx.delivery.waits(), jitter, left);
+        let resent = self.come_back_waiting(ctx, look, Some(since)).await;
+        let why = format!(
+            "no place in `{}`'s line for `{}` (a take in this worker found none within {} s); looks again in {} s, unclaimed",
+            gate.limit,
+            gate.share,
+            FRESH.as_secs(),
+            look.as_secs()
+        );
+        self.emit(
+            t,
+            Event::Throttled {
+                limit: &gate.limit,
+                why: &why,
+            },
+        );
+        Err(Outcome::Throttled {
+            limit: gate.limit.clone(),
+            retry_in: look,
+            resent,
+        })
+    }
+}
