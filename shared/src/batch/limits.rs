@@ -350,7 +350,9 @@ impl Processor {
             Permit::Full { holders, line } => {
                 if !line.place {
                     let priority = priority_of(envelope, job);
-                    self.inner.no_place.note(&gate.item, &gate.share, priority);
+                    self.inner
+                        .no_place
+                        .note(&gate.item, &gate.share, priority, since);
                 }
                 let jitter = draws.jitter(LONGEST_LOOK);
                 let look = full_look(&line, ctx.delivery.waits(), jitter, left);

@@ -5,18 +5,22 @@
 //! its first pass alone kept the queue busy for many seconds in front of another tenant's
 //! run (`make bench-flow`'s backlog rows). Once a take in this worker found no place in a
 //! gate's line for a share at a priority ([`Line::place`](crate::store::Line)), the next
-//! runs of that gate, share and priority (or lower) within [`FRESH`](super::no_place_seen::FRESH) cannot find one
-//! either: their betters fill the line. They are sent back at once to look again later
+//! runs of that gate and share, of that priority or lower and waiting since no earlier,
+//! within [`FRESH`](super::no_place_seen::FRESH) cannot find one either: their betters fill
+//! the line. They are sent back at once to look again later
 //! (2 s doubling to 30 s, as a refused run with no place does), with no request to the
 //! table: two to the queue. A run of another share, or of a higher priority, goes the
 //! whole way and may take a place ([`crate::store::bumped`]).
 //!
 //! Nothing here decides anything about a run: it is delayed, unclaimed, exactly as the
-//! refusal it stands for would have delayed it. It keeps since when it waits (the
-//! message's `schedkit.waiting-since`), so `max_wait_seconds` still counts from its first
-//! refusal; a message that does not say since when (received before, or a redrive) and one
-//! past its `max_wait` go the whole way. A chain's step goes the whole way too: it keeps
-//! its Step Functions task alive at each refusal.
+//! refusal it stands for would have delayed it. Only a copy sent back after a refusal is
+//! sent back so, at its first receive: its run was claimed and given back before (its
+//! record exists, REGISTERED, for a cancel to find), and the copy says since when it waits
+//! (`schedkit.waiting-since`), so `max_wait_seconds` still counts from its first refusal.
+//! A run that waited longer than the refused one, or of a higher priority, may have a
+//! place: it goes the whole way. So do a first delivery, a copy received before (a woken
+//! waiter, a parked run come back), a run past its `max_wait`, and a chain's step (it
+//! keeps its Step Functions task alive at each refusal).
 
 use tokio::time::Duration;
 
@@ -46,22 +50,23 @@ impl Processor {
         if job.step_of.is_some() {
             return Ok(());
         }
-        let priority = priority_of(envelope, job);
-        let known = |g: &&Gate| {
-            g.concurrency.is_some() && self.inner.no_place.known(&g.item, &g.share, priority)
-        };
-        let Some(gate) = gates.iter().find(known) else {
+        let now_ms = self.inner.config.clock.now().timestamp_millis();
+        // Only a copy sent back after a refusal, received for the first time: its run was
+        // claimed and given back before (its record exists, for a cancel to find), and the
+        // copy says since when it waits. A copy received before may be a woken waiter or a
+        // parked one come back: those go the whole way.
+        if ctx.delivery.receive_count > 1 {
+            return Ok(());
+        }
+        let Some(since) = ctx.delivery.waiting_since_any() else {
             return Ok(());
         };
-        let now_ms = self.inner.config.clock.now().timestamp_millis();
-        let fresh = ctx.delivery.receive_count <= 1
-            && ctx.delivery.waits() == 0
-            && ctx.delivery.redrive().is_none();
-        let since = match ctx.delivery.waiting_since_any() {
-            Some(since) => since,
-            // A message sent once and never received before: its first claim is attempt 1.
-            None if fresh => (1, now_ms),
-            None => return Ok(()),
+        let priority = priority_of(envelope, job);
+        let seen = &self.inner.no_place;
+        let known =
+            |g: &&Gate| g.concurrency.is_some() && seen.known(&g.item, &g.share, priority, since.1);
+        let Some(gate) = gates.iter().find(known) else {
+            return Ok(());
         };
         let waited = Duration::from_millis((now_ms - since.1).max(0) as u64);
         let max_wait = job.registered.policy.flow.max_wait;

@@ -13,41 +13,49 @@ pub(super) const FRESH: Duration = Duration::from_secs(1);
 /// The most (gate, share) pairs remembered: stale ones are forgotten first.
 const MOST_NOTED: usize = 1_024;
 
-/// Refusals with no place this worker saw: (gate item, share) → when, and the highest
-/// priority refused then.
+/// Refusals with no place this worker saw: (gate item, share) → when, and the priority
+/// and the since (epoch ms) of the run refused then.
 #[derive(Debug, Default)]
 pub(crate) struct NoPlace {
-    seen: Mutex<HashMap<(String, String), (Instant, i32)>>,
+    seen: Mutex<HashMap<(String, String), Refused>>,
+}
+
+/// The last refusal with no place of a gate's share.
+#[derive(Debug, Clone, Copy)]
+struct Refused {
+    at: Instant,
+    priority: i32,
+    since_ms: i64,
 }
 
 impl NoPlace {
-    /// A take of `item` for a run of `share` at `priority` found no place in its line.
-    pub(super) fn note(&self, item: &str, share: &str, priority: i32) {
+    /// A take of `item` for a run of `share` at `priority`, waiting since `since_ms`, found
+    /// no place in its line.
+    pub(super) fn note(&self, item: &str, share: &str, priority: i32, since_ms: i64) {
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
+        let at = Instant::now();
         if seen.len() >= MOST_NOTED {
-            seen.retain(|_, (at, _)| now.duration_since(*at) < FRESH);
+            seen.retain(|_, r| at.duration_since(r.at) < FRESH);
         }
-        let entry = seen
-            .entry((item.to_string(), share.to_string()))
-            .or_insert((now, priority));
-        let fresh = now.duration_since(entry.0) < FRESH;
-        *entry = (
-            now,
-            if fresh {
-                entry.1.max(priority)
-            } else {
-                priority
-            },
-        );
+        let refused = Refused {
+            at,
+            priority,
+            since_ms,
+        };
+        seen.insert((item.to_string(), share.to_string()), refused);
     }
 
-    /// Whether a run of `share` at `priority` surely has no place in `item`'s line now.
-    pub(super) fn known(&self, item: &str, share: &str, priority: i32) -> bool {
+    /// Whether a run of `share` at `priority`, waiting since `since_ms`, surely has no
+    /// place in `item`'s line now: it comes after the run last refused (in the line's
+    /// order, a run of one share comes after another by a lower priority, or an equal one
+    /// and a later since), and that refusal is fresh.
+    pub(super) fn known(&self, item: &str, share: &str, priority: i32, since_ms: i64) -> bool {
         let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
         let key = (item.to_string(), share.to_string());
-        seen.get(&key)
-            .is_some_and(|(at, refused)| at.elapsed() < FRESH && priority <= *refused)
+        seen.get(&key).is_some_and(|r| {
+            r.at.elapsed() < FRESH
+                && (priority < r.priority || (priority == r.priority && since_ms >= r.since_ms))
+        })
     }
 }
 
@@ -56,17 +64,25 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn a_refusal_with_no_place_stands_for_a_second_for_its_share_and_lower_priorities() {
+    async fn a_refusal_with_no_place_stands_a_second_for_the_runs_that_come_after_it() {
         let seen = NoPlace::default();
-        seen.note("gate", "a", 0);
-        assert!(seen.known("gate", "a", 0));
-        assert!(seen.known("gate", "a", -3), "a lower priority");
-        assert!(!seen.known("gate", "a", 1), "a higher one may take a place");
-        assert!(!seen.known("gate", "b", 0), "another share may");
-        assert!(!seen.known("other", "a", 0));
+        seen.note("gate", "a", 0, 5_000);
+        assert!(seen.known("gate", "a", 0, 5_000));
+        assert!(seen.known("gate", "a", 0, 9_000), "waiting since later");
+        assert!(
+            !seen.known("gate", "a", 0, 4_000),
+            "waited longer: may have a place"
+        );
+        assert!(seen.known("gate", "a", -3, 1_000), "a lower priority");
+        assert!(
+            !seen.known("gate", "a", 1, 9_000),
+            "a higher one may take a place"
+        );
+        assert!(!seen.known("gate", "b", 0, 9_000), "another share may");
+        assert!(!seen.known("other", "a", 0, 9_000));
         tokio::time::advance(FRESH).await;
         assert!(
-            !seen.known("gate", "a", 0),
+            !seen.known("gate", "a", 0, 9_000),
             "a second later, found out anew"
         );
     }

@@ -830,6 +830,11 @@ async fn a_full_line(store: &MemoryStore, item: &str, share: &str, clock: Clock,
 /// One delivery of `key` through `worker`: its outcome, and the store requests it made.
 async fn through(w: &World, worker: usize, job: &str, key: &str, tenant: &str) -> (String, u64) {
     send(&w.queue, job, key, json!({"tenant": tenant, "seconds": 1}));
+    next_through(w, worker).await
+}
+
+/// The next visible delivery through `worker`: its outcome, and the store requests it made.
+async fn next_through(w: &World, worker: usize) -> (String, u64) {
     let before = w.store.snapshot().requests;
     let messages = w.queue.receive(1, Duration::from_secs(30));
     assert_eq!(messages.len(), 1);
@@ -838,30 +843,46 @@ async fn through(w: &World, worker: usize, job: &str, key: &str, tenant: &str) -
     (reports[0].outcome.label().to_string(), requests)
 }
 
+/// A copy of `key`'s message sent back after a refusal: it says since when it waits.
+async fn send_copy(w: &World, job: &str, key: &str, tenant: &str, since_ms: i64) {
+    use schedkit::queue::{Attribute, JobQueue, Outgoing};
+    let mut e = Envelope::new(job, "2026-12-02T09:00:00Z".parse().unwrap());
+    e.key = Some(key.into());
+    e.payload = json!({"tenant": tenant, "seconds": 1}).as_object().cloned();
+    let copy = Outgoing {
+        body: e.to_json(),
+        attributes: BTreeMap::from([(
+            schedkit::batch::WAITING_SINCE.to_string(),
+            Attribute::text(format!("1@{since_ms}")),
+        )]),
+        delay_seconds: None,
+    };
+    w.queue.send(&copy).await.unwrap();
+}
+
 /// A backlog beyond a gate's full line: once a take in a worker found no place for a
-/// tenant's run, the tenant's next runs within a second are sent back unclaimed, with no
-/// request to the table, carrying since when they wait; another tenant's run still goes
-/// the whole way and takes the last place in the line.
+/// tenant's run, the copies of the tenant's runs sent back after a refusal that come after
+/// it (no higher priority, waiting since no earlier) are sent back unclaimed within a
+/// second, with no request to the table, still saying since when they wait. A first
+/// delivery, a copy that waited longer, a copy received before (a woken or parked run),
+/// another worker's, another tenant's and a look a second later all go the whole way.
 #[tokio::test(start_paused = true)]
 async fn runs_a_worker_knows_have_no_place_in_the_line_are_sent_back_unclaimed() {
+    use schedkit::queue::JobQueue;
     let w = world();
+    let clock = super::config().clock;
     let item = ".schedkit/limit/crowded";
-    a_full_line(&w.store, item, "a", super::config().clock, MOST).await;
+    a_full_line(&w.store, item, "a", clock, MOST).await;
+    let now_ms = clock.now().timestamp_millis();
     let (first, asked) = through(&w, 0, "crowd", "late-1", "a").await;
     assert_eq!(first, "throttled", "no place: a look on a timer");
-    assert!(
-        asked >= 3,
-        "claimed, refused and given back: {asked} requests"
-    );
-    let (second, asked) = through(&w, 0, "crowd", "late-2", "a").await;
+    assert!(asked >= 3, "claimed, refused and given back: {asked}");
+    send_copy(&w, "crowd", "late-2", "a", now_ms).await;
+    let (second, asked) = next_through(&w, 0).await;
     assert_eq!(
         (second.as_str(), asked),
         ("throttled", 0),
         "sent back unclaimed"
-    );
-    assert!(
-        !w.store.snapshot().records.contains_key("late-2"),
-        "never claimed"
     );
     let copy = w
         .queue
@@ -871,14 +892,35 @@ async fn runs_a_worker_knows_have_no_place_in_the_line_are_sent_back_unclaimed()
         .find(|m| m.body.contains("late-2"))
         .cloned();
     let since = copy.map(|m| m.attributes[schedkit::batch::WAITING_SINCE].clone());
-    assert!(
-        since
-            .as_ref()
-            .and_then(|a| a.string.as_deref())
-            .is_some_and(|s| s.starts_with("1@")),
-        "it says since when it waits: {since:?}"
+    assert_eq!(
+        since.and_then(|a| a.string),
+        Some(format!("1@{now_ms}")),
+        "it still says since when it waits"
     );
-    let (other_worker, asked) = through(&w, 1, "crowd", "late-3", "a").await;
+    let (fresh, asked) = through(&w, 0, "crowd", "late-3", "a").await;
+    assert_eq!(fresh, "throttled");
+    assert!(asked >= 3, "a first delivery goes the whole way: {asked}");
+    send_copy(&w, "crowd", "late-4", "a", now_ms - 60_000).await;
+    let (older, asked) = next_through(&w, 0).await;
+    assert_eq!(
+        older, "parked",
+        "it waited longest: it takes the last place"
+    );
+    assert!(
+        asked >= 3,
+        "a copy that waited longer goes the whole way: {asked}"
+    );
+    send_copy(&w, "crowd", "late-5", "a", now_ms).await;
+    let held = w.queue.receive(1, Duration::from_secs(30));
+    let receipt = held[0].receipt_handle.clone().unwrap();
+    w.queue.change_visibility(&receipt, 0).await.unwrap();
+    let (again, asked) = next_through(&w, 0).await;
+    assert_eq!(again, "throttled");
+    assert!(
+        asked >= 3,
+        "a copy received before goes the whole way: {asked}"
+    );
+    let (other_worker, asked) = through(&w, 1, "crowd", "late-6", "a").await;
     assert_eq!(other_worker, "throttled");
     assert!(asked >= 3, "another worker finds out for itself: {asked}");
     let (quiet, _) = through(&w, 0, "crowd", "quiet", "b").await;
@@ -889,13 +931,14 @@ async fn runs_a_worker_knows_have_no_place_in_the_line_are_sent_back_unclaimed()
         "{:?}",
         gate.waiters.keys()
     );
-    assert_eq!(gate.waiters.len(), schedkit::store::MOST_WAITERS);
+    assert_eq!(gate.waiters.len(), MOST);
     assert!(
         !gate.waiters.contains_key("waiting-63"),
         "a's newest gave its place up"
     );
     tokio::time::advance(Duration::from_secs(1)).await;
-    let (later, asked) = through(&w, 0, "crowd", "late-4", "a").await;
+    send_copy(&w, "crowd", "late-7", "a", now_ms + 500).await;
+    let (later, asked) = next_through(&w, 0).await;
     assert_eq!(later, "throttled");
     assert!(
         asked >= 3,
