@@ -1,13 +1,13 @@
 //! Runs this worker knows have no place in a full gate's line, sent back before any claim.
 //!
 //! A backlog larger than a gate's line (a tenant's thousand runs behind a limit of 4)
-//! used to cost each of its looks a claim, a take, a give-back, a send and a delete, and
-//! its first pass alone kept the queue busy for many seconds in front of another tenant's
-//! run (`make bench-flow`'s backlog rows). Once a take in this worker found no place in a
+//! costs each of its looks a claim, a take, a give-back, a send and a delete, and keeps
+//! the queue busy in front of another tenant's run (`make bench-flow`'s backlog rows).
+//! Once a take in this worker found no place in a
 //! gate's line for a share at a priority ([`Line::place`](crate::store::Line)), the next
 //! runs of that gate and share, of that priority or lower and waiting since no earlier,
 //! within [`FRESH`](super::no_place_seen::FRESH) cannot find one either: their betters fill
-//! the line. They are sent back at once to look again later
+//! the line. Their copies are sent back at once to look again later
 //! (2 s doubling to 30 s, as a refused run with no place does), with no request to the
 //! table: two to the queue. A run of another share, or of a higher priority, goes the
 //! whole way and may take a place ([`crate::store::bumped`]).
