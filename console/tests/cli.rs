@@ -281,6 +281,8 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
         &stack.queue_url,
         "--payload",
         r#"{"seconds": 1}"#,
+        "--priority",
+        "-7",
     ]);
     assert!(now.status.success(), "{}", stderr(&now));
     let messages = stack
@@ -291,6 +293,24 @@ async fn sync_dry_run_prints_the_diff_and_writes_nothing_then_fire_enqueues() {
     assert_eq!(
         (envelope.job.as_str(), envelope.payload_value()),
         ("long-report", serde_json::json!({"seconds": 1}))
+    );
+    assert_eq!(envelope.priority, Some(-7), "the run carries its priority");
+    // A priority out of the catalog's range is refused before anything is sent.
+    let out_of_range = schedkit(&[
+        "--catalog",
+        &catalog,
+        "fire",
+        "long-report",
+        "--queue-url",
+        &stack.queue_url,
+        "--priority",
+        "11",
+    ]);
+    assert!(!out_of_range.status.success());
+    assert!(
+        stderr(&out_of_range).contains("--priority"),
+        "{}",
+        stderr(&out_of_range)
     );
 }
 
