@@ -52,11 +52,12 @@ sim-reverts:
 #         LETTERS dead letters (default 2000). 11 minutes on 2 cores (17 from a fresh clone: the release build).
 ## bench-flow: the bench's flow-control section alone, release build: each case's pace against its
 #         limit's own and requests per run; N runs a case (default 300). Then a quiet tenant's and an urgent
-#         run's wait behind BACKLOG queued runs (default 1000). About 8 minutes.
+#         run's wait behind BACKLOG queued runs (default 1000), and an urgent run's behind URGENT_BACKLOG
+#         (default 10000). About 9 minutes.
 bench-flow:
 	$(CARGO) build --release --locked -p schedkit-bench --bin flow-bench -p schedkit-lambda-init --bin schedkit-lambda-init
 	SCHEDKIT_LAMBDA_INIT=$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/schedkit-lambda-init \
-	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/flow-bench --runs $(or $(N),300) --backlog-runs $(or $(BACKLOG),1000)
+	  localstack/launch.sh with $${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/flow-bench --runs $(or $(N),300) --backlog-runs $(or $(BACKLOG),1000) --urgent-backlog-runs $(or $(URGENT_BACKLOG),10000)
 
 bench:
 	functions/package.sh --release worker

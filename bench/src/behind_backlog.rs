@@ -5,9 +5,10 @@
 //!   4 with `fair = "{tenant}"`; once the limit is full, tenant `b` sends one. Its wait,
 //!   from its send to its record's `started_at`, in the job's durations: the issue asks for
 //!   at most two with 1,000 queued before it.
-//! - **An urgent run**: `runs` one-second runs of an unlimited job are queued; once they
-//!   run, one of priority 10 is sent. Its wait to start, in seconds: the issue asks for at
-//!   most 2 s with 10,000 queued before it.
+//! - **An urgent run**: `urgent_runs` one-second runs of an unlimited job are queued; once
+//!   they run, one of priority 10 is sent, as `fire` sends it: to the urgent queue beside
+//!   the jobs queue (`schedkit::queue::urgent`). Its wait to start, in seconds: the issue
+//!   asks for at most 2 s with 10,000 queued before it.
 //!
 //! Each case runs three processors in this process (as [`crate::flow_control`] does), stops
 //! them once the run measured has started and empties the stage: the backlog's own pace is
@@ -19,6 +20,7 @@ use anyhow::Context;
 use chrono::{DateTime, Utc};
 use schedkit::catalog::Catalog;
 use schedkit::poller::{self, PollOptions};
+use schedkit::queue::urgent::queue_for;
 use schedkit::{Ctx, DynamoStore, Envelope, Jobs, Metrics, Processor, Registry};
 use schedkit_testkit::{Stack, unique};
 use serde_json::json;
@@ -41,39 +43,46 @@ const GIVE_UP: Duration = Duration::from_secs(600);
 /// The two waits measured.
 #[derive(Debug, Clone, Default)]
 pub struct Backlog {
-    /// Runs queued before the one measured.
+    /// Runs queued before the quiet tenant's.
     pub runs: usize,
+    /// Runs queued before the urgent one.
+    pub urgent_runs: usize,
     /// The quiet tenant's run's wait to start.
     pub quiet_wait: Option<Duration>,
     /// The urgent run's wait to start.
     pub urgent_wait: Option<Duration>,
 }
 
-/// Measures both cases, one after the other (none with `runs` 0).
-pub async fn run(stack: &Stack, runs: usize) -> anyhow::Result<Backlog> {
+/// Measures both cases, one after the other (a case with no runs before it is skipped).
+pub async fn run(stack: &Stack, runs: usize, urgent_runs: usize) -> anyhow::Result<Backlog> {
     let mut out = Backlog {
         runs,
+        urgent_runs,
         ..Backlog::default()
     };
-    if runs == 0 {
-        return Ok(out);
+    if runs > 0 {
+        println!(
+            "behind a backlog: {runs} one-second runs of tenant a queued first, {PROCESSORS} polling processors"
+        );
+        let quiet = quiet_tenant(stack, runs).await?;
+        println!(
+            "  a quiet tenant's run behind them (shared limit of {SHARED}, fair by tenant): started {:.2} s after it was sent ({:.1} job durations)",
+            quiet.as_secs_f64(),
+            quiet.as_secs_f64() / JOB_TIME.as_secs_f64()
+        );
+        out.quiet_wait = Some(quiet);
     }
-    println!(
-        "behind a backlog: {runs} one-second runs queued first, {PROCESSORS} polling processors"
-    );
-    let quiet = quiet_tenant(stack, runs).await?;
-    println!(
-        "  a quiet tenant's run behind them (shared limit of {SHARED}, fair by tenant): started {:.2} s after it was sent ({:.1} job durations)",
-        quiet.as_secs_f64(),
-        quiet.as_secs_f64() / JOB_TIME.as_secs_f64()
-    );
-    out.quiet_wait = Some(quiet);
-    let urgent = urgent_run(stack, runs).await?;
-    println!(
-        "  a run of priority {URGENT} behind them (no limit): started {:.2} s after it was sent",
-        urgent.as_secs_f64()
-    );
-    out.urgent_wait = Some(urgent);
+    if urgent_runs > 0 {
+        println!(
+            "behind a backlog: {urgent_runs} one-second runs queued first, {PROCESSORS} polling processors"
+        );
+        let urgent = urgent_run(stack, urgent_runs).await?;
+        println!(
+            "  a run of priority {URGENT} behind them (no limit): started {:.2} s after it was sent",
+            urgent.as_secs_f64()
+        );
+        out.urgent_wait = Some(urgent);
+    }
     Ok(out)
 }
 
@@ -91,7 +100,7 @@ async fn quiet_tenant(stack: &Stack, runs: usize) -> anyhow::Result<Duration> {
         &job,
         &catalog,
         backlog.collect(),
-        (&format!("{job}-b"), last),
+        (&format!("{job}-b"), last, &stack.queue_url),
     )
     .await
 }
@@ -103,7 +112,16 @@ async fn urgent_run(stack: &Stack, runs: usize) -> anyhow::Result<Duration> {
     let backlog = (0..runs).map(|i| body(&job, &format!("{job}-{i}"), "a", None));
     let key = format!("{job}-urgent");
     let last = body(&job, &key, "a", Some(URGENT));
-    waited(stack, &job, &catalog, backlog.collect(), (&key, last)).await
+    let urgent = stack.urgent_queue_url();
+    let queue = queue_for(&stack.queue_url, Some(&urgent), URGENT);
+    waited(
+        stack,
+        &job,
+        &catalog,
+        backlog.collect(),
+        (&key, last, queue),
+    )
+    .await
 }
 
 fn body(job: &str, key: &str, tenant: &str, priority: Option<i32>) -> String {
@@ -115,14 +133,15 @@ fn body(job: &str, key: &str, tenant: &str, priority: Option<i32>) -> String {
 }
 
 /// Queues `backlog`, starts the processors, waits until the backlog runs (its first run
-/// started, and one job duration more, so that a limit is full), sends `last` and waits for
-/// its start: how long after its send it started. The stage is emptied after.
+/// started, and one job duration more, so that a limit is full), sends `last` to `queue`
+/// and waits for its start: how long after its send it started. The stage is emptied
+/// after.
 async fn waited(
     stack: &Stack,
     job: &str,
     catalog: &str,
     backlog: Vec<String>,
-    (key, last): (&str, String),
+    (key, last, queue): (&str, String, &str),
 ) -> anyhow::Result<Duration> {
     stack.reset().await?;
     let catalog = Catalog::parse(catalog, "bench.toml")?;
@@ -162,7 +181,13 @@ async fn waited(
     any_running.await?;
     tokio::time::sleep(JOB_TIME).await;
     let sent = Utc::now();
-    stack.send(&last).await?;
+    stack
+        .sqs
+        .send_message()
+        .queue_url(queue)
+        .message_body(&last)
+        .send()
+        .await?;
     let start = loop {
         if let Some(at) = started(stack.record(key).await?) {
             break at;
@@ -222,8 +247,8 @@ impl Backlog {
         let none = "none (the peer has neither fair shares nor priorities)";
         Section {
             title: format!(
-                "Behind a backlog: one run sent after {} one-second runs, {PROCESSORS} polling workers",
-                self.runs
+                "Behind a backlog: one run sent after {} (a quiet tenant's) or {} (an urgent run) one-second runs, {PROCESSORS} polling workers",
+                self.runs, self.urgent_runs
             ),
             ours: "schedkit (its poller, in this process)".into(),
             theirs: theirs.into(),
@@ -243,6 +268,7 @@ impl Backlog {
             ],
             notes: vec![
                 "The backlog is queued and running (its first run started a job's duration before) when the run measured is sent; its wait is from its send to its record's `started_at`. The processors are stopped and the stage emptied once it started.".into(),
+                "The urgent run is sent as `fire` sends a run of positive priority: to the urgent queue beside the jobs queue, on which each poller keeps a receive open.".into(),
             ],
         }
     }

@@ -541,6 +541,7 @@ async fn a_sync_planned_before_a_pause_leaves_the_schedule_as_the_pause_record_s
     let targets = sync::SyncTargets {
         queue_arn: stack.arn_of(&stack.queue_url),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: stack.scheduler_role_arn.clone(),
         dead_letter_arn: None,
     };
@@ -584,6 +585,7 @@ async fn two_jobs(
     let targets = schedkit::trigger::sync::SyncTargets {
         queue_arn: stack.arn_of(&stack.queue_url),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: stack.scheduler_role_arn.clone(),
         dead_letter_arn: None,
     };

@@ -42,7 +42,8 @@ pub struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<ChainContext>,
     /// This run's priority for a freed permit of its limits, over its job's (`fire
-    /// --priority`): -10 to 10, higher first.
+    /// --priority`): -10 to 10, higher first. Its sender put a run above 0 on the urgent
+    /// queue ([`crate::queue::urgent`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i32>,
 }

@@ -92,20 +92,15 @@ pub async fn poll(
         let mut stats = PollStats::default();
         let mut in_hand: JoinSet<MessageReport> = JoinSet::new();
         let mut receive: Option<Receive<'_>> = None;
+        let mut urgent = Urgent::Open(None);
         let mut room = Room::new(processor.config().concurrency, options.max_messages);
         let mut look_again: Option<Instant> = None;
         tokio::pin!(shutdown);
         loop {
             if receive.is_none() {
-                look_again = None;
-                match room.next(in_hand.len(), Instant::now()) {
-                    Next::Receive(most) => {
-                        receive = Some(receive_request(processor, options, most));
-                    }
-                    Next::LookAgainAt(at) => look_again = Some(at),
-                    Next::Wait => {}
-                }
+                look_again = fill_room(&mut room, &mut receive, in_hand.len(), processor, options);
             }
+            urgent.keep_open(processor, options);
             let event = tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -116,6 +111,7 @@ pub async fn poll(
                         None => std::future::pending().await,
                     }
                 } => Event::Received(received),
+                received = urgent.answer() => Event::ReceivedUrgent(received),
                 () = async {
                     match look_again {
                         Some(at) => tokio::time::sleep_until(at).await,
@@ -131,6 +127,10 @@ pub async fn poll(
                 Event::LookAgain => continue,
                 Event::Received(received) => {
                     receive = None;
+                    received
+                }
+                Event::ReceivedUrgent(received) => {
+                    urgent = Urgent::Open(None);
                     received
                 }
             };
@@ -164,6 +164,25 @@ pub async fn poll(
     stats
 }
 
+/// Sends a receive if the room has a place for one (no receive is in flight); when to
+/// look at the room again, if the room waits to gather more.
+fn fill_room<'a>(
+    room: &mut Room,
+    receive: &mut Option<Receive<'a>>,
+    in_hand: usize,
+    processor: &'a Processor,
+    options: &'a PollOptions,
+) -> Option<Instant> {
+    match room.next(in_hand, Instant::now()) {
+        Next::Receive(most) => {
+            *receive = Some(receive_request(processor, options, most));
+            None
+        }
+        Next::LookAgainAt(at) => Some(at),
+        Next::Wait => None,
+    }
+}
+
 /// A receive for at most `most` messages. A received message stays hidden for the longest
 /// lease: a poller killed mid-run has its messages back after about that long (heartbeats
 /// extend it while a job runs).
@@ -172,15 +191,55 @@ fn receive_request<'a>(
     options: &'a PollOptions,
     most: usize,
 ) -> Receive<'a> {
-    let hidden_for = processor.registry().longest_lease().map(|lease| {
+    processor
+        .queue()
+        .receive(most, options.wait_seconds, hidden_for(processor))
+}
+
+/// How long a received message stays hidden: the longest lease (see [`receive_request`]).
+fn hidden_for(processor: &Processor) -> Option<i32> {
+    processor.registry().longest_lease().map(|lease| {
         lease
             .as_secs_f64()
             .ceil()
             .clamp(1.0, MAX_VISIBILITY.as_secs() as f64) as i32
-    });
-    processor
-        .queue()
-        .receive(most, options.wait_seconds, hidden_for)
+    })
+}
+
+/// The receive kept open on the urgent queue (see [`crate::queue::urgent`]): whatever the
+/// room, one long poll waits there, and what it brings is taken in hand at once, beside
+/// the concurrency (at most one receive's worth more): an urgent run never waits for a
+/// place in a busy worker, nor for the jobs queue's backlog, and takes no place from it.
+enum Urgent<'a> {
+    /// Read: the receive in flight, if one was sent.
+    Open(Option<Receive<'a>>),
+    /// The queue has no urgent queue beside it.
+    Closed,
+}
+
+impl<'a> Urgent<'a> {
+    /// Sends a receive when none is in flight.
+    fn keep_open(&mut self, processor: &'a Processor, options: &'a PollOptions) {
+        if let Urgent::Open(None) = self {
+            let most = usize::try_from(options.max_messages).unwrap_or(1);
+            let wait = options.wait_seconds;
+            *self = match processor
+                .queue()
+                .receive_urgent(most, wait, hidden_for(processor))
+            {
+                Some(r) => Urgent::Open(Some(r)),
+                None => Urgent::Closed,
+            };
+        }
+    }
+
+    /// The receive's answer; never, with none in flight.
+    async fn answer(&mut self) -> Result<Vec<Delivery>, QueueError> {
+        match self {
+            Urgent::Open(Some(r)) => r.await,
+            _ => std::future::pending().await,
+        }
+    }
 }
 
 /// How long a poller with room for less than a whole receive waits for more before
@@ -261,6 +320,8 @@ enum Event {
     LookAgain,
     /// A receive answered.
     Received(Result<Vec<Delivery>, QueueError>),
+    /// The urgent queue's receive answered.
+    ReceivedUrgent(Result<Vec<Delivery>, QueueError>),
 }
 
 /// Counts one finished message in `stats`.

@@ -292,9 +292,6 @@ fair = "{tenant"
 owner = "ops"
 priority = 11
 limits = ["paced"]
-[jobs.free]
-owner = "ops"
-priority = 1
 "#;
     let errors = Catalog::parse(bad, "c.toml").unwrap_err().to_string();
     for expected in [
@@ -302,10 +299,14 @@ priority = 1
         "no `concurrency` to share",
         "limits.broken.fair",
         "11 is outside -10..=10",
-        "the job has none (`limits` or `concurrency`)",
     ] {
         assert!(errors.contains(expected), "{expected}: {errors}");
     }
+    // A job without limits may have a priority too: above 0, its runs wait in the urgent
+    // queue (schedkit::queue::urgent).
+    let free = "[jobs.free]\nowner = \"ops\"\npriority = 1\n";
+    let catalog = Catalog::parse(free, "c.toml").unwrap();
+    assert_eq!(catalog.jobs["free"].spec.priority, Some(1));
 }
 
 #[test]

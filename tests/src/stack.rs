@@ -14,6 +14,7 @@ use aws_lambda_events::event::sqs::SqsMessage;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName, QueueAttributeName};
 use schedkit::batch::AutoPause;
+use schedkit::queue::urgent::urgent_queue_of;
 use schedkit::{
     DynamoStore, Envelope, ExecutionRecord, Metrics, Processor, ProcessorConfig, Registry,
 };
@@ -313,12 +314,15 @@ impl Stack {
                 .cloned()
                 .expect("the template's visibility timeout"),
         };
-        let queue_url = create(
-            format!("schedkit-{name}-jobs"),
-            vec![
-                (QueueAttributeName::RedrivePolicy, redrive.to_string()),
-                (QueueAttributeName::VisibilityTimeout, visibility),
-            ],
+        let attributes = vec![
+            (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+            (QueueAttributeName::VisibilityTimeout, visibility),
+        ];
+        let queue_url = create(format!("schedkit-{name}-jobs"), attributes.clone()).await;
+        // The urgent queue beside it, as the template makes one.
+        create(
+            urgent_queue_of(&format!("schedkit-{name}-jobs")),
+            attributes,
         )
         .await;
         let ddb = aws_sdk_dynamodb::Client::new(&sdk);
@@ -450,7 +454,13 @@ impl Stack {
     /// the same stack; deleting and recreating a stack trips LocalStack, which leaves the
     /// old event source mapping behind).
     pub async fn reset(&self) -> anyhow::Result<()> {
-        for url in [&self.queue_url, &self.dlq_url, &self.schedule_dlq_url] {
+        let urgent = self.urgent_queue_url();
+        for url in [
+            &self.queue_url,
+            &urgent,
+            &self.dlq_url,
+            &self.schedule_dlq_url,
+        ] {
             self.sqs.purge_queue().queue_url(url).send().await?;
         }
         for (table, key) in [
@@ -498,6 +508,12 @@ impl Stack {
             .send()
             .await?;
         Ok(())
+    }
+
+    /// The urgent queue beside the jobs queue, where runs of a positive priority go (see
+    /// `schedkit::queue::urgent`).
+    pub fn urgent_queue_url(&self) -> String {
+        urgent_queue_of(&self.queue_url)
     }
 
     /// The ARN of one of this stack's queues (LocalStack's account and region).

@@ -32,6 +32,8 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                     "30",
                     "--backlog-runs",
                     "30",
+                    "--urgent-backlog-runs",
+                    "30",
                 ])
                 .args(["--accountant-jobs", "12", "--accountant-rounds", "1"])
                 .args(["--page-records", "200", "--page-letters", "20"])
@@ -66,7 +68,7 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
         "Selective DLQ redrive of 40 letters",
         "One polling worker: 20 one-second jobs beside one 3 s job",
         "Flow control: 30 runs of a 50 ms job",
-        "Behind a backlog: one run sent after 30 one-second runs",
+        "Behind a backlog: one run sent after 30 (a quiet tenant's) or 30 (an urgent run) one-second runs",
         "The accountant: a catalog of 12 scheduled jobs",
         "The web page: 200 records and 20 dead letters",
         "A catalog of N jobs (N = 10, 30)",

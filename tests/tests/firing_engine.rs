@@ -37,6 +37,7 @@ pub(crate) async fn schedules(
     let targets = SyncTargets {
         queue_arn: queue_arn.into(),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
     };
@@ -357,6 +358,7 @@ expression = "cron(30 * * * ? *)"
         &SyncTargets {
             queue_arn: missing_queue.into(),
             host_queue_arn: None,
+            urgent_queues: false,
             role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
             dead_letter_arn: Some(stack.arn_of(&stack.schedule_dlq_url)),
         },

@@ -119,6 +119,8 @@ mod store_model;
 /// process exports one trace to the test kit's OTLP receiver, from the trigger to the last
 /// step, every parent right, the retries and the dead letter as spans.
 mod traces;
+// The urgent queue: a poller reads it beside the jobs queue, every call reaches it.
+mod urgent_queue;
 /// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
 /// batch response.
 mod worker_lambda_mode;

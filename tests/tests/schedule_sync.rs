@@ -80,6 +80,7 @@ async fn sync_creates_changes_and_deletes_and_a_second_run_writes_nothing() {
     let targets = SyncTargets {
         queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some("arn:aws:sqs:us-east-1:000000000000:schedule-dlq".into()),
     };
@@ -209,6 +210,7 @@ async fn a_past_start_is_sent_as_the_next_run_on_its_phase_and_a_later_sync_writ
     let targets = SyncTargets {
         queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: Some("arn:aws:sqs:us-east-1:000000000000:schedule-dlq".into()),
     };
@@ -297,6 +299,7 @@ async fn an_update_sends_the_start_due_now_not_the_passed_one_it_found() {
     let targets = SyncTargets {
         queue_arn: "arn:aws:sqs:us-east-1:000000000000:jobs".into(),
         host_queue_arn: None,
+        urgent_queues: false,
         role_arn: "arn:aws:iam::000000000000:role/scheduler".into(),
         dead_letter_arn: None,
     };

@@ -83,8 +83,14 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
     let catalog = load_catalog(cli)?;
     // A job, or a chain: a chain's run is its trigger on the jobs queue, which the worker
     // turns into one execution named after the key.
-    let (name, default_payload, template, runs_on) = match catalog.chain(&a.job) {
-        Some(chain) => (chain.name.clone(), chain.payload(), None, RunsOn::Lambda),
+    let (name, default_payload, template, runs_on, spec_priority) = match catalog.chain(&a.job) {
+        Some(chain) => (
+            chain.name.clone(),
+            chain.payload(),
+            None,
+            RunsOn::Lambda,
+            None,
+        ),
         None => {
             let job = super::globals::catalog_job(&catalog, &a.job)?;
             (
@@ -92,6 +98,7 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
                 job.payload(),
                 job.policy.key_template.clone(),
                 job.spec.runs_on,
+                job.spec.priority,
             )
         }
     };
@@ -180,6 +187,9 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
         .queue_url_of(&sdk, runs_on)
         .await
         .map_err(|e| super::target::usage_if_not_found(e, &cli.target))?;
+    // An urgent run skips the jobs queue's backlog (see schedkit::queue::urgent).
+    let priority = a.priority.or(spec_priority).unwrap_or(0);
+    let queue_url = stage::queue_for_priority(&sdk, &queue_url, priority).await?;
     let queue_arn = stage::queue_arn(&sdk, &queue_url).await?;
     let target = OneOffTarget {
         queue_url: queue_url.clone(),

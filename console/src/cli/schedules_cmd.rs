@@ -272,6 +272,7 @@ async fn targets(a: &SyncArgs, client: &sync::Client, group: &str) -> anyhow::Re
         (Some(queue_arn), Some(role_arn)) => SyncTargets {
             queue_arn: queue_arn.clone(),
             host_queue_arn: a.host_queue_arn.clone(),
+            urgent_queues: false,
             role_arn: role_arn.clone(),
             dead_letter_arn: None,
         },

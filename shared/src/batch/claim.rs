@@ -209,7 +209,7 @@ impl Processor {
         }
         let letter = DeadLetter::written(ctx.body(), reason, &error, attempts, failed_at)
             .of_run(Some(t.job), Some(t.key))
-            .sent_from(&self.inner.config.queue_url, ctx.message_id());
+            .sent_from(&self.source_queue(ctx), ctx.message_id());
         self.dead_letter(&letter, reason).await
     }
 

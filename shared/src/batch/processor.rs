@@ -175,7 +175,10 @@ impl Processor {
         done: Option<&UnboundedSender<MessageReport>>,
         deadline: Option<Instant>,
     ) -> Vec<MessageReport> {
-        let deliveries: Vec<Delivery> = messages.into_iter().map(Into::into).collect();
+        let mut deliveries: Vec<Delivery> = messages.into_iter().map(Into::into).collect();
+        for delivery in &mut deliveries {
+            self.inner.queue.adopt(delivery);
+        }
         if self.inner.config.visibility_on_claim {
             let (queue, registry) = (self.inner.queue.as_ref(), &self.inner.registry);
             super::visibility::hide_for_leases(queue, registry, &deliveries).await;

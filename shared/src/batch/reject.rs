@@ -22,7 +22,7 @@ impl Processor {
         let now = self.inner.config.clock.now();
         let letter = DeadLetter::written(ctx.body(), reason, error, 0, now)
             .of_run(job, key)
-            .sent_from(&self.inner.config.queue_url, ctx.message_id());
+            .sent_from(&self.source_queue(ctx), ctx.message_id());
         let outcome = self.dead_letter(&letter, reason).await;
         let job = job.unwrap_or(NO_JOB);
         // The job's name comes from an untrusted message: a name this worker does not know

@@ -89,7 +89,7 @@ impl Processor {
             attributes: attributes_again(ctx.delivery, since),
             delay_seconds: Some(delay.min(MAX_DELAY).as_secs_f64().ceil() as i32),
         };
-        match self.inner.queue.send(&again).await {
+        match self.inner.queue.send_again(ctx.receipt(), &again).await {
             Ok(()) => {
                 if let Some(receipt) = ctx.receipt()
                     && let Err(e) = self.inner.queue.delete(receipt).await
@@ -105,6 +105,16 @@ impl Processor {
                 self.hide(ctx, delay).await;
                 false
             }
+        }
+    }
+
+    /// The queue the copy in hand came from (its dead letter names it, and a redrive
+    /// sends it back there): the jobs queue, or the urgent queue beside it.
+    pub(super) fn source_queue(&self, ctx: &MessageCtx<'_>) -> String {
+        let queue = &self.inner.config.queue_url;
+        match ctx.receipt().map(crate::queue::urgent::untagged) {
+            Some((true, _)) => crate::queue::urgent::urgent_queue_of(queue),
+            _ => queue.clone(),
         }
     }
 

@@ -251,18 +251,18 @@ pub(super) fn check_job_limits(
             "the job has no limits to wait for (`limits` or `concurrency`)".into(),
         );
     }
-    let limited = !shared.is_empty() || concurrency.is_some();
     JobLimits {
         shared,
         concurrency,
         max_wait,
-        priority: priority(spec, limited, &mut fail),
+        priority: priority(spec, &mut fail),
     }
 }
 
-/// The job's runs' priority for a freed permit: within [`PRIORITIES`], and only for a job
-/// with limits to wait for.
-fn priority(spec: &JobSpec, limited: bool, fail: &mut dyn FnMut(&str, String)) -> i32 {
+/// The job's runs' priority, within [`PRIORITIES`]: for a freed permit of its limits, and
+/// the queue its runs wait in (any above 0: the urgent queue, [`crate::queue::urgent`]),
+/// so an unlimited job may have one too.
+fn priority(spec: &JobSpec, fail: &mut dyn FnMut(&str, String)) -> i32 {
     let priority = spec.priority.unwrap_or(0);
     if !PRIORITIES.contains(&priority) {
         fail(
@@ -273,12 +273,6 @@ fn priority(spec: &JobSpec, limited: bool, fail: &mut dyn FnMut(&str, String)) -
                 PRIORITIES.end(),
                 crate::store::AGING.as_secs()
             ),
-        );
-    } else if spec.priority.is_some() && !limited {
-        fail(
-            "priority",
-            "orders the runs waiting for a limit, and the job has none (`limits` or `concurrency`)"
-                .into(),
         );
     }
     priority.clamp(*PRIORITIES.start(), *PRIORITIES.end())

@@ -201,7 +201,8 @@ pub struct JobSpec {
     /// Which of the runs waiting for a limit gets a freed permit first: higher first
     /// (`-10` to `10`, default 0; `schedkit fire --priority` sets a run's own). A waiting
     /// run rises one level every 10 s it waits, up to the highest waiting, so none waits
-    /// behind higher priorities forever.
+    /// behind higher priorities forever. Above 0, the job's runs wait in the urgent queue
+    /// beside the jobs queue, never behind its backlog (a job without limits too).
     #[serde(default)]
     pub priority: Option<i32>,
     /// DONE within this long of its scheduled time (`45m`), or the run is late; default

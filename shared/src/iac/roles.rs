@@ -395,6 +395,8 @@ fn arns(catalog: &Catalog, on: On) -> Vec<String> {
         On::JobsQueue => vec![
             "!GetAtt JobsQueue.Arn".into(),
             "!GetAtt HostJobsQueue.Arn".into(),
+            "!GetAtt UrgentJobsQueue.Arn".into(),
+            "!GetAtt UrgentHostJobsQueue.Arn".into(),
         ],
         On::DeadLetterQueue => vec!["!GetAtt JobsDeadLetterQueue.Arn".into()],
         On::ScheduleGroups => vec![

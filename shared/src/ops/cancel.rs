@@ -144,7 +144,7 @@ impl Canceller {
             counts.by_state.insert(status.to_string(), keys.len());
         }
         if selection.queued && scan_queue {
-            let found = self.scan(selection, catalog, None).await?;
+            let found = self.scan_all(selection, catalog, None).await?;
             counts.by_state.insert("queued".into(), found.total());
         }
         Ok(counts)
@@ -197,7 +197,7 @@ impl Canceller {
         }
         if selection.queued {
             let act = Act { by, reason };
-            let found = self.scan(selection, catalog, Some(&act)).await;
+            let found = self.scan_all(selection, catalog, Some(&act)).await;
             match found {
                 Ok(found) => {
                     let n = found.total();
@@ -242,11 +242,33 @@ impl Canceller {
         }
     }
 
-    /// Receives the whole queue once, finding `selection.job`'s messages: counted, or
-    /// (with `act`) cancelled in the store and then deleted. Everything else it held is
-    /// made visible again.
+    /// [`Canceller::scan`] of the jobs queue, then of the urgent queue beside it (where
+    /// the job's urgent runs wait, see [`crate::queue::urgent`]) if the stage has one.
+    async fn scan_all(
+        &self,
+        selection: &Selection,
+        catalog: &Catalog,
+        act: Option<&Act<'_>>,
+    ) -> Result<Found, OpsError> {
+        let mut found = self.scan(&self.queue_url, selection, catalog, act).await?;
+        let urgent = crate::queue::urgent::urgent_queue_of(&self.queue_url);
+        match self.scan(&urgent, selection, catalog, act).await {
+            Ok(more) => {
+                found.keys.extend(more.keys);
+                found.moved_on += more.moved_on;
+            }
+            Err(e) if crate::queue::urgent::missing(&format!("{e:?}")) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(found)
+    }
+
+    /// Receives the whole queue `queue_url` once, finding `selection.job`'s messages:
+    /// counted, or (with `act`) cancelled in the store and then deleted. Everything else
+    /// it held is made visible again.
     async fn scan(
         &self,
+        queue_url: &str,
         selection: &Selection,
         catalog: &Catalog,
         act: Option<&Act<'_>>,
@@ -258,7 +280,7 @@ impl Canceller {
         let mut seen = HashSet::new();
         let mut last_new = std::time::Instant::now();
         let scanned = loop {
-            let batch = match self.receive().await {
+            let batch = match self.receive(queue_url).await {
                 Ok(batch) => batch,
                 Err(e) => break Err(e),
             };
@@ -318,11 +340,11 @@ impl Canceller {
             if let Some(e) = held.failed.take() {
                 break Err(e);
             }
-            if let Err(e) = self.delete(&delete).await {
+            if let Err(e) = self.delete(queue_url, &delete).await {
                 break Err(e);
             }
         };
-        let released = self.release(&held.release).await;
+        let released = self.release(queue_url, &held.release).await;
         scanned?;
         released?;
         Ok(held.found)
@@ -349,27 +371,27 @@ impl Canceller {
         }
     }
 
-    async fn receive(&self) -> Result<Vec<aws_sdk_sqs::types::Message>, OpsError> {
+    async fn receive(&self, queue_url: &str) -> Result<Vec<aws_sdk_sqs::types::Message>, OpsError> {
         Ok(self
             .sqs
             .receive_message()
-            .queue_url(&self.queue_url)
+            .queue_url(queue_url)
             .max_number_of_messages(10)
             // Long-polled: an empty answer means no visible message is left.
             .wait_time_seconds(1)
             .visibility_timeout(HOLD.as_secs() as i32)
             .send()
             .await
-            .aws(format!("reading the jobs queue {}", self.queue_url))?
+            .aws(format!("reading the jobs queue {queue_url}"))?
             .messages
             .unwrap_or_default())
     }
 
-    async fn release(&self, receipts: &[String]) -> Result<(), OpsError> {
-        super::dlq::release(&self.sqs, &self.queue_url, receipts).await
+    async fn release(&self, queue_url: &str, receipts: &[String]) -> Result<(), OpsError> {
+        super::dlq::release(&self.sqs, queue_url, receipts).await
     }
 
-    async fn delete(&self, receipts: &[String]) -> Result<(), OpsError> {
+    async fn delete(&self, queue_url: &str, receipts: &[String]) -> Result<(), OpsError> {
         for chunk in receipts.chunks(10) {
             let entries = chunk
                 .iter()
@@ -384,7 +406,7 @@ impl Canceller {
             // A delete that fails leaves a message the worker acknowledges as cancelled.
             self.sqs
                 .delete_message_batch()
-                .queue_url(&self.queue_url)
+                .queue_url(queue_url)
                 .set_entries(Some(entries))
                 .send()
                 .await

@@ -269,13 +269,26 @@ impl Destinations {
     }
 
     /// The queue `letter` goes back to: the host jobs queue when it came from there (as the
-    /// worker recorded on it) or is a host job's, else the jobs queue. A letter naming any
-    /// other queue goes to the jobs queue, never to a queue a message chose.
-    pub fn of(&self, letter: &HeldLetter) -> &str {
+    /// worker recorded on it) or is a host job's, else the jobs queue; the urgent queue
+    /// beside that one when it came from there. A letter naming any other queue goes to the
+    /// jobs queue, never to a queue a message chose.
+    pub fn of(&self, letter: &HeldLetter) -> String {
+        let back = self.jobs_queue_of(letter);
+        let urgent = crate::queue::urgent::urgent_queue_of(back);
+        if letter.letter.source_queue.as_deref() == Some(urgent.as_str()) {
+            urgent
+        } else {
+            back.to_string()
+        }
+    }
+
+    fn jobs_queue_of(&self, letter: &HeldLetter) -> &str {
         let Some(host) = &self.host else {
             return &self.jobs;
         };
-        let from_host = letter.letter.source_queue.as_deref() == Some(host.as_str());
+        let source = letter.letter.source_queue.as_deref();
+        let from_host = source == Some(host.as_str())
+            || source == Some(crate::queue::urgent::urgent_queue_of(host).as_str());
         let host_job = letter
             .letter
             .job
@@ -316,12 +329,13 @@ async fn send_back_each(
     to: &Destinations,
     letters: Vec<HeldLetter>,
 ) -> (Vec<HeldLetter>, Option<OpsError>) {
-    let (host, jobs): (Vec<_>, Vec<_>) = letters
-        .into_iter()
-        .partition(|l| to.host.is_some() && to.of(l) != to.jobs);
-    let (mut sent, mut failed) = send_back(sqs, &to.jobs, jobs).await;
-    if let Some(host_url) = to.host.as_deref().filter(|_| !host.is_empty()) {
-        let (more, error) = send_back(sqs, host_url, host).await;
+    let mut by_queue: std::collections::BTreeMap<String, Vec<HeldLetter>> = Default::default();
+    for letter in letters {
+        by_queue.entry(to.of(&letter)).or_default().push(letter);
+    }
+    let (mut sent, mut failed) = (Vec::new(), None);
+    for (queue_url, letters) in by_queue {
+        let (more, error) = send_back(sqs, &queue_url, letters).await;
         sent.extend(more);
         failed = failed.or(error);
     }
@@ -728,6 +742,19 @@ mod tests {
         let without = Destinations::one("https://sqs/jobs");
         assert_eq!(
             without.of(&from("nightly-etl", Some("https://sqs/host-jobs"))),
+            "https://sqs/jobs"
+        );
+        // An urgent run's letter goes back to the urgent queue it came from.
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/jobs-urgent"))),
+            "https://sqs/jobs-urgent"
+        );
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/host-jobs-urgent"))),
+            "https://sqs/host-jobs-urgent"
+        );
+        assert_eq!(
+            to.of(&from("report", Some("https://sqs/elsewhere-urgent"))),
             "https://sqs/jobs"
         );
     }

@@ -148,6 +148,34 @@ impl StageRef {
     }
 }
 
+/// The queue a run of `priority` is sent to: the urgent queue beside `queue_url` (see
+/// [`crate::queue::urgent`]) when the run is urgent and the stage has one, else
+/// `queue_url` (a stage deployed before it had urgent queues keeps one queue).
+pub async fn queue_for_priority(
+    sdk: &SdkConfig,
+    queue_url: &str,
+    priority: i32,
+) -> Result<String, OpsError> {
+    use crate::queue::urgent::{is_urgent, urgent_queue_of};
+    if !is_urgent(priority) {
+        return Ok(queue_url.to_string());
+    }
+    let urgent = urgent_queue_of(queue_url);
+    let found = aws_sdk_sqs::Client::new(sdk)
+        .get_queue_attributes()
+        .queue_url(&urgent)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await;
+    match found {
+        Ok(_) => Ok(urgent),
+        Err(e) if crate::queue::urgent::missing(&crate::aws::describe(&e)) => {
+            Ok(queue_url.to_string())
+        }
+        Err(e) => Err(AwsError::of(format!("reading queue {urgent}"), &e).into()),
+    }
+}
+
 /// The ARN of a queue, by URL.
 pub async fn queue_arn(sdk: &SdkConfig, url: &str) -> Result<String, OpsError> {
     let attrs = aws_sdk_sqs::Client::new(sdk)

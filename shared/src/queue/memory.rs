@@ -199,6 +199,7 @@ fn delivery(m: &Stored, receipt: &str) -> Delivery {
         receive_count: m.receives,
         attributes: m.attributes.clone(),
         trace_header: None,
+        source_queue: None,
     }
 }
 

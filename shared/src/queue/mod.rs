@@ -8,6 +8,7 @@
 
 mod memory;
 mod sqs;
+pub mod urgent;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -88,6 +89,17 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug + 'static {
     /// Sends a message to the jobs queue.
     fn send<'a>(&'a self, message: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>>;
 
+    /// Sends a copy of the received message `receipt` (to come back later) to the queue
+    /// it came from: the jobs queue, or the urgent queue beside it.
+    fn send_again<'a>(
+        &'a self,
+        receipt: Option<&'a str>,
+        message: &'a Outgoing,
+    ) -> QueueCall<'a, Result<(), QueueError>> {
+        let _ = receipt;
+        self.send(message)
+    }
+
     /// Deletes the received message `receipt` from the jobs queue.
     fn delete<'a>(&'a self, receipt: &'a str) -> QueueCall<'a, Result<(), QueueError>>;
 
@@ -103,6 +115,24 @@ pub trait JobQueue: Send + Sync + std::fmt::Debug + 'static {
         wait_seconds: i32,
         hidden_for: Option<i32>,
     ) -> QueueCall<'a, Result<Vec<Delivery>, QueueError>>;
+
+    /// As [`JobQueue::receive`], from the urgent queue beside the jobs queue (see
+    /// [`urgent`]); None when there is none.
+    fn receive_urgent<'a>(
+        &'a self,
+        most: usize,
+        wait_seconds: i32,
+        hidden_for: Option<i32>,
+    ) -> Option<QueueCall<'a, Result<Vec<Delivery>, QueueError>>> {
+        let _ = (most, wait_seconds, hidden_for);
+        None
+    }
+
+    /// Makes a copy another source received (Lambda's event source) the queue's own: a
+    /// copy from the urgent queue has its receipt tagged so that every call reaches it.
+    fn adopt(&self, delivery: &mut Delivery) {
+        let _ = delivery;
+    }
 
     /// Deletes up to ten received messages (one request on SQS); how many were deleted.
     /// A receipt that could not be deleted is harmless: its message comes back and is

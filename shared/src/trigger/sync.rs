@@ -43,6 +43,10 @@ pub struct SyncTargets {
     /// The host jobs' queue (`runs_on = "host"`); None for a stack made before it had one,
     /// whose host jobs a sync refuses to send anywhere else.
     pub host_queue_arn: Option<String>,
+    /// Whether the stage has urgent queues beside its jobs queues (see
+    /// [`crate::queue::urgent`]), where the runs of a job of positive priority go; false
+    /// for a stack made before it had them.
+    pub urgent_queues: bool,
     /// The role EventBridge Scheduler assumes to send (it may only send to the queue and
     /// the schedule DLQ).
     pub role_arn: String,
@@ -52,9 +56,19 @@ pub struct SyncTargets {
 
 impl SyncTargets {
     /// The queue a job's runs go to: the host jobs' queue for `runs_on = "host"`, else the
-    /// jobs queue. A host job of a stage without the host queue is refused: the function
-    /// would end its runs at its timeout.
-    pub fn queue_of(&self, job: &Job) -> Result<&str, TriggerError> {
+    /// jobs queue; the urgent queue beside it for a job of positive priority. A host job of
+    /// a stage without the host queue is refused: the function would end its runs at its
+    /// timeout.
+    pub fn queue_of(&self, job: &Job) -> Result<String, TriggerError> {
+        use crate::queue::urgent::{is_urgent, urgent_queue_of};
+        let queue = self.jobs_queue_of(job)?;
+        Ok(match job.spec.priority {
+            Some(p) if is_urgent(p) && self.urgent_queues => urgent_queue_of(queue),
+            _ => queue.to_string(),
+        })
+    }
+
+    fn jobs_queue_of(&self, job: &Job) -> Result<&str, TriggerError> {
         match (job.spec.runs_on, &self.host_queue_arn) {
             (crate::catalog::RunsOn::Lambda, _) => Ok(&self.queue_arn),
             (crate::catalog::RunsOn::Host, Some(host)) => Ok(host),
@@ -118,7 +132,7 @@ impl ScheduleConfig {
             targets,
             now,
         );
-        config.target_arn = targets.queue_of(job)?.to_string();
+        config.target_arn = targets.queue_of(job)?;
         Ok(Some(config))
     }
 
@@ -362,6 +376,8 @@ pub mod tags {
     pub(crate) const JOBS_QUEUE: &str = "schedkit:jobs-queue";
     /// The host jobs queue's ARN.
     pub(crate) const HOST_JOBS_QUEUE: &str = "schedkit:host-jobs-queue";
+    /// The urgent jobs queue's ARN: the stage has urgent queues.
+    pub(crate) const URGENT_JOBS_QUEUE: &str = "schedkit:urgent-jobs-queue";
     /// The role the scheduler assumes.
     pub const SCHEDULER_ROLE: &str = "schedkit:scheduler-role";
     /// The schedule dead-letter queue's ARN.
@@ -405,6 +421,7 @@ pub async fn stage_targets(
     Ok(Some(SyncTargets {
         queue_arn: queue_arn.clone(),
         host_queue_arn: tags.get(tags::HOST_JOBS_QUEUE).cloned(),
+        urgent_queues: tags.contains_key(tags::URGENT_JOBS_QUEUE),
         role_arn: role_arn.clone(),
         dead_letter_arn: tags.get(tags::SCHEDULE_DLQ).cloned(),
     }))
@@ -937,6 +954,7 @@ mod tests {
         let mut targets = SyncTargets {
             queue_arn: "arn:jobs".into(),
             host_queue_arn: Some("arn:host-jobs".into()),
+            urgent_queues: false,
             role_arn: "arn:role".into(),
             dead_letter_arn: None,
         };
@@ -950,5 +968,35 @@ mod tests {
         let refused = config("etl", &targets).unwrap_err().to_string();
         assert!(refused.contains("no host jobs queue"), "{refused}");
         assert_eq!(config("sync", &targets).unwrap(), "arn:jobs");
+    }
+
+    #[test]
+    fn a_job_of_positive_priority_is_scheduled_onto_the_urgent_queue_when_the_stage_has_one() {
+        let catalog = Catalog::parse(
+            concat!(
+                "[jobs.page]\nowner = \"t\"\npriority = 5\nschedule = { expression = \"rate(1 hour)\" }\n",
+                "[jobs.etl]\nowner = \"t\"\nruns_on = \"host\"\npriority = 1\ncommand = { run = \"true\" }\n",
+                "schedule = { expression = \"rate(1 hour)\" }\n",
+                "[jobs.backfill]\nowner = \"t\"\npriority = -5\nschedule = { expression = \"rate(1 hour)\" }\n",
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        let mut targets = SyncTargets {
+            queue_arn: "arn:jobs".into(),
+            host_queue_arn: Some("arn:host-jobs".into()),
+            urgent_queues: true,
+            role_arn: "arn:role".into(),
+            dead_letter_arn: None,
+        };
+        let now = Utc::now();
+        let config = |job: &str, t: &SyncTargets| {
+            ScheduleConfig::from_job(&catalog.jobs[job], t, now).map(|c| c.unwrap().target_arn)
+        };
+        assert_eq!(config("page", &targets).unwrap(), "arn:jobs-urgent");
+        assert_eq!(config("etl", &targets).unwrap(), "arn:host-jobs-urgent");
+        assert_eq!(config("backfill", &targets).unwrap(), "arn:jobs");
+        targets.urgent_queues = false;
+        assert_eq!(config("page", &targets).unwrap(), "arn:jobs");
     }
 }
