@@ -92,15 +92,17 @@ pub async fn poll(
         let mut stats = PollStats::default();
         let mut in_hand: JoinSet<MessageReport> = JoinSet::new();
         let mut receive: Option<Receive<'_>> = None;
+        let mut asked = 0;
         let mut urgent = Urgent::Open(None);
         let mut room = Room::new(processor.config().concurrency, options.max_messages);
         let mut look_again: Option<Instant> = None;
         tokio::pin!(shutdown);
         loop {
             if receive.is_none() {
-                look_again = fill_room(&mut room, &mut receive, in_hand.len(), processor, options);
+                (look_again, asked) =
+                    fill_room(&mut room, &mut receive, in_hand.len(), processor, options);
             }
-            urgent.keep_open(processor, options);
+            urgent.keep_open(processor, options, room.urgent_room(in_hand.len() + asked));
             let event = tokio::select! {
                 biased;
                 _ = &mut shutdown => break,
@@ -126,13 +128,10 @@ pub async fn poll(
                 }
                 Event::LookAgain => continue,
                 Event::Received(received) => {
-                    receive = None;
+                    (receive, asked) = (None, 0);
                     received
                 }
-                Event::ReceivedUrgent(received) => {
-                    urgent = Urgent::Open(None);
-                    received
-                }
+                Event::ReceivedUrgent(received) => Ok(urgent.answered(received)),
             };
             let messages = match received {
                 Ok(messages) => messages,
@@ -152,6 +151,8 @@ pub async fn poll(
             stats.received += messages.len() as u64;
             take_in_hand(&mut in_hand, processor, messages, &done);
         }
+        // What the receives in flight bring is not left hidden for a lease.
+        release_late(queue, receive, urgent).await;
         // The messages in hand are finished first: outcomes written, acknowledged.
         while let Some(joined) = in_hand.join_next().await {
             tally(&mut stats, joined, options);
@@ -164,22 +165,42 @@ pub async fn poll(
     stats
 }
 
-/// Sends a receive if the room has a place for one (no receive is in flight); when to
-/// look at the room again, if the room waits to gather more.
+/// Sends a receive if the room has a place for one (no receive is in flight): when to
+/// look at the room again, if the room waits to gather more, and how many it asked for.
 fn fill_room<'a>(
     room: &mut Room,
     receive: &mut Option<Receive<'a>>,
     in_hand: usize,
     processor: &'a Processor,
     options: &'a PollOptions,
-) -> Option<Instant> {
+) -> (Option<Instant>, usize) {
     match room.next(in_hand, Instant::now()) {
         Next::Receive(most) => {
             *receive = Some(receive_request(processor, options, most));
-            None
+            (None, most)
         }
-        Next::LookAgainAt(at) => Some(at),
-        Next::Wait => None,
+        Next::LookAgainAt(at) => (Some(at), 0),
+        Next::Wait => (None, 0),
+    }
+}
+
+/// Waits for the receives still in flight as the poller stops and makes what they bring
+/// visible again at once: dropped, a receive SQS had answered would leave its messages
+/// hidden for the longest lease.
+async fn release_late(queue: &dyn JobQueue, receive: Option<Receive<'_>>, urgent: Urgent<'_>) {
+    let mut late = Vec::new();
+    for r in [receive, urgent.in_flight()].into_iter().flatten() {
+        late.extend(r.await.unwrap_or_default());
+    }
+    let entries: Vec<(String, i32)> = late
+        .into_iter()
+        .filter_map(|d| d.receipt_handle)
+        .map(|r| (r, 0))
+        .collect();
+    for ten in entries.chunks(10) {
+        if let Err(e) = queue.change_visibility_batch(ten).await {
+            tracing::warn!(error = %e, "messages received as the poller stopped stay hidden until their visibility runs out");
+        }
     }
 }
 
@@ -207,25 +228,38 @@ fn hidden_for(processor: &Processor) -> Option<i32> {
 }
 
 /// The receive kept open on the urgent queue (see [`crate::queue::urgent`]): whatever the
-/// room, one long poll waits there, and what it brings is taken in hand at once, beside
-/// the concurrency (at most one receive's worth more): an urgent run never waits for a
-/// place in a busy worker, nor for the jobs queue's backlog, and takes no place from it.
+/// jobs queue holds, one long poll waits there, and what it brings is taken in hand at
+/// once. It may fill one receive's worth of places beyond the concurrency ([`Room::urgent_room`]):
+/// an urgent run never waits for a busy worker's places, and the messages in hand never
+/// pass the concurrency and one receive.
 enum Urgent<'a> {
     /// Read: the receive in flight, if one was sent.
     Open(Option<Receive<'a>>),
-    /// The queue has no urgent queue beside it.
+    /// A receive failed: read again from then.
+    Resting(Instant),
+    /// No urgent queue beside the jobs queue (or the worker may not read one).
     Closed,
 }
 
+/// How long the poller leaves the urgent queue alone after a receive from it failed (the
+/// jobs queue is read meanwhile).
+const URGENT_REST: Duration = Duration::from_secs(5);
+
 impl<'a> Urgent<'a> {
-    /// Sends a receive when none is in flight.
-    fn keep_open(&mut self, processor: &'a Processor, options: &'a PollOptions) {
-        if let Urgent::Open(None) = self {
-            let most = usize::try_from(options.max_messages).unwrap_or(1);
+    /// Sends a receive for up to `room` messages when none is in flight.
+    fn keep_open(&mut self, processor: &'a Processor, options: &'a PollOptions, room: usize) {
+        if let Urgent::Resting(at) = self
+            && Instant::now() >= *at
+        {
+            *self = Urgent::Open(None);
+        }
+        if let Urgent::Open(None) = self
+            && room > 0
+        {
             let wait = options.wait_seconds;
             *self = match processor
                 .queue()
-                .receive_urgent(most, wait, hidden_for(processor))
+                .receive_urgent(room, wait, hidden_for(processor))
             {
                 Some(r) => Urgent::Open(Some(r)),
                 None => Urgent::Closed,
@@ -238,6 +272,35 @@ impl<'a> Urgent<'a> {
         match self {
             Urgent::Open(Some(r)) => r.await,
             _ => std::future::pending().await,
+        }
+    }
+
+    /// What an answer brought. A queue that is not there (or may not be read: a stage
+    /// deployed before it had urgent queues) is closed, said once; another failure rests.
+    fn answered(&mut self, answer: Result<Vec<Delivery>, QueueError>) -> Vec<Delivery> {
+        match answer {
+            Ok(messages) => {
+                *self = Urgent::Open(None);
+                messages
+            }
+            Err(e) if crate::queue::urgent::absent(&e.0) => {
+                tracing::warn!(error = %e, "no urgent queue to read beside the jobs queue: urgent runs wait in the jobs queue (deploy the template again to have it)");
+                *self = Urgent::Closed;
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "receive from the urgent queue failed; reading it again in 5 s");
+                *self = Urgent::Resting(Instant::now() + URGENT_REST);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The receive in flight, if any.
+    fn in_flight(self) -> Option<Receive<'a>> {
+        match self {
+            Urgent::Open(r) => r,
+            _ => None,
         }
     }
 }
@@ -281,6 +344,14 @@ impl Room {
             whole: per_receive.min(capacity),
             gather_until: None,
         }
+    }
+
+    /// How many the urgent queue's receive may ask for with `taken` places in hand or asked
+    /// for: up to one receive's worth beyond the capacity.
+    pub(crate) fn urgent_room(&self, taken: usize) -> usize {
+        (self.capacity + self.whole)
+            .saturating_sub(taken)
+            .min(self.whole)
     }
 
     /// With `in_hand` messages at `now`, and no receive in flight.

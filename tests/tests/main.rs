@@ -56,6 +56,8 @@ mod exactly_once;
 mod executions_listing;
 /// Stopping LocalStack ends every executor process and removes the unpacked code.
 mod executor_cleanup;
+/// SQS fair queues: each run sent with its fair share as its group.
+mod fair_groups;
 /// The local firing engine: a fast-forwarded day fires exactly the expected envelopes,
 /// once, with dead letters, flexible windows and after-completion actions as AWS has them;
 /// a dead target holds no healthy schedule back.
@@ -119,7 +121,7 @@ mod store_model;
 /// process exports one trace to the test kit's OTLP receiver, from the trigger to the last
 /// step, every parent right, the retries and the dead letter as spans.
 mod traces;
-// The urgent queue: a poller reads it beside the jobs queue, every call reaches it.
+/// The urgent queue: a poller reads it beside the jobs queue, every call reaches it.
 mod urgent_queue;
 /// The example worker binary in Lambda mode, through a Lambda Runtime API: the partial
 /// batch response.

@@ -89,7 +89,7 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
             chain.payload(),
             None,
             RunsOn::Lambda,
-            None,
+            chain.spec.priority,
         ),
         None => {
             let job = super::globals::catalog_job(&catalog, &a.job)?;
@@ -211,7 +211,9 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
     // The trigger's span in the run's trace (when traces are on): its deliveries hang
     // under it.
     let trigger = schedkit::telemetry::traces::trigger(&format!("fire {name}"), &key, &key);
-    let enqueued = one_off::enqueue_traced(&sdk, &target, &envelope, now, trigger.as_ref()).await;
+    let group = message_group(&catalog, &envelope);
+    let sent_with = (trigger.as_ref(), group.as_deref());
+    let enqueued = one_off::enqueue_traced(&sdk, &target, &envelope, now, sent_with).await;
     audited
         .end(&enqueued.as_ref().map(|e| format!("{e:?}")), None)
         .await;
@@ -234,4 +236,16 @@ pub(crate) async fn fire(a: &FireArgs, cli: &Globals) -> anyhow::Result<Acted> {
             details: serde_json::json!({"job": job, "scheduled_for": when, "schedule": {"group": group, "name": name}}),
         },
     })
+}
+
+/// The run's `MessageGroupId` for SQS's fair queues: its job's fair share (see
+/// `schedkit::flow::message_group`); a chain's run is its chain's group.
+fn message_group(catalog: &schedkit::catalog::Catalog, envelope: &Envelope) -> Option<String> {
+    match catalog.jobs.get(&envelope.job) {
+        Some(job) => job
+            .policy
+            .flow
+            .message_group(&job.name, envelope.payload.as_ref()),
+        None => Some(schedkit::flow::sqs_group(&envelope.job)),
+    }
 }

@@ -44,6 +44,9 @@ pub struct Delivery {
     pub attributes: BTreeMap<String, Attribute>,
     /// SQS's `AWSTraceHeader` system attribute (X-Ray), when the sender traced.
     pub trace_header: Option<String>,
+    /// Its `MessageGroupId` (SQS's fair queues, `flow::message_group`), which a copy sent
+    /// again keeps.
+    pub message_group: Option<String>,
     /// The ARN of the queue Lambda's event source received it from (a function reads the
     /// jobs queue and the urgent one beside it); None from the poller, which knows.
     pub source_queue: Option<String>,
@@ -121,6 +124,7 @@ impl From<SqsMessage> for Delivery {
         Delivery {
             receive_count: receive_count(m.attributes.get("ApproximateReceiveCount")),
             trace_header: m.attributes.get("AWSTraceHeader").cloned(),
+            message_group: m.attributes.get("MessageGroupId").cloned(),
             source_queue: m.event_source_arn,
             message_id: m.message_id.unwrap_or_default(),
             receipt_handle: m.receipt_handle,
@@ -150,6 +154,7 @@ impl From<aws_sdk_sqs::types::Message> for Delivery {
         Delivery {
             receive_count: receive_count(system.get(&System::ApproximateReceiveCount)),
             trace_header: system.get(&System::AwsTraceHeader).cloned(),
+            message_group: system.get(&System::MessageGroupId).cloned(),
             source_queue: None,
             message_id: m.message_id.unwrap_or_default(),
             receipt_handle: m.receipt_handle,

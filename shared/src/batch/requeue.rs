@@ -88,6 +88,7 @@ impl Processor {
             body: ctx.delivery.body.clone(),
             attributes: attributes_again(ctx.delivery, since),
             delay_seconds: Some(delay.min(MAX_DELAY).as_secs_f64().ceil() as i32),
+            group: ctx.delivery.message_group.clone(),
         };
         match self.inner.queue.send_again(ctx.receipt(), &again).await {
             Ok(()) => {

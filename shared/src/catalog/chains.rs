@@ -111,6 +111,15 @@ pub(super) fn check_chains(
         if spec.stages.is_empty() {
             fail("stages", "a chain needs at least one stage".into());
         }
+        if let Some(p) = spec.priority
+            && !crate::envelope::PRIORITIES.contains(&p)
+        {
+            let range = crate::envelope::PRIORITIES;
+            fail(
+                "priority",
+                format!("{p} is outside {}..={}", range.start(), range.end()),
+            );
+        }
         let stages = check_stages(name, spec, jobs, &mut fail);
         if let Some(text) = &spec.deadline {
             // One attempt of the chain: its slowest step's one attempt.

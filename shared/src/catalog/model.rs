@@ -82,6 +82,11 @@ pub struct ChainSpec {
     /// a scheduled chain: its stages' worst cases added up (see `catalog::deadlines`).
     #[serde(default)]
     pub deadline: Option<String>,
+    /// Its steps' priority (`-10` to `10`, default 0), over their jobs': each step's run
+    /// carries it, for a freed permit of the step's limits, and above 0 waits in the
+    /// urgent queue, so a customer-facing chain's last step never queues behind a backfill.
+    #[serde(default)]
+    pub priority: Option<i32>,
 }
 
 /// One stage as written: `"step"` or `["step-a", "step-b"]`.
@@ -201,8 +206,9 @@ pub struct JobSpec {
     /// Which of the runs waiting for a limit gets a freed permit first: higher first
     /// (`-10` to `10`, default 0; `schedkit fire --priority` sets a run's own). A waiting
     /// run rises one level every 10 s it waits, up to the highest waiting, so none waits
-    /// behind higher priorities forever. Above 0, the job's runs wait in the urgent queue
-    /// beside the jobs queue, never behind its backlog (a job without limits too).
+    /// behind higher priorities forever. Above 0, the job's scheduled and fired runs wait
+    /// in the urgent queue beside the jobs queue, never behind its backlog (a job without
+    /// limits too; a backfill stays in the jobs queue).
     #[serde(default)]
     pub priority: Option<i32>,
     /// DONE within this long of its scheduled time (`45m`), or the run is late; default

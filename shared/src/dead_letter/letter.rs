@@ -103,6 +103,7 @@ impl DeadLetter {
             body: self.body.clone(),
             attributes,
             delay_seconds: None,
+            group: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! place (one start every `window / starts`), so that no window of that length ever holds
 //! more starts than the rate allows, whichever window is looked at.
 
+mod message_group;
 mod rate;
 
 use std::num::NonZeroU32;
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+pub use message_group::sqs_group;
 pub use rate::Rate;
 
 use crate::key::{KeyError, KeyTemplate};

@@ -95,7 +95,7 @@ fn limit_waits(catalog: &Catalog, flow: &crate::flow::FlowControl) -> (u64, u64)
 /// The envelope a step's task puts on the jobs queue (Step Functions fills in the `.$`
 /// fields at run time).
 fn step_message(chain: &Chain, step: &Step) -> Value {
-    json!({
+    let mut message = json!({
         "job": step.job,
         "scheduled_for.$": "$$.Execution.Input.scheduled_for",
         "key.$": format!("States.Format('{{}}#{}', $$.Execution.Input.chain_key)", step.name),
@@ -107,7 +107,12 @@ fn step_message(chain: &Chain, step: &Step) -> Value {
             "input.$": "$$.Execution.Input.payload",
             "task_token.$": "$$.Task.Token",
         },
-    })
+    });
+    // The chain's priority, which its steps inherit over their jobs'.
+    if let Some(p) = chain.spec.priority.filter(|p| *p != 0) {
+        message["priority"] = json!(p);
+    }
+    message
 }
 
 /// One branch of a stage: the step's callback task, then its small result.
@@ -122,7 +127,7 @@ fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
             "Type": "Task",
             "Resource": "arn:${Partition}:states:::sqs:sendMessage.waitForTaskToken",
             "Parameters": {
-                "QueueUrl": queue_of(catalog, step),
+                "QueueUrl": queue_of(catalog, chain, step),
                 "MessageBody": step_message(chain, step),
             },
             "HeartbeatSeconds": heartbeat,
@@ -160,11 +165,23 @@ fn branch(catalog: &Catalog, chain: &Chain, step: &Step) -> Value {
     json!({ "StartAt": step.name, "States": states })
 }
 
-/// The queue a step's message goes to: its job's (the host jobs queue for a host job).
-fn queue_of(catalog: &Catalog, step: &Step) -> &'static str {
-    match catalog.jobs.get(&step.job).map(|j| j.spec.runs_on) {
+/// The queue a step's message goes to: its job's (the host jobs queue for a host job), or
+/// the urgent queue beside it (its URL with `-urgent`, [`crate::queue::urgent`]) when the
+/// chain's priority, else the job's, is above 0.
+fn queue_of(catalog: &Catalog, chain: &Chain, step: &Step) -> String {
+    let job = catalog.jobs.get(&step.job);
+    let queue = match job.map(|j| j.spec.runs_on) {
         Some(crate::catalog::RunsOn::Host) => "${HostJobsQueueUrl}",
         _ => "${JobsQueueUrl}",
+    };
+    let priority = chain
+        .spec
+        .priority
+        .or(job.and_then(|j| j.spec.priority))
+        .unwrap_or(0);
+    match crate::queue::urgent::is_urgent(priority) {
+        true => crate::queue::urgent::urgent_queue_of(queue),
+        false => queue.to_string(),
     }
 }
 
@@ -417,6 +434,50 @@ job = "close-books"
         assert_eq!(
             d["States"]["done"]["Parameters"]["QueueUrl"],
             "${JobsQueueUrl}"
+        );
+    }
+
+    #[test]
+    fn a_chains_priority_is_its_steps_and_puts_them_on_the_urgent_queues() {
+        let text = CATALOG
+            .replace(
+                "[jobs.issue-invoices]\n",
+                "[jobs.issue-invoices]\nruns_on = \"host\"\n",
+            )
+            .replace("[chains.month-end]\n", "[chains.month-end]\npriority = 5\n");
+        assert!(
+            text.contains("priority = 5"),
+            "the catalog has a month-end chain"
+        );
+        let catalog = Catalog::parse(&text, "infra/catalog.toml").unwrap();
+        let d = definition(&catalog, catalog.chain("month-end").unwrap());
+        let stage = &d["States"]["stage-2"]["Branches"];
+        let task = |step: &str| {
+            stage
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|b| b["States"].get(step))
+                .map(|t| t["Parameters"].clone())
+                .unwrap()
+        };
+        assert_eq!(task("invoices")["QueueUrl"], "${HostJobsQueueUrl}-urgent");
+        assert_eq!(task("ledger")["QueueUrl"], "${JobsQueueUrl}-urgent");
+        assert_eq!(task("ledger")["MessageBody"]["priority"], 5);
+        // The chain's outcome is the worker's, not a run: it keeps the jobs queue.
+        assert_eq!(
+            d["States"]["done"]["Parameters"]["QueueUrl"],
+            "${JobsQueueUrl}"
+        );
+        let bad = text.replace("priority = 5", "priority = 11");
+        let error = Catalog::parse(&bad, "infra/catalog.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("month-end")
+                && error.contains("priority")
+                && error.contains("11 is outside -10..=10"),
+            "{error}"
         );
     }
 

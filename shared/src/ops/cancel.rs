@@ -257,7 +257,7 @@ impl Canceller {
                 found.keys.extend(more.keys);
                 found.moved_on += more.moved_on;
             }
-            Err(e) if crate::queue::urgent::missing(&format!("{e:?}")) => {}
+            Err(e) if crate::queue::urgent::absent(&format!("{e:?}")) => {}
             Err(e) => return Err(e),
         }
         Ok(found)

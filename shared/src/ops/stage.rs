@@ -169,7 +169,7 @@ pub async fn queue_for_priority(
         .await;
     match found {
         Ok(_) => Ok(urgent),
-        Err(e) if crate::queue::urgent::missing(&crate::aws::describe(&e)) => {
+        Err(e) if crate::queue::urgent::absent(&crate::aws::describe(&e)) => {
             Ok(queue_url.to_string())
         }
         Err(e) => Err(AwsError::of(format!("reading queue {urgent}"), &e).into()),

@@ -11,6 +11,9 @@
 //!
 //! The simulation's faults act on it directly: a copy of a message (a duplicate
 //! delivery), a visibility cut short.
+//!
+//! With [`MemoryQueue::with_urgent`] it has an urgent queue beside it, as SQS stages do
+//! (see [`super::urgent`]): its receipts tagged, every call routed by the tag.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,6 +58,7 @@ pub struct QueueState {
 pub struct MemoryQueue {
     state: Arc<Mutex<QueueState>>,
     max_receives: u32,
+    urgent: Option<Arc<MemoryQueue>>,
 }
 
 impl MemoryQueue {
@@ -63,6 +67,26 @@ impl MemoryQueue {
         MemoryQueue {
             state: Arc::default(),
             max_receives,
+            urgent: None,
+        }
+    }
+
+    /// The queue with an empty urgent queue beside it, of the same redrive policy.
+    pub fn with_urgent(mut self) -> Self {
+        self.urgent = Some(Arc::new(MemoryQueue::new(self.max_receives)));
+        self
+    }
+
+    /// The urgent queue beside it, if it has one.
+    pub fn urgent(&self) -> Option<&MemoryQueue> {
+        self.urgent.as_deref()
+    }
+
+    /// The queue a receipt came from, and the receipt as that queue knows it.
+    fn route<'a>(&'a self, receipt: &'a str) -> (&'a MemoryQueue, &'a str) {
+        match (super::urgent::untagged(receipt), self.urgent.as_deref()) {
+            ((true, r), Some(urgent)) => (urgent, r),
+            _ => (self, receipt),
         }
     }
 
@@ -77,6 +101,7 @@ impl MemoryQueue {
             body: body.to_string(),
             attributes: BTreeMap::new(),
             delay_seconds: None,
+            group: None,
         })
     }
 
@@ -122,6 +147,7 @@ impl MemoryQueue {
                     body: m.body,
                     attributes: m.attributes,
                     delay_seconds: None,
+                    group: None,
                 });
                 continue;
             }
@@ -144,6 +170,7 @@ impl MemoryQueue {
                 body: m.body.clone(),
                 attributes: m.attributes.clone(),
                 delay_seconds: None,
+                group: None,
             }
         };
         Some(self.push(copy))
@@ -179,8 +206,9 @@ impl MemoryQueue {
     }
 
     fn hide(&self, receipt: &str, seconds: i32) -> Result<(), QueueError> {
+        let (queue, receipt) = self.route(receipt);
         let now = Instant::now();
-        let mut state = self.lock();
+        let mut state = queue.lock();
         let n = MemoryQueue::live(&state, receipt)
             .filter(|n| state.messages.contains_key(n))
             .ok_or_else(|| QueueError(format!("receipt {receipt} is not the message's latest")))?;
@@ -199,6 +227,7 @@ fn delivery(m: &Stored, receipt: &str) -> Delivery {
         receive_count: m.receives,
         attributes: m.attributes.clone(),
         trace_header: None,
+        message_group: None,
         source_queue: None,
     }
 }
@@ -234,7 +263,8 @@ impl JobQueue for MemoryQueue {
 
     fn delete<'a>(&'a self, receipt: &'a str) -> QueueCall<'a, Result<(), QueueError>> {
         Box::pin(async move {
-            let mut state = self.lock();
+            let (queue, receipt) = self.route(receipt);
+            let mut state = queue.lock();
             // A receipt of an earlier receive: accepted, nothing deleted.
             if let Some(n) = MemoryQueue::live(&state, receipt)
                 && let Some(m) = state.messages.remove(&n)
@@ -245,11 +275,39 @@ impl JobQueue for MemoryQueue {
         })
     }
 
+    fn send_again<'a>(
+        &'a self,
+        receipt: Option<&'a str>,
+        message: &'a Outgoing,
+    ) -> QueueCall<'a, Result<(), QueueError>> {
+        let queue = receipt.map_or(self, |r| self.route(r).0);
+        Box::pin(async move {
+            queue.push(message.clone());
+            Ok(())
+        })
+    }
+
     fn dead_letter<'a>(&'a self, letter: &'a Outgoing) -> QueueCall<'a, Result<(), QueueError>> {
         Box::pin(async move {
             self.lock().dead_letters.push(letter.clone());
             Ok(())
         })
+    }
+
+    fn receive_urgent<'a>(
+        &'a self,
+        most: usize,
+        wait_seconds: i32,
+        hidden_for: Option<i32>,
+    ) -> Option<QueueCall<'a, Result<Vec<Delivery>, QueueError>>> {
+        let urgent = self.urgent.as_deref()?;
+        Some(Box::pin(async move {
+            let mut got = JobQueue::receive(urgent, most, wait_seconds, hidden_for).await?;
+            for d in &mut got {
+                d.receipt_handle = d.receipt_handle.as_deref().map(super::urgent::tagged);
+            }
+            Ok(got)
+        }))
     }
 
     /// Looks every second until a message is visible or `wait_seconds` have passed, as a
@@ -289,7 +347,11 @@ impl JobQueue for MemoryQueue {
     }
 
     fn drained<'a>(&'a self) -> QueueCall<'a, Result<bool, QueueError>> {
-        Box::pin(async move { Ok(self.lock().messages.is_empty()) })
+        Box::pin(async move {
+            let urgent = self.urgent.as_deref();
+            Ok(self.lock().messages.is_empty()
+                && urgent.is_none_or(|u| u.lock().messages.is_empty()))
+        })
     }
 }
 

@@ -63,6 +63,9 @@ pub struct Outgoing {
     pub attributes: BTreeMap<String, Attribute>,
     /// Seconds before it can be received (0 to 900); None: the queue's own delay.
     pub delay_seconds: Option<i32>,
+    /// Its `MessageGroupId` (SQS's fair queues, `flow::message_group`): a copy sent again
+    /// keeps its message's.
+    pub group: Option<String>,
 }
 
 /// A queue call that did not happen; the message is as it was.

@@ -1,9 +1,6 @@
 //! The jobs queue, its urgent queue and its dead-letter queue on SQS: one request per
 //! call, or one per queue when a batch holds receipts of both.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::primitives::Blob;
 use aws_sdk_sqs::types::{
@@ -11,7 +8,7 @@ use aws_sdk_sqs::types::{
     MessageAttributeValue, MessageSystemAttributeName, QueueAttributeName,
 };
 
-use super::urgent::{missing, queue_name, tagged, untagged, urgent_queue_of};
+use super::urgent::{absent, queue_name, tagged, untagged, urgent_queue_of};
 use super::{Attribute, JobQueue, Outgoing, QueueCall, QueueError};
 use crate::aws::describe;
 use crate::batch::Delivery;
@@ -23,9 +20,6 @@ pub struct SqsQueue {
     queue_url: String,
     urgent_url: String,
     dlq_url: String,
-    /// Set once the urgent queue was found missing (a stage deployed before it existed):
-    /// the poller stops reading it.
-    no_urgent: Arc<AtomicBool>,
 }
 
 impl SqsQueue {
@@ -38,7 +32,6 @@ impl SqsQueue {
             urgent_url: urgent_queue_of(&queue_url),
             queue_url,
             dlq_url: dlq_url.into(),
-            no_urgent: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -50,7 +43,8 @@ impl SqsQueue {
         }
     }
 
-    /// `receipts` by the queue they came from (the jobs queue's first), with their indexes.
+    /// `items`' receipts by the queue they came from (the jobs queue's first), with their
+    /// indexes, at most ten to a group.
     fn by_queue<'a, T>(
         &'a self,
         items: &'a [T],
@@ -64,9 +58,13 @@ impl SqsQueue {
                 (false, r) => main.push((i, r)),
             }
         }
+        // Ten to a request, SQS's most: a Lambda batch may hold up to a hundred.
         [(self.queue_url.as_str(), main), (&self.urgent_url, urgent)]
             .into_iter()
-            .filter(|(_, group)| !group.is_empty())
+            .flat_map(|(url, group)| {
+                let tens: Vec<_> = group.chunks(10).map(<[_]>::to_vec).collect();
+                tens.into_iter().map(move |ten| (url, ten))
+            })
             .collect()
     }
 
@@ -97,8 +95,8 @@ impl SqsQueue {
             .collect())
     }
 
-    /// Whether `queue_url` holds no message: visible, in flight and delayed all zero (a
-    /// queue that does not exist holds none).
+    /// Whether `queue_url` holds no message: visible, in flight and delayed all zero (an
+    /// urgent queue that is not there holds none).
     async fn empty(&self, url: &str) -> Result<bool, QueueError> {
         let counts = [
             QueueAttributeName::ApproximateNumberOfMessages,
@@ -114,7 +112,7 @@ impl SqsQueue {
             .await;
         let out = match out {
             Ok(out) => out,
-            Err(e) if missing(&describe(&e)) => return Ok(true),
+            Err(e) if url == self.urgent_url && absent(&describe(&e)) => return Ok(true),
             Err(e) => return Err(QueueError(describe(&e))),
         };
         let attrs = out.attributes.unwrap_or_default();
@@ -132,7 +130,8 @@ impl SqsQueue {
             .send_message()
             .queue_url(url)
             .message_body(&message.body)
-            .set_delay_seconds(message.delay_seconds);
+            .set_delay_seconds(message.delay_seconds)
+            .set_message_group_id(message.group.clone());
         for (name, attribute) in &message.attributes {
             if let Some(value) = to_sdk(attribute) {
                 request = request.message_attributes(name, value);
@@ -258,35 +257,21 @@ impl JobQueue for SqsQueue {
     }
 
     /// As [`JobQueue::receive`], from the urgent queue, its receipts tagged. A stage
-    /// without one (deployed before it existed) is told once, then never asked again.
+    /// without one answers an error the poller knows ([`super::urgent::absent`]).
     fn receive_urgent<'a>(
         &'a self,
         most: usize,
         wait_seconds: i32,
         hidden_for: Option<i32>,
     ) -> Option<QueueCall<'a, Result<Vec<Delivery>, QueueError>>> {
-        if self.no_urgent.load(Ordering::Relaxed) {
-            return None;
-        }
         Some(Box::pin(async move {
-            let received = self
+            let mut deliveries = self
                 .receive_from(&self.urgent_url, most, wait_seconds, hidden_for)
-                .await;
-            match received {
-                Ok(mut deliveries) => {
-                    for d in &mut deliveries {
-                        d.receipt_handle = d.receipt_handle.as_deref().map(tagged);
-                    }
-                    Ok(deliveries)
-                }
-                Err(e) if missing(&e.0) => {
-                    if !self.no_urgent.swap(true, Ordering::Relaxed) {
-                        tracing::warn!(queue = %self.urgent_url, "no urgent queue beside the jobs queue: urgent runs wait in the jobs queue (deploy the template again to have it)");
-                    }
-                    Ok(Vec::new())
-                }
-                Err(e) => Err(e),
+                .await?;
+            for d in &mut deliveries {
+                d.receipt_handle = d.receipt_handle.as_deref().map(tagged);
             }
+            Ok(deliveries)
         }))
     }
 
@@ -394,6 +379,16 @@ mod tests {
                 )
             );
         }
+    }
+
+    #[test]
+    fn a_batch_of_a_hundred_goes_ten_to_a_request() {
+        let q = queue();
+        let receipts: Vec<String> = (0..25).map(|i| format!("r{i}")).collect();
+        let groups = q.by_queue(&receipts, String::as_str);
+        let sizes: Vec<usize> = groups.iter().map(|(_, g)| g.len()).collect();
+        assert_eq!(sizes, vec![10, 10, 5]);
+        assert_eq!(groups[2].1[4], (24, "r24"));
     }
 
     #[test]

@@ -60,10 +60,14 @@ pub(crate) fn queue_name(queue: &str) -> &str {
     queue.rsplit(['/', ':']).next().unwrap_or(queue)
 }
 
-/// Whether an SQS error (as [`crate::aws::describe`] tells it) says the queue does not
-/// exist.
-pub(crate) fn missing(error: &str) -> bool {
-    error.contains("NonExistentQueue") || error.contains("QueueDoesNotExist")
+/// Whether an SQS error (as [`crate::aws::describe`] tells it) says the urgent queue is
+/// not there for this caller: it does not exist, or the caller's role names no such queue
+/// (IAM answers before SQS looks: a stage deployed before it had urgent queues says
+/// AccessDenied, not that the queue does not exist).
+pub(crate) fn absent(error: &str) -> bool {
+    ["NonExistentQueue", "QueueDoesNotExist", "AccessDenied"]
+        .iter()
+        .any(|code| error.contains(code))
 }
 
 #[cfg(test)]
@@ -86,6 +90,19 @@ mod tests {
         assert_eq!(queue_for(main, Some(&urgent), 0), main);
         assert_eq!(queue_for(main, Some(&urgent), -3), main);
         assert_eq!(queue_for(main, None, 10), main);
+    }
+
+    #[test]
+    fn a_queue_not_there_or_not_granted_is_absent_and_a_throttle_is_not() {
+        assert!(absent(
+            "AWS.SimpleQueueService.NonExistentQueue: The specified queue does not exist."
+        ));
+        assert!(absent("QueueDoesNotExist: no queue"));
+        assert!(absent(
+            "AccessDenied: User: arn:aws:sts::1:assumed-role/w is not authorized to perform: sqs:receivemessage on resource: arn:aws:sqs:eu-west-1:1:schedkit-dev-jobs-urgent"
+        ));
+        assert!(!absent("ThrottlingException: Rate exceeded"));
+        assert!(!absent("dispatch failure: io error"));
     }
 
     #[test]

@@ -101,6 +101,11 @@ pub async fn enqueue(
 ) -> Result<usize, TriggerError> {
     let sqs = aws_sdk_sqs::Client::new(sdk);
     let payload = job.payload();
+    // One job's backlog is one group of SQS's fair queues (see `flow::message_group`).
+    let group = job
+        .policy
+        .flow
+        .message_group(&job.name, (!payload.is_empty()).then_some(&payload));
     let mut sent = 0;
     for chunk in times.chunks(10) {
         let entries: Vec<SendMessageBatchRequestEntry> = chunk
@@ -112,6 +117,7 @@ pub async fn enqueue(
                 SendMessageBatchRequestEntry::builder()
                     .id(i.to_string())
                     .message_body(envelope.to_json())
+                    .set_message_group_id(group.clone())
                     .build()
                     .expect("id and body set")
             })

@@ -73,17 +73,22 @@ pub async fn enqueue(
     envelope: &Envelope,
     now: DateTime<Utc>,
 ) -> Result<Enqueued, TriggerError> {
-    enqueue_traced(sdk, target, envelope, now, None).await
+    enqueue_traced(sdk, target, envelope, now, (None, None)).await
 }
 
 /// [`enqueue`], the message carrying `trigger` (the trigger's span) as its `traceparent`
-/// attribute when it goes straight to the queue (a one-time schedule cannot carry one).
+/// attribute and `group` as its `MessageGroupId` (SQS's fair queues,
+/// `flow::message_group`) when it goes straight to the queue (a one-time schedule can
+/// carry neither).
 pub async fn enqueue_traced(
     sdk: &SdkConfig,
     target: &OneOffTarget,
     envelope: &Envelope,
     now: DateTime<Utc>,
-    trigger: Option<&crate::telemetry::trace_ids::RemoteSpan>,
+    (trigger, group): (
+        Option<&crate::telemetry::trace_ids::RemoteSpan>,
+        Option<&str>,
+    ),
 ) -> Result<Enqueued, TriggerError> {
     let wait = (envelope.scheduled_for - now).num_milliseconds();
     if !needs_schedule(envelope.scheduled_for, now) {
@@ -100,6 +105,7 @@ pub async fn enqueue_traced(
             .queue_url(&target.queue_url)
             .message_body(envelope.to_json())
             .delay_seconds(delay_seconds)
+            .set_message_group_id(group.map(str::to_owned))
             .set_message_attributes(traceparent.map(|v| {
                 std::collections::HashMap::from([(
                     crate::telemetry::trace_ids::TRACEPARENT.to_string(),

@@ -571,6 +571,7 @@ async fn a_limit_wait_delivered_again_after_its_failure_is_written_is_no_failure
         )]
         .into(),
         delay_seconds: None,
+        group: None,
     };
     w.queue.send(&again).await.unwrap();
     drain_all(&w.workers, &w.queue, 10, Duration::from_secs(30)).await;
@@ -856,6 +857,7 @@ async fn send_copy(w: &World, job: &str, key: &str, tenant: &str, since_ms: i64)
             Attribute::text(format!("1@{since_ms}")),
         )]),
         delay_seconds: None,
+        group: None,
     };
     w.queue.send(&copy).await.unwrap();
 }
@@ -967,6 +969,7 @@ async fn a_run_past_its_max_wait_goes_the_whole_way_to_its_letter() {
             Attribute::text(format!("1@{since}")),
         )]),
         delay_seconds: None,
+        group: None,
     };
     w.queue.send(&waited).await.unwrap();
     let messages = w.queue.receive(1, Duration::from_secs(30));

@@ -13,6 +13,7 @@ mod limits;
 mod overlap;
 mod pauses;
 mod retries;
+mod urgent;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
