@@ -528,6 +528,85 @@ async fn script(
     };
     log.push(format!("full line, quiet share: {}", summary(&quiet)));
     log.push(format!("full line, busy share: {}", summary(&busy)));
+    // Passing in hand: the holder's entry becomes the waiting run's while the line is
+    // empty; not another claim's entry, and not past a run waiting in the line.
+    let passed_gate = format!("{lined}-pass");
+    let entry = |k: &str| schedkit::store::Holder {
+        owner: owner(k),
+        until_ms: t2_ms + 60_000,
+        share: "s".into(),
+    };
+    store
+        .take_permit(schedkit::store::PermitRequest {
+            share: "s",
+            priority: 0,
+            since_ms: None,
+            item: &passed_gate,
+            key: &key("h1"),
+            owner: &owner("h1"),
+            concurrency: Some(1),
+            spacing: None,
+            now: at(t2),
+            lease,
+            skew: Duration::from_secs(1),
+        })
+        .await
+        .unwrap();
+    let pass = |from: &str, by: &str, to: &str| {
+        let (item, from, by, to, held) = (
+            passed_gate.clone(),
+            key(from),
+            owner(by),
+            key(to),
+            entry(to),
+        );
+        async move {
+            let p = schedkit::store::Pass {
+                item: &item,
+                limit: 1,
+                from: (&from, &by),
+                to: (&to, &held),
+            };
+            match store.pass_permit(p).await.unwrap() {
+                Ok(g) => format!(
+                    "pass {from} to {to}: passed, holders {:?}",
+                    g.holders.keys().collect::<Vec<_>>()
+                ),
+                Err(g) => format!(
+                    "pass {from} to {to}: refused, holders {:?}",
+                    g.holders.keys().collect::<Vec<_>>()
+                ),
+            }
+        }
+    };
+    log.push(pass("h1", "h1", "h2").await);
+    log.push(pass("h1", "h1", "h3").await);
+    log.push(pass("h2", "someone-else", "h3").await);
+    let waiter = schedkit::store::Waiter {
+        since_ms: t2_ms,
+        priority: 0,
+        share: "s".into(),
+        handle: "handle-h9".into(),
+        until_ms: t2_ms + 30_000,
+    };
+    let parked = store
+        .park(
+            schedkit::store::ParkRequest {
+                item: &passed_gate,
+                key: &key("h9"),
+                limit: 1,
+                waiter,
+                now_ms: t2_ms,
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    log.push(format!(
+        "pass: parked h9: {}",
+        matches!(parked, schedkit::store::Parked::Waiting(_))
+    ));
+    log.push(pass("h2", "h2", "h3").await);
     for line in log.iter_mut() {
         *line = line.replace(p, "P");
     }
@@ -920,6 +999,22 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
             "take P-l2 at 2026-12-01 18:00:03 UTC: Handed { since_ms: 1796148000001 }",
         ],
         "a newcomer waits behind the line; the permit goes to the first waiter"
+    );
+    let passes: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| l.starts_with("pass"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        passes,
+        [
+            r#"pass P-h1 to P-h2: passed, holders ["P-h2"]"#,
+            r#"pass P-h1 to P-h3: refused, holders ["P-h2"]"#,
+            r#"pass P-h2 to P-h3: refused, holders ["P-h2"]"#,
+            "pass: parked h9: true",
+            r#"pass P-h2 to P-h3: refused, holders ["P-h2"]"#,
+        ],
+        "a permit passes from its holder's claim while no run waits in the line"
     );
     let full: Vec<&str> = on_memory
         .iter()

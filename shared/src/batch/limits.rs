@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use super::claim::Claim;
+use super::in_hand::InHand;
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
@@ -20,7 +21,7 @@ use super::route::Routed;
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::flow::Gate;
-use crate::store::{ExecutionRecord, Line, PARKED_FOR, Permit, PermitRequest};
+use crate::store::{ExecutionRecord, Holder, Line, PARKED_FOR, Permit, PermitRequest};
 use crate::telemetry::{Event, Transition};
 
 /// The longest a run waits between two looks at a full gate: short enough that a permit a
@@ -131,6 +132,19 @@ pub(super) struct Permits {
     items: Vec<(String, u32)>,
 }
 
+impl Permits {
+    /// Holds a permit of `gate` (once: taken again after a wait, it is the same entry),
+    /// counted as this worker's; a gate with only a rate holds nothing to give back.
+    fn hold(&mut self, processor: &Processor, gate: &Gate) {
+        if let Some(limit) = gate.concurrency
+            && self.items.last().map(|(i, _)| i) != Some(&gate.item)
+        {
+            processor.inner.in_hand.held(&gate.item);
+            self.items.push((gate.item.clone(), limit));
+        }
+    }
+}
+
 impl Processor {
     /// The gates a run must pass, from its payload; a payload that cannot name its gate
     /// (a field the job's concurrency key reads is missing) is dead-lettered as poison,
@@ -176,54 +190,11 @@ impl Processor {
         }
         let clock = self.inner.config.clock;
         let mut handed_since: Option<i64> = None;
-        let skew = self.inner.config.clock_skew;
         let (priority, since_ms) = (priority_of(envelope, job), known_since(ctx, claim));
         for gate in gates {
-            let mut waited_here = false;
-            let answer = loop {
-                let now = clock.now();
-                let req = PermitRequest {
-                    item: &gate.item,
-                    key: t.key,
-                    owner: &taken.owner,
-                    concurrency: gate.concurrency,
-                    spacing: gate.spacing,
-                    share: &gate.share,
-                    priority,
-                    since_ms,
-                    now,
-                    lease: job.registered.policy.lease,
-                    skew,
-                };
-                let mut answer = self.inner.store.take_permit(req).await;
-                if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
-                    // Held (a gate with a rate may count runs too) until given back below;
-                    // taken again after a wait in place, it is the same entry.
-                    // A gate with only a rate holds nothing to give back.
-                    if let Some(limit) = gate.concurrency
-                        && taken.items.last().map(|(i, _)| i) != Some(&gate.item)
-                    {
-                        taken.items.push((gate.item.clone(), limit));
-                    }
-                    if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
-                        answer = Ok(too_late);
-                    }
-                }
-                // A start less than a second away is waited for here, once, outside
-                // Lambda: SQS's whole-second delays would miss it (and a Lambda invocation
-                // hands its waits back at once).
-                match (&answer, ctx.deadline) {
-                    (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here => {
-                        let wait = next_start_ms - clock.now().timestamp_millis();
-                        if !(0..=IN_PLACE_MS).contains(&wait) {
-                            break answer;
-                        }
-                        waited_here = true;
-                        tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
-                    }
-                    _ => break answer,
-                }
-            };
+            let answer = self
+                .take_gate(ctx, job, claim, gate, &mut taken, t, (priority, since_ms))
+                .await;
             match answer {
                 Ok(Permit::Taken) => {}
                 Ok(Permit::Handed { since_ms }) => {
@@ -238,9 +209,7 @@ impl Processor {
                 Err(e) => {
                     // Its answer may be lost with the take applied: given back too (a
                     // release names the claim, so it never frees another's).
-                    if let Some(limit) = gate.concurrency {
-                        taken.items.push((gate.item.clone(), limit));
-                    }
+                    taken.hold(self, gate);
                     self.release_permits(taken, t).await;
                     return Err(self.give_back_after(ctx, claim, e, t).await);
                 }
@@ -257,12 +226,122 @@ impl Processor {
         Ok(taken)
     }
 
+    /// Takes a permit of `gate` for the claimed run: a start of its rate less than a second
+    /// away is waited for in place, once, outside Lambda (SQS's whole-second delays would
+    /// miss it, and a Lambda invocation hands its waits back at once); a full gate another
+    /// run of this worker holds is waited for in hand, once ([`super::in_hand`]). A permit
+    /// held is added to `taken` (taken again after a wait, it is the same entry).
+    #[allow(clippy::too_many_arguments)]
+    async fn take_gate(
+        &self,
+        ctx: &MessageCtx<'_>,
+        job: &Routed<'_>,
+        claim: &Claim,
+        gate: &Gate,
+        taken: &mut Permits,
+        t: &Transition<'_>,
+        (priority, since_ms): (i32, Option<i64>),
+    ) -> Result<Permit, crate::store::StoreError> {
+        let clock = self.inner.config.clock;
+        let skew = self.inner.config.clock_skew;
+        let lease = job.registered.policy.lease;
+        // A run holding another gate's permit never waits in hand: two runs each holding
+        // what the other waits for would hold both idle.
+        let (mut waited_here, mut waited_in_hand) = (false, !taken.items.is_empty());
+        // This worker's runs hold every permit: waited for in hand at once, no take asked.
+        if let Some(limit) = gate.concurrency
+            && !waited_in_hand
+            && self.inner.in_hand.full_here(&gate.item, limit)
+        {
+            waited_in_hand = true;
+            let waiting = (priority, since_ms, lease);
+            if let InHand::Passed = self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
+                taken.hold(self, gate);
+                return Ok(Permit::Taken);
+            }
+        }
+        loop {
+            let now = clock.now();
+            let req = PermitRequest {
+                item: &gate.item,
+                key: t.key,
+                owner: &taken.owner,
+                concurrency: gate.concurrency,
+                spacing: gate.spacing,
+                share: &gate.share,
+                priority,
+                since_ms,
+                now,
+                lease,
+                skew,
+            };
+            let mut answer = self.inner.store.take_permit(req).await;
+            if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
+                // A gate with only a rate holds nothing to give back.
+                taken.hold(self, gate);
+                if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
+                    answer = Ok(too_late);
+                }
+            }
+            match (&answer, ctx.deadline) {
+                (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here => {
+                    let wait = next_start_ms - clock.now().timestamp_millis();
+                    if !(0..=IN_PLACE_MS).contains(&wait) {
+                        return answer;
+                    }
+                    waited_here = true;
+                    tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
+                }
+                // Only while none waits in the gate's line: it would come first.
+                (Ok(Permit::Full { line, .. }), _) if !waited_in_hand && line.waiting == 0 => {
+                    waited_in_hand = true;
+                    let waiting = (priority, since_ms, lease);
+                    match self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
+                        InHand::NotWaited => return answer,
+                        InHand::Passed => {
+                            taken.hold(self, gate);
+                            return Ok(Permit::Taken);
+                        }
+                        InHand::LookAgain => {}
+                    }
+                }
+                _ => return answer,
+            }
+        }
+    }
+
+    /// [`Processor::wait_in_hand`] for the claimed run, its entry its claim's.
+    async fn in_hand_for(
+        &self,
+        ctx: &MessageCtx<'_>,
+        claim: &Claim,
+        gate: &Gate,
+        taken: &Permits,
+        t: &Transition<'_>,
+        (priority, since_ms, lease): (i32, Option<i64>, Duration),
+    ) -> InHand {
+        let claimed_ms = claim.request.now.timestamp_millis();
+        let holder = Holder {
+            owner: taken.owner.clone(),
+            until_ms: claimed_ms + lease.as_millis() as i64,
+            share: gate.share.clone(),
+        };
+        let waiting = (priority, since_ms.unwrap_or(claimed_ms), lease);
+        self.wait_in_hand(ctx, gate, holder, waiting, t).await
+    }
+
     /// Gives the run's permits back (its body ended, its outcome is written, or it did not
-    /// start), and hands each on to whoever waits for it. One that cannot be given back is logged;
-    /// its entry is dropped by the next taker once the run's record shows it no longer
-    /// holds it.
+    /// start), and hands each on to whoever waits for it: a run of this worker waiting in
+    /// hand, while the gate's line is empty ([`super::in_hand`]), else the line's first.
+    /// One that cannot be given back is logged; its entry is dropped by the next taker
+    /// once the run's record shows it no longer holds it.
     pub(super) async fn release_permits(&self, permits: Permits, t: &Transition<'_>) {
         for (item, limit) in &permits.items {
+            let from = (t.key, permits.owner.as_str());
+            if self.pass_in_hand(item, *limit, from, t).await {
+                continue;
+            }
+            self.released_in_hand(item);
             let released = self
                 .inner
                 .store

@@ -9,6 +9,8 @@ mod claim;
 mod delivery;
 mod draws;
 mod failure_streak;
+mod in_hand;
+mod in_hand_waiters;
 mod key;
 mod lease;
 mod limits;

@@ -21,6 +21,7 @@ use super::chains::Chains;
 use super::delivery::Delivery;
 use super::draws::Draws;
 use super::failure_streak::{AutoPause, FailureStreaks};
+use super::in_hand_waiters::InHandWaiters;
 use super::no_place_seen::NoPlace;
 use super::outcome::{MessageReport, Outcome};
 use crate::clock::Clock;
@@ -77,6 +78,8 @@ pub(super) struct Inner {
     pub(super) draws: Draws,
     /// Gates whose lines this worker found no place in, lately.
     pub(super) no_place: Arc<NoPlace>,
+    /// The permits this worker's runs hold, and its runs waiting in hand for them.
+    pub(super) in_hand: Arc<InHandWaiters>,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -122,6 +125,7 @@ impl Processor {
                 metrics,
                 draws: Draws::Thread,
                 no_place: Arc::default(),
+                in_hand: Arc::default(),
             }),
         }
     }

@@ -59,6 +59,9 @@ pub struct MemoryQueue {
     state: Arc<Mutex<QueueState>>,
     max_receives: u32,
     urgent: Option<Arc<MemoryQueue>>,
+    /// What its messages' ids start with (`m`; `u` in an urgent queue: SQS's ids are
+    /// unique across queues, and the worker tells deliveries apart by them).
+    prefix: &'static str,
 }
 
 impl MemoryQueue {
@@ -68,12 +71,17 @@ impl MemoryQueue {
             state: Arc::default(),
             max_receives,
             urgent: None,
+            prefix: "m",
         }
     }
 
     /// The queue with an empty urgent queue beside it, of the same redrive policy.
     pub fn with_urgent(mut self) -> Self {
-        self.urgent = Some(Arc::new(MemoryQueue::new(self.max_receives)));
+        let urgent = MemoryQueue {
+            prefix: "u",
+            ..MemoryQueue::new(self.max_receives)
+        };
+        self.urgent = Some(Arc::new(urgent));
         self
     }
 
@@ -110,7 +118,7 @@ impl MemoryQueue {
         let n = state.next;
         state.next += 1;
         let delay = Duration::from_secs(message.delay_seconds.unwrap_or(0).max(0) as u64);
-        let id = format!("m{n}");
+        let id = format!("{}{n}", self.prefix);
         state.messages.insert(
             n,
             Stored {
@@ -199,9 +207,9 @@ impl MemoryQueue {
     }
 
     /// The sequence number a live receipt names.
-    fn live(state: &QueueState, receipt: &str) -> Option<u64> {
+    fn live(&self, state: &QueueState, receipt: &str) -> Option<u64> {
         let (id, _) = receipt.split_once(':')?;
-        let n: u64 = id.strip_prefix('m')?.parse().ok()?;
+        let n: u64 = id.strip_prefix(self.prefix)?.parse().ok()?;
         (state.receipts.get(&n).map(String::as_str) == Some(receipt)).then_some(n)
     }
 
@@ -209,7 +217,8 @@ impl MemoryQueue {
         let (queue, receipt) = self.route(receipt);
         let now = Instant::now();
         let mut state = queue.lock();
-        let n = MemoryQueue::live(&state, receipt)
+        let n = queue
+            .live(&state, receipt)
             .filter(|n| state.messages.contains_key(n))
             .ok_or_else(|| QueueError(format!("receipt {receipt} is not the message's latest")))?;
         let m = state.messages.get_mut(&n).expect("checked");
@@ -266,7 +275,7 @@ impl JobQueue for MemoryQueue {
             let (queue, receipt) = self.route(receipt);
             let mut state = queue.lock();
             // A receipt of an earlier receive: accepted, nothing deleted.
-            if let Some(n) = MemoryQueue::live(&state, receipt)
+            if let Some(n) = queue.live(&state, receipt)
                 && let Some(m) = state.messages.remove(&n)
             {
                 state.deleted.push(m.id);

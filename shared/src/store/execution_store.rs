@@ -26,7 +26,7 @@ use super::dynamo::{CommitError, DynamoStore, StoreError, TransitionError};
 use super::gate_item::GateItem;
 use super::overlap::Gate;
 use super::permits::{Permit, PermitRequest};
-use super::waiters::{HandOn, ParkRequest, Parked};
+use super::waiters::{HandOn, ParkRequest, Parked, Pass};
 
 /// What handing a permit on answers: the gate after, or as it was when refused.
 pub type HandedOn = Result<Result<GateItem, GateItem>, StoreError>;
@@ -129,6 +129,11 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
     /// Hands a free permit on to a waiter: the gate after (the waiter holds it now,
     /// reserved until its run comes to take it), or as it was when refused.
     fn hand_on<'a>(&'a self, h: HandOn<'a>) -> StoreCall<'a, HandedOn>;
+
+    /// Passes a permit from the run that holds it straight to a run of the same worker
+    /// that waits for it, while no run waits in the gate's line: the gate after, or as it
+    /// was when refused (see [`crate::store::Pass`]).
+    fn pass_permit<'a>(&'a self, p: Pass<'a>) -> StoreCall<'a, HandedOn>;
 
     /// Gives the job's slot back after the run `key` ended; nothing when the slot is no
     /// longer this entry's: another run's, or the same run's entered again under another
@@ -329,6 +334,10 @@ impl ExecutionStore for DynamoStore {
 
     fn hand_on<'a>(&'a self, h: HandOn<'a>) -> StoreCall<'a, HandedOn> {
         Box::pin(async move { DynamoStore::hand_on(self, &h).await })
+    }
+
+    fn pass_permit<'a>(&'a self, p: Pass<'a>) -> StoreCall<'a, HandedOn> {
+        Box::pin(async move { DynamoStore::pass_permit(self, &p).await })
     }
 
     fn give_back<'a>(

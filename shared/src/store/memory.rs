@@ -714,6 +714,10 @@ impl ExecutionStore for MemoryStore {
         Box::pin(async move { MemoryStore::hand_on(self, &h).await })
     }
 
+    fn pass_permit<'a>(&'a self, p: super::Pass<'a>) -> StoreCall<'a, HandedOn> {
+        Box::pin(async move { MemoryStore::pass_permit(self, &p).await })
+    }
+
     fn leave_slot<'a>(
         &'a self,
         job: &'a str,

@@ -65,7 +65,7 @@ pub use record::{
 pub(crate) use record::{SNAPSHOT_CAP, cap_snapshot, prefix, timestamp};
 pub use slot::Slot;
 pub use waiters::{
-    AGING, GONE_AFTER, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked,
+    AGING, GONE_AFTER, HANDED_FOR, HandOn, MOST_WAITERS, PARKED_FOR, ParkRequest, Parked, Pass,
     next_waiter, reservation, served_after,
 };
 

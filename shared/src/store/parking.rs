@@ -1,7 +1,8 @@
 //! The requests of a gate's line ([`super::waiters`]) to DynamoDB and to memory: parking a
-//! run and handing a permit on, each one conditional `UpdateItem` whose update and
-//! condition are written once ([`park_write`], [`hand_on_write`]); the memory store
-//! decides by the very condition DynamoDB is sent, over the gate as DynamoDB holds it.
+//! run, handing a permit on, and passing one straight to a run that waits in the same
+//! worker, each one conditional `UpdateItem` whose update and condition are written once
+//! ([`park_write`], [`hand_on_write`], [`pass_write`]); the memory store decides by the
+//! very condition DynamoDB is sent, over the gate as DynamoDB holds it.
 
 use aws_sdk_dynamodb::types::ReturnValue;
 
@@ -9,8 +10,8 @@ use super::dynamo::{is_condition_failure, refused_item, unavailable};
 use super::gate_item::{GateItem, gate_as_item, gate_item};
 use super::memory::{Change, MemoryStore};
 use super::waiters::{
-    HandOn, LineWrite, ParkRequest, Parked, bumped, hand_on_write, park_refused, park_write,
-    reservation,
+    HandOn, LineWrite, ParkRequest, Parked, Pass, bumped, hand_on_write, park_refused, park_write,
+    pass_write, reservation,
 };
 use super::{DynamoStore, StoreError};
 
@@ -89,6 +90,20 @@ async fn hand_on(
         .await
 }
 
+/// Passes a permit ([`pass_write`]): the gate after, or as it was when refused.
+async fn pass(
+    store: &impl LineRequests,
+    p: &Pass<'_>,
+) -> Result<Result<GateItem, GateItem>, StoreError> {
+    let apply = |gate: &mut GateItem| {
+        gate.holders.remove(p.from.0);
+        gate.holders.insert(p.to.0.to_string(), p.to.1.clone());
+    };
+    store
+        .write("pass_permit", Some(p.limit), p.item, pass_write(p), apply)
+        .await
+}
+
 impl LineRequests for DynamoStore {
     async fn write(
         &self,
@@ -155,6 +170,14 @@ impl DynamoStore {
     pub async fn hand_on(&self, h: &HandOn<'_>) -> Result<Result<GateItem, GateItem>, StoreError> {
         hand_on(self, h).await
     }
+
+    /// Passes a permit to a run waiting in the same worker ([`Pass`]).
+    pub async fn pass_permit(
+        &self,
+        p: &Pass<'_>,
+    ) -> Result<Result<GateItem, GateItem>, StoreError> {
+        pass(self, p).await
+    }
 }
 
 impl MemoryStore {
@@ -173,5 +196,13 @@ impl MemoryStore {
         h: &HandOn<'_>,
     ) -> Result<Result<GateItem, GateItem>, StoreError> {
         hand_on(self, h).await
+    }
+
+    /// Passes a permit to a run waiting in the same worker.
+    pub(super) async fn pass_permit(
+        &self,
+        p: &Pass<'_>,
+    ) -> Result<Result<GateItem, GateItem>, StoreError> {
+        pass(self, p).await
     }
 }

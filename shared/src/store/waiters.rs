@@ -317,6 +317,40 @@ pub(crate) fn hand_on_write(h: &HandOn<'_>) -> LineWrite {
     }
 }
 
+/// A permit passed by the run that holds it, as its body ends, straight to a run of the
+/// same worker that waits for it with its message in hand (`batch::in_hand`): no wake-up,
+/// no receive, no take.
+#[derive(Debug, Clone, Copy)]
+pub struct Pass<'a> {
+    /// The gate's item key.
+    pub item: &'a str,
+    /// The gate's concurrency.
+    pub limit: u32,
+    /// The run that gives it up, and the claim it holds it under.
+    pub from: (&'a str, &'a str),
+    /// The run it goes to, and its entry (its own claim's).
+    pub to: (&'a str, &'a Holder),
+}
+
+/// The write that passes a permit: the giver's entry, still its claim's, becomes the
+/// taker's, while no run waits in the gate's line (the line comes first: a run parked by
+/// any worker is handed the permit instead, by the giver's release and hand-on).
+pub(crate) fn pass_write(p: &Pass<'_>) -> LineWrite {
+    let condition = Condition::new(
+        "#holders.#me.#owner = :owner AND attribute_not_exists(#holders.#next) \
+         AND (attribute_not_exists(#waiters) OR size(#waiters) = :zero)",
+    )
+    .name("#me", p.from.0)
+    .name("#next", p.to.0)
+    .value(":owner", s(p.from.1))
+    .value(":zero", n(0));
+    LineWrite {
+        update: "REMOVE #holders.#me SET #holders.#next = :held",
+        values: vec![(":held", super::gate_item::holder_value(p.to.1))],
+        condition,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

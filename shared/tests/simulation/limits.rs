@@ -8,6 +8,10 @@
 //! still draw what they drew before): a cancelled attempt's body runs on until its next
 //! heartbeat is refused, and counts as a body until it stops.
 //!
+//! A quarter of the runs are urgent (priority 5, sent to the urgent queue beside the jobs
+//! queue, drawn from a draw of their own): their receipts go through parks, wakes, copies
+//! sent again and kills as the others' do.
+//!
 //! Its invariants: never more bodies of a gate at once than its limit (counting every body
 //! still executing, cancelled ones included); no two starts of a
 //! rate closer than its spacing (less the clocks' skew); every run decided (DONE, or FAILED
@@ -256,8 +260,12 @@ fn spawn_worker(name: String, world: &World) -> JoinHandle<()> {
     })
 }
 
-/// The runs of a seed: a handful of each job, some sent twice.
-fn runs(draw: &Draw) -> Vec<(String, String)> {
+/// One message to send: its run's key, its body, and whether it goes to the urgent queue.
+type Run = (String, String, bool);
+
+/// The runs of a seed: a handful of each job, some sent twice; a quarter urgent, drawn
+/// from `lanes`.
+fn runs(draw: &Draw, lanes: &Draw) -> Vec<Run> {
     let mut out = Vec::new();
     for i in 0..10 + draw.below(20) {
         let job = JOBS[draw.below(JOBS.len())];
@@ -266,11 +274,15 @@ fn runs(draw: &Draw) -> Vec<(String, String)> {
         e.key = Some(key.clone());
         let tenant = ["a", "b"][draw.below(2)];
         e.payload = json!({"tenant": tenant}).as_object().cloned();
+        let urgent = lanes.chance(0.25);
+        if urgent {
+            e.priority = Some(5);
+        }
         let body = e.to_json();
         if draw.chance(0.2) {
-            out.push((key.clone(), body.clone()));
+            out.push((key.clone(), body.clone(), urgent));
         }
-        out.push((key, body));
+        out.push((key, body, urgent));
     }
     out
 }
@@ -301,17 +313,20 @@ pub async fn run(seed: u64) -> LimitReport {
     let world = World {
         registry: registry(&draw, &seen, clock, &trace),
         store: MemoryStore::new(faults),
-        queue: MemoryQueue::new(15),
+        queue: MemoryQueue::new(15).with_urgent(),
         clock,
         draw,
         trace,
     };
-    let sent = runs(&world.draw);
-    let mut pending: Vec<(Duration, String)> = sent
+    let lanes = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
+        seed ^ 0x0b_9e47,
+    ))));
+    let sent = runs(&world.draw, &lanes);
+    let mut pending: Vec<(Duration, String, bool)> = sent
         .iter()
-        .map(|(_, body)| (world.draw.millis(0, 20_000), body.clone()))
+        .map(|(_, body, urgent)| (world.draw.millis(0, 20_000), body.clone(), *urgent))
         .collect();
-    pending.sort_by_key(|(at, _)| *at);
+    pending.sort_by_key(|(at, _, _)| *at);
     let mut workers: Vec<JoinHandle<()>> = (0..2 + world.draw.below(2))
         .map(|i| spawn_worker(format!("w{i}"), &world))
         .collect();
@@ -324,9 +339,10 @@ pub async fn run(seed: u64) -> LimitReport {
     loop {
         tokio::time::sleep(world.draw.millis(200, 3_000)).await;
         let now = started.elapsed();
-        while pending.first().is_some_and(|(at, _)| *at <= now) {
-            let (_, body) = pending.remove(0);
-            ids.push(world.queue.send_body(&body));
+        while pending.first().is_some_and(|(at, _, _)| *at <= now) {
+            let (_, body, urgent) = pending.remove(0);
+            let queue = lane(&world.queue, urgent);
+            ids.push((urgent, queue.send_body(&body)));
         }
         if now < Duration::from_secs(90) {
             if world.draw.chance(0.15) {
@@ -337,8 +353,8 @@ pub async fn run(seed: u64) -> LimitReport {
                 workers[i] = spawn_worker(format!("w{i}.{lives}"), &world);
             }
             if world.draw.chance(0.05) && !ids.is_empty() {
-                let id = ids[world.draw.below(ids.len())].clone();
-                if let Some(copy) = world.queue.duplicate(&id) {
+                let (urgent, id) = ids[world.draw.below(ids.len())].clone();
+                if let Some(copy) = lane(&world.queue, urgent).duplicate(&id) {
                     world.trace.say(format!("{copy}: a duplicate delivery"));
                 }
             }
@@ -347,7 +363,7 @@ pub async fn run(seed: u64) -> LimitReport {
             let cancel = cancel_a_running_run(&world.store, world.clock, &world.trace, &operator);
             cancelled.extend(cancel.await);
         }
-        let drained = pending.is_empty() && world.queue.lock().messages.is_empty();
+        let drained = pending.is_empty() && held(&world.queue) == 0;
         if drained || now > GIVE_UP {
             break;
         }
@@ -357,15 +373,14 @@ pub async fn run(seed: u64) -> LimitReport {
     }
     let kept = probe_every_gate(&world.store.without_faults(), world.clock).await;
     let store = world.store.snapshot();
-    let (dead_letters, left_in_queue) = {
-        let q = world.queue.lock();
-        (q.dead_letters.clone(), q.messages.len())
-    };
+    let mut dead_letters = world.queue.lock().dead_letters.clone();
+    dead_letters.extend(lane(&world.queue, true).lock().dead_letters.clone());
+    let left_in_queue = held(&world.queue);
     let trace = world.trace.lines.lock().unwrap().clone();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
     LimitReport {
         trace,
-        sent: sent.into_iter().map(|(k, _)| k).collect(),
+        sent: sent.into_iter().map(|(k, _, _)| k).collect(),
         store,
         dead_letters,
         left_in_queue,
@@ -373,6 +388,21 @@ pub async fn run(seed: u64) -> LimitReport {
         kept,
         cancelled,
     }
+}
+
+/// The jobs queue, or the urgent queue beside it.
+fn lane(queue: &MemoryQueue, urgent: bool) -> &MemoryQueue {
+    match urgent {
+        true => queue
+            .urgent()
+            .expect("the world's queue has an urgent queue"),
+        false => queue,
+    }
+}
+
+/// Messages the jobs queue and its urgent queue hold.
+fn held(queue: &MemoryQueue) -> usize {
+    queue.lock().messages.len() + lane(queue, true).lock().messages.len()
 }
 
 /// Once every run is decided, a new run claims and takes each gate that counts runs, one

@@ -1,0 +1,219 @@
+//! The runs of this worker that wait, message in hand and claim kept, for a permit another
+//! run of this worker holds ([`super::in_hand`]), by gate; and how many permits of each
+//! gate this worker's runs hold. Kept apart from the `Processor` that uses it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::oneshot;
+
+use crate::store::Holder;
+
+/// One run waiting in hand.
+#[derive(Debug)]
+pub(super) struct InHandWaiter {
+    /// Its run's key.
+    pub key: String,
+    /// The entry it would hold the permit by: its own claim's.
+    pub holder: Holder,
+    /// Its priority (higher first), then since when it waits (earlier first).
+    pub priority: i32,
+    pub since_ms: i64,
+    /// Told whether the permit was passed to it.
+    pub told: oneshot::Sender<bool>,
+    id: u64,
+}
+
+#[derive(Debug, Default)]
+struct GateInHand {
+    held: usize,
+    waiting: Vec<InHandWaiter>,
+    /// When each share was last passed a permit here (a count of passes).
+    served: HashMap<String, u64>,
+    passes: u64,
+}
+
+/// The worker's permits and waiters in hand, by gate item.
+#[derive(Debug, Default)]
+pub(super) struct InHandWaiters {
+    gates: Mutex<HashMap<String, GateInHand>>,
+    next_id: Mutex<u64>,
+}
+
+/// A run registered as waiting: its id, to give up by, and what it will be told.
+pub(super) struct Waiting {
+    pub id: u64,
+    pub told: oneshot::Receiver<bool>,
+}
+
+impl InHandWaiters {
+    fn gates(&self) -> std::sync::MutexGuard<'_, HashMap<String, GateInHand>> {
+        self.gates.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A run of this worker took a permit of `item`.
+    pub fn held(&self, item: &str) {
+        self.gates().entry(item.to_string()).or_default().held += 1;
+    }
+
+    /// Whether this worker's runs hold every permit of `item` (`limit`): a take would be
+    /// refused, so a run waits in hand without asking.
+    pub fn full_here(&self, item: &str, limit: u32) -> bool {
+        self.gates()
+            .get(item)
+            .is_some_and(|g| g.held >= limit as usize)
+    }
+
+    /// A run of this worker gave a permit of `item` back (not passed on in hand). Once
+    /// none is held here, the runs still waiting are taken out, to be told: no release
+    /// here will come to them.
+    pub fn released(&self, item: &str) -> Vec<InHandWaiter> {
+        let mut gates = self.gates();
+        let Some(g) = gates.get_mut(item) else {
+            return Vec::new();
+        };
+        g.held = g.held.saturating_sub(1);
+        if g.held > 0 {
+            return Vec::new();
+        }
+        gates.remove(item).map(|g| g.waiting).unwrap_or_default()
+    }
+
+    /// Registers a run to wait for a permit of `item`, if a run of this worker holds one
+    /// (none: no release here would come to it).
+    pub fn wait(
+        &self,
+        item: &str,
+        key: &str,
+        holder: Holder,
+        (priority, since_ms): (i32, i64),
+    ) -> Option<Waiting> {
+        let id = {
+            let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
+            *next += 1;
+            *next
+        };
+        let mut gates = self.gates();
+        let gate = gates.get_mut(item).filter(|g| g.held > 0)?;
+        let (told, hears) = oneshot::channel();
+        gate.waiting.push(InHandWaiter {
+            key: key.to_string(),
+            holder,
+            priority,
+            since_ms,
+            told,
+            id,
+        });
+        Some(Waiting { id, told: hears })
+    }
+
+    /// The waiter of `item` that comes first, as in the gate's line: the highest
+    /// priority; among equals, the share served longest ago here, then the longest
+    /// waiting. Taken out: the releaser tells it whether the permit was passed.
+    pub fn next(&self, item: &str) -> Option<InHandWaiter> {
+        let mut gates = self.gates();
+        let gate = gates.get_mut(item)?;
+        let served = |share: &str| gate.served.get(share).copied().unwrap_or(0);
+        let first = (0..gate.waiting.len()).min_by_key(|&i| {
+            let w = &gate.waiting[i];
+            let turn = served(&w.holder.share);
+            (std::cmp::Reverse(w.priority), turn, w.since_ms, w.id)
+        })?;
+        let waiter = gate.waiting.remove(first);
+        gate.passes += 1;
+        gate.served.insert(waiter.holder.share.clone(), gate.passes);
+        Some(waiter)
+    }
+
+    /// Takes every run waiting for `item` out, to be told: the gate's line has runs of
+    /// its own, which come first.
+    pub fn let_go(&self, item: &str) -> Vec<InHandWaiter> {
+        let mut gates = self.gates();
+        gates
+            .get_mut(item)
+            .map(|g| std::mem::take(&mut g.waiting))
+            .unwrap_or_default()
+    }
+
+    /// Takes the waiter `id` out, if it still waits: false when a releaser took it
+    /// already (it is about to be told).
+    pub fn give_up(&self, item: &str, id: u64) -> bool {
+        let mut gates = self.gates();
+        let Some(gate) = gates.get_mut(item) else {
+            return false;
+        };
+        let before = gate.waiting.len();
+        gate.waiting.retain(|w| w.id != id);
+        before != gate.waiting.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder() -> Holder {
+        of("s")
+    }
+
+    fn of(share: &str) -> Holder {
+        Holder {
+            owner: "w:1".into(),
+            until_ms: 0,
+            share: share.into(),
+        }
+    }
+
+    #[test]
+    fn among_equal_priorities_the_share_served_longest_ago_comes_first() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let _waits: Vec<_> = ["a1", "a2", "a3"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| w.wait("g", k, of("a"), (0, i as i64)).unwrap())
+            .collect();
+        let _quiet = w.wait("g", "b1", of("b"), (0, 10)).unwrap();
+        let order: Vec<String> = std::iter::from_fn(|| w.next("g").map(|x| x.key)).collect();
+        assert_eq!(order, ["a1", "b1", "a2", "a3"]);
+    }
+
+    #[test]
+    fn a_run_waits_in_hand_only_beside_a_permit_this_worker_holds() {
+        let w = InHandWaiters::default();
+        assert!(
+            w.wait("g", "a", holder(), (0, 1)).is_none(),
+            "nothing held here"
+        );
+        w.held("g");
+        assert!(w.wait("g", "a", holder(), (0, 1)).is_some());
+        w.held("g");
+        assert!(w.released("g").is_empty(), "one still held");
+        let left = w.released("g");
+        assert_eq!(left.len(), 1, "none held: the waiter is let go");
+        assert!(w.wait("g", "b", holder(), (0, 1)).is_none());
+    }
+
+    #[test]
+    fn the_highest_priority_then_the_longest_waiting_comes_first_and_once() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let _late = w.wait("g", "late", holder(), (0, 20)).unwrap();
+        let _early = w.wait("g", "early", holder(), (0, 10)).unwrap();
+        let _urgent = w.wait("g", "urgent", holder(), (5, 30)).unwrap();
+        let order: Vec<String> = std::iter::from_fn(|| w.next("g").map(|x| x.key)).collect();
+        assert_eq!(order, ["urgent", "early", "late"]);
+    }
+
+    #[test]
+    fn a_waiter_taken_by_a_releaser_cannot_give_up_and_one_that_gave_up_is_not_taken() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let a = w.wait("g", "a", holder(), (0, 1)).unwrap();
+        let b = w.wait("g", "b", holder(), (0, 2)).unwrap();
+        assert_eq!(w.next("g").map(|x| x.key).as_deref(), Some("a"));
+        assert!(!w.give_up("g", a.id), "a releaser has it");
+        assert!(w.give_up("g", b.id));
+        assert!(w.next("g").is_none(), "b gave up");
+    }
+}
