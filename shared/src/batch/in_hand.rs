@@ -9,9 +9,13 @@
 //!
 //! The gate's line comes first: a permit is passed in hand only while no run waits in the
 //! line (the write's condition), so a run parked by any worker is handed it instead, by
-//! the usual release and hand-on. A run that waited in hand past [`IN_HAND_FOR`] (or was
-//! told no permit is coming) looks at the gate again, and waits in its line as before.
-//! Lambda never waits in hand: an invocation hands its waits back at once.
+//! the usual release and hand-on, and the run waiting here waits on for the next permit
+//! this worker frees. Workers whose runs hold permits stop parking runs, so the line
+//! drains, and the permits then pass in hand. A run that waited in hand as long as its lease spares
+//! ([`in_hand_budget`], at most [`IN_HAND_FOR`]), or was told no permit is coming, looks
+//! at the gate again, and waits in its line as before. Lambda never waits in hand (an
+//! invocation hands its waits back at once), nor does a run at a gate with a rate (a pass
+//! does not move the rate's next start), nor one holding another gate's permit.
 //!
 //! Crash-safe as a permit is: the passed entry is the waiting run's own claim's, which
 //! holds it while the run's record is RUNNING under that claim; a worker that dies with
@@ -19,7 +23,6 @@
 
 use std::time::Duration;
 
-use super::in_hand_waiters::InHandWaiter;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
 use crate::flow::Gate;
@@ -32,51 +35,74 @@ pub(super) const IN_HAND_FOR: Duration = Duration::from_secs(5);
 
 /// What a wait in hand came to.
 pub(super) enum InHand {
-    /// No run of this worker holds the gate: nothing to wait for here.
+    /// No run of this worker holds the gate (or the gate has a rate, or the run's lease
+    /// has no time to spare): nothing to wait for here.
     NotWaited,
-    /// The permit was passed: the run holds it.
+    /// The permit was passed: the run holds it (counted as this worker's already).
     Passed,
     /// No permit came (or another worker's run came first): look at the gate again.
     LookAgain,
 }
 
+/// How long a claimed run may wait in hand: [`IN_HAND_FOR`] at most, and never so long
+/// that its lease, counted from its claim, could run out before the first heartbeat its
+/// body sends (one interval after the body starts, as the lease keeper counts it, less
+/// the clock-skew bound). A job without heartbeats has its whole lease for its body: none.
+pub(super) fn in_hand_budget(
+    claimed: tokio::time::Instant,
+    lease: Duration,
+    heartbeat: Option<Duration>,
+    skew: Duration,
+) -> Duration {
+    let Some(every) = heartbeat else {
+        return Duration::ZERO;
+    };
+    let spare = lease
+        .saturating_sub(skew)
+        .saturating_sub(every)
+        .saturating_sub(claimed.elapsed())
+        .saturating_sub(Duration::from_millis(250));
+    spare.min(IN_HAND_FOR)
+}
+
 impl Processor {
     /// Waits in hand for a permit of `gate` (see the module), the run's claim kept:
-    /// `holder` is its entry, once passed. At most a third of its lease: heartbeats start
-    /// with the body, a quarter of the lease apart, and must find the claim theirs.
+    /// `holder` is its entry, once passed; for at most `most` ([`in_hand_budget`]). A
+    /// gate with a rate is never waited for in hand: a pass does not move its next start.
     pub(super) async fn wait_in_hand(
         &self,
         ctx: &MessageCtx<'_>,
         gate: &Gate,
         holder: Holder,
-        (priority, since_ms, lease): (i32, i64, Duration),
+        (priority, since_ms, most): (i32, i64, Duration),
         t: &Transition<'_>,
     ) -> InHand {
-        if ctx.deadline.is_some() || gate.concurrency.is_none() {
+        let counted = gate.concurrency.is_some() && gate.spacing.is_none();
+        if ctx.deadline.is_some() || !counted || most.is_zero() {
             return InHand::NotWaited;
         }
         let waiters = &self.inner.in_hand;
         let Some(waiting) = waiters.wait(&gate.item, t.key, holder, (priority, since_ms)) else {
             return InHand::NotWaited;
         };
-        let why = format!(
-            "`{}` is full; waits in hand for a permit this worker holds (as `{}`)",
-            gate.limit, gate.share
-        );
-        let limit = &gate.limit;
-        self.emit(t, Event::Throttled { limit, why: &why });
         let mut told = waiting.told;
-        let most = IN_HAND_FOR.min(lease / 3);
         let passed = match tokio::time::timeout(most, &mut told).await {
             Ok(answer) => answer.unwrap_or(false),
             // Taken by a releaser just now: its answer comes with its write.
             Err(_) if !waiters.give_up(&gate.item, waiting.id) => told.await.unwrap_or(false),
             Err(_) => false,
         };
-        match passed {
-            true => InHand::Passed,
-            false => InHand::LookAgain,
+        if !passed {
+            // Looks again: counted as held back there, if it is.
+            return InHand::LookAgain;
         }
+        let why = format!(
+            "`{}` was full; waited in hand for a permit this worker held (as `{}`)",
+            gate.limit, gate.share
+        );
+        let limit = &gate.limit;
+        self.emit(t, Event::Throttled { limit, why: &why });
+        InHand::Passed
     }
 
     /// Passes the permit of the gate `item` that the run `key` holds under `owner` to a
@@ -92,27 +118,21 @@ impl Processor {
         let Some(next) = self.inner.in_hand.next(item) else {
             return false;
         };
-        let InHandWaiter {
-            key: to,
-            holder,
-            told,
-            ..
-        } = next;
+        let to = next.key.clone();
         let pass = Pass {
             item,
             limit,
             from: (key, owner),
-            to: (&to, &holder),
+            to: (&to, &next.holder),
         };
         let passed = match self.inner.store.pass_permit(pass).await {
             Ok(Ok(_)) => true,
-            // Runs wait in the gate's line (they come first): every run waiting here
-            // looks again now, to join it, rather than wait for a pass that cannot come.
+            // Runs wait in the gate's line: they come first. The run waiting here waits on
+            // for the next permit this worker frees, once the line is empty, or until its
+            // wait runs out (then it joins the line).
             Ok(Err(seen)) if !seen.waiters.is_empty() => {
-                for waiter in self.inner.in_hand.let_go(item) {
-                    let _ = waiter.told.send(false);
-                }
-                false
+                self.inner.in_hand.put_back(item, next);
+                return false;
             }
             // The entry is not this claim's any more: given back and handed on as usual.
             Ok(Err(_)) => false,
@@ -128,7 +148,11 @@ impl Processor {
             let note = format!("passed on in hand to `{to}`");
             self.emit(t, Event::HandedOn { note: &note });
         }
-        let _ = told.send(passed);
+        // The permit's count moves with it. A run no longer there to hear (its walk
+        // ended) holds it by its claim until its lease runs out: no longer counted here.
+        if next.told.send(passed).is_err() && passed {
+            self.released_in_hand(item);
+        }
         passed
     }
 
@@ -138,5 +162,47 @@ impl Processor {
         for waiter in self.inner.in_hand.released(item) {
             let _ = waiter.told.send(false);
         }
+    }
+
+    /// Permits a run keeps past its walk (its body stopped and its outcome not written:
+    /// their entries go with its claim): no longer counted as this worker's.
+    pub(super) fn forget_in_hand<'a>(&self, items: impl IntoIterator<Item = &'a str>) {
+        for item in items {
+            self.released_in_hand(item);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_waits_in_hand_only_what_its_lease_spares_before_its_first_heartbeat() {
+        let now = tokio::time::Instant::now();
+        let s = Duration::from_secs;
+        let skew = Duration::from_millis(500);
+        // Lease 10 s, heartbeats every 7 s: 10 - 0.5 - 7 - 0.25.
+        assert_eq!(
+            in_hand_budget(now, s(10), Some(s(7)), skew),
+            Duration::from_millis(2_250)
+        );
+        // Time since the claim counts.
+        tokio::time::advance(s(2)).await;
+        assert_eq!(
+            in_hand_budget(now, s(10), Some(s(7)), skew),
+            Duration::from_millis(250)
+        );
+        // A long lease: at most IN_HAND_FOR.
+        assert_eq!(in_hand_budget(now, s(600), Some(s(150)), skew), IN_HAND_FOR);
+        // No heartbeats: the lease is the body's.
+        assert_eq!(in_hand_budget(now, s(600), None, skew), Duration::ZERO);
+        // A one-second lease spares nothing.
+        let fresh = tokio::time::Instant::now();
+        let quarter = Duration::from_millis(250);
+        assert_eq!(
+            in_hand_budget(fresh, s(1), Some(quarter), skew),
+            Duration::ZERO
+        );
     }
 }

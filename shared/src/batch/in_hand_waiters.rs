@@ -125,14 +125,17 @@ impl InHandWaiters {
         Some(waiter)
     }
 
-    /// Takes every run waiting for `item` out, to be told: the gate's line has runs of
-    /// its own, which come first.
-    pub fn let_go(&self, item: &str) -> Vec<InHandWaiter> {
+    /// Puts a waiter [`InHandWaiters::next`] took back: the permit went to the gate's
+    /// line, which comes first, and the run waits on for the next one here. Told no
+    /// permit comes, instead, when none is held here any more.
+    pub fn put_back(&self, item: &str, waiter: InHandWaiter) {
         let mut gates = self.gates();
-        gates
-            .get_mut(item)
-            .map(|g| std::mem::take(&mut g.waiting))
-            .unwrap_or_default()
+        match gates.get_mut(item) {
+            Some(gate) if gate.held > 0 => gate.waiting.push(waiter),
+            _ => {
+                let _ = waiter.told.send(false);
+            }
+        }
     }
 
     /// Takes the waiter `id` out, if it still waits: false when a releaser took it

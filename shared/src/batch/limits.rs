@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::claim::Claim;
-use super::in_hand::InHand;
+use super::in_hand::{InHand, in_hand_budget};
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
@@ -123,6 +123,14 @@ fn late_start(
     })
 }
 
+/// A permit passed in hand, as a take that waited since `since_ms` (its first refusal),
+/// else since its claim: the wait counts in the run's `LimitWait`.
+fn passed_since(since_ms: Option<i64>, claim: &Claim) -> Permit {
+    Permit::Handed {
+        since_ms: since_ms.unwrap_or(claim.request.now.timestamp_millis()),
+    }
+}
+
 /// The permits an admitted run holds until its outcome is written.
 #[must_use = "permits are given back once the outcome is written (`Processor::release_permits`)"]
 pub(super) struct Permits {
@@ -136,12 +144,25 @@ impl Permits {
     /// Holds a permit of `gate` (once: taken again after a wait, it is the same entry),
     /// counted as this worker's; a gate with only a rate holds nothing to give back.
     fn hold(&mut self, processor: &Processor, gate: &Gate) {
-        if let Some(limit) = gate.concurrency
-            && self.items.last().map(|(i, _)| i) != Some(&gate.item)
-        {
+        if self.add(gate) {
             processor.inner.in_hand.held(&gate.item);
-            self.items.push((gate.item.clone(), limit));
         }
+    }
+
+    /// Adds a permit of `gate` (counted already: one passed in hand); whether it is new.
+    fn add(&mut self, gate: &Gate) -> bool {
+        match gate.concurrency {
+            Some(limit) if self.items.last().map(|(i, _)| i) != Some(&gate.item) => {
+                self.items.push((gate.item.clone(), limit));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The gates' item keys.
+    pub(super) fn items(&self) -> impl Iterator<Item = &str> {
+        self.items.iter().map(|(i, _)| i.as_str())
     }
 }
 
@@ -254,10 +275,10 @@ impl Processor {
             && self.inner.in_hand.full_here(&gate.item, limit)
         {
             waited_in_hand = true;
-            let waiting = (priority, since_ms, lease);
+            let waiting = (priority, since_ms, job);
             if let InHand::Passed = self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
-                taken.hold(self, gate);
-                return Ok(Permit::Taken);
+                taken.add(gate);
+                return Ok(passed_since(since_ms, claim));
             }
         }
         loop {
@@ -292,15 +313,14 @@ impl Processor {
                     waited_here = true;
                     tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
                 }
-                // Only while none waits in the gate's line: it would come first.
-                (Ok(Permit::Full { line, .. }), _) if !waited_in_hand && line.waiting == 0 => {
+                (Ok(Permit::Full { .. }), _) if !waited_in_hand => {
                     waited_in_hand = true;
-                    let waiting = (priority, since_ms, lease);
+                    let waiting = (priority, since_ms, job);
                     match self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
                         InHand::NotWaited => return answer,
                         InHand::Passed => {
-                            taken.hold(self, gate);
-                            return Ok(Permit::Taken);
+                            taken.add(gate);
+                            return Ok(passed_since(since_ms, claim));
                         }
                         InHand::LookAgain => {}
                     }
@@ -310,7 +330,8 @@ impl Processor {
         }
     }
 
-    /// [`Processor::wait_in_hand`] for the claimed run, its entry its claim's.
+    /// [`Processor::wait_in_hand`] for the claimed run, its entry its claim's, for as
+    /// long as its lease spares ([`in_hand_budget`]).
     async fn in_hand_for(
         &self,
         ctx: &MessageCtx<'_>,
@@ -318,15 +339,18 @@ impl Processor {
         gate: &Gate,
         taken: &Permits,
         t: &Transition<'_>,
-        (priority, since_ms, lease): (i32, Option<i64>, Duration),
+        (priority, since_ms, job): (i32, Option<i64>, &Routed<'_>),
     ) -> InHand {
+        let policy = &job.registered.policy;
         let claimed_ms = claim.request.now.timestamp_millis();
         let holder = Holder {
             owner: taken.owner.clone(),
-            until_ms: claimed_ms + lease.as_millis() as i64,
+            until_ms: claimed_ms + policy.lease.as_millis() as i64,
             share: gate.share.clone(),
         };
-        let waiting = (priority, since_ms.unwrap_or(claimed_ms), lease);
+        let skew = self.inner.config.clock_skew;
+        let most = in_hand_budget(claim.claimed_at, policy.lease, policy.heartbeat, skew);
+        let waiting = (priority, since_ms.unwrap_or(claimed_ms), most);
         self.wait_in_hand(ctx, gate, holder, waiting, t).await
     }
 

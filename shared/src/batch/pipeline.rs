@@ -188,6 +188,8 @@ impl Processor {
                     let outcome = self.settle(ctx, &job, &claim.record, attempted, &t).await;
                     if outcome_written(&outcome) {
                         self.release_permits(permits, &t).await;
+                    } else {
+                        self.forget_in_hand(permits.items());
                     }
                     return outcome;
                 }

@@ -43,6 +43,7 @@ use super::world::{Draw, SeededFaults, Trace, cancel_a_running_run};
 const CATALOG: &str = r#"
 [limits.partner]
 concurrency = 2
+rate = "120/minute"
 
 [limits.paced]
 rate = "12/minute"
@@ -51,6 +52,7 @@ rate = "12/minute"
 owner = "sim"
 payload = { tenant = "a" }
 lease_seconds = 3
+heartbeat_seconds = 2
 concurrency = { limit = 2, key = "{tenant}" }
 retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }
 

@@ -31,6 +31,15 @@ rate = "30/minute"
 concurrency = 1
 fair = "{tenant}"
 
+[limits.metered]
+concurrency = 1
+rate = "1/minute"
+
+[jobs.metered]
+owner = "t"
+lease_seconds = 10
+limits = ["metered"]
+
 [jobs.crowd]
 owner = "t"
 payload = { tenant = "a", seconds = 1 }
@@ -108,6 +117,7 @@ fn groups_of(job: &str, payload: &serde_json::Value) -> Vec<String> {
         )],
         "sync" | "push" => vec!["partner-api".into()],
         "crowd" | "urgent" => vec!["crowded".into()],
+        "metered" => vec!["metered".into()],
         "nightly" => vec!["partner-api".into(), "nightly".into()],
         other => vec![other.into()],
     }
@@ -128,6 +138,7 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
         "patient",
         "crowd",
         "urgent",
+        "metered",
     ] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
@@ -1066,4 +1077,67 @@ async fn a_permit_passes_in_hand_to_a_run_of_the_same_poller_at_the_limits_pace(
     );
     let requests = w.store.snapshot().requests as f64 / 40.0;
     assert!(requests <= 3.2, "{requests} requests a run");
+}
+
+/// A gate with a rate as well as a concurrency is never passed in hand: a pass would not
+/// move its next start (adversary review). Two runs of a job limited to one at a time and
+/// one a minute, through one poller: the second starts a minute after the first.
+#[tokio::test(start_paused = true)]
+async fn a_gate_with_a_rate_is_never_passed_in_hand() {
+    let w = world();
+    send(&w.queue, "metered", "m-1", json!({"seconds": 2}));
+    send(&w.queue, "metered", "m-2", json!({"seconds": 2}));
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    };
+    schedkit::poller::poll(&w.workers[0], &options, std::future::pending()).await;
+    assert_eq!(statuses(&w.store), BTreeMap::from([(Status::Done, 2)]));
+    let starts = w.seen.lock().unwrap().starts.clone();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    let gap = starts[1] - starts[0];
+    assert!(gap >= 59_000, "the second started {gap} ms after the first");
+}
+
+/// A permit passed in hand is counted once as this worker's (adversary review: each pass
+/// counted one more for good, and every later run of the gate waited in hand for a pass
+/// that could not come). After four runs through one poller, a fifth starts at once.
+#[tokio::test(start_paused = true)]
+async fn after_passes_in_hand_a_new_run_of_a_free_gate_starts_at_once() {
+    let w = world();
+    let mut config = super::config();
+    config.concurrency = 4;
+    let worker = Processor::with_queue(
+        w.store.clone(),
+        w.queue.clone(),
+        registry(&w.seen, config.clock),
+        config,
+        Metrics::capture().0,
+    );
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    };
+    for i in 0..4 {
+        send(
+            &w.queue,
+            "export",
+            &format!("x-{i}"),
+            json!({"tenant": "a"}),
+        );
+    }
+    schedkit::poller::poll(&worker, &options, std::future::pending()).await;
+    assert_eq!(statuses(&w.store), BTreeMap::from([(Status::Done, 4)]));
+    send(&w.queue, "export", "x-late", json!({"tenant": "a"}));
+    let sent = tokio::time::Instant::now();
+    schedkit::poller::poll(&worker, &options, std::future::pending()).await;
+    let record = w.store.snapshot().records["x-late"].clone();
+    assert_eq!(record.status, Status::Done);
+    assert!(
+        sent.elapsed() < Duration::from_millis(2_500),
+        "the fifth run waited in hand for nothing: {:?}",
+        sent.elapsed()
+    );
 }
