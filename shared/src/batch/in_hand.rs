@@ -82,7 +82,8 @@ impl Processor {
             return InHand::NotWaited;
         }
         let waiters = &self.inner.in_hand;
-        let Some(waiting) = waiters.wait(&gate.item, t.key, holder, (priority, since_ms)) else {
+        let waits = (priority, since_ms, most);
+        let Some(waiting) = waiters.wait(&gate.item, t.key, holder, waits) else {
             return InHand::NotWaited;
         };
         let mut told = waiting.told;

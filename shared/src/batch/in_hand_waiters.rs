@@ -21,6 +21,8 @@ pub(super) struct InHandWaiter {
     pub since_ms: i64,
     /// Told whether the permit was passed to it.
     pub told: oneshot::Sender<bool>,
+    /// Until when it waits: a waiter put back after it is told no permit comes.
+    until: tokio::time::Instant,
     id: u64,
 }
 
@@ -86,7 +88,7 @@ impl InHandWaiters {
         item: &str,
         key: &str,
         holder: Holder,
-        (priority, since_ms): (i32, i64),
+        (priority, since_ms, most): (i32, i64, std::time::Duration),
     ) -> Option<Waiting> {
         let id = {
             let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
@@ -102,6 +104,7 @@ impl InHandWaiters {
             priority,
             since_ms,
             told,
+            until: tokio::time::Instant::now() + most,
             id,
         });
         Some(Waiting { id, told: hears })
@@ -131,7 +134,9 @@ impl InHandWaiters {
     pub fn put_back(&self, item: &str, waiter: InHandWaiter) {
         let mut gates = self.gates();
         match gates.get_mut(item) {
-            Some(gate) if gate.held > 0 => gate.waiting.push(waiter),
+            Some(gate) if gate.held > 0 && tokio::time::Instant::now() < waiter.until => {
+                gate.waiting.push(waiter)
+            }
             _ => {
                 let _ = waiter.told.send(false);
             }
@@ -155,6 +160,21 @@ impl InHandWaiters {
 mod tests {
     use super::*;
 
+    const LONG: std::time::Duration = std::time::Duration::from_secs(60);
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_put_back_past_its_wait_is_told_no_permit_comes() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let short = std::time::Duration::from_secs(1);
+        let mut waiting = w.wait("g", "a", holder(), (0, 1, short)).unwrap();
+        let taken = w.next("g").unwrap();
+        tokio::time::advance(std::time::Duration::from_secs(2)).await;
+        w.put_back("g", taken);
+        assert_eq!(waiting.told.try_recv(), Ok(false));
+        assert!(w.next("g").is_none(), "not put back");
+    }
+
     fn holder() -> Holder {
         of("s")
     }
@@ -174,9 +194,9 @@ mod tests {
         let _waits: Vec<_> = ["a1", "a2", "a3"]
             .iter()
             .enumerate()
-            .map(|(i, k)| w.wait("g", k, of("a"), (0, i as i64)).unwrap())
+            .map(|(i, k)| w.wait("g", k, of("a"), (0, i as i64, LONG)).unwrap())
             .collect();
-        let _quiet = w.wait("g", "b1", of("b"), (0, 10)).unwrap();
+        let _quiet = w.wait("g", "b1", of("b"), (0, 10, LONG)).unwrap();
         let order: Vec<String> = std::iter::from_fn(|| w.next("g").map(|x| x.key)).collect();
         assert_eq!(order, ["a1", "b1", "a2", "a3"]);
     }
@@ -185,25 +205,25 @@ mod tests {
     fn a_run_waits_in_hand_only_beside_a_permit_this_worker_holds() {
         let w = InHandWaiters::default();
         assert!(
-            w.wait("g", "a", holder(), (0, 1)).is_none(),
+            w.wait("g", "a", holder(), (0, 1, LONG)).is_none(),
             "nothing held here"
         );
         w.held("g");
-        assert!(w.wait("g", "a", holder(), (0, 1)).is_some());
+        assert!(w.wait("g", "a", holder(), (0, 1, LONG)).is_some());
         w.held("g");
         assert!(w.released("g").is_empty(), "one still held");
         let left = w.released("g");
         assert_eq!(left.len(), 1, "none held: the waiter is let go");
-        assert!(w.wait("g", "b", holder(), (0, 1)).is_none());
+        assert!(w.wait("g", "b", holder(), (0, 1, LONG)).is_none());
     }
 
     #[test]
     fn the_highest_priority_then_the_longest_waiting_comes_first_and_once() {
         let w = InHandWaiters::default();
         w.held("g");
-        let _late = w.wait("g", "late", holder(), (0, 20)).unwrap();
-        let _early = w.wait("g", "early", holder(), (0, 10)).unwrap();
-        let _urgent = w.wait("g", "urgent", holder(), (5, 30)).unwrap();
+        let _late = w.wait("g", "late", holder(), (0, 20, LONG)).unwrap();
+        let _early = w.wait("g", "early", holder(), (0, 10, LONG)).unwrap();
+        let _urgent = w.wait("g", "urgent", holder(), (5, 30, LONG)).unwrap();
         let order: Vec<String> = std::iter::from_fn(|| w.next("g").map(|x| x.key)).collect();
         assert_eq!(order, ["urgent", "early", "late"]);
     }
@@ -212,8 +232,8 @@ mod tests {
     fn a_waiter_taken_by_a_releaser_cannot_give_up_and_one_that_gave_up_is_not_taken() {
         let w = InHandWaiters::default();
         w.held("g");
-        let a = w.wait("g", "a", holder(), (0, 1)).unwrap();
-        let b = w.wait("g", "b", holder(), (0, 2)).unwrap();
+        let a = w.wait("g", "a", holder(), (0, 1, LONG)).unwrap();
+        let b = w.wait("g", "b", holder(), (0, 2, LONG)).unwrap();
         assert_eq!(w.next("g").map(|x| x.key).as_deref(), Some("a"));
         assert!(!w.give_up("g", a.id), "a releaser has it");
         assert!(w.give_up("g", b.id));
