@@ -87,6 +87,7 @@ pub async fn poll(
     shutdown: impl Future<Output = ()>,
 ) -> PollStats {
     let queue = processor.queue();
+    processor.start_waiting_in_hand();
     let (done, finished) = tokio::sync::mpsc::unbounded_channel();
     let receiving = async move {
         let mut stats = PollStats::default();
@@ -151,6 +152,8 @@ pub async fn poll(
             stats.received += messages.len() as u64;
             take_in_hand(&mut in_hand, processor, messages, &done);
         }
+        // Runs waiting in hand for a permit join their gates' lines instead.
+        processor.stop_waiting_in_hand();
         // What the receives in flight bring is not left hidden for a lease.
         release_late(queue, receive, urgent).await;
         // The messages in hand are finished first: outcomes written, acknowledged.

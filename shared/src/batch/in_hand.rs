@@ -1,6 +1,6 @@
 //! Step 5, admission, the wait in hand: a poller's run that a full gate refused, while
 //! another run of the same poller holds a permit of that gate, keeps its message and its
-//! claim and waits, for a short while, for that run to pass its permit on as its body
+//! claim and waits for that run to pass its permit on as its body
 //! ends ([`crate::store::Pass`]): one conditional write moves the permit from the one to
 //! the other, and the waiting run starts at once. No give-back, no park, no wake-up, no
 //! receive and no second claim: a permit freed and taken again within a worker cost six
@@ -10,12 +10,16 @@
 //! The gate's line comes first: a permit is passed in hand only while no run waits in the
 //! line (the write's condition), so a run parked by any worker is handed it instead, by
 //! the usual release and hand-on, and the run waiting here waits on for the next permit
-//! this worker frees. Workers whose runs hold permits stop parking runs, so the line
-//! drains, and the permits then pass in hand. A run that waited in hand as long as its lease spares
-//! ([`in_hand_budget`], at most [`IN_HAND_FOR`]), or was told no permit is coming, looks
-//! at the gate again, and waits in its line as before. Lambda never waits in hand (an
-//! invocation hands its waits back at once), nor does a run at a gate with a rate (a pass
-//! does not move the rate's next start), nor one holding another gate's permit.
+//! this worker frees. Workers whose runs hold permits stop parking runs, and a worker
+//! whose runs hold none watches the gate instead of parking ([`super::in_hand_watch`]),
+//! so the line stays empty and the permits pass in hand. A run waiting for a pass looks at
+//! the gate again every [`PASS_OR_LOOK`] (a permit another worker gives back is not passed
+//! here); once it has waited in hand as long as its lease spares ([`in_hand_budget`], at
+//! most [`IN_HAND_FOR`]) and its job's `max_wait_seconds` allow, it joins the gate's line
+//! as before. So does every run waiting in hand when its worker stops. Lambda never waits
+//! in hand (an invocation hands its waits back at once), nor does a run at a gate with a
+//! rate (a pass does not move the rate's next start), nor one holding another gate's
+//! permit.
 //!
 //! Crash-safe as a permit is: the passed entry is the waiting run's own claim's, which
 //! holds it while the run's record is RUNNING under that claim; a worker that dies with
@@ -23,25 +27,37 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
+use super::claim::Claim;
+use super::in_hand_watch::Watch;
 use super::pipeline::MessageCtx;
 use super::processor::Processor;
+use super::route::Routed;
 use crate::flow::Gate;
 use crate::store::{Holder, Pass};
 use crate::telemetry::{Event, Transition};
 
-/// The longest a run waits in hand before it looks at the gate again: a few job
-/// durations of the short jobs it serves, and far inside any lease it holds its claim by.
-pub(super) const IN_HAND_FOR: Duration = Duration::from_secs(5);
+/// The longest a run waits in hand in all before it joins the gate's line: long enough
+/// that a backlog's runs spread over several workers keep the line empty (a run that
+/// joins it stops every pass), and inside any lease it holds its claim by
+/// ([`in_hand_budget`]).
+pub(super) const IN_HAND_FOR: Duration = Duration::from_secs(30);
 
-/// What a wait in hand came to.
-pub(super) enum InHand {
-    /// No run of this worker holds the gate (or the gate has a rate, or the run's lease
-    /// has no time to spare): nothing to wait for here.
-    NotWaited,
+/// The longest a run waits for the pass of a run of this worker before it asks the gate
+/// again: a permit another worker gives back is not passed here, and is found so.
+const PASS_OR_LOOK: Duration = Duration::from_secs(5);
+
+/// What a wait in hand for a permit of one gate came to.
+pub(super) enum Waited {
     /// The permit was passed: the run holds it (counted as this worker's already).
     Passed,
-    /// No permit came (or another worker's run came first): look at the gate again.
-    LookAgain,
+    /// Ask the gate again: a watcher's look came, or a pass went to the line, or no
+    /// permit is held here any more.
+    Look,
+    /// The run does not wait in hand (Lambda, a gate with a rate, no time its lease
+    /// spares), or its wait ran out: it waits in the gate's line.
+    Over,
 }
 
 /// How long a claimed run may wait in hand: [`IN_HAND_FOR`] at most, and never so long
@@ -66,26 +82,79 @@ pub(super) fn in_hand_budget(
 }
 
 impl Processor {
-    /// Waits in hand for a permit of `gate` (see the module), the run's claim kept:
-    /// `holder` is its entry, once passed; for at most `most` ([`in_hand_budget`]). A
-    /// gate with a rate is never waited for in hand: a pass does not move its next start.
-    pub(super) async fn wait_in_hand(
+    /// Waits in hand for a permit of the full `gate` for the claimed run, its entry its
+    /// claim's, until `until` (set at its first refusal from [`in_hand_budget`]): for the
+    /// pass of a run of this worker that holds one, or, while none is held here and the
+    /// run `watch`es ([`super::in_hand_watch`]), for its next look at the gate. A gate
+    /// with a rate is never waited for in hand: a pass does not move its next start.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn in_hand_for(
         &self,
         ctx: &MessageCtx<'_>,
+        claim: &Claim,
+        gate: &Gate,
+        owner: &str,
+        t: &Transition<'_>,
+        (priority, since_ms, job): (i32, Option<i64>, &Routed<'_>),
+        (watch, until): (bool, &mut Option<Instant>),
+    ) -> Waited {
+        let counted = gate.concurrency.is_some() && gate.spacing.is_none();
+        if ctx.deadline.is_some() || !counted || self.inner.in_hand.stopping() {
+            return Waited::Over;
+        }
+        let policy = &job.registered.policy;
+        let claimed_ms = claim.request.now.timestamp_millis();
+        let holder = Holder {
+            owner: owner.to_string(),
+            until_ms: claimed_ms + policy.lease.as_millis() as i64,
+            share: gate.share.clone(),
+        };
+        let skew = self.inner.config.clock_skew;
+        let since_ms = since_ms.unwrap_or(claimed_ms);
+        let until = *until.get_or_insert_with(|| {
+            let most = in_hand_budget(claim.claimed_at, policy.lease, policy.heartbeat, skew);
+            // Never past the job's max_wait_seconds: its run is dead-lettered then.
+            let now_ms = self.inner.config.clock.now().timestamp_millis();
+            let waited = Duration::from_millis((now_ms - since_ms).max(0) as u64);
+            let left = policy.flow.max_wait.map(|max| max.saturating_sub(waited));
+            Instant::now() + left.map_or(most, |left| left.min(most))
+        });
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Waited::Over;
+            }
+            let waits = (priority, since_ms, left.min(PASS_OR_LOOK));
+            match self.wait_in_hand(gate, holder.clone(), waits, t).await {
+                Some(true) => return Waited::Passed,
+                Some(false) => return Waited::Look,
+                None if !watch => return Waited::Over,
+                None => match self
+                    .inner
+                    .in_hand
+                    .watch(&gate.item, &gate.share, until)
+                    .await
+                {
+                    Watch::Held => continue,
+                    Watch::Look => return Waited::Look,
+                    Watch::Over => return Waited::Over,
+                },
+            }
+        }
+    }
+
+    /// Waits in hand for a run of this worker holding a permit of `gate` to pass it on,
+    /// for at most `most`: whether it was passed; None when no run here holds one.
+    async fn wait_in_hand(
+        &self,
         gate: &Gate,
         holder: Holder,
         (priority, since_ms, most): (i32, i64, Duration),
         t: &Transition<'_>,
-    ) -> InHand {
-        let counted = gate.concurrency.is_some() && gate.spacing.is_none();
-        if ctx.deadline.is_some() || !counted || most.is_zero() {
-            return InHand::NotWaited;
-        }
+    ) -> Option<bool> {
         let waiters = &self.inner.in_hand;
         let waits = (priority, since_ms, most);
-        let Some(waiting) = waiters.wait(&gate.item, t.key, holder, waits) else {
-            return InHand::NotWaited;
-        };
+        let waiting = waiters.wait(&gate.item, t.key, holder, waits)?;
         let mut told = waiting.told;
         let passed = match tokio::time::timeout(most, &mut told).await {
             Ok(answer) => answer.unwrap_or(false),
@@ -95,7 +164,7 @@ impl Processor {
         };
         if !passed {
             // Looks again: counted as held back there, if it is.
-            return InHand::LookAgain;
+            return Some(false);
         }
         let why = format!(
             "`{}` was full; waited in hand for a permit this worker held (as `{}`)",
@@ -103,7 +172,7 @@ impl Processor {
         );
         let limit = &gate.limit;
         self.emit(t, Event::Throttled { limit, why: &why });
-        InHand::Passed
+        Some(true)
     }
 
     /// Passes the permit of the gate `item` that the run `key` holds under `owner` to a

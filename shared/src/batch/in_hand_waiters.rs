@@ -3,9 +3,9 @@
 //! gate this worker's runs hold. Kept apart from the `Processor` that uses it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use crate::store::Holder;
 
@@ -27,19 +27,47 @@ pub(super) struct InHandWaiter {
 }
 
 #[derive(Debug, Default)]
-struct GateInHand {
-    held: usize,
+pub(super) struct GateInHand {
+    pub held: usize,
     waiting: Vec<InHandWaiter>,
     /// When each share was last passed a permit here (a count of passes).
     served: HashMap<String, u64>,
     passes: u64,
+    /// Runs of this worker watching the gate while none of its permits is held here
+    /// ([`super::in_hand_watch`]), by fair share.
+    pub watching: HashMap<String, usize>,
+    /// When the next of them looks at the gate, and how many looks found it full since
+    /// a permit was last held here.
+    pub next_look: Option<tokio::time::Instant>,
+    pub looks: u32,
+    /// Wakes the watchers once a permit is held here: they wait for its pass instead.
+    pub held_now: Arc<Notify>,
+}
+
+impl GateInHand {
+    /// Nothing held, waited for or watched here: the entry can go.
+    pub fn idle(&self) -> bool {
+        self.held == 0 && self.watching.is_empty() && self.waiting.is_empty()
+    }
 }
 
 /// The worker's permits and waiters in hand, by gate item.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct InHandWaiters {
     gates: Mutex<HashMap<String, GateInHand>>,
     next_id: Mutex<u64>,
+    /// Set as the worker stops: no run waits in hand from then on.
+    stopping: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for InHandWaiters {
+    fn default() -> Self {
+        InHandWaiters {
+            gates: Mutex::default(),
+            next_id: Mutex::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
+        }
+    }
 }
 
 /// A run registered as waiting: its id, to give up by, and what it will be told.
@@ -49,13 +77,19 @@ pub(super) struct Waiting {
 }
 
 impl InHandWaiters {
-    fn gates(&self) -> std::sync::MutexGuard<'_, HashMap<String, GateInHand>> {
+    pub(super) fn gates(&self) -> std::sync::MutexGuard<'_, HashMap<String, GateInHand>> {
         self.gates.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A run of this worker took a permit of `item`.
     pub fn held(&self, item: &str) {
-        self.gates().entry(item.to_string()).or_default().held += 1;
+        let mut gates = self.gates();
+        let gate = gates.entry(item.to_string()).or_default();
+        gate.held += 1;
+        gate.looks = 0;
+        if gate.held == 1 {
+            gate.held_now.notify_waiters();
+        }
     }
 
     /// Whether this worker's runs hold every permit of `item` (`limit`): a take would be
@@ -64,6 +98,45 @@ impl InHandWaiters {
         self.gates()
             .get(item)
             .is_some_and(|g| g.held >= limit as usize)
+    }
+
+    /// The worker stops: every run waiting in hand is told no permit comes, and none
+    /// waits from now on (they join their gates' lines, their messages hidden there,
+    /// instead of holding the worker's stop for up to their wait).
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
+        let mut gates = self.gates();
+        for gate in gates.values_mut() {
+            for waiter in gate.waiting.drain(..) {
+                let _ = waiter.told.send(false);
+            }
+        }
+        gates.retain(|_, g| !g.idle());
+    }
+
+    /// The worker takes work again (a poll started after one stopped).
+    pub fn start(&self) {
+        self.stopping.send_replace(false);
+    }
+
+    /// Whether the worker stops (see [`InHandWaiters::stop`]).
+    pub fn stopping(&self) -> bool {
+        *self.stopping.borrow()
+    }
+
+    /// Resolves once the worker stops.
+    pub async fn stopped(&self) {
+        let mut stopping = self.stopping.subscribe();
+        let _ = stopping.wait_for(|s| *s).await;
+    }
+
+    /// Whether runs of this worker of the fair share `share` wait in hand for a permit of
+    /// `item` or watch it: a run of theirs would be refused as they were, and waits with
+    /// them without asking (their looks and passes find a permit first).
+    pub fn waits_here(&self, item: &str, share: &str) -> bool {
+        self.gates().get(item).is_some_and(|g| {
+            g.watching.contains_key(share) || g.waiting.iter().any(|w| w.holder.share == share)
+        })
     }
 
     /// A run of this worker gave a permit of `item` back (not passed on in hand). Once
@@ -78,7 +151,11 @@ impl InHandWaiters {
         if g.held > 0 {
             return Vec::new();
         }
-        gates.remove(item).map(|g| g.waiting).unwrap_or_default()
+        let waiting = std::mem::take(&mut g.waiting);
+        if g.idle() {
+            gates.remove(item);
+        }
+        waiting
     }
 
     /// Registers a run to wait for a permit of `item`, if a run of this worker holds one
@@ -96,6 +173,9 @@ impl InHandWaiters {
             *next
         };
         let mut gates = self.gates();
+        if self.stopping() {
+            return None;
+        }
         let gate = gates.get_mut(item).filter(|g| g.held > 0)?;
         let (told, hears) = oneshot::channel();
         gate.waiting.push(InHandWaiter {

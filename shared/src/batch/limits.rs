@@ -13,7 +13,8 @@
 use std::time::Duration;
 
 use super::claim::Claim;
-use super::in_hand::{InHand, in_hand_budget};
+use super::in_hand::Waited;
+use super::in_hand_watch::watches;
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
@@ -21,7 +22,7 @@ use super::route::Routed;
 use crate::dead_letter::DeadLetterReason;
 use crate::envelope::Envelope;
 use crate::flow::Gate;
-use crate::store::{ExecutionRecord, Holder, Line, PARKED_FOR, Permit, PermitRequest};
+use crate::store::{ExecutionRecord, Line, PARKED_FOR, Permit, PermitRequest};
 use crate::telemetry::{Event, Transition};
 
 /// The longest a run waits between two looks at a full gate: short enough that a permit a
@@ -268,15 +269,23 @@ impl Processor {
         let lease = job.registered.policy.lease;
         // A run holding another gate's permit never waits in hand: two runs each holding
         // what the other waits for would hold both idle.
-        let (mut waited_here, mut waited_in_hand) = (false, !taken.items.is_empty());
-        // This worker's runs hold every permit: waited for in hand at once, no take asked.
+        let may_wait = taken.items.is_empty();
+        let (mut waited_here, mut waited_in_hand) = (false, false);
+        // When its wait in hand ends: set at its first refusal.
+        let mut until = None;
+        let waiting = (priority, since_ms, job);
+        let owner = taken.owner.clone();
+        // This worker's runs hold every permit, or runs of its share wait here already:
+        // waited for in hand at once, no take asked.
+        let in_hand = &self.inner.in_hand;
         if let Some(limit) = gate.concurrency
-            && !waited_in_hand
-            && self.inner.in_hand.full_here(&gate.item, limit)
+            && may_wait
+            && (in_hand.full_here(&gate.item, limit)
+                || (priority <= 0 && in_hand.waits_here(&gate.item, &gate.share)))
         {
-            waited_in_hand = true;
-            let waiting = (priority, since_ms, job);
-            if let InHand::Passed = self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
+            let wait = (priority <= 0, &mut until);
+            let waited = self.in_hand_for(ctx, claim, gate, &owner, t, waiting, wait);
+            if let Waited::Passed = waited.await {
                 taken.add(gate);
                 return Ok(passed_since(since_ms, claim));
             }
@@ -303,6 +312,10 @@ impl Processor {
                 if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
                     answer = Ok(too_late);
                 }
+                // Taken at a watcher's look: its wait counts as a handed permit's.
+                if waited_in_hand && matches!(answer, Ok(Permit::Taken)) {
+                    return Ok(passed_since(since_ms, claim));
+                }
             }
             match (&answer, ctx.deadline) {
                 (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here => {
@@ -313,45 +326,23 @@ impl Processor {
                     waited_here = true;
                     tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
                 }
-                (Ok(Permit::Full { .. }), _) if !waited_in_hand => {
-                    waited_in_hand = true;
-                    let waiting = (priority, since_ms, job);
-                    match self.in_hand_for(ctx, claim, gate, taken, t, waiting).await {
-                        InHand::NotWaited => return answer,
-                        InHand::Passed => {
+                (Ok(Permit::Full { line, .. }), _) if may_wait => {
+                    let wait = (watches(line, priority), &mut until);
+                    match self
+                        .in_hand_for(ctx, claim, gate, &owner, t, waiting, wait)
+                        .await
+                    {
+                        Waited::Over => return answer,
+                        Waited::Passed => {
                             taken.add(gate);
                             return Ok(passed_since(since_ms, claim));
                         }
-                        InHand::LookAgain => {}
+                        Waited::Look => waited_in_hand = true,
                     }
                 }
                 _ => return answer,
             }
         }
-    }
-
-    /// [`Processor::wait_in_hand`] for the claimed run, its entry its claim's, for as
-    /// long as its lease spares ([`in_hand_budget`]).
-    async fn in_hand_for(
-        &self,
-        ctx: &MessageCtx<'_>,
-        claim: &Claim,
-        gate: &Gate,
-        taken: &Permits,
-        t: &Transition<'_>,
-        (priority, since_ms, job): (i32, Option<i64>, &Routed<'_>),
-    ) -> InHand {
-        let policy = &job.registered.policy;
-        let claimed_ms = claim.request.now.timestamp_millis();
-        let holder = Holder {
-            owner: taken.owner.clone(),
-            until_ms: claimed_ms + policy.lease.as_millis() as i64,
-            share: gate.share.clone(),
-        };
-        let skew = self.inner.config.clock_skew;
-        let most = in_hand_budget(claim.claimed_at, policy.lease, policy.heartbeat, skew);
-        let waiting = (priority, since_ms.unwrap_or(claimed_ms), most);
-        self.wait_in_hand(ctx, gate, holder, waiting, t).await
     }
 
     /// Gives the run's permits back (its body ended, its outcome is written, or it did not

@@ -246,6 +246,7 @@ mod tests {
             since_ms: None,
             soonest_until_ms: soonest,
             place: true,
+            ..Line::default()
         };
         let at = |l: &Line, left| hiding(l, 10_000, skew, left).as_millis();
         assert_eq!(

@@ -11,6 +11,7 @@ mod draws;
 mod failure_streak;
 mod in_hand;
 mod in_hand_waiters;
+mod in_hand_watch;
 mod key;
 mod lease;
 mod limits;

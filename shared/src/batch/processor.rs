@@ -156,6 +156,18 @@ impl Processor {
         &self.inner.registry
     }
 
+    /// The worker stops taking work: its runs waiting in hand for a permit stop waiting
+    /// and join their gates' lines (`batch::in_hand`), so that finishing what is in hand
+    /// takes no longer than the bodies running.
+    pub(crate) fn stop_waiting_in_hand(&self) {
+        self.inner.in_hand.stop();
+    }
+
+    /// The worker takes work again: its runs may wait in hand (a poll after one stopped).
+    pub(crate) fn start_waiting_in_hand(&self) {
+        self.inner.in_hand.start();
+    }
+
     /// Processes a batch, at most `concurrency` messages at a time; one report per message,
     /// in the batch's order. Takes Lambda's `SqsMessage`s, the SDK's `Message`s or
     /// [`Delivery`]s.

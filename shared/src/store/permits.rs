@@ -102,6 +102,10 @@ pub struct Line {
     /// it comes before the waiter that comes last (whose place it takes,
     /// [`super::waiters::bumped`]). A run without one looks again on a timer, unwritten.
     pub place: bool,
+    /// How many runs other than the one that asked wait in the line, however long.
+    pub others: usize,
+    /// How many of the gate's permits the asking run's fair share holds.
+    pub share_held: usize,
 }
 
 impl Line {
@@ -129,6 +133,12 @@ impl Line {
             since_ms,
             soonest_until_ms: item.holders.values().map(|h| h.until_ms).min(),
             place,
+            others: item.waiters.keys().filter(|k| k.as_str() != key).count(),
+            share_held: item
+                .holders
+                .values()
+                .filter(|h| h.share == req.share)
+                .count(),
         }
     }
 }

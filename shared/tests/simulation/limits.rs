@@ -51,7 +51,7 @@ rate = "12/minute"
 [jobs.tenant]
 owner = "sim"
 payload = { tenant = "a" }
-lease_seconds = 3
+lease_seconds = 20
 heartbeat_seconds = 2
 concurrency = { limit = 2, key = "{tenant}" }
 retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }

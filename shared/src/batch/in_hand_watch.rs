@@ -1,0 +1,206 @@
+//! Watching a full gate in hand: a poller's run that a full gate refused, while none of
+//! that gate's permits is held by this worker and no run waits in the gate's line, keeps
+//! its message and its claim and looks at the gate again a little later, instead of
+//! joining the line.
+//!
+//! Why: a run that joins the line makes it non-empty, and a non-empty line stops every
+//! pass in hand ([`super::in_hand`]) in every worker: the permits then go through the line,
+//! a hidden message woken and received again behind the queue's backlog (three pollers
+//! under a shared limit of 4 on a 50 ms job ran at 0.07 of the limit's pace, at 15
+//! DynamoDB requests a run). A watching run leaves the line empty, so the workers whose
+//! runs hold the permits keep passing them in hand, and the watcher takes one as soon as
+//! one is free: at its look, or, once a run of this worker holds one, by its pass.
+//!
+//! The looks of one gate are shared by this worker's watchers: one look at a time, the
+//! first 50 ms after the refusal, then twice as far apart up to 1 s while they find the
+//! gate full (a look is one conditional write). A run that would come before the holders'
+//! next runs in the line's order (of a positive priority, or of a fair share holding none
+//! of the gate) does not watch: it joins the line, which hands it the next permit freed
+//! anywhere. Neither does a run already in the line, nor one whose wait in hand ran out:
+//! it joins the line as before.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::in_hand_waiters::InHandWaiters;
+use crate::store::Line;
+
+/// The first look after a refusal, and the longest time between two looks.
+const FIRST_LOOK: Duration = Duration::from_millis(50);
+const LONGEST_LOOK: Duration = Duration::from_secs(1);
+
+/// What a watch came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Watch {
+    /// A run of this worker holds a permit of the gate now: wait for its pass.
+    Held,
+    /// This run's look has come: ask the gate again.
+    Look,
+    /// Its wait in hand runs out before its look would come.
+    Over,
+}
+
+/// Whether a run a full gate refused with `line` watches (see the module) rather than
+/// joining the line: the line is empty, the run is not in it, holds no priority above
+/// the ordinary, and its fair share holds a permit of the gate already.
+pub(super) fn watches(line: &Line, priority: i32) -> bool {
+    line.others == 0 && line.since_ms.is_none() && priority <= 0 && line.share_held > 0
+}
+
+/// The time between two looks after `looks` found the gate full.
+fn look_every(looks: u32) -> Duration {
+    FIRST_LOOK
+        .saturating_mul(1u32 << looks.min(8))
+        .min(LONGEST_LOOK)
+}
+
+impl InHandWaiters {
+    /// Waits for this run's look at `item` (the run of fair share `share`), or for a run
+    /// of this worker to hold one of its permits, whichever comes first, but not past
+    /// `until`.
+    pub async fn watch(&self, item: &str, share: &str, until: Instant) -> Watch {
+        let held_now;
+        let at;
+        {
+            let mut gates = self.gates();
+            if self.stopping() {
+                return Watch::Over;
+            }
+            let gate = gates.entry(item.to_string()).or_default();
+            if gate.held > 0 {
+                return Watch::Held;
+            }
+            let now = Instant::now();
+            at = gate
+                .next_look
+                .filter(|next| *next > now)
+                .unwrap_or(now + look_every(gate.looks));
+            gate.looks = gate.looks.saturating_add(1);
+            gate.next_look = Some(at + look_every(gate.looks));
+            *gate.watching.entry(share.to_string()).or_default() += 1;
+            held_now = gate.held_now.clone();
+        }
+        let notified = held_now.notified();
+        tokio::pin!(notified);
+        // Registered now: a permit held from here on wakes it.
+        notified.as_mut().enable();
+        if self.held_here(item) {
+            return self.unwatch(item, share, Watch::Held);
+        }
+        let watch = tokio::select! {
+            _ = &mut notified => Watch::Held,
+            () = self.stopped() => Watch::Over,
+            _ = tokio::time::sleep_until(at.min(until)) => match at <= until {
+                true => Watch::Look,
+                false => Watch::Over,
+            },
+        };
+        let watch = match self.held_here(item) && watch != Watch::Over {
+            true => Watch::Held,
+            false => watch,
+        };
+        self.unwatch(item, share, watch)
+    }
+
+    fn held_here(&self, item: &str) -> bool {
+        self.gates().get(item).is_some_and(|g| g.held > 0)
+    }
+
+    /// The watch of `item` ended with `watch`: its entry goes once nothing else is there.
+    fn unwatch(&self, item: &str, share: &str, watch: Watch) -> Watch {
+        let mut gates = self.gates();
+        if let Some(gate) = gates.get_mut(item) {
+            if let Some(n) = gate.watching.get_mut(share) {
+                *n -= 1;
+                if *n == 0 {
+                    gate.watching.remove(share);
+                }
+            }
+            if gate.idle() {
+                gates.remove(item);
+            }
+        }
+        watch
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(others: usize, share_held: usize) -> Line {
+        Line {
+            others,
+            share_held,
+            place: true,
+            ..Line::default()
+        }
+    }
+
+    #[test]
+    fn only_a_run_that_would_not_come_first_in_an_empty_line_watches() {
+        assert!(watches(&line(0, 2), 0));
+        assert!(!watches(&line(1, 2), 0), "runs wait in the line");
+        assert!(
+            !watches(&line(0, 0), 0),
+            "its share holds none: first by turn"
+        );
+        assert!(!watches(&line(0, 2), 1), "a priority: first by turn");
+        let mut in_line = line(0, 2);
+        in_line.since_ms = Some(5);
+        assert!(!watches(&in_line, 0), "in the line already");
+    }
+
+    #[test]
+    fn looks_come_twice_as_far_apart_up_to_a_second() {
+        let ms: Vec<u128> = (0..7).map(|n| look_every(n).as_millis()).collect();
+        assert_eq!(ms, [50, 100, 200, 400, 800, 1_000, 1_000]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_looks_at_a_gate_once_at_a_time_however_many_runs_watch_it() {
+        let w = std::sync::Arc::new(InHandWaiters::default());
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+        let mut looks = tokio::task::JoinSet::new();
+        for _ in 0..3 {
+            let w = w.clone();
+            looks.spawn(async move { (w.watch("g", "s", far).await, start.elapsed()) });
+        }
+        let mut at: Vec<u128> = looks
+            .join_all()
+            .await
+            .into_iter()
+            .map(|(watch, after)| {
+                assert_eq!(watch, Watch::Look);
+                after.as_millis()
+            })
+            .collect();
+        at.sort();
+        assert_eq!(at, [50, 150, 350], "one look at a time, further apart");
+        assert!(w.gates().is_empty(), "nothing kept once none watches");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_hears_at_once_that_a_run_of_its_worker_holds_the_gate() {
+        let w = std::sync::Arc::new(InHandWaiters::default());
+        let far = Instant::now() + Duration::from_secs(60);
+        let watcher = {
+            let w = w.clone();
+            tokio::spawn(async move { w.watch("g", "s", far).await })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        w.held("g");
+        assert_eq!(watcher.await.unwrap(), Watch::Held);
+        assert_eq!(w.watch("g", "s", far).await, Watch::Held, "held: no look");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_ends_when_its_wait_in_hand_does() {
+        let w = InHandWaiters::default();
+        let soon = Instant::now() + Duration::from_millis(20);
+        assert_eq!(w.watch("g", "s", soon).await, Watch::Over);
+        assert_eq!(Instant::now(), soon);
+    }
+}
