@@ -38,10 +38,16 @@ use crate::flow::Gate;
 use crate::store::{Holder, Pass};
 use crate::telemetry::{Event, Transition};
 
-/// The longest a run waits in hand in all before it joins the gate's line: long enough
-/// that a backlog's runs spread over several workers keep the line empty (a run that
-/// joins it stops every pass), and inside any lease it holds its claim by
-/// ([`in_hand_budget`]).
+/// The longest a run waits in hand in all before it joins the gate's line (less where its
+/// lease spares less, [`in_hand_budget`]). Long, because a run that joins the line stops
+/// every pass: at 5 s, three pollers of four places at a limit of 2 parked 216 of 300
+/// 50 ms runs and took 56 s (`worker_logic::limits::pollers_holding_no_permit_...`: 8.7 s
+/// at 30 s). The cost: a run waiting in hand holds one of its worker's places, so a
+/// backlog's waiting runs fill them and a poller receives only as runs end. Behind a
+/// backlog in one queue, a quiet tenant's run is received late, unless the queue delivers
+/// it first: SQS fair queues do on AWS (runs carry their share as `MessageGroupId`), but
+/// LocalStack keeps the queue's order (`make bench-flow`: 69 job durations behind 300,
+/// from 12.7 at 5 s).
 pub(super) const IN_HAND_FOR: Duration = Duration::from_secs(30);
 
 /// The longest a run waits for the pass of a run of this worker before it asks the gate

@@ -48,6 +48,15 @@ pub(super) fn watches(line: &Line, priority: i32) -> bool {
     line.others == 0 && line.since_ms.is_none() && priority <= 0 && line.share_held > 0
 }
 
+/// Whether a run a full gate refused with `line` would come first in its line: the line
+/// is empty and the run is of a positive priority or of a fair share holding none of the
+/// gate. It joins the line at once, to be handed the next permit freed by any worker,
+/// rather than wait in hand for one this worker frees (adversary review: a priority run
+/// waited in hand beside a long body while another worker passed its permits on).
+pub(super) fn comes_first(line: &Line, priority: i32) -> bool {
+    line.others == 0 && line.since_ms.is_none() && (priority > 0 || line.share_held == 0)
+}
+
 /// The time between two looks after `looks` found the gate full.
 fn look_every(looks: u32) -> Duration {
     FIRST_LOOK
@@ -76,6 +85,14 @@ impl InHandWaiters {
                 .next_look
                 .filter(|next| *next > now)
                 .unwrap_or(now + look_every(gate.looks));
+            if at > until {
+                // Its look would come after its wait ends: it joins the line now, and
+                // books no look nobody would make.
+                if gate.idle() {
+                    gates.remove(item);
+                }
+                return Watch::Over;
+            }
             gate.looks = gate.looks.saturating_add(1);
             gate.next_look = Some(at + look_every(gate.looks));
             *gate.watching.entry(share.to_string()).or_default() += 1;
@@ -91,10 +108,7 @@ impl InHandWaiters {
         let watch = tokio::select! {
             _ = &mut notified => Watch::Held,
             () = self.stopped() => Watch::Over,
-            _ = tokio::time::sleep_until(at.min(until)) => match at <= until {
-                true => Watch::Look,
-                false => Watch::Over,
-            },
+            _ = tokio::time::sleep_until(at) => Watch::Look,
         };
         let watch = match self.held_here(item) && watch != Watch::Over {
             true => Watch::Held,
@@ -153,6 +167,17 @@ mod tests {
     }
 
     #[test]
+    fn a_priority_or_a_share_holding_none_comes_first_in_an_empty_line() {
+        assert!(comes_first(&line(0, 0), 0));
+        assert!(comes_first(&line(0, 2), 1));
+        assert!(!comes_first(&line(0, 2), 0), "its share holds the gate");
+        assert!(
+            !comes_first(&line(1, 0), 5),
+            "others wait: it waits with them"
+        );
+    }
+
+    #[test]
     fn looks_come_twice_as_far_apart_up_to_a_second() {
         let ms: Vec<u128> = (0..7).map(|n| look_every(n).as_millis()).collect();
         assert_eq!(ms, [50, 100, 200, 400, 800, 1_000, 1_000]);
@@ -197,10 +222,32 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_watch_ends_when_its_wait_in_hand_does() {
+    async fn a_run_whose_look_would_come_after_its_wait_ends_joins_the_line_at_once() {
         let w = InHandWaiters::default();
-        let soon = Instant::now() + Duration::from_millis(20);
+        let start = Instant::now();
+        let soon = start + Duration::from_millis(20);
         assert_eq!(w.watch("g", "s", soon).await, Watch::Over);
-        assert_eq!(Instant::now(), soon);
+        assert_eq!(Instant::now(), start, "at once");
+        assert!(w.gates().is_empty(), "no look booked, nothing kept");
+    }
+
+    /// Adversary review: watchers that booked looks past their wait and left made every
+    /// later watcher's look come later and later, until none looked at all.
+    #[tokio::test(start_paused = true)]
+    async fn many_watchers_with_short_waits_never_push_the_looks_out_of_reach() {
+        let w = std::sync::Arc::new(InHandWaiters::default());
+        let start = Instant::now();
+        let short = start + Duration::from_secs(3);
+        let mut brief = tokio::task::JoinSet::new();
+        for _ in 0..100 {
+            let w = w.clone();
+            brief.spawn(async move { w.watch("g", "s", short).await });
+        }
+        brief.join_all().await;
+        tokio::time::sleep_until(short).await;
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(w.watch("g", "s", far).await, Watch::Look);
+        let waited = Instant::now() - short;
+        assert!(waited <= Duration::from_secs(1), "looked after {waited:?}");
     }
 }

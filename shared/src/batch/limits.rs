@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::claim::Claim;
 use super::in_hand::Waited;
-use super::in_hand_watch::watches;
+use super::in_hand_watch::{comes_first, watches};
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
 use super::processor::Processor;
@@ -326,6 +326,9 @@ impl Processor {
                     waited_here = true;
                     tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
                 }
+                (Ok(Permit::Full { line, .. }), _) if comes_first(line, priority) => {
+                    return answer;
+                }
                 (Ok(Permit::Full { line, .. }), _) if may_wait => {
                     let wait = (watches(line, priority), &mut until);
                     match self
@@ -392,11 +395,12 @@ impl Processor {
             Permit::Full { line, .. } => line.since_ms,
             _ => None,
         };
+        // A first refusal waits since its claim: a wait in hand before it counts.
         let since = [known_since(ctx, claim), in_line]
             .into_iter()
             .flatten()
             .min()
-            .unwrap_or(now_ms);
+            .unwrap_or(claim.request.now.timestamp_millis().min(now_ms));
         let waited = Duration::from_millis((now_ms - since).max(0) as u64);
         let max_wait = job.registered.policy.flow.max_wait;
         if let Some(max) = max_wait
