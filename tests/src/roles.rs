@@ -120,7 +120,11 @@ fn lane_arns(stack: &Stack, on: On) -> Vec<String> {
             "arn:aws:dynamodb:{REGION}:table/{}/index/*",
             stack.table
         )],
-        On::JobsQueue => vec![stack.arn_of(&stack.queue_url)],
+        // The jobs queue and the urgent queue beside it, as the template grants them.
+        On::JobsQueue => vec![
+            stack.arn_of(&stack.queue_url),
+            stack.arn_of(&stack.urgent_queue_url()),
+        ],
         On::DeadLetterQueue => vec![stack.arn_of(&stack.dlq_url)],
         On::ScheduleGroups => vec![
             format!("arn:aws:scheduler:{REGION}:schedule-group/{group}"),

@@ -37,6 +37,12 @@ pub async fn run(a: &StatusArgs, cli: &Globals) -> anyhow::Result<()> {
         "jobs queue     {} visible, {} in flight, {} delayed; oldest message {age}",
         q.visible, q.in_flight, q.delayed
     );
+    if let Some(u) = &report.urgent_queue {
+        println!(
+            "urgent queue   {} visible, {} in flight, {} delayed",
+            u.visible, u.in_flight, u.delayed
+        );
+    }
     println!("dead letters   {}", report.dlq_depth);
     print_alarms(report.alarms.as_ref());
     for p in &report.paused {

@@ -35,6 +35,10 @@ fn body(r: &StatusReport) -> Markup {
         section.cards aria-label="at a glance" {
             (card("Jobs queue", &format!("{} waiting", q.visible),
                 &format!("{} in flight, {} delayed; oldest {age}", q.in_flight, q.delayed), None, false))
+            @if let Some(u) = &r.urgent_queue {
+                (card("Urgent queue", &format!("{} waiting", u.visible),
+                    &format!("{} in flight, {} delayed: runs of positive priority", u.in_flight, u.delayed), None, false))
+            }
             (card("Dead letters", &r.dlq_depth.to_string(), "in the DLQ", Some("/dlq"), r.dlq_depth > 0))
             (card("Failing jobs", &r.failing_jobs.len().to_string(), "with FAILED runs", Some("#failing"), !r.failing_jobs.is_empty()))
             (card("Paused", &(r.paused.len() + r.paused_chains.len()).to_string(),

@@ -162,12 +162,15 @@ impl Processor {
         let waits = (priority, since_ms, most);
         let waiting = waiters.wait(&gate.item, t.key, holder, waits)?;
         let mut told = waiting.told;
+        // Dropped half-way (its walk aborted), the run stops waiting: no pass to it.
+        let abandoned = waiters.give_up_if_dropped(&gate.item, waiting.id);
         let passed = match tokio::time::timeout(most, &mut told).await {
             Ok(answer) => answer.unwrap_or(false),
             // Taken by a releaser just now: its answer comes with its write.
             Err(_) if !waiters.give_up(&gate.item, waiting.id) => told.await.unwrap_or(false),
             Err(_) => false,
         };
+        abandoned.disarm();
         if !passed {
             // Looks again: counted as held back there, if it is.
             return Some(false);

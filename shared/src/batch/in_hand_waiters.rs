@@ -223,6 +223,17 @@ impl InHandWaiters {
         }
     }
 
+    /// A guard that gives the waiter `id` of `item` up if dropped armed: a wait dropped
+    /// half-way leaves no waiter behind to be passed a permit.
+    pub fn give_up_if_dropped<'a>(&'a self, item: &'a str, id: u64) -> GiveUpIfDropped<'a> {
+        GiveUpIfDropped {
+            waiters: self,
+            item,
+            id,
+            armed: true,
+        }
+    }
+
     /// Takes the waiter `id` out, if it still waits: false when a releaser took it
     /// already (it is about to be told).
     pub fn give_up(&self, item: &str, id: u64) -> bool {
@@ -233,6 +244,29 @@ impl InHandWaiters {
         let before = gate.waiting.len();
         gate.waiting.retain(|w| w.id != id);
         before != gate.waiting.len()
+    }
+}
+
+/// See [`InHandWaiters::give_up_if_dropped`].
+pub(super) struct GiveUpIfDropped<'a> {
+    waiters: &'a InHandWaiters,
+    item: &'a str,
+    id: u64,
+    armed: bool,
+}
+
+impl GiveUpIfDropped<'_> {
+    /// The wait ended: nothing to give up.
+    pub fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveUpIfDropped<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.waiters.give_up(self.item, self.id);
+        }
     }
 }
 
@@ -279,6 +313,18 @@ mod tests {
         let _quiet = w.wait("g", "b1", of("b"), (0, 10, LONG)).unwrap();
         let order: Vec<String> = std::iter::from_fn(|| w.next("g").map(|x| x.key)).collect();
         assert_eq!(order, ["a1", "b1", "a2", "a3"]);
+    }
+
+    #[test]
+    fn a_wait_dropped_half_way_leaves_no_waiter_to_pass_to() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let waiting = w.wait("g", "a", holder(), (0, 1, LONG)).unwrap();
+        drop(w.give_up_if_dropped("g", waiting.id));
+        assert!(w.next("g").is_none(), "given up");
+        let kept = w.wait("g", "b", holder(), (0, 1, LONG)).unwrap();
+        w.give_up_if_dropped("g", kept.id).disarm();
+        assert_eq!(w.next("g").map(|x| x.key).as_deref(), Some("b"));
     }
 
     #[test]

@@ -98,44 +98,59 @@ impl InHandWaiters {
             *gate.watching.entry(share.to_string()).or_default() += 1;
             held_now = gate.held_now.clone();
         }
+        // Counted as watching until this returns, or is dropped half-way (its walk
+        // aborted): a count left behind would keep the entry, and `waits_here`, forever.
+        let _watching = Watching {
+            waiters: self,
+            item,
+            share,
+        };
         let notified = held_now.notified();
         tokio::pin!(notified);
         // Registered now: a permit held from here on wakes it.
         notified.as_mut().enable();
         if self.held_here(item) {
-            return self.unwatch(item, share, Watch::Held);
+            return Watch::Held;
         }
         let watch = tokio::select! {
             _ = &mut notified => Watch::Held,
             () = self.stopped() => Watch::Over,
             _ = tokio::time::sleep_until(at) => Watch::Look,
         };
-        let watch = match self.held_here(item) && watch != Watch::Over {
+        match self.held_here(item) && watch != Watch::Over {
             true => Watch::Held,
             false => watch,
-        };
-        self.unwatch(item, share, watch)
+        }
     }
 
     fn held_here(&self, item: &str) -> bool {
         self.gates().get(item).is_some_and(|g| g.held > 0)
     }
+}
 
-    /// The watch of `item` ended with `watch`: its entry goes once nothing else is there.
-    fn unwatch(&self, item: &str, share: &str, watch: Watch) -> Watch {
-        let mut gates = self.gates();
-        if let Some(gate) = gates.get_mut(item) {
-            if let Some(n) = gate.watching.get_mut(share) {
-                *n -= 1;
-                if *n == 0 {
-                    gate.watching.remove(share);
-                }
-            }
-            if gate.idle() {
-                gates.remove(item);
+/// A run counted as watching a gate: uncounted when dropped, and the gate's entry goes
+/// once nothing else is there.
+struct Watching<'a> {
+    waiters: &'a InHandWaiters,
+    item: &'a str,
+    share: &'a str,
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        let mut gates = self.waiters.gates();
+        let Some(gate) = gates.get_mut(self.item) else {
+            return;
+        };
+        if let Some(n) = gate.watching.get_mut(self.share) {
+            *n -= 1;
+            if *n == 0 {
+                gate.watching.remove(self.share);
             }
         }
-        watch
+        if gate.idle() {
+            gates.remove(self.item);
+        }
     }
 }
 
@@ -207,8 +222,12 @@ mod tests {
         assert!(w.gates().is_empty(), "nothing kept once none watches");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_watcher_hears_at_once_that_a_run_of_its_worker_holds_the_gate() {
+    /// A run of share `s` watching gate `g` for up to a minute, 10 ms in.
+    async fn watching() -> (
+        std::sync::Arc<InHandWaiters>,
+        tokio::task::JoinHandle<Watch>,
+        Instant,
+    ) {
         let w = std::sync::Arc::new(InHandWaiters::default());
         let far = Instant::now() + Duration::from_secs(60);
         let watcher = {
@@ -216,9 +235,27 @@ mod tests {
             tokio::spawn(async move { w.watch("g", "s", far).await })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
+        (w, watcher, far)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watcher_hears_at_once_that_a_run_of_its_worker_holds_the_gate() {
+        let (w, watcher, far) = watching().await;
         w.held("g");
         assert_eq!(watcher.await.unwrap(), Watch::Held);
         assert_eq!(w.watch("g", "s", far).await, Watch::Held, "held: no look");
+    }
+
+    /// Adversary review: a watch dropped half-way (its walk aborted) left its count, so the
+    /// gate's entry stayed and its share's runs waited without asking, for good.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_dropped_half_way_is_no_longer_counted() {
+        let (w, watcher, _) = watching().await;
+        assert!(w.waits_here("g", "s"));
+        watcher.abort();
+        let _ = watcher.await;
+        assert!(!w.waits_here("g", "s"));
+        assert!(w.gates().is_empty(), "nothing kept");
     }
 
     #[tokio::test(start_paused = true)]

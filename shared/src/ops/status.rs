@@ -62,6 +62,11 @@ pub struct LastRun {
 pub struct StatusReport {
     /// The jobs queue's depth; a backlog that keeps growing means too few or failing workers.
     pub queue: QueueDepth,
+    /// The urgent queue's beside it (runs of positive priority, `queue::urgent`): anything
+    /// waiting there long means every worker is busy. None on a stage deployed before urgent
+    /// queues (absent from JSON).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub urgent_queue: Option<QueueDepth>,
     /// From CloudWatch (`ApproximateAgeOfOldestMessage`, last 5 minutes); None without data
     /// or when CloudWatch cannot be read (it is a hint, not worth failing the report for).
     pub oldest_message_age_seconds: Option<f64>,
@@ -163,6 +168,20 @@ pub(crate) async fn queue_depth(
         in_flight: get(&names[1]),
         delayed: get(&names[2]),
     })
+}
+
+/// The depth of the urgent queue beside the jobs queue `jobs_url`; None where the stage
+/// has none (deployed before urgent queues, or the caller may not read it).
+async fn urgent_depth(
+    sqs: &aws_sdk_sqs::Client,
+    jobs_url: &str,
+) -> Result<Option<QueueDepth>, OpsError> {
+    let url = crate::queue::urgent::urgent_queue_of(jobs_url);
+    match queue_depth(sqs, &url).await {
+        Ok(depth) => Ok(Some(depth)),
+        Err(e) if crate::queue::urgent::absent(&e.to_string()) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 async fn oldest_age(sdk: &SdkConfig, queue_name: &str) -> Option<f64> {
@@ -286,9 +305,10 @@ pub async fn gather_page(
         last_runs(&records, catalog, page),
         paused_jobs(sdk, &target.table, catalog),
     )?;
-    let (limits, accountant, alarms) = tokio::try_join!(
+    let (limits, accountant, urgent_queue, alarms) = tokio::try_join!(
         super::limits::gather(sdk, target, catalog),
         accounted(sdk, &target.table),
+        urgent_depth(&sqs, &target.queue_url),
         async {
             Ok(
                 match super::alarms::in_alarm(sdk, &target.stage, !catalog.chains.is_empty()).await
@@ -311,6 +331,7 @@ pub async fn gather_page(
         paused,
         paused_chains,
         queue,
+        urgent_queue,
         oldest_message_age_seconds: oldest,
         dlq_depth: dlq.visible + dlq.in_flight + dlq.delayed,
         failing_jobs,
