@@ -289,6 +289,7 @@ impl Processor {
                 taken.add(gate);
                 return Ok(passed_since(since_ms, claim));
             }
+            waited_in_hand = true;
         }
         loop {
             let now = clock.now();
