@@ -250,9 +250,12 @@ impl Processor {
 
     /// Takes a permit of `gate` for the claimed run: a start of its rate less than a second
     /// away is waited for in place, once, outside Lambda (SQS's whole-second delays would
-    /// miss it, and a Lambda invocation hands its waits back at once); a full gate another
-    /// run of this worker holds is waited for in hand, once ([`super::in_hand`]). A permit
-    /// held is added to `taken` (taken again after a wait, it is the same entry).
+    /// miss it, and a Lambda invocation hands its waits back at once); a full gate is
+    /// waited for in hand, for the pass of a run of this worker that holds it
+    /// ([`super::in_hand`]) or, none held here, watched ([`super::in_hand_watch`]), until
+    /// the run's wait in hand ends; a run first by turn in the gate's line joins it at
+    /// once. A permit held is added to `taken` (taken again after a wait, it is the same
+    /// entry).
     #[allow(clippy::too_many_arguments)]
     async fn take_gate(
         &self,
