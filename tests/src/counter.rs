@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::interceptors::{
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 
 /// A shareable request count; register it with a client's `interceptor(...)`.
@@ -14,6 +16,10 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 pub struct RequestCounter {
     count: Arc<AtomicU64>,
     heartbeats: Arc<AtomicU64>,
+    /// Operations called and attempts sent, whatever they were: their difference is the
+    /// SDK's retries (a loaded LocalStack answering late), named in a failed count.
+    operations: Arc<AtomicU64>,
+    attempts: Arc<AtomicU64>,
     writes_only: bool,
 }
 
@@ -44,9 +50,22 @@ impl RequestCounter {
         self.heartbeats.load(Ordering::SeqCst)
     }
 
+    /// Attempts the SDK sent again after a failed one (counted in [`RequestCounter::get`]
+    /// or [`RequestCounter::heartbeats`] too, as they are on the wire).
+    pub fn retries(&self) -> u64 {
+        let attempts = self.attempts.load(Ordering::SeqCst);
+        attempts.saturating_sub(self.operations.load(Ordering::SeqCst))
+    }
+
     pub fn reset(&self) {
-        self.count.store(0, Ordering::SeqCst);
-        self.heartbeats.store(0, Ordering::SeqCst);
+        for count in [
+            &self.count,
+            &self.heartbeats,
+            &self.operations,
+            &self.attempts,
+        ] {
+            count.store(0, Ordering::SeqCst);
+        }
     }
 }
 
@@ -55,12 +74,22 @@ impl Intercept for RequestCounter {
         "RequestCounter"
     }
 
+    fn read_before_execution(
+        &self,
+        _: &BeforeSerializationInterceptorContextRef<'_>,
+        _: &mut ConfigBag,
+    ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.operations.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+
     fn read_before_transmit(
         &self,
         context: &BeforeTransmitInterceptorContextRef<'_>,
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), aws_sdk_dynamodb::error::BoxError> {
+        self.attempts.fetch_add(1, Ordering::SeqCst);
         let request = context.request();
         let renewal = request
             .body()

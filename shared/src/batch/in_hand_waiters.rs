@@ -2,10 +2,12 @@
 //! run of this worker holds ([`super::in_hand`]), by gate; and how many permits of each
 //! gate this worker's runs hold. Kept apart from the `Processor` that uses it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 
 use crate::store::Holder;
 
@@ -42,7 +44,15 @@ pub(super) struct GateInHand {
     pub looks: u32,
     /// Wakes the watchers once a permit is held here: they wait for its pass instead.
     pub held_now: Arc<Notify>,
+    /// By share: the turns given to runs sent away, in order.
+    turns: HashMap<String, VecDeque<Instant>>,
 }
+
+/// The most gates whose holds are remembered ([`InHandWaiters::gave_back_after`]).
+const MOST_HOLDS: usize = 1_024;
+
+/// The most turns remembered by share: a backlog larger is sent away as far as turns go.
+const MOST_TURNS: usize = 4_096;
 
 impl GateInHand {
     /// Nothing held, waited for or watched here: the entry can go.
@@ -55,6 +65,11 @@ impl GateInHand {
 #[derive(Debug)]
 pub(super) struct InHandWaiters {
     gates: Mutex<HashMap<String, GateInHand>>,
+    /// How long each gate's permits are held here (a moving average of the runs that
+    /// gave one back; kept while the gate idles): with its limit, the pace at which the
+    /// gate frees permits, for runs of a crowded gate sent away to come again at their
+    /// turn ([`InHandWaiters::crowded_turn`]).
+    holds: Mutex<HashMap<String, Duration>>,
     next_id: Mutex<u64>,
     /// Set as the worker stops: no run waits in hand from then on.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -64,6 +79,7 @@ impl Default for InHandWaiters {
     fn default() -> Self {
         InHandWaiters {
             gates: Mutex::default(),
+            holds: Mutex::default(),
             next_id: Mutex::default(),
             stopping: tokio::sync::watch::Sender::new(false),
         }
@@ -137,6 +153,62 @@ impl InHandWaiters {
         self.gates().get(item).is_some_and(|g| {
             g.watching.contains_key(share) || g.waiting.iter().any(|w| w.holder.share == share)
         })
+    }
+
+    /// How many runs of this worker of the fair share `share` wait in hand for a permit
+    /// of `item` or watch it (see [`super::limits`]' crowding: past the gate's limit, the
+    /// next ones are sent back to look again, leaving the worker's places to receive).
+    pub fn waiting_of(&self, item: &str, share: &str) -> usize {
+        self.gates().get(item).map_or(0, |g| {
+            let waiting = g.waiting.iter().filter(|w| w.holder.share == share);
+            g.watching.get(share).copied().unwrap_or(0) + waiting.count()
+        })
+    }
+
+    /// When a run of the share `share` should come again, sent away because as many of
+    /// its share as `limit` wait here for `item` already: after those and the runs sent
+    /// away before it whose turns have not come, one apart at the pace the gate frees
+    /// permits: its limit's worth per hold of one (none before a hold ended here: it
+    /// comes again as soon as a delay allows). At most
+    /// [`PARKED_FOR`](crate::store::PARKED_FOR) away. How many wait, and its delay; None
+    /// when not crowded.
+    pub fn crowded_turn(&self, item: &str, share: &str, limit: u32) -> Option<(usize, Duration)> {
+        let waiting = self.waiting_of(item, share);
+        let limit = limit.max(1);
+        if waiting < limit as usize {
+            return None;
+        }
+        let hold = self.holds().get(item).copied().unwrap_or_default();
+        let mut gates = self.gates();
+        let gate = gates.get_mut(item)?;
+        let now = Instant::now();
+        let every = hold / limit;
+        let turns = gate.turns.entry(share.to_string()).or_default();
+        while turns.front().is_some_and(|t| *t <= now) || turns.len() >= MOST_TURNS {
+            turns.pop_front();
+        }
+        let ahead = (waiting + turns.len()) as u32;
+        let delay = (every * ahead).min(crate::store::PARKED_FOR);
+        // Turns are given in order: one given later never comes before one given earlier.
+        let turn = turns
+            .back()
+            .map_or(now + delay, |last| (now + delay).max(*last));
+        turns.push_back(turn);
+        Some((waiting, turn - now))
+    }
+
+    /// A run of this worker held a permit of `item` for `held` before giving it back.
+    pub fn gave_back_after(&self, item: &str, held: Duration) {
+        let mut holds = self.holds();
+        if holds.len() >= MOST_HOLDS && !holds.contains_key(item) {
+            holds.clear();
+        }
+        let hold = holds.entry(item.to_string()).or_insert(held);
+        *hold = (*hold * 3 + held) / 4;
+    }
+
+    fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Duration>> {
+        self.holds.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A run of this worker gave a permit of `item` back (not passed on in hand). Once
@@ -299,6 +371,62 @@ mod tests {
             until_ms: 0,
             share: share.into(),
         }
+    }
+
+    #[test]
+    fn the_runs_waiting_are_counted_by_share_watchers_included() {
+        let w = InHandWaiters::default();
+        assert_eq!(w.waiting_of("g", "a"), 0);
+        w.held("g");
+        let _a = w.wait("g", "a1", of("a"), (0, 1, LONG)).unwrap();
+        let _b = w.wait("g", "b1", of("b"), (0, 2, LONG)).unwrap();
+        w.gates()
+            .get_mut("g")
+            .unwrap()
+            .watching
+            .insert("a".into(), 2);
+        assert_eq!(w.waiting_of("g", "a"), 3);
+        assert_eq!(w.waiting_of("g", "b"), 1);
+        assert_eq!(w.waiting_of("other", "a"), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_sent_away_from_a_crowded_gate_come_again_at_the_gates_pace_after_those_waiting() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        let _a1 = w.wait("g", "a1", of("a"), (0, 1, LONG)).unwrap();
+        assert_eq!(w.crowded_turn("g", "a", 2), None, "one waits, two may");
+        let _a2 = w.wait("g", "a2", of("a"), (0, 2, LONG)).unwrap();
+        let ms = Duration::from_millis;
+        // No hold seen yet: as soon as a delay allows.
+        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(0))));
+        tokio::time::advance(ms(1)).await;
+        // Holds of a second: two permits each, half a second apart, after the two waiting
+        // and the one sent away before.
+        w.gave_back_after("g", ms(1_000));
+        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(1_000))));
+        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(1_500))));
+        assert_eq!(w.crowded_turn("g", "b", 2), None, "another share");
+        // Holds of 200 ms seen: 100 ms apart now, the turns given still ahead.
+        for _ in 0..20 {
+            w.gave_back_after("g", ms(200));
+        }
+        assert_eq!(
+            w.crowded_turn("g", "a", 2),
+            Some((2, ms(1_500))),
+            "not before"
+        );
+        tokio::time::advance(ms(1_200)).await;
+        // One turn passed, two (at 1.5 s and 1.5 s) ahead, and two runs waiting: four
+        // turns of 100 ms (the average of the holds is 202.5 ms after twenty of 200).
+        let (_, delay) = w.crowded_turn("g", "a", 2).unwrap();
+        assert!((ms(400)..ms(410)).contains(&delay), "{delay:?}");
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let (_, delay) = w.crowded_turn("g", "a", 2).unwrap();
+        assert!(
+            (ms(200)..ms(205)).contains(&delay),
+            "all turns passed: {delay:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use super::claim::Claim;
+use super::crowded::{Crowded, crowded_why};
 use super::in_hand::Waited;
 use super::in_hand_watch::{comes_first, watches};
 use super::outcome::Outcome;
@@ -31,6 +32,13 @@ use crate::telemetry::{Event, Transition};
 /// crowd the table. Each look costs the claim, the take, the give-back and the copy sent
 /// again.
 const LONGEST_LOOK: Duration = Duration::from_secs(3);
+
+/// Why a gate held a claimed run back: its store's refusal, or, unasked, as many runs of
+/// its share waiting in hand here as the gate's limit ([`super::crowded`]).
+enum Refusal {
+    Gate(Permit),
+    Crowded(Crowded),
+}
 
 /// The longest wait for a rate's next start a poller makes in place, in ms.
 const IN_PLACE_MS: i64 = 1_000;
@@ -137,8 +145,12 @@ fn passed_since(since_ms: Option<i64>, claim: &Claim) -> Permit {
 pub(super) struct Permits {
     /// The claim that took them.
     owner: String,
-    /// The gates' item keys, with their concurrency (to hand a freed permit on).
-    items: Vec<(String, u32)>,
+    /// The gates' item keys, with their concurrency (to hand a freed permit on) and the
+    /// run's fair share of each.
+    items: Vec<(String, u32, String)>,
+    /// Since when the first is held: how long the run held them, for the pace at which
+    /// its gates free permits ([`super::crowded`]).
+    since: Option<tokio::time::Instant>,
 }
 
 impl Permits {
@@ -153,8 +165,10 @@ impl Permits {
     /// Adds a permit of `gate` (counted already: one passed in hand); whether it is new.
     fn add(&mut self, gate: &Gate) -> bool {
         match gate.concurrency {
-            Some(limit) if self.items.last().map(|(i, _)| i) != Some(&gate.item) => {
-                self.items.push((gate.item.clone(), limit));
+            Some(limit) if self.items.last().map(|(i, ..)| i) != Some(&gate.item) => {
+                let share = gate.share.clone();
+                self.items.push((gate.item.clone(), limit, share));
+                self.since.get_or_insert_with(tokio::time::Instant::now);
                 true
             }
             _ => false,
@@ -163,7 +177,7 @@ impl Permits {
 
     /// The gates' item keys.
     pub(super) fn items(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(|(i, _)| i.as_str())
+        self.items.iter().map(|(i, ..)| i.as_str())
     }
 }
 
@@ -206,7 +220,11 @@ impl Processor {
         t: &Transition<'_>,
     ) -> Step<Permits> {
         let (owner, items) = (claim.request.owner.clone(), Vec::new());
-        let mut taken = Permits { owner, items };
+        let mut taken = Permits {
+            owner,
+            items,
+            since: None,
+        };
         if gates.is_empty() {
             return Ok(taken);
         }
@@ -214,6 +232,14 @@ impl Processor {
         let mut handed_since: Option<i64> = None;
         let (priority, since_ms) = (priority_of(envelope, job), known_since(ctx, claim));
         for gate in gates {
+            // A run holding another gate's permit never waits in hand: it asks.
+            let crowded = taken.items.is_empty().then(|| self.crowded(gate, priority));
+            if let Some(crowded) = crowded.flatten() {
+                self.release_permits(taken, t).await;
+                let refused = Refusal::Crowded(crowded);
+                let held = self.held_back(ctx, envelope, job, claim, gate, refused, t);
+                return Err(held.await);
+            }
             let answer = self
                 .take_gate(ctx, job, claim, gate, &mut taken, t, (priority, since_ms))
                 .await;
@@ -224,9 +250,9 @@ impl Processor {
                 }
                 Ok(refused) => {
                     self.release_permits(taken, t).await;
-                    return Err(self
-                        .held_back(ctx, envelope, job, claim, gate, refused, t)
-                        .await);
+                    let refused = Refusal::Gate(refused);
+                    let held = self.held_back(ctx, envelope, job, claim, gate, refused, t);
+                    return Err(held.await);
                 }
                 Err(e) => {
                     // Its answer may be lost with the take applied: given back too (a
@@ -358,7 +384,10 @@ impl Processor {
     /// One that cannot be given back is logged; its entry is dropped by the next taker
     /// once the run's record shows it no longer holds it.
     pub(super) async fn release_permits(&self, permits: Permits, t: &Transition<'_>) {
-        for (item, limit) in &permits.items {
+        for (item, limit, share) in &permits.items {
+            if let Some(since) = permits.since {
+                self.inner.in_hand.gave_back_after(item, since.elapsed());
+            }
             let from = (t.key, permits.owner.as_str());
             if self.pass_in_hand(item, *limit, from, t).await {
                 continue;
@@ -370,7 +399,7 @@ impl Processor {
                 .release_permit(item, t.key, &permits.owner)
                 .await;
             match released {
-                Ok(gate) => self.hand_on(item, *limit, gate, t).await,
+                Ok(gate) => self.hand_on(item, *limit, gate, Some(share), t).await,
                 Err(e) => {
                     let error = e.to_string();
                     self.emit(t, Event::PermitKept { error: &error });
@@ -389,14 +418,14 @@ impl Processor {
         job: &Routed<'_>,
         claim: &Claim,
         gate: &Gate,
-        refused: Permit,
+        refused: Refusal,
         t: &Transition<'_>,
     ) -> Outcome {
         let now = self.inner.config.clock.now();
         let now_ms = now.timestamp_millis();
         let attempt = claim.record.attempt;
         let in_line = match &refused {
-            Permit::Full { line, .. } => line.since_ms,
+            Refusal::Gate(Permit::Full { line, .. }) => line.since_ms,
             _ => None,
         };
         // A first refusal waits since its claim: a wait in hand before it counts.
@@ -434,7 +463,7 @@ impl Processor {
         }
         // Past its max_wait it comes back to be dead-lettered, not woken.
         let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
-        if let Permit::Full { holders, line } = &refused {
+        if let Refusal::Gate(Permit::Full { holders, line }) = &refused {
             let priority = priority_of(envelope, job);
             let parked = self.park(ctx, gate, line, holders.len(), since, priority, left, t);
             if let Some(outcome) = parked.await {
@@ -443,24 +472,24 @@ impl Processor {
         }
         let draws = &self.inner.draws;
         let (retry_in, why) = match refused {
-            Permit::TooSoon { next_start_ms } => {
+            Refusal::Gate(Permit::TooSoon { next_start_ms }) => {
                 let jitter = draws.jitter(gate.spacing.unwrap_or_default());
                 let wait_ms = (next_start_ms - now_ms).max(0);
                 let why = format!("rate of `{}`: next start in {wait_ms} ms", gate.limit);
                 (rate_look(next_start_ms, now_ms, jitter), why)
             }
-            Permit::Full { holders, line } => {
+            Refusal::Gate(Permit::Full { holders, line }) => {
                 if !line.place {
                     let priority = priority_of(envelope, job);
-                    self.inner
-                        .no_place
-                        .note(&gate.item, &gate.share, priority, since);
+                    let seen = &self.inner.no_place;
+                    seen.note(&gate.item, &gate.share, priority, since);
                 }
                 let jitter = draws.jitter(LONGEST_LOOK);
                 let look = full_look(&line, ctx.delivery.waits(), jitter, left);
                 (look, full_why(gate, holders.len(), &line))
             }
-            Permit::Taken | Permit::Handed { .. } => unreachable!("a refusal"),
+            Refusal::Crowded(crowded) => (crowded.look(left), crowded_why(gate, &crowded)),
+            Refusal::Gate(Permit::Taken | Permit::Handed { .. }) => unreachable!("a refusal"),
         };
         let resent = self
             .come_back_waiting(ctx, retry_in, Some((attempt, since)))

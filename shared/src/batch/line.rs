@@ -91,7 +91,7 @@ impl Processor {
             };
             let store = &self.inner.store;
             match store.release_permit(&gate.item, t.key, HANDED).await {
-                Ok(after) => self.hand_on(&gate.item, limit, after, t).await,
+                Ok(after) => self.hand_on(&gate.item, limit, after, None, t).await,
                 Err(e) => {
                     let error = e.to_string();
                     self.emit(t, Event::PermitKept { error: &error });
@@ -156,7 +156,7 @@ impl Processor {
                 );
                 // A permit free while others wait: its waker died before it could hand
                 // it on (or this run came between): handed on now.
-                self.hand_on(&gate.item, limit, after, t).await;
+                self.hand_on(&gate.item, limit, after, None, t).await;
                 Some(Outcome::Parked {
                     limit: gate.limit.clone(),
                 })
@@ -170,9 +170,26 @@ impl Processor {
     }
 
     /// Hands the free permits of the gate `item` (as `gate` shows it) on to the runs that
-    /// wait for them, each to the one that comes first, and wakes each.
-    pub(super) async fn hand_on(&self, item: &str, limit: u32, gate: GateItem, t: &Transition<'_>) {
+    /// wait for them, each to the one that comes first, and wakes each. A permit a run
+    /// gave back (`released_by`: its fair share) counts as its share's last turn: runs of
+    /// that share took permits in hand or at a look, unseen by the line's record of turns,
+    /// and a run of another share holding as few comes before them (else a quiet tenant's
+    /// run waited behind the backlog's runs that joined the line before it, by their since).
+    pub(super) async fn hand_on(
+        &self,
+        item: &str,
+        limit: u32,
+        gate: GateItem,
+        released_by: Option<&str>,
+        t: &Transition<'_>,
+    ) {
         let mut gate = gate;
+        if let Some(share) = released_by
+            && gate.waiters.values().any(|w| w.share == share)
+        {
+            let now_ms = self.inner.config.clock.now().timestamp_millis();
+            gate.served.insert(share.to_string(), now_ms);
+        }
         for _ in 0..MOST_HANDED {
             if gate.holders.len() >= limit as usize {
                 return;

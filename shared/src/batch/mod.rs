@@ -6,6 +6,7 @@ mod attempt;
 mod chain_run;
 mod chains;
 mod claim;
+mod crowded;
 mod delivery;
 mod draws;
 mod failure_streak;

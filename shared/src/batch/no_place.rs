@@ -10,7 +10,9 @@
 //! the line. Their copies are sent back at once to look again later
 //! (2 s doubling to 30 s, as a refused run with no place does), with no request to the
 //! table: two to the queue. A run of another share, or of a higher priority, goes the
-//! whole way and may take a place ([`crate::store::bumped`]).
+//! whole way and may take a place ([`crate::store::bumped`]). So do the runs of a gate
+//! crowded in hand here ([`super::crowded`]): as many of their share wait for its permits
+//! in this worker as its limit.
 //!
 //! Nothing here decides anything about a run: it is delayed, unclaimed, exactly as the
 //! refusal it stands for would have delayed it. Only a copy sent back after a refusal is
@@ -24,6 +26,7 @@
 
 use tokio::time::Duration;
 
+use super::crowded::crowded_why;
 use super::limits::{no_place_look, priority_of};
 use super::no_place_seen::FRESH;
 use super::pipeline::{MessageCtx, Step};
@@ -51,22 +54,31 @@ impl Processor {
             return Ok(());
         }
         let now_ms = self.inner.config.clock.now().timestamp_millis();
+        let priority = priority_of(envelope, job);
+        let crowded = || {
+            let mut crowded = gates.iter().map(|g| (g, self.crowded(g, priority)));
+            crowded.find_map(|(g, c)| c.map(|c| (g, c)))
+        };
         // Only a copy sent back after a refusal, received for the first time: its run was
         // claimed and given back before (its record exists, for a cancel to find), and the
         // copy says since when it waits. A copy received before may be a woken waiter or a
-        // parked one come back: those go the whole way.
+        // parked one come back: those go the whole way. So does a first delivery: sent
+        // away from a crowded gate, its claim is given back (a record for a cancel).
         if ctx.delivery.receive_count > 1 {
             return Ok(());
         }
         let Some(since) = ctx.delivery.waiting_since_any() else {
             return Ok(());
         };
-        let priority = priority_of(envelope, job);
         let seen = &self.inner.no_place;
         let known =
             |g: &&Gate| g.concurrency.is_some() && seen.known(&g.item, &g.share, priority, since.1);
-        let Some(gate) = gates.iter().find(known) else {
-            return Ok(());
+        let (gate, crowded) = match gates.iter().find(known) {
+            Some(gate) => (gate, None),
+            None => match crowded() {
+                Some((gate, crowded)) => (gate, Some(crowded)),
+                None => return Ok(()),
+            },
         };
         let waited = Duration::from_millis((now_ms - since.1).max(0) as u64);
         let max_wait = job.registered.policy.flow.max_wait;
@@ -74,27 +86,46 @@ impl Processor {
             return Ok(());
         }
         let left = max_wait.map_or(PARKED_FOR, |max| max - waited + Duration::from_secs(1));
-        let jitter = self.inner.draws.jitter(Duration::from_secs(2));
-        let look = no_place_look(ctx.delivery.waits(), jitter, left);
+        let look = match &crowded {
+            Some(crowded) => crowded.look(left),
+            None => {
+                let jitter = self.inner.draws.jitter(Duration::from_secs(2));
+                no_place_look(ctx.delivery.waits(), jitter, left)
+            }
+        };
         let resent = self.come_back_waiting(ctx, look, Some(since)).await;
-        let why = format!(
-            "no place in `{}`'s line for `{}` (a take in this worker found none within {} s); looks again in {} s, unclaimed",
-            gate.limit,
-            gate.share,
-            FRESH.as_secs(),
-            look.as_secs()
-        );
-        self.emit(
-            t,
-            Event::Throttled {
-                limit: &gate.limit,
-                why: &why,
-            },
-        );
-        Err(Outcome::Throttled {
-            limit: gate.limit.clone(),
+        let why = match crowded {
+            None => format!(
+                "no place in `{}`'s line for `{}` (a take in this worker found none within {} s); looks again in {} s, unclaimed",
+                gate.limit,
+                gate.share,
+                FRESH.as_secs(),
+                look.as_secs()
+            ),
+            Some(crowded) => format!(
+                "{}; looks again in {} s, unclaimed",
+                crowded_why(gate, &crowded),
+                look.as_secs()
+            ),
+        };
+        Err(self.sent_away(gate, look, resent, &why, t))
+    }
+
+    /// The outcome of a run sent away unclaimed, logged.
+    fn sent_away(
+        &self,
+        gate: &Gate,
+        look: Duration,
+        resent: bool,
+        why: &str,
+        t: &Transition<'_>,
+    ) -> Outcome {
+        let limit = &gate.limit;
+        self.emit(t, Event::Throttled { limit, why });
+        Outcome::Throttled {
+            limit: limit.clone(),
             retry_in: look,
             resent,
-        })
+        }
     }
 }

@@ -126,6 +126,7 @@ impl FlowLimit {
             concurrency: self.concurrency.map(NonZeroU32::get),
             spacing: self.rate.map(|r| r.spacing()),
             share,
+            fair: self.fair.is_some(),
         })
     }
 }
@@ -144,6 +145,11 @@ pub struct Gate {
     /// The run's fair share of the gate: runs of the share holding fewest permits are
     /// handed the next one ([`crate::store::next_waiter`]).
     pub share: String,
+    /// Whether the limit names a `fair` key: a run of another key may wait in the queue
+    /// behind one key's backlog, and a worker whose runs of one key crowd the gate sends
+    /// the next ones away to look for it (`batch::crowded`). A gate without one keeps its
+    /// runs waiting in hand.
+    pub fair: bool,
 }
 
 #[cfg(test)]
