@@ -189,7 +189,18 @@ async fn waited(
         .send()
         .await?;
     let start = loop {
-        if let Some(at) = started(stack.record(key).await?) {
+        let record = stack.record(key).await?;
+        let claimed = record.as_ref().map(|r| r.created_at.clone());
+        if let Some(at) = started(record) {
+            // How long the queue took to bring it to a worker, and the gate to let it in.
+            if let Some(claimed) = claimed.and_then(|c| c.parse::<DateTime<Utc>>().ok()) {
+                let (met, let_in) = (claimed - sent, at - claimed);
+                println!(
+                    "  met by a worker {:.2} s after its send, started {:.2} s after that",
+                    met.as_seconds_f64(),
+                    let_in.as_seconds_f64()
+                );
+            }
             break at;
         }
         anyhow::ensure!(

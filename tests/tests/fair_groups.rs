@@ -49,7 +49,12 @@ async fn a_backfill_and_a_copy_sent_again_carry_the_runs_fair_share_as_their_gro
         .bind(&catalog)
         .unwrap();
     let worker = stack.processor(registry, "groups", Metrics::capture().0);
-    let reports = worker.process_each(received, None, None, None).await;
+    // One after the other: taken in together, the second would be hidden unclaimed until
+    // the first is through its fair gate (`batch::crowded`), not sent again.
+    let mut reports = Vec::new();
+    for delivery in received {
+        reports.extend(worker.process_each(vec![delivery], None, None, None).await);
+    }
     let held: Vec<_> = reports
         .iter()
         .filter(|r| r.outcome.label() == "throttled")

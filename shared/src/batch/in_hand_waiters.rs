@@ -46,7 +46,17 @@ pub(super) struct GateInHand {
     pub held_now: Arc<Notify>,
     /// By share: the turns given to runs sent away, in order.
     turns: HashMap<String, VecDeque<Instant>>,
+    /// By share: the runs of this worker on their way into the gate, in the order they
+    /// were let in by [`InHandWaiters::enter`] (from before their claim until they hold
+    /// its permit, wait no more, or are sent away).
+    entering: HashMap<String, Vec<u64>>,
 }
+
+/// How long a permit is taken to be held before one given back here says: a second.
+/// Runs sent away before any came back at once (at 0 s, three pollers sent 274 of a
+/// backlog away in its first second and received them all again the next, each claimed
+/// and given back while the gate's woken runs waited behind them in the queue).
+const UNKNOWN_HOLD: Duration = Duration::from_secs(1);
 
 /// The most gates whose holds are remembered ([`InHandWaiters::gave_back_after`]).
 const MOST_HOLDS: usize = 1_024;
@@ -54,10 +64,34 @@ const MOST_HOLDS: usize = 1_024;
 /// The most turns remembered by share: a backlog larger is sent away as far as turns go.
 const MOST_TURNS: usize = 4_096;
 
+/// The next turn of `share` at `gate`, `every` apart, after `ahead` runs and the turns
+/// given before that have not come; how far away. A worker gives turns one hold of a
+/// permit apart for each permit it holds (one at least): summed over the workers, the
+/// turns come at the pace the gate frees its permits (a worker spacing them by its limit
+/// alone, three pollers sent runs back three times too early).
+fn turn(gate: &mut GateInHand, share: &str, ahead: usize, every: Duration) -> Duration {
+    let now = Instant::now();
+    let turns = gate.turns.entry(share.to_string()).or_default();
+    while turns.front().is_some_and(|t| *t <= now) || turns.len() >= MOST_TURNS {
+        turns.pop_front();
+    }
+    let ahead = (ahead + turns.len()) as u32;
+    let delay = (every * ahead).min(crate::store::PARKED_FOR);
+    // Turns are given in order: one given later never comes before one given earlier.
+    let turn = turns
+        .back()
+        .map_or(now + delay, |last| (now + delay).max(*last));
+    turns.push_back(turn);
+    turn - now
+}
+
 impl GateInHand {
     /// Nothing held, waited for or watched here: the entry can go.
     pub fn idle(&self) -> bool {
-        self.held == 0 && self.watching.is_empty() && self.waiting.is_empty()
+        self.held == 0
+            && self.watching.is_empty()
+            && self.waiting.is_empty()
+            && self.entering.is_empty()
     }
 }
 
@@ -155,46 +189,80 @@ impl InHandWaiters {
         })
     }
 
-    /// How many runs of this worker of the fair share `share` wait in hand for a permit
-    /// of `item` or watch it (see [`super::limits`]' crowding: past the gate's limit, the
-    /// next ones are sent back to look again, leaving the worker's places to receive).
-    pub fn waiting_of(&self, item: &str, share: &str) -> usize {
-        self.gates().get(item).map_or(0, |g| {
-            let waiting = g.waiting.iter().filter(|w| w.holder.share == share);
-            g.watching.get(share).copied().unwrap_or(0) + waiting.count()
-        })
+    /// Lets a run of the fair share `share` on its way into `item` (counted until
+    /// [`InHandWaiters::entered`] with the id returned), unless it may be sent away
+    /// (`may_crowd`) and as many of its share are on their way here already as this
+    /// worker holds of the gate's permits (one at least, its `limit` at most): each permit
+    /// given back here has a run to pass to, and the worker's other places go on
+    /// receiving. Checked and counted at once: runs received together cannot all pass the
+    /// bound before any is counted. A run sent away gets its turn instead: how many are
+    /// on their way, and the turn's delay ([`turn`]).
+    pub fn enter(
+        &self,
+        item: &str,
+        share: &str,
+        limit: u32,
+        may_crowd: bool,
+    ) -> Result<u64, (usize, Duration)> {
+        let id = self.next_id();
+        let hold = self.hold(item);
+        let mut gates = self.gates();
+        let gate = gates.entry(item.to_string()).or_default();
+        let bound = gate.held.clamp(1, limit.max(1) as usize);
+        let on_the_way = gate.entering.get(share).map_or(0, Vec::len);
+        if may_crowd && on_the_way >= bound {
+            return Err((
+                on_the_way,
+                turn(gate, share, on_the_way, hold / bound as u32),
+            ));
+        }
+        gate.entering.entry(share.to_string()).or_default().push(id);
+        Ok(id)
     }
 
-    /// When a run of the share `share` should come again, sent away because as many of
-    /// its share as `limit` wait here for `item` already: after those and the runs sent
-    /// away before it whose turns have not come, one apart at the pace the gate frees
-    /// permits: its limit's worth per hold of one (none before a hold ended here: it
-    /// comes again as soon as a delay allows). At most
-    /// [`PARKED_FOR`](crate::store::PARKED_FOR) away. How many wait, and its delay; None
-    /// when not crowded.
-    pub fn crowded_turn(&self, item: &str, share: &str, limit: u32) -> Option<(usize, Duration)> {
-        let waiting = self.waiting_of(item, share);
-        let limit = limit.max(1);
-        if waiting < limit as usize {
-            return None;
+    /// The run `id` [`InHandWaiters::enter`] let in is through: it holds the permit, waits
+    /// no more, or was sent away.
+    pub fn entered(&self, item: &str, share: &str, id: u64) {
+        let mut gates = self.gates();
+        let Some(gate) = gates.get_mut(item) else {
+            return;
+        };
+        if let Some(ids) = gate.entering.get_mut(share) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                gate.entering.remove(share);
+            }
         }
-        let hold = self.holds().get(item).copied().unwrap_or_default();
+        if gate.idle() {
+            gates.remove(item);
+        }
+    }
+
+    /// For the run `id`, let in already: whether those of its share let in before it
+    /// crowd it as [`InHandWaiters::enter`] counts (the first ones let in go on, the
+    /// later ones are sent away: never all of them), and if so its turn.
+    pub fn crowded_turn(
+        &self,
+        item: &str,
+        share: &str,
+        id: u64,
+        limit: u32,
+    ) -> Option<(usize, Duration)> {
+        let hold = self.hold(item);
         let mut gates = self.gates();
         let gate = gates.get_mut(item)?;
-        let now = Instant::now();
-        let every = hold / limit;
-        let turns = gate.turns.entry(share.to_string()).or_default();
-        while turns.front().is_some_and(|t| *t <= now) || turns.len() >= MOST_TURNS {
-            turns.pop_front();
+        let bound = gate.held.clamp(1, limit.max(1) as usize);
+        let before = gate.entering.get(share)?.iter().position(|i| *i == id)?;
+        if before < bound {
+            return None;
         }
-        let ahead = (waiting + turns.len()) as u32;
-        let delay = (every * ahead).min(crate::store::PARKED_FOR);
-        // Turns are given in order: one given later never comes before one given earlier.
-        let turn = turns
-            .back()
-            .map_or(now + delay, |last| (now + delay).max(*last));
-        turns.push_back(turn);
-        Some((waiting, turn - now))
+        Some((before, turn(gate, share, before, hold / bound as u32)))
+    }
+
+    /// How long a permit of `item` is held here, as the runs that gave one back held it;
+    /// [`UNKNOWN_HOLD`] before one did.
+    fn hold(&self, item: &str) -> Duration {
+        self.holds().get(item).copied().unwrap_or(UNKNOWN_HOLD)
     }
 
     /// A run of this worker held a permit of `item` for `held` before giving it back.
@@ -230,6 +298,12 @@ impl InHandWaiters {
         waiting
     }
 
+    fn next_id(&self) -> u64 {
+        let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
+        *next += 1;
+        *next
+    }
+
     /// Registers a run to wait for a permit of `item`, if a run of this worker holds one
     /// (none: no release here would come to it).
     pub fn wait(
@@ -239,11 +313,7 @@ impl InHandWaiters {
         holder: Holder,
         (priority, since_ms, most): (i32, i64, std::time::Duration),
     ) -> Option<Waiting> {
-        let id = {
-            let mut next = self.next_id.lock().unwrap_or_else(|p| p.into_inner());
-            *next += 1;
-            *next
-        };
+        let id = self.next_id();
         let mut gates = self.gates();
         if self.stopping() {
             return None;
@@ -374,55 +444,91 @@ mod tests {
     }
 
     #[test]
-    fn the_runs_waiting_are_counted_by_share_watchers_included() {
+    fn a_gate_lets_on_their_way_as_many_runs_of_a_share_as_permits_held_here_within_its_limit() {
         let w = InHandWaiters::default();
-        assert_eq!(w.waiting_of("g", "a"), 0);
-        w.held("g");
-        let _a = w.wait("g", "a1", of("a"), (0, 1, LONG)).unwrap();
-        let _b = w.wait("g", "b1", of("b"), (0, 2, LONG)).unwrap();
-        w.gates()
-            .get_mut("g")
-            .unwrap()
-            .watching
-            .insert("a".into(), 2);
-        assert_eq!(w.waiting_of("g", "a"), 3);
-        assert_eq!(w.waiting_of("g", "b"), 1);
-        assert_eq!(w.waiting_of("other", "a"), 0);
+        let first = w.enter("g", "a", 4, true).expect("none held: one");
+        assert!(w.enter("g", "a", 4, true).is_err());
+        let b = w.enter("g", "b", 4, true).expect("another share");
+        let forced = w
+            .enter("g", "a", 4, false)
+            .expect("one that may not be sent away");
+        assert_eq!(
+            w.crowded_turn("g", "a", first, 4),
+            None,
+            "the first goes on"
+        );
+        assert!(
+            w.crowded_turn("g", "a", forced, 4).is_some(),
+            "one let in before it"
+        );
+        w.entered("g", "a", first);
+        assert_eq!(w.crowded_turn("g", "a", forced, 4), None, "first now");
+        w.entered("g", "a", forced);
+        w.entered("g", "b", b);
+        assert!(w.gates().get("g").is_none(), "nothing left: the entry goes");
+        for _ in 0..6 {
+            w.held("g");
+        }
+        for _ in 0..4 {
+            assert!(w.enter("g", "a", 4, true).is_ok());
+        }
+        assert!(
+            w.enter("g", "a", 4, true).is_err(),
+            "six held: the limit bounds it"
+        );
+    }
+
+    #[test]
+    fn runs_let_in_together_unchecked_are_never_all_sent_away() {
+        let w = InHandWaiters::default();
+        let ids: Vec<u64> = (0..5)
+            .map(|_| w.enter("g", "a", 4, false).unwrap())
+            .collect();
+        let crowded: Vec<bool> = ids
+            .iter()
+            .map(|id| w.crowded_turn("g", "a", *id, 4).is_some())
+            .collect();
+        assert_eq!(
+            crowded,
+            [false, true, true, true, true],
+            "none held: one goes on"
+        );
     }
 
     #[tokio::test(start_paused = true)]
-    async fn runs_sent_away_from_a_crowded_gate_come_again_at_the_gates_pace_after_those_waiting() {
+    async fn runs_sent_away_from_a_crowded_gate_come_again_at_the_gates_pace_after_those_on_their_way()
+     {
         let w = InHandWaiters::default();
         w.held("g");
-        let _a1 = w.wait("g", "a1", of("a"), (0, 1, LONG)).unwrap();
-        assert_eq!(w.crowded_turn("g", "a", 2), None, "one waits, two may");
-        let _a2 = w.wait("g", "a2", of("a"), (0, 2, LONG)).unwrap();
+        w.held("g");
         let ms = Duration::from_millis;
-        // No hold seen yet: as soon as a delay allows.
-        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(0))));
-        tokio::time::advance(ms(1)).await;
-        // Holds of a second: two permits each, half a second apart, after the two waiting
-        // and the one sent away before.
+        assert!(w.enter("g", "a", 2, true).is_ok());
+        assert!(w.enter("g", "a", 2, true).is_ok());
+        // No hold seen yet: taken for a second, two permits held here: half a second
+        // apart, after the two on their way.
+        assert_eq!(w.enter("g", "a", 2, true), Err((2, ms(1_000))));
+        tokio::time::advance(ms(1_001)).await;
+        // Holds of a second seen.
         w.gave_back_after("g", ms(1_000));
-        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(1_000))));
-        assert_eq!(w.crowded_turn("g", "a", 2), Some((2, ms(1_500))));
-        assert_eq!(w.crowded_turn("g", "b", 2), None, "another share");
+        assert_eq!(w.enter("g", "a", 2, true), Err((2, ms(1_000))));
+        assert_eq!(w.enter("g", "a", 2, true), Err((2, ms(1_500))));
+        assert!(w.enter("g", "b", 2, true).is_ok(), "another share");
         // Holds of 200 ms seen: 100 ms apart now, the turns given still ahead.
         for _ in 0..20 {
             w.gave_back_after("g", ms(200));
         }
         assert_eq!(
-            w.crowded_turn("g", "a", 2),
-            Some((2, ms(1_500))),
+            w.enter("g", "a", 2, true),
+            Err((2, ms(1_500))),
             "not before"
         );
         tokio::time::advance(ms(1_200)).await;
-        // One turn passed, two (at 1.5 s and 1.5 s) ahead, and two runs waiting: four
+        // One turn passed, two (at 1.5 s and 1.5 s) ahead, and two on their way: four
         // turns of 100 ms (the average of the holds is 202.5 ms after twenty of 200).
-        let (_, delay) = w.crowded_turn("g", "a", 2).unwrap();
+        let (_, delay) = w.enter("g", "a", 2, true).unwrap_err();
         assert!((ms(400)..ms(410)).contains(&delay), "{delay:?}");
         tokio::time::advance(Duration::from_secs(60)).await;
-        let (_, delay) = w.crowded_turn("g", "a", 2).unwrap();
+        let (_, delay) = w.enter("g", "a", 2, true).unwrap_err();
         assert!(
             (ms(200)..ms(205)).contains(&delay),
             "all turns passed: {delay:?}"

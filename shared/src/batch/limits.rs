@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use super::claim::Claim;
-use super::crowded::{Crowded, crowded_why};
+use super::crowded::{Crowded, Entering, crowded_why};
 use super::in_hand::Waited;
 use super::in_hand_watch::{comes_first, watches};
 use super::outcome::Outcome;
@@ -210,6 +210,7 @@ impl Processor {
 
     /// Takes a permit of each gate for the claimed run, or ends the walk: the run waits
     /// (or, past its job's `max_wait_seconds`, is dead-lettered `limit-wait`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn enter_limits(
         &self,
         ctx: &MessageCtx<'_>,
@@ -217,6 +218,7 @@ impl Processor {
         job: &Routed<'_>,
         claim: &Claim,
         gates: &[Gate],
+        entering: &Entering,
         t: &Transition<'_>,
     ) -> Step<Permits> {
         let (owner, items) = (claim.request.owner.clone(), Vec::new());
@@ -231,9 +233,14 @@ impl Processor {
         let clock = self.inner.config.clock;
         let mut handed_since: Option<i64> = None;
         let (priority, since_ms) = (priority_of(envelope, job), known_since(ctx, claim));
+        // A first delivery hidden once from a crowded gate and back (never claimed
+        // before, and received before) is sent away again if crowded still, its claim
+        // given back: counted on its way unchecked, as a woken waiter is (whose permit
+        // waits for it). A run holding another gate's permit never waits in hand: it asks.
+        let hidden_back = claim.before.is_none() && ctx.delivery.receive_count > 1;
         for gate in gates {
-            // A run holding another gate's permit never waits in hand: it asks.
-            let crowded = taken.items.is_empty().then(|| self.crowded(gate, priority));
+            let may_crowd = hidden_back && taken.items.is_empty();
+            let crowded = may_crowd.then(|| self.crowded(gate, priority, entering));
             if let Some(crowded) = crowded.flatten() {
                 self.release_permits(taken, t).await;
                 let refused = Refusal::Crowded(crowded);

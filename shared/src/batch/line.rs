@@ -183,13 +183,8 @@ impl Processor {
         released_by: Option<&str>,
         t: &Transition<'_>,
     ) {
-        let mut gate = gate;
-        if let Some(share) = released_by
-            && gate.waiters.values().any(|w| w.share == share)
-        {
-            let now_ms = self.inner.config.clock.now().timestamp_millis();
-            gate.served.insert(share.to_string(), now_ms);
-        }
+        let now_ms = self.inner.config.clock.now().timestamp_millis();
+        let mut gate = served_by_release(gate, released_by, now_ms);
         for _ in 0..MOST_HANDED {
             if gate.holders.len() >= limit as usize {
                 return;
@@ -249,9 +244,47 @@ impl Processor {
     }
 }
 
+/// The gate as a hand-on orders its line: the share whose run gave the permit back
+/// (`released_by`) served at `now_ms`, when runs of it wait (see [`Processor::hand_on`]).
+fn served_by_release(gate: GateItem, released_by: Option<&str>, now_ms: i64) -> GateItem {
+    let mut gate = gate;
+    if let Some(share) = released_by
+        && gate.waiters.values().any(|w| w.share == share)
+    {
+        gate.served.insert(share.to_string(), now_ms);
+    }
+    gate
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Waiter;
+
+    #[test]
+    fn a_permit_a_share_gave_back_goes_to_another_share_waiting_since_later() {
+        let waiter = |since_ms, share: &str| Waiter {
+            since_ms,
+            priority: 0,
+            share: share.into(),
+            handle: String::new(),
+            until_ms: 0,
+        };
+        let mut gate = GateItem::default();
+        gate.waiters.insert("noisy".into(), waiter(1_000, "a"));
+        gate.waiters.insert("quiet".into(), waiter(5_000, "b"));
+        let first = |g: &GateItem| next_waiter(g, 9_000).map(|(k, _)| k.clone());
+        assert_eq!(
+            first(&gate),
+            Some("noisy".into()),
+            "neither served: the longest waiting"
+        );
+        let after = served_by_release(gate.clone(), Some("a"), 9_000);
+        assert_eq!(first(&after), Some("quiet".into()), "`a` just had its turn");
+        assert_eq!(after.served.get("a"), Some(&9_000), "and the line keeps it");
+        let unknown = served_by_release(gate, Some("c"), 9_000);
+        assert!(unknown.served.is_empty(), "no run of `c` waits: not kept");
+    }
 
     #[test]
     fn the_first_in_line_comes_back_when_the_soonest_holders_lease_hint_runs_out() {

@@ -10,6 +10,7 @@ mod crowded;
 mod delivery;
 mod draws;
 mod failure_streak;
+mod hides;
 mod in_hand;
 mod in_hand_waiters;
 mod in_hand_watch;

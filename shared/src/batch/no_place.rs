@@ -26,7 +26,7 @@
 
 use tokio::time::Duration;
 
-use super::crowded::crowded_why;
+use super::crowded::{Entering, crowded_why};
 use super::limits::{no_place_look, priority_of};
 use super::no_place_seen::FRESH;
 use super::pipeline::{MessageCtx, Step};
@@ -41,7 +41,8 @@ use super::outcome::Outcome;
 
 impl Processor {
     /// Sends the run back unclaimed when this worker knows it has no place in one of its
-    /// gates' lines (see the module's doc); goes on otherwise.
+    /// gates' lines, or a fair gate is crowded here ([`super::crowded`]); goes on
+    /// otherwise, counted on its way into that gate until its entry into its limits ends.
     pub(super) async fn no_place(
         &self,
         ctx: &MessageCtx<'_>,
@@ -49,64 +50,74 @@ impl Processor {
         job: &Routed<'_>,
         gates: &[Gate],
         t: &Transition<'_>,
-    ) -> Step<()> {
+    ) -> Step<Entering> {
         if job.step_of.is_some() {
-            return Ok(());
+            return Ok(Entering::none());
         }
         let now_ms = self.inner.config.clock.now().timestamp_millis();
         let priority = priority_of(envelope, job);
-        let crowded = || {
-            let mut crowded = gates.iter().map(|g| (g, self.crowded(g, priority)));
-            crowded.find_map(|(g, c)| c.map(|c| (g, c)))
-        };
-        // Only a copy sent back after a refusal, received for the first time: its run was
-        // claimed and given back before (its record exists, for a cancel to find), and the
-        // copy says since when it waits. A copy received before may be a woken waiter or a
-        // parked one come back: those go the whole way. So does a first delivery: sent
-        // away from a crowded gate, its claim is given back (a record for a cancel).
-        if ctx.delivery.receive_count > 1 {
-            return Ok(());
-        }
-        let Some(since) = ctx.delivery.waiting_since_any() else {
-            return Ok(());
-        };
-        let seen = &self.inner.no_place;
-        let known =
-            |g: &&Gate| g.concurrency.is_some() && seen.known(&g.item, &g.share, priority, since.1);
-        let (gate, crowded) = match gates.iter().find(known) {
-            Some(gate) => (gate, None),
-            None => match crowded() {
-                Some((gate, crowded)) => (gate, Some(crowded)),
-                None => return Ok(()),
-            },
-        };
-        let waited = Duration::from_millis((now_ms - since.1).max(0) as u64);
+        // Only a first delivery or a copy sent back after a refusal, each received for the
+        // first time, is sent away unclaimed. A copy's run was claimed and given back
+        // before (its record exists, for a cancel to find), and the copy says since when
+        // it waits; a first delivery has nothing written yet. A message received before
+        // may be a woken waiter, a parked one or a hidden one come back: it goes the
+        // whole way.
+        let fresh = ctx.delivery.receive_count <= 1;
+        let since = ctx.delivery.waiting_since_any().filter(|_| fresh);
         let max_wait = job.registered.policy.flow.max_wait;
-        if max_wait.is_some_and(|max| waited > max) {
-            return Ok(());
+        let waited = since.map(|s| Duration::from_millis((now_ms - s.1).max(0) as u64));
+        // Past its max_wait it goes the whole way, to its letter.
+        if waited.is_some_and(|w| max_wait.is_some_and(|max| w > max)) {
+            return Ok(self
+                .enter_gates(gates, priority, false)
+                .unwrap_or_else(|_| Entering::none()));
         }
-        let left = max_wait.map_or(PARKED_FOR, |max| max - waited + Duration::from_secs(1));
-        let look = match &crowded {
-            Some(crowded) => crowded.look(left),
-            None => {
-                let jitter = self.inner.draws.jitter(Duration::from_secs(2));
-                no_place_look(ctx.delivery.waits(), jitter, left)
-            }
+        let left = match (max_wait, waited) {
+            (Some(max), Some(waited)) => max - waited + Duration::from_secs(1),
+            (Some(max), None) => max,
+            (None, _) => PARKED_FOR,
         };
-        let resent = self.come_back_waiting(ctx, look, Some(since)).await;
-        let why = match crowded {
-            None => format!(
-                "no place in `{}`'s line for `{}` (a take in this worker found none within {} s); looks again in {} s, unclaimed",
-                gate.limit,
-                gate.share,
-                FRESH.as_secs(),
-                look.as_secs()
-            ),
-            Some(crowded) => format!(
-                "{}; looks again in {} s, unclaimed",
-                crowded_why(gate, &crowded),
-                look.as_secs()
-            ),
+        if let Some(since) = since {
+            let seen = &self.inner.no_place;
+            let known = |g: &&Gate| {
+                g.concurrency.is_some() && seen.known(&g.item, &g.share, priority, since.1)
+            };
+            if let Some(gate) = gates.iter().find(known) {
+                let jitter = self.inner.draws.jitter(Duration::from_secs(2));
+                let look = no_place_look(ctx.delivery.waits(), jitter, left);
+                let resent = self.come_back_waiting(ctx, look, Some(since)).await;
+                let why = format!(
+                    "no place in `{}`'s line for `{}` (a take in this worker found none within {} s); looks again in {} s, unclaimed",
+                    gate.limit,
+                    gate.share,
+                    FRESH.as_secs(),
+                    look.as_secs()
+                );
+                return Err(self.sent_away(gate, look, resent, &why, t));
+            }
+        }
+        let (gate, crowded) = match self.enter_gates(gates, priority, fresh) {
+            Ok(entering) => return Ok(entering),
+            Err(crowded) => crowded,
+        };
+        let look = crowded.look(left);
+        let why = crowded_why(gate, &crowded);
+        let (resent, why) = match since {
+            None => {
+                self.hide_soon(ctx, look).await;
+                let why = format!(
+                    "{why}; hidden {} s until its turn, unclaimed",
+                    look.as_secs()
+                );
+                (false, why)
+            }
+            Some(since) => {
+                let resent = self.come_back_waiting(ctx, look, Some(since)).await;
+                (
+                    resent,
+                    format!("{why}; looks again in {} s, unclaimed", look.as_secs()),
+                )
+            }
         };
         Err(self.sent_away(gate, look, resent, &why, t))
     }

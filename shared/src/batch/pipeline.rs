@@ -144,7 +144,7 @@ impl Processor {
         async {
             let t = ctx.transition(envelope, run_key);
             let gates = self.gates(ctx, envelope, &job, &t).await?;
-            self.no_place(ctx, envelope, &job, &gates, &t).await?;
+            let entering = self.no_place(ctx, envelope, &job, &gates, &t).await?;
             let claim = self
                 .claim(ctx, envelope, &job, &t)
                 .instrument(tracing::info_span!("claim"))
@@ -153,10 +153,12 @@ impl Processor {
             tracing::Span::current().record("schedkit.attempt", claim.record.attempt);
             let admission = self.admit(ctx, &job, &claim, &t).await;
             let admission = self.not_coming(ctx, &gates, admission, &t).await?;
-            let permits = match self
-                .enter_limits(ctx, envelope, &job, &claim, &gates, &t)
-                .await
-            {
+            let entered = self
+                .enter_limits(ctx, envelope, &job, &claim, &gates, &entering, &t)
+                .await;
+            // Through its gates (or sent away): no longer on its way into them.
+            drop(entering);
+            let permits = match entered {
                 Ok(permits) => permits,
                 Err(outcome) => {
                     // Not run: nothing goes on under the slot's entry.

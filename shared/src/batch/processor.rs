@@ -21,6 +21,7 @@ use super::chains::Chains;
 use super::delivery::Delivery;
 use super::draws::Draws;
 use super::failure_streak::{AutoPause, FailureStreaks};
+use super::hides::Hides;
 use super::in_hand_waiters::InHandWaiters;
 use super::no_place_seen::NoPlace;
 use super::outcome::{MessageReport, Outcome};
@@ -80,6 +81,8 @@ pub(super) struct Inner {
     pub(super) no_place: Arc<NoPlace>,
     /// The permits this worker's runs hold, and its runs waiting in hand for them.
     pub(super) in_hand: Arc<InHandWaiters>,
+    /// Messages sent away unclaimed, hidden ten to a request.
+    pub(super) hides: Arc<Hides>,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -126,6 +129,7 @@ impl Processor {
                 draws: Draws::Thread,
                 no_place: Arc::default(),
                 in_hand: Arc::default(),
+                hides: Arc::default(),
             }),
         }
     }

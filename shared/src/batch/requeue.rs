@@ -119,6 +119,18 @@ impl Processor {
         }
     }
 
+    /// [`Processor::hide`], gathered with other hides into one request
+    /// ([`super::hides`]): the walk does not wait for it.
+    pub(super) async fn hide_soon(&self, ctx: &MessageCtx<'_>, delay: Duration) {
+        let Some(receipt) = ctx.receipt() else {
+            return;
+        };
+        let secs = delay.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
+        if !self.inner.hides.hide(&self.inner.queue, receipt, secs) {
+            self.hide(ctx, delay).await;
+        }
+    }
+
     /// Hides the message for `delay` so it comes back then (best effort: if this fails it
     /// comes back after its current visibility timeout instead).
     pub(super) async fn hide(&self, ctx: &MessageCtx<'_>, delay: Duration) {

@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use tokio::sync::Notify;
 use tokio::time::{Duration, Instant};
 
 use super::{Attribute, JobQueue, Outgoing, QueueCall, QueueError};
@@ -62,6 +63,10 @@ pub struct MemoryQueue {
     /// What its messages' ids start with (`m`; `u` in an urgent queue: SQS's ids are
     /// unique across queues, and the worker tells deliveries apart by them).
     prefix: &'static str,
+    /// Wakes its long polls when a message is sent or its visibility changes: SQS answers
+    /// a long poll as soon as a message is visible (a poll that looked every second kept a
+    /// woken waiter's message up to a second in the queue).
+    changed: Arc<Notify>,
 }
 
 impl MemoryQueue {
@@ -72,6 +77,7 @@ impl MemoryQueue {
             max_receives,
             urgent: None,
             prefix: "m",
+            changed: Arc::default(),
         }
     }
 
@@ -129,6 +135,8 @@ impl MemoryQueue {
                 receives: 0,
             },
         );
+        drop(state);
+        self.changed.notify_waiters();
         id
     }
 
@@ -204,6 +212,8 @@ impl MemoryQueue {
         if let Some(m) = state.messages.values_mut().find(|m| m.id == id) {
             m.visible_at = now;
         }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// The sequence number a live receipt names.
@@ -223,7 +233,16 @@ impl MemoryQueue {
             .ok_or_else(|| QueueError(format!("receipt {receipt} is not the message's latest")))?;
         let m = state.messages.get_mut(&n).expect("checked");
         m.visible_at = now + Duration::from_secs(seconds.max(0) as u64);
+        drop(state);
+        queue.changed.notify_waiters();
         Ok(())
+    }
+
+    /// When the next hidden message becomes visible, if one is hidden.
+    fn next_visible(&self, now: Instant) -> Option<Instant> {
+        let state = self.lock();
+        let hidden = state.messages.values().map(|m| m.visible_at);
+        hidden.filter(|at| *at > now).min()
     }
 }
 
@@ -319,8 +338,8 @@ impl JobQueue for MemoryQueue {
         }))
     }
 
-    /// Looks every second until a message is visible or `wait_seconds` have passed, as a
-    /// long poll answers when the first message arrives.
+    /// Waits until a message is visible or `wait_seconds` have passed, as a long poll
+    /// answers when the first message arrives.
     fn receive<'a>(
         &'a self,
         most: usize,
@@ -332,11 +351,19 @@ impl JobQueue for MemoryQueue {
                 Duration::from_secs(hidden_for.unwrap_or(DEFAULT_VISIBILITY).max(0) as u64);
             let until = Instant::now() + Duration::from_secs(wait_seconds.max(0) as u64);
             loop {
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
                 let received = MemoryQueue::receive(self, most, hidden);
-                if !received.is_empty() || Instant::now() >= until {
+                let now = Instant::now();
+                if !received.is_empty() || now >= until {
                     return Ok(received);
                 }
-                tokio::time::sleep(Duration::from_secs(1).min(until - Instant::now())).await;
+                let next = self.next_visible(now).map_or(until, |at| at.min(until));
+                tokio::select! {
+                    () = changed => {}
+                    () = tokio::time::sleep_until(next) => {}
+                }
             }
         })
     }
