@@ -51,7 +51,10 @@ impl Processor {
         gates: &[Gate],
         t: &Transition<'_>,
     ) -> Step<Entering> {
-        if job.step_of.is_some() {
+        // A chain's step keeps its Step Functions task alive at each refusal; a Lambda
+        // invocation holds no run waiting in hand, so no place fills (and a hide left to
+        // be sent after it returns might never be).
+        if job.step_of.is_some() || ctx.deadline.is_some() {
             return Ok(Entering::none());
         }
         let now_ms = self.inner.config.clock.now().timestamp_millis();
@@ -95,6 +98,11 @@ impl Processor {
                 );
                 return Err(self.sent_away(gate, look, resent, &why, t));
             }
+        }
+        // A Lambda invocation holds no run waiting in hand, so no place fills (and a hide
+        // left to be sent after it returns might never be): nothing is counted there.
+        if ctx.deadline.is_some() {
+            return Ok(Entering::none());
         }
         let (gate, crowded) = match self.enter_gates(gates, priority, fresh) {
             Ok(entering) => return Ok(entering),

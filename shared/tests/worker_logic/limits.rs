@@ -801,6 +801,43 @@ async fn a_taker_drops_only_the_dead_holders_it_needs() {
     );
 }
 
+/// A batch of one share's runs at a fair gate, in a poller: the first takes the permit,
+/// the next is let on its way beside it (one per permit held here) and is passed the
+/// permit in hand; the other two are hidden unclaimed until their turns, with no record.
+#[tokio::test(start_paused = true)]
+async fn runs_of_one_share_past_those_on_their_way_are_hidden_unclaimed() {
+    let w = world();
+    for i in 0..4 {
+        let payload = json!({"tenant": "a", "seconds": 1});
+        send(&w.queue, "crowd", &format!("poller-{i}"), payload);
+    }
+    let batch = w.queue.receive(10, Duration::from_secs(30));
+    let reports = w.workers[0].process(batch, None).await;
+    let labels: Vec<&str> = reports.iter().map(|r| r.outcome.label()).collect();
+    assert_eq!(
+        labels.iter().filter(|l| **l == "throttled").count(),
+        2,
+        "{labels:?}"
+    );
+    assert_eq!(
+        labels.iter().filter(|l| **l == "succeeded").count(),
+        2,
+        "{labels:?}"
+    );
+    assert_eq!(w.store.snapshot().records.len(), 2, "two hidden unclaimed");
+    // Their messages are kept, hidden until their turns (a few seconds), not for the
+    // receive's 30 s as the two that ran (left for the caller to delete).
+    let soon = tokio::time::Instant::now() + Duration::from_secs(5);
+    let queue = w.queue.lock();
+    let hidden = queue.messages.values().filter(|m| m.visible_at < soon);
+    assert_eq!(queue.messages.len(), 4);
+    assert_eq!(
+        hidden.count(),
+        2,
+        "their messages kept, hidden until their turns"
+    );
+}
+
 /// In Lambda (an invocation's deadline given) a run held back by a rate is handed back at
 /// once, however near its start; a poller waits in place for a start less than a second
 /// away (SQS's whole-second delays would miss it) and runs it.
