@@ -160,6 +160,8 @@ pub async fn poll(
         while let Some(joined) = in_hand.join_next().await {
             tally(&mut stats, joined, options);
         }
+        // The runs sent away are hidden until their turns, not for the longest lease.
+        processor.flush_hides().await;
         drop(done);
         stats
     };

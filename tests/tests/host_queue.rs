@@ -104,7 +104,6 @@ async fn host_jobs_are_scheduled_fired_and_redriven_to_the_host_queue_and_run_by
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    drop(worker);
     let (etl, bad) = (ended.0.unwrap(), ended.1.unwrap());
     assert_eq!(etl.status, Status::Done, "{etl:?}");
     assert!(
@@ -124,6 +123,10 @@ async fn host_jobs_are_scheduled_fired_and_redriven_to_the_host_queue_and_run_by
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    // The worker lives until the letter is there: it writes FAILED before it sends the
+    // letter, and stopped in between (a loaded machine, once), its message would come
+    // back only after the lease, to a worker no longer running.
+    drop(worker);
     assert_eq!(letters.len(), 1, "{letters:?}");
     assert_eq!(letters[0]["source_queue"], host_url.as_str(), "{letters:?}");
 

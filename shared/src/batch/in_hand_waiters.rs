@@ -64,6 +64,9 @@ const MOST_HOLDS: usize = 1_024;
 /// The most turns remembered by share: a backlog larger is sent away as far as turns go.
 const MOST_TURNS: usize = 4_096;
 
+/// How many shares' turns a gate keeps before it drops those whose turns have all come.
+const MOST_TURN_SHARES: usize = 1_024;
+
 /// The next turn of `share` at `gate`, `every` apart, after `ahead` runs and the turns
 /// given before that have not come; how far away. A worker gives turns one hold of a
 /// permit apart for each permit it holds (one at least): summed over the workers, the
@@ -71,6 +74,12 @@ const MOST_TURNS: usize = 4_096;
 /// alone, three pollers sent runs back three times too early).
 fn turn(gate: &mut GateInHand, share: &str, ahead: usize, every: Duration) -> Duration {
     let now = Instant::now();
+    // The shares whose turns have all come are dropped once many are kept: a gate held
+    // here all day by one tenant's runs meets a hundred thousand others' in a day.
+    if gate.turns.len() >= MOST_TURN_SHARES {
+        gate.turns
+            .retain(|_, t| t.back().is_some_and(|last| *last > now));
+    }
     let turns = gate.turns.entry(share.to_string()).or_default();
     while turns.front().is_some_and(|t| *t <= now) || turns.len() >= MOST_TURNS {
         turns.pop_front();
@@ -476,6 +485,25 @@ mod tests {
             w.enter("g", "a", 4, true).is_err(),
             "six held: the limit bounds it"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_gate_held_here_keeps_the_turns_of_only_as_many_shares_as_still_wait() {
+        let w = InHandWaiters::default();
+        w.held("g");
+        for i in 0..5_000 {
+            let share = format!("s{i}");
+            let _on_its_way = w.enter("g", &share, 1, true).unwrap();
+            assert!(
+                w.enter("g", &share, 1, true).is_err(),
+                "crowded: a turn given"
+            );
+            if i % 1_000 == 999 {
+                tokio::time::advance(Duration::from_secs(60)).await;
+            }
+        }
+        let kept = w.gates()["g"].turns.len();
+        assert!(kept <= MOST_TURN_SHARES, "{kept} shares' turns kept");
     }
 
     #[test]

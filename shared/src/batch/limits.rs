@@ -149,7 +149,9 @@ pub(super) struct Permits {
     /// run's fair share of each.
     items: Vec<(String, u32, String)>,
     /// Since when the first is held: how long the run held them, for the pace at which
-    /// its gates free permits ([`super::crowded`]).
+    /// its gates free permits ([`super::crowded`]). None for permits given back unrun (a
+    /// later gate refused the run): a hold of a few milliseconds is not a body's, and
+    /// counted, it brought the turns down to their one-second floor.
     since: Option<tokio::time::Instant>,
 }
 
@@ -237,16 +239,19 @@ impl Processor {
         // before, and received before) is sent away again if crowded still, its claim
         // given back: counted on its way unchecked, as a woken waiter is (whose permit
         // waits for it). A run holding another gate's permit never waits in hand: it asks.
+        // Looked at before any take: a rate's start taken and then sent away would be
+        // spent for nothing.
         let hidden_back = claim.before.is_none() && ctx.delivery.receive_count > 1;
+        let crowded = gates
+            .iter()
+            .filter(|_| hidden_back)
+            .find_map(|g| self.crowded(g, priority, entering).map(|c| (g, c)));
+        if let Some((gate, crowded)) = crowded {
+            let refused = Refusal::Crowded(crowded);
+            let held = self.held_back(ctx, envelope, job, claim, gate, refused, t);
+            return Err(held.await);
+        }
         for gate in gates {
-            let may_crowd = hidden_back && taken.items.is_empty();
-            let crowded = may_crowd.then(|| self.crowded(gate, priority, entering));
-            if let Some(crowded) = crowded.flatten() {
-                self.release_permits(taken, t).await;
-                let refused = Refusal::Crowded(crowded);
-                let held = self.held_back(ctx, envelope, job, claim, gate, refused, t);
-                return Err(held.await);
-            }
             let answer = self
                 .take_gate(ctx, job, claim, gate, &mut taken, t, (priority, since_ms))
                 .await;
@@ -256,6 +261,8 @@ impl Processor {
                     handed_since = Some(handed_since.map_or(since_ms, |s: i64| s.min(since_ms)));
                 }
                 Ok(refused) => {
+                    // Held for no body: not a hold the gate's pace is measured by.
+                    taken.since = None;
                     self.release_permits(taken, t).await;
                     let refused = Refusal::Gate(refused);
                     let held = self.held_back(ctx, envelope, job, claim, gate, refused, t);
@@ -265,6 +272,7 @@ impl Processor {
                     // Its answer may be lost with the take applied: given back too (a
                     // release names the claim, so it never frees another's).
                     taken.hold(self, gate);
+                    taken.since = None;
                     self.release_permits(taken, t).await;
                     return Err(self.give_back_after(ctx, claim, e, t).await);
                 }

@@ -208,7 +208,8 @@ impl Processor {
                     self.wake(item, &key, &waiter, &held.owner, t).await;
                     after
                 }
-                Ok(Err(seen)) => seen,
+                // The gate as another write left it: the giver's turn still counts.
+                Ok(Err(seen)) => served_by_release(seen, released_by, now_ms),
                 Err(e) => {
                     // The waiters come back by themselves once their hiding runs out.
                     let error = format!("could not hand the permit on to `{key}`: {e}");

@@ -10,9 +10,9 @@
 //! the line. Their copies are sent back at once to look again later
 //! (2 s doubling to 30 s, as a refused run with no place does), with no request to the
 //! table: two to the queue. A run of another share, or of a higher priority, goes the
-//! whole way and may take a place ([`crate::store::bumped`]). So do the runs of a gate
-//! crowded in hand here ([`super::crowded`]): as many of their share wait for its permits
-//! in this worker as its limit.
+//! whole way and may take a place ([`crate::store::bumped`]). So are the runs of a fair
+//! gate crowded here ([`super::crowded`]): as many of their share are on their way into
+//! it in this worker as it holds of the gate's permits.
 //!
 //! Nothing here decides anything about a run: it is delayed, unclaimed, exactly as the
 //! refusal it stands for would have delayed it. Only a copy sent back after a refusal is
@@ -51,10 +51,7 @@ impl Processor {
         gates: &[Gate],
         t: &Transition<'_>,
     ) -> Step<Entering> {
-        // A chain's step keeps its Step Functions task alive at each refusal; a Lambda
-        // invocation holds no run waiting in hand, so no place fills (and a hide left to
-        // be sent after it returns might never be).
-        if job.step_of.is_some() || ctx.deadline.is_some() {
+        if job.step_of.is_some() {
             return Ok(Entering::none());
         }
         let now_ms = self.inner.config.clock.now().timestamp_millis();

@@ -167,6 +167,12 @@ impl Processor {
         self.inner.in_hand.stop();
     }
 
+    /// Sends the hides of runs sent away that are still gathered (`batch::hides`): a
+    /// poller that stops would leave their messages hidden for the longest lease.
+    pub(crate) async fn flush_hides(&self) {
+        self.inner.hides.flush().await;
+    }
+
     /// The worker takes work again: its runs may wait in hand (a poll after one stopped).
     pub(crate) fn start_waiting_in_hand(&self) {
         self.inner.in_hand.start();
