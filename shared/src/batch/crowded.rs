@@ -11,9 +11,10 @@
 //! has a run to pass it to, so the pace is kept; the other places go on receiving, meet a
 //! run of another share and put it in the gate's line, first by turn. The next run of the
 //! share, of no higher priority than 0, is sent away to come again at its turn: after the
-//! runs on their way and those sent away before it, one apart at the pace the gate frees
-//! permits (its limit's worth per hold of one seen here), at least a second (SQS delays
-//! are whole seconds), at most [`PARKED_FOR`]:
+//! runs on their way and those sent away before it, one hold of a permit apart for each
+//! permit this worker holds (a hold is the average of those that ended here, a second
+//! before one did), at least a second (SQS delays are whole seconds), at most
+//! [`PARKED_FOR`]:
 //! - a first delivery, unclaimed: its message hidden until its turn, ten to a request
 //!   ([`super::hides`]), none to the table. It has no record yet: to a cancel's scan of
 //!   the queue it is a message in a worker's hand, as any received and not yet claimed is
@@ -82,9 +83,9 @@ impl Entering {
 
 /// The gate a run of `priority` may crowd: its first with a concurrency and a `fair` key,
 /// for a run of no higher priority than 0 (a run of a higher one goes on, to take its turn
-/// before them). A gate of one share has no other to find behind a backlog: a gate of
-/// each share was crowded once, and three pollers ran 300 runs of 50 ms at 2 in 12.3 s
-/// instead of 8.7 s, at 4.5 requests a run instead of 3.1.
+/// before them). A gate of one share has no other to find behind a backlog: when every
+/// gate was crowded, three pollers ran 300 runs of 50 ms at 2 in 12.3 s instead of 8.7 s,
+/// at 4.5 requests a run instead of 3.1.
 fn crowdable(gate: &Gate, priority: i32) -> Option<u32> {
     let limit = gate.concurrency?;
     (gate.fair && priority <= 0).then_some(limit)
@@ -137,7 +138,7 @@ impl Processor {
 /// The log's reason for a run sent away from a crowded gate.
 pub(super) fn crowded_why(gate: &Gate, crowded: &Crowded) -> String {
     format!(
-        "{} runs of `{}` are on their way into `{}` here already, as many as this worker holds of its permits",
+        "{} runs of `{}` are on their way into `{}` here already, one per permit this worker holds (one at least)",
         crowded.waiting, gate.share, gate.limit
     )
 }

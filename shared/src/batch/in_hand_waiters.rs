@@ -70,8 +70,8 @@ const MOST_TURN_SHARES: usize = 1_024;
 /// The next turn of `share` at `gate`, `every` apart, after `ahead` runs and the turns
 /// given before that have not come; how far away. A worker gives turns one hold of a
 /// permit apart for each permit it holds (one at least): summed over the workers, the
-/// turns come at the pace the gate frees its permits (a worker spacing them by its limit
-/// alone, three pollers sent runs back three times too early).
+/// turns come at the pace the gate frees its permits (spaced by the limit alone, each of
+/// three pollers would give turns three times too close).
 fn turn(gate: &mut GateInHand, share: &str, ahead: usize, every: Duration) -> Duration {
     let now = Instant::now();
     // The shares whose turns have all come are dropped once many are kept: a gate held
@@ -109,9 +109,9 @@ impl GateInHand {
 pub(super) struct InHandWaiters {
     gates: Mutex<HashMap<String, GateInHand>>,
     /// How long each gate's permits are held here (a moving average of the runs that
-    /// gave one back; kept while the gate idles): with its limit, the pace at which the
-    /// gate frees permits, for runs of a crowded gate sent away to come again at their
-    /// turn ([`InHandWaiters::crowded_turn`]).
+    /// gave one back; kept while the gate idles): with the permits held here, the pace at
+    /// which the gate frees permits, for runs of a crowded gate sent away to come again
+    /// at their turn ([`InHandWaiters::crowded_turn`]).
     holds: Mutex<HashMap<String, Duration>>,
     next_id: Mutex<u64>,
     /// Set as the worker stops: no run waits in hand from then on.

@@ -33,8 +33,8 @@ use crate::telemetry::{Event, Transition};
 /// again.
 const LONGEST_LOOK: Duration = Duration::from_secs(3);
 
-/// Why a gate held a claimed run back: its store's refusal, or, unasked, as many runs of
-/// its share waiting in hand here as the gate's limit ([`super::crowded`]).
+/// Why a gate held a claimed run back: its store's refusal, or, unasked, its fair gate
+/// crowded here by the runs of its share let on their way before it ([`super::crowded`]).
 enum Refusal {
     Gate(Permit),
     Crowded(Crowded),
@@ -238,9 +238,8 @@ impl Processor {
         // A first delivery hidden once from a crowded gate and back (never claimed
         // before, and received before) is sent away again if crowded still, its claim
         // given back: counted on its way unchecked, as a woken waiter is (whose permit
-        // waits for it). A run holding another gate's permit never waits in hand: it asks.
-        // Looked at before any take: a rate's start taken and then sent away would be
-        // spent for nothing.
+        // waits for it). Looked at before any take: a rate's start taken and then sent
+        // away would be spent for nothing.
         let hidden_back = claim.before.is_none() && ctx.delivery.receive_count > 1;
         let crowded = gates
             .iter()

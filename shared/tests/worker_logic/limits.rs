@@ -46,6 +46,21 @@ payload = { tenant = "a", seconds = 1 }
 lease_seconds = 10
 limits = ["crowded"]
 
+[limits.narrow]
+concurrency = 1
+
+[jobs.two-gates]
+owner = "t"
+payload = { tenant = "a", seconds = 1 }
+lease_seconds = 10
+limits = ["crowded", "narrow"]
+
+[jobs.narrow-hog]
+owner = "t"
+payload = { seconds = 30 }
+lease_seconds = 60
+limits = ["narrow"]
+
 [jobs.urgent]
 owner = "t"
 payload = { tenant = "a", seconds = 1 }
@@ -145,6 +160,8 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
         "crowd",
         "urgent",
         "metered",
+        "two-gates",
+        "narrow-hog",
     ] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
@@ -836,6 +853,84 @@ async fn runs_of_one_share_past_those_on_their_way_are_hidden_unclaimed() {
         2,
         "their messages kept, hidden until their turns"
     );
+}
+
+/// Permits given back unrun (a later gate refused the run) are no hold of the earlier
+/// gate's: the turns of runs sent away from it stay a hold apart (a second before a body
+/// ended). Counted as holds of a few milliseconds (adversary review), ten refusals brought
+/// every turn down to the one-second floor, and a backlog came back every second.
+#[tokio::test(start_paused = true)]
+async fn permits_given_back_unrun_do_not_bring_the_turns_down() {
+    let w = world();
+    let worker = w.workers[0].clone();
+    // The narrow gate is held for half a minute.
+    send(&w.queue, "narrow-hog", "hog", json!({"seconds": 30}));
+    let hog = w.queue.receive(1, Duration::from_secs(60));
+    let hogging = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.process(hog, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Ten runs take the fair gate's permit, are refused at the narrow one and give the
+    // fair permit back unrun.
+    for i in 0..10 {
+        send(
+            &w.queue,
+            "two-gates",
+            &format!("two-{i}"),
+            json!({"tenant": "a"}),
+        );
+        let run = w.queue.receive(1, Duration::from_secs(60));
+        let reports = worker.process(run, None).await;
+        assert_ne!(reports[0].outcome.label(), "succeeded");
+    }
+    // A run holds the fair gate; four more of its share come in one batch: one is let on
+    // its way beside it, three are hidden until their turns.
+    send(
+        &w.queue,
+        "crowd",
+        "holder",
+        json!({"tenant": "a", "seconds": 5}),
+    );
+    let holder = w.queue.receive(1, Duration::from_secs(60));
+    let holding = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.process(holder, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..4 {
+        send(
+            &w.queue,
+            "crowd",
+            &format!("later-{i}"),
+            json!({"tenant": "a"}),
+        );
+    }
+    let batch = w.queue.receive(4, Duration::from_secs(60));
+    let ids: Vec<String> = batch.iter().map(|d| d.message_id.clone()).collect();
+    let sent_away = tokio::spawn({
+        let worker = worker.clone();
+        async move { worker.process(batch, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let now = tokio::time::Instant::now();
+    let mut turns: Vec<Duration> = {
+        let queue = w.queue.lock();
+        let hidden = queue.messages.values().filter(|m| ids.contains(&m.id));
+        hidden
+            .map(|m| m.visible_at.saturating_duration_since(now))
+            .filter(|d| *d < Duration::from_secs(30))
+            .collect()
+    };
+    turns.sort();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    assert!(
+        turns[2] >= turns[0] + Duration::from_millis(1_500),
+        "turns a hold apart, not all at the floor: {turns:?}"
+    );
+    hogging.abort();
+    holding.abort();
+    sent_away.abort();
 }
 
 /// In Lambda (an invocation's deadline given) a run held back by a rate is handed back at
