@@ -109,14 +109,16 @@ pub enum Change {
         /// The record after.
         after: ExecutionRecord,
     },
-    /// A flow-control gate entered: its image after the write, and the limit the writer
-    /// entered it under.
+    /// A flow-control gate written (entered, its line joined or handed on, a permit
+    /// passed or given back): its image after the write, and the limit the writer entered
+    /// it under.
     Gate {
         /// The gate's item key.
         item: String,
         /// The gate after the write.
         after: super::gate_item::GateItem,
-        /// The concurrency the writer entered it under (None: a rate alone).
+        /// The concurrency the writer entered it under (None: a rate alone, or a permit
+        /// given back, which never adds a holder).
         limit: Option<u32>,
     },
     /// An item a run's commit put into another table in the same transaction (a job's

@@ -93,6 +93,13 @@ impl MemoryStore {
             };
             if release_condition(key, owner).holds(Some(&gate_as_item(gate))) {
                 gate.holders.remove(key);
+                // In the stream too, so that a reader of its images sees every holder
+                // go (no limit: a give-back never adds one).
+                state.changes.push(Change::Gate {
+                    item: item.to_string(),
+                    after: gate.clone(),
+                    limit: None,
+                });
             }
             gate.clone()
         })

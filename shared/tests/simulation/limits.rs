@@ -12,12 +12,20 @@
 //! queue, drawn from a draw of their own): their receipts go through parks, wakes, copies
 //! sent again and kills as the others' do.
 //!
+//! A limit shared fairly by tenant (`fair`, two at once) takes a noisy tenant's burst and
+//! a few quiet tenants' runs sent while it waits, some urgent ([`fair_runs`], a draw of its
+//! own); the operator also cancels runs while they wait in a gate's line. So the line sees
+//! woken runs that died (a killed worker), waiters cancelled, and permits given back twice
+//! (a release applied, its answer lost, sent again).
+//!
 //! Its invariants: never more bodies of a gate at once than its limit (counting every body
 //! still executing, cancelled ones included); no two starts of a
 //! rate closer than its spacing (less the clocks' skew); every run decided (DONE, or FAILED
-//! with its letter and reason: attempts exhausted, or `limit-wait`); and once every run is
-//! decided no permit is kept: a new run takes each gate at once, whatever the dead runs
-//! left behind.
+//! with its letter and reason: attempts exhausted, or `limit-wait`), so no waiter is
+//! forgotten; once every run is decided no permit is kept: a new run takes each gate at
+//! once, whatever the dead runs left behind; and every permit handed on from a line went to
+//! the waiter whose turn it was, by priority risen with its wait and then by fair share
+//! (`fair_line`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -79,10 +87,28 @@ owner = "sim"
 lease_seconds = 3
 concurrency = { limit = 1 }
 max_wait_seconds = 20
+
+[limits.fair]
+concurrency = 2
+fair = "{tenant}"
+
+[jobs.fair]
+owner = "sim"
+lease_seconds = 20
+heartbeat_seconds = 2
+limits = ["fair"]
+retry = { max_attempts = 3, first_delay_seconds = 1, base_delay_seconds = 1, max_delay_seconds = 5 }
 "#;
 
 /// The limited jobs (the composed world runs them too).
-pub(super) const JOBS: [&str; 5] = ["tenant", "partner-a", "partner-b", "paced", "impatient"];
+pub(super) const JOBS: [&str; 6] = [
+    "tenant",
+    "partner-a",
+    "partner-b",
+    "paced",
+    "impatient",
+    "fair",
+];
 /// The rate of `paced`: one start every five seconds.
 pub(super) const PACED_SPACING: Duration = Duration::from_secs(5);
 /// How far apart two workers' clocks may be (each is off by at most half of it).
@@ -98,6 +124,7 @@ fn groups(job: &str, tenant: &str) -> Vec<(String, u32)> {
         "partner-a" => vec![("partner".into(), 2)],
         "partner-b" => vec![("partner".into(), 2), ("partner-b".into(), 1)],
         "impatient" => vec![("impatient".into(), 1)],
+        "fair" => vec![("fair".into(), 2)],
         _ => Vec::new(),
     }
 }
@@ -125,6 +152,12 @@ pub struct LimitReport {
     pub kept: Vec<String>,
     /// The runs the operator cancelled.
     pub cancelled: Vec<String>,
+    /// Of those, the runs cancelled while they waited in a gate's line.
+    pub cancelled_waiting: usize,
+    /// What the line's invariants found.
+    pub line: super::fair_line::LineCheck,
+    /// Permits given back twice: a release applied, its answer lost, and sent again.
+    pub returned_twice: usize,
 }
 
 /// The flow-control catalog (its limits and limited jobs).
@@ -289,6 +322,36 @@ fn runs(draw: &Draw, lanes: &Draw) -> Vec<Run> {
     out
 }
 
+/// A noisy tenant's backlog and a few quiet tenants' runs of `fair` (a limit shared fairly
+/// by tenant), each at its time, from a draw of their own (so the other runs draw what
+/// they drew without them): tenant `a` sends a burst at once, `b` and `c` a run or two
+/// while it waits; now and then one urgent.
+fn fair_runs(fair: &Draw) -> Vec<(Duration, Run)> {
+    let mut out = Vec::new();
+    let burst = 6 + fair.below(10);
+    let quiet = 2 + fair.below(4);
+    for i in 0..burst + quiet {
+        let (tenant, at) = match i < burst {
+            true => ("a", fair.millis(0, 3_000)),
+            false => (["b", "c"][fair.below(2)], fair.millis(1_000, 15_000)),
+        };
+        let key = format!("fair-{tenant}-{i}");
+        let mut e = Envelope::new("fair", "2026-12-02T09:00:00Z".parse().unwrap());
+        e.key = Some(key.clone());
+        e.payload = json!({ "tenant": tenant }).as_object().cloned();
+        let urgent = fair.chance(0.15);
+        if urgent {
+            e.priority = Some(5);
+        }
+        let run = (key, e.to_json(), urgent);
+        if fair.chance(0.1) {
+            out.push((at + fair.millis(0, 5_000), run.clone()));
+        }
+        out.push((at, run));
+    }
+    out
+}
+
 /// Runs the limits world of `seed` until its queue is drained.
 pub async fn run(seed: u64) -> LimitReport {
     let draw = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
@@ -323,11 +386,16 @@ pub async fn run(seed: u64) -> LimitReport {
     let lanes = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
         seed ^ 0x0b_9e47,
     ))));
-    let sent = runs(&world.draw, &lanes);
+    let mut sent = runs(&world.draw, &lanes);
     let mut pending: Vec<(Duration, String, bool)> = sent
         .iter()
         .map(|(_, body, urgent)| (world.draw.millis(0, 20_000), body.clone(), *urgent))
         .collect();
+    let fair = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(seed ^ 0xfa_1e5))));
+    for (at, run) in fair_runs(&fair) {
+        pending.push((at, run.1.clone(), run.2));
+        sent.push(run);
+    }
     pending.sort_by_key(|(at, _, _)| *at);
     let mut workers: Vec<JoinHandle<()>> = (0..2 + world.draw.below(2))
         .map(|i| spawn_worker(format!("w{i}"), &world))
@@ -337,7 +405,7 @@ pub async fn run(seed: u64) -> LimitReport {
     let operator = Draw(Arc::new(Mutex::new(StdRng::seed_from_u64(
         seed ^ 0xca_9ce1,
     ))));
-    let mut cancelled = Vec::new();
+    let (mut cancelled, mut cancelled_waiting) = (Vec::new(), 0);
     loop {
         tokio::time::sleep(world.draw.millis(200, 3_000)).await;
         let now = started.elapsed();
@@ -365,6 +433,13 @@ pub async fn run(seed: u64) -> LimitReport {
             let cancel = cancel_a_running_run(&world.store, world.clock, &world.trace, &operator);
             cancelled.extend(cancel.await);
         }
+        if now < Duration::from_secs(90) && fair.chance(0.04) {
+            let cancel = cancel_a_waiting_run(&world.store, world.clock, &world.trace, &fair);
+            if let Some((key, done)) = cancel.await {
+                cancelled_waiting += usize::from(done);
+                cancelled.push(key);
+            }
+        }
         let drained = pending.is_empty() && held(&world.queue) == 0;
         if drained || now > GIVE_UP {
             break;
@@ -380,6 +455,11 @@ pub async fn run(seed: u64) -> LimitReport {
     let left_in_queue = held(&world.queue);
     let trace = world.trace.lines.lock().unwrap().clone();
     let seen = std::mem::take(&mut *seen.lock().unwrap());
+    let line = super::fair_line::check(&store.changes);
+    let returned_twice = trace
+        .iter()
+        .filter(|l| l.contains("store release_permit") && l.contains(": Retried"))
+        .count();
     LimitReport {
         trace,
         sent: sent.into_iter().map(|(k, _, _)| k).collect(),
@@ -389,7 +469,52 @@ pub async fn run(seed: u64) -> LimitReport {
         seen,
         kept,
         cancelled,
+        cancelled_waiting,
+        line,
+        returned_twice,
     }
+}
+
+/// The operator cancels a run that waits in a gate's line (its entry stays in the line
+/// until a waker hands it a permit it will not take, or a taker drops it as gone): the
+/// run's key, if one waited, and whether the cancel was answered (one whose answer was lost
+/// may have been written).
+async fn cancel_a_waiting_run(
+    store: &MemoryStore,
+    clock: Clock,
+    trace: &Trace,
+    operator: &Draw,
+) -> Option<(String, bool)> {
+    let state = store.snapshot();
+    let waiting: Vec<String> = state
+        .gates
+        .values()
+        .flat_map(|g| g.waiters.keys().cloned())
+        .filter(|k| {
+            state
+                .records
+                .get(k)
+                .is_some_and(|r| schedkit::store::CANCELLABLE.contains(&r.status))
+        })
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let key = waiting[operator.below(waiting.len())].clone();
+    let req = schedkit::store::CancelRequest {
+        key: key.clone(),
+        by: "operator".into(),
+        reason: "the simulation's operator, while the run waits".into(),
+        now: clock.now(),
+        only: None,
+        arrived: None,
+    };
+    let answer = store.cancel(&req).await;
+    trace.say(format!(
+        "operator cancels waiting {key}: {}",
+        answer.is_ok()
+    ));
+    Some((key, answer.is_ok()))
 }
 
 /// The jobs queue, or the urgent queue beside it.
@@ -544,6 +669,7 @@ pub(super) fn flow(seen: &Seen, store: &MemoryState, kept: &[String], broken: &m
         kept.iter()
             .map(|k| format!("a permit kept after every run ended: {k}")),
     );
+    broken.extend(super::fair_line::check(&store.changes).broken);
     let least = PACED_SPACING.saturating_sub(SKEW + BOUND).as_millis() as i64;
     for pair in seen.paced_starts.windows(2) {
         if pair[1] - pair[0] < least {

@@ -10,6 +10,7 @@
 mod accountant;
 mod chain_operator;
 mod conductor;
+mod fair_line;
 mod granted;
 mod invariants;
 mod limits;
@@ -118,6 +119,8 @@ fn every_limits_seed_keeps_every_invariant() {
     let seeds = env("SCHEDKIT_SIM_LIMIT_SEEDS").unwrap_or(300);
     let started = Instant::now();
     let (mut throttled, mut limit_waits) = (0usize, 0usize);
+    let mut line = fair_line::LineCheck::default();
+    let (mut cancelled_waiting, mut returned_twice) = (0usize, 0usize);
     for seed in 1..=seeds {
         let report = run_limits_seed(seed);
         let broken = limits::check(&report);
@@ -134,15 +137,27 @@ fn every_limits_seed_keeps_every_invariant() {
             .filter(|l| l.ends_with(": throttled"))
             .count();
         limit_waits += limits::limit_waits(&report.dead_letters);
+        line.handed += report.line.handed;
+        line.raced += report.line.raced;
+        line.lapsed += report.line.lapsed;
+        cancelled_waiting += report.cancelled_waiting;
+        returned_twice += report.returned_twice;
     }
     println!(
-        "limits simulation: {seeds} seeds in {:.1} s; {throttled} throttled deliveries, {limit_waits} limit-wait letters",
-        started.elapsed().as_secs_f64()
+        "limits simulation: {seeds} seeds in {:.1} s; {throttled} throttled deliveries, {limit_waits} limit-wait letters; {} permits handed on from a line ({} past a waiter that joined as the waker wrote), {} reservations lapsed, {cancelled_waiting} waiting runs cancelled, {returned_twice} permits given back twice",
+        started.elapsed().as_secs_f64(),
+        line.handed,
+        line.raced,
+        line.lapsed,
     );
     if seeds >= 100 {
         assert!(
             throttled > 0 && limit_waits > 0,
             "the limits were never reached"
+        );
+        assert!(
+            line.handed > 0 && line.lapsed > 0 && cancelled_waiting > 0 && returned_twice > 0,
+            "no permit handed on, no reservation lapsed, no waiting run cancelled or no permit given back twice"
         );
     }
 }
