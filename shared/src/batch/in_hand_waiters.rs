@@ -42,6 +42,8 @@ pub(super) struct GateInHand {
     /// a permit was last held here.
     pub next_look: Option<tokio::time::Instant>,
     pub looks: u32,
+    /// How many of them have a look booked (the others wait beside them).
+    pub booked: usize,
     /// Wakes the watchers once a permit is held here: they wait for its pass instead.
     pub held_now: Arc<Notify>,
     /// By share: the turns given to runs sent away, in order.

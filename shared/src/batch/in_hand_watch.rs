@@ -17,7 +17,9 @@
 //! next runs in the line's order (of a positive priority, or of a fair share holding none
 //! of the gate) does not watch: it joins the line, which hands it the next permit freed
 //! anywhere. Neither does a run already in the line, nor one whose wait in hand ran out:
-//! it joins the line as before.
+//! it joins the line as before. A run whose look would come after its wait ends books
+//! none: beside runs of this worker that look, it waits with them (for a permit one of
+//! them takes, then passed to it) until its wait ends; alone, it joins the line at once.
 
 use std::time::Duration;
 
@@ -70,6 +72,7 @@ impl InHandWaiters {
     /// `until`.
     pub async fn watch(&self, item: &str, share: &str, until: Instant) -> Watch {
         let held_now;
+        // Its look, or None: it rides along with the worker's other watchers.
         let at;
         {
             let mut gates = self.gates();
@@ -81,20 +84,30 @@ impl InHandWaiters {
                 return Watch::Held;
             }
             let now = Instant::now();
-            at = gate
+            let next = gate
                 .next_look
                 .filter(|next| *next > now)
                 .unwrap_or(now + look_every(gate.looks));
-            if at > until {
-                // Its look would come after its wait ends: it joins the line now, and
-                // books no look nobody would make.
+            at = (next <= until).then_some(next);
+            if at.is_none() && gate.booked == 0 {
+                // Its look would come after its wait ends, and no other run of this
+                // worker looks: it joins the line now, and books no look nobody would
+                // make.
                 if gate.idle() {
                     gates.remove(item);
                 }
                 return Watch::Over;
             }
-            gate.looks = gate.looks.saturating_add(1);
-            gate.next_look = Some(at + look_every(gate.looks));
+            // Its look would come after its wait ends while others of this worker look:
+            // it books none and waits beside them, for a permit one of them takes (then
+            // passed here) or its wait's end. Joining the line now would stop every
+            // worker's passes (runs queued behind many watchers' looks all joined it, and
+            // the gate ran through the line).
+            if let Some(at) = at {
+                gate.looks = gate.looks.saturating_add(1);
+                gate.next_look = Some(at + look_every(gate.looks));
+                gate.booked += 1;
+            }
             *gate.watching.entry(share.to_string()).or_default() += 1;
             held_now = gate.held_now.clone();
         }
@@ -104,6 +117,7 @@ impl InHandWaiters {
             waiters: self,
             item,
             share,
+            booked: at.is_some(),
         };
         let notified = held_now.notified();
         tokio::pin!(notified);
@@ -115,7 +129,10 @@ impl InHandWaiters {
         let watch = tokio::select! {
             _ = &mut notified => Watch::Held,
             () = self.stopped() => Watch::Over,
-            _ = tokio::time::sleep_until(at) => Watch::Look,
+            _ = tokio::time::sleep_until(at.unwrap_or(until)) => match at {
+                Some(_) => Watch::Look,
+                None => Watch::Over,
+            },
         };
         match self.held_here(item) && watch != Watch::Over {
             true => Watch::Held,
@@ -134,6 +151,8 @@ struct Watching<'a> {
     waiters: &'a InHandWaiters,
     item: &'a str,
     share: &'a str,
+    /// Whether it has a look booked.
+    booked: bool,
 }
 
 impl Drop for Watching<'_> {
@@ -142,6 +161,9 @@ impl Drop for Watching<'_> {
         let Some(gate) = gates.get_mut(self.item) else {
             return;
         };
+        if self.booked {
+            gate.booked = gate.booked.saturating_sub(1);
+        }
         if let Some(n) = gate.watching.get_mut(self.share) {
             *n -= 1;
             if *n == 0 {
@@ -266,6 +288,46 @@ mod tests {
         assert_eq!(w.watch("g", "s", soon).await, Watch::Over);
         assert_eq!(Instant::now(), start, "at once");
         assert!(w.gates().is_empty(), "no look booked, nothing kept");
+    }
+
+    /// A run whose look would come after its wait ends, while another run of the worker
+    /// has a look booked, waits beside it rather than joining the line at once: a park
+    /// stops every worker's passes (with looks up to 4 s apart, ten watchers' bookings
+    /// reached past their waits within half a second, they all joined the line, and three
+    /// pollers under a shared limit of 4 ran at 0.11 of its pace). It hears of a permit
+    /// held here as the others do, and joins the line at its wait's end.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_whose_look_would_come_past_its_wait_waits_beside_the_workers_looking_runs() {
+        let w = std::sync::Arc::new(InHandWaiters::default());
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+        let looking = {
+            let w = w.clone();
+            tokio::spawn(async move { w.watch("g", "s", far).await })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // Its look would come at 150 ms, after its wait ends at 120 ms.
+        let beside = {
+            let w = w.clone();
+            tokio::spawn(async move { w.watch("g", "s", start + Duration::from_millis(120)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!beside.is_finished(), "it waits beside the looking run");
+        w.held("g");
+        assert_eq!(beside.await.unwrap(), Watch::Held);
+        assert_eq!(looking.await.unwrap(), Watch::Held);
+        // Beside a booked look again, it joins the line at its wait's end, not before.
+        let w = std::sync::Arc::new(InHandWaiters::default());
+        let start = Instant::now();
+        let looking = {
+            let w = w.clone();
+            tokio::spawn(async move { w.watch("g", "s", start + Duration::from_secs(60)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let until = start + Duration::from_millis(120);
+        assert_eq!(w.watch("g", "s", until).await, Watch::Over);
+        assert_eq!(Instant::now(), until, "at its wait's end");
+        assert_eq!(looking.await.unwrap(), Watch::Look);
     }
 
     /// Adversary review: watchers that booked looks past their wait and left made every

@@ -319,10 +319,13 @@ impl Processor {
         let waiting = (priority, since_ms, job);
         let owner = taken.owner.clone();
         // This worker's runs hold every permit, or runs of its share wait here already:
-        // waited for in hand at once, no take asked.
+        // waited for in hand at once, no take asked. Not a run that waited before (woken
+        // from the line, or back from a timer): it may hold a permit handed on to it, or
+        // come first in the line, and asks the gate.
         let in_hand = &self.inner.in_hand;
         if let Some(limit) = gate.concurrency
             && may_wait
+            && since_ms.is_none()
             && (in_hand.full_here(&gate.item, limit)
                 || (priority <= 0 && in_hand.waits_here(&gate.item, &gate.share)))
         {

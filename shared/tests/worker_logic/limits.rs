@@ -1418,6 +1418,64 @@ async fn a_stopping_poller_sends_its_runs_waiting_in_hand_to_the_line_at_once() 
     assert_eq!(w.seen.lock().unwrap().most["tenant a"], 2);
 }
 
+/// A run woken from the line takes the permit handed on to it at once, even on a poller
+/// whose runs wait in hand for the same gate (adversary of the line's hand-offs: such a
+/// poller's runs skip the take and wait for its own pass, so the woken run waited there,
+/// its reservation idle in the gate, until that poller's holder ended; under a park
+/// storm three pollers ran a shared limit of 4 at 0.11 of its pace). Poller `p` holds
+/// both permits of tenant `a` (a 4 s run and a 1 s run); `q` watches with a third run
+/// and stops, sending it to the line; a fourth run waits in hand at `p`. The 1 s run's
+/// permit goes to the line's run, woken and received by `p`: it starts as the permit
+/// is freed, not when the 4 s run ends.
+#[tokio::test(start_paused = true)]
+async fn a_woken_run_takes_its_permit_at_once_beside_runs_waiting_in_hand() {
+    let w = world();
+    let run = |seconds: u64| json!({"tenant": "a", "seconds": seconds});
+    send(&w.queue, "report", "long", run(4));
+    send(&w.queue, "report", "short", run(1));
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    };
+    let holder = poller_of(&w, "p", 3);
+    let held = {
+        let options = options.clone();
+        tokio::spawn(async move {
+            schedkit::poller::poll(&holder, &options, std::future::pending()).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    send(&w.queue, "report", "parked", run(1));
+    let stopping = poller_of(&w, "q", 1);
+    let stop = tokio::time::sleep(Duration::from_millis(300));
+    let once = schedkit::poller::PollOptions {
+        until_drained: false,
+        ..options.clone()
+    };
+    let stats = schedkit::poller::poll(&stopping, &once, stop).await;
+    assert_eq!(stats.received, 1, "the parked run");
+    send(&w.queue, "report", "in-hand", run(1));
+    held.await.unwrap();
+    let records = w.store.snapshot().records;
+    assert!(
+        records.values().all(|r| r.status == Status::Done),
+        "{records:#?}"
+    );
+    let at = |key: &str| {
+        let started = records[key].started_at.as_deref().unwrap_or_default();
+        let started: DateTime<Utc> = started.parse().unwrap();
+        let start: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
+        (started - start).to_std().unwrap()
+    };
+    assert!(
+        at("parked") < Duration::from_millis(1_500),
+        "the woken run started {:?} in, once the 4 s run had ended",
+        at("parked")
+    );
+    assert_eq!(w.seen.lock().unwrap().most["tenant a"], 2);
+}
+
 /// A run's wait in hand counts toward its job's `max_wait_seconds` (adversary review: a
 /// first refusal after a wait in hand counted from its end, so a run could wait its wait
 /// in hand longer than the job allows). One poller: a 25 s run holds the limit of one, a
