@@ -44,6 +44,9 @@ pub(super) struct GateInHand {
     pub looks: u32,
     /// How many of them have a look booked (the others wait beside them).
     pub booked: usize,
+    /// Whether the next run to hear that a permit is held here looks at the gate first
+    /// ([`InHandWaiters::nudge`]).
+    pub probe: bool,
     /// Wakes the watchers once a permit is held here: they wait for its pass instead.
     pub held_now: Arc<Notify>,
     /// By share: the turns given to runs sent away, in order.
@@ -359,6 +362,36 @@ impl InHandWaiters {
         gate.passes += 1;
         gate.served.insert(waiter.holder.share.clone(), gate.passes);
         Some(waiter)
+    }
+
+    /// Tells the run that would be passed `item`'s next permit here to look at the gate
+    /// now instead: a run of this worker took a permit at a look, so the gate may have
+    /// room for more (runs that watched a gate held elsewhere all waited for that one
+    /// permit's passes, and the gate's other permits stood idle). Its look takes one, and
+    /// nudges the next; or finds the gate full, and it waits for the pass as before.
+    pub fn nudge(&self, item: &str) {
+        let waiter = {
+            let mut gates = self.gates();
+            let Some(gate) = gates.get_mut(item) else {
+                return;
+            };
+            let first = (0..gate.waiting.len()).min_by_key(|&i| {
+                let w = &gate.waiting[i];
+                (std::cmp::Reverse(w.priority), w.since_ms, w.id)
+            });
+            first.map(|i| gate.waiting.remove(i))
+        };
+        match waiter {
+            Some(waiter) => {
+                let _ = waiter.told.send(false);
+            }
+            // Its watchers have not heard yet: the first to hear looks.
+            None => {
+                if let Some(gate) = self.gates().get_mut(item) {
+                    gate.probe = true;
+                }
+            }
+        }
     }
 
     /// Puts a waiter [`InHandWaiters::next`] took back: the permit went to the gate's

@@ -17,7 +17,10 @@
 //! next runs in the line's order (of a positive priority, or of a fair share holding none
 //! of the gate) does not watch: it joins the line, which hands it the next permit freed
 //! anywhere. Neither does a run already in the line, nor one whose wait in hand ran out:
-//! it joins the line as before. A run whose look would come after its wait ends books
+//! it joins the line as before. A look that takes a permit has the next run waiting here
+//! look too ([`InHandWaiters::nudge`]), and so on while they find room: the watchers take
+//! every permit freed, not one passed from run to run while the others stand idle. A run
+//! whose look would come after its wait ends books
 //! none: beside runs of this worker that look, it waits with them (for a permit one of
 //! them takes, then passed to it) until its wait ends; alone, it joins the line at once.
 
@@ -25,7 +28,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::in_hand_waiters::InHandWaiters;
+use super::in_hand_waiters::{GateInHand, InHandWaiters};
 use crate::store::Line;
 
 /// The first look after a refusal, and the longest time between two looks.
@@ -81,7 +84,7 @@ impl InHandWaiters {
             }
             let gate = gates.entry(item.to_string()).or_default();
             if gate.held > 0 {
-                return Watch::Held;
+                return gate.heard();
             }
             let now = Instant::now();
             let next = gate
@@ -134,14 +137,26 @@ impl InHandWaiters {
                 None => Watch::Over,
             },
         };
-        match self.held_here(item) && watch != Watch::Over {
-            true => Watch::Held,
-            false => watch,
+        let mut gates = self.gates();
+        match gates.get_mut(item) {
+            Some(gate) if gate.held > 0 && watch != Watch::Over => gate.heard(),
+            _ => watch,
         }
     }
 
     fn held_here(&self, item: &str) -> bool {
         self.gates().get(item).is_some_and(|g| g.held > 0)
+    }
+}
+
+impl GateInHand {
+    /// What a watcher does on hearing a permit is held here: waits for its pass, or, the
+    /// first to hear after a look took it ([`InHandWaiters::nudge`]), looks for another.
+    fn heard(&mut self) -> Watch {
+        match std::mem::take(&mut self.probe) {
+            true => Watch::Look,
+            false => Watch::Held,
+        }
     }
 }
 

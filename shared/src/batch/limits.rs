@@ -359,8 +359,10 @@ impl Processor {
                 if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
                     answer = Ok(too_late);
                 }
-                // Taken at a watcher's look: its wait counts as a handed permit's.
+                // Taken at a watcher's look: its wait counts as a handed permit's, and
+                // the gate may have room for the next run waiting here.
                 if waited_in_hand && matches!(answer, Ok(Permit::Taken)) {
+                    in_hand.nudge(&gate.item);
                     return Ok(passed_since(since_ms, claim));
                 }
             }

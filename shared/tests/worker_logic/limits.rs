@@ -1476,6 +1476,61 @@ async fn a_woken_run_takes_its_permit_at_once_beside_runs_waiting_in_hand() {
     assert_eq!(w.seen.lock().unwrap().most["tenant a"], 2);
 }
 
+/// Runs watching a gate whose permits another poller held take them all as they come
+/// free, not one to be passed from run to run: a run whose look takes a permit has the
+/// next run waiting beside it look too. Poller `p` holds the three permits of
+/// `partner-api` for 2 s; `q`'s three runs watch, and start together once `p`'s end
+/// (before, they ran one after another through the one permit the first look took, the
+/// other two standing idle).
+#[tokio::test(start_paused = true)]
+async fn watchers_take_every_permit_freed_not_only_the_first() {
+    let w = world();
+    for i in 0..3 {
+        send(&w.queue, "sync", &format!("p-{i}"), json!({"seconds": 2}));
+    }
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    };
+    let mut polls = tokio::task::JoinSet::new();
+    let holder = poller_of(&w, "p", 3);
+    let first = options.clone();
+    polls.spawn(
+        async move { schedkit::poller::poll(&holder, &first, std::future::pending()).await },
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 0..3 {
+        send(&w.queue, "sync", &format!("q-{i}"), json!({"seconds": 1}));
+    }
+    let watching = poller_of(&w, "q", 3);
+    polls.spawn(async move {
+        schedkit::poller::poll(&watching, &options, std::future::pending()).await
+    });
+    polls.join_all().await;
+    let records = w.store.snapshot().records;
+    assert!(
+        records.values().all(|r| r.status == Status::Done),
+        "{records:#?}"
+    );
+    let starts: Vec<DateTime<Utc>> = (0..3)
+        .map(|i| {
+            records[&format!("q-{i}")]
+                .started_at
+                .as_deref()
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let spread = *starts.iter().max().unwrap() - *starts.iter().min().unwrap();
+    assert!(
+        spread < chrono::Duration::milliseconds(500),
+        "q's runs started {spread} apart: {starts:?}"
+    );
+    assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
+}
+
 /// A run's wait in hand counts toward its job's `max_wait_seconds` (adversary review: a
 /// first refusal after a wait in hand counted from its end, so a run could wait its wait
 /// in hand longer than the job allows). One poller: a 25 s run holds the limit of one, a
