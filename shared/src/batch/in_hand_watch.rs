@@ -20,9 +20,9 @@
 //! it joins the line as before. A look that takes a permit has the next run waiting here
 //! look too ([`InHandWaiters::nudge`]), and so on while they find room: the watchers take
 //! every permit freed, not one passed from run to run while the others stand idle. A run
-//! whose look would come after its wait ends books
-//! none: beside runs of this worker that look, it waits with them (for a permit one of
-//! them takes, then passed to it) until its wait ends; alone, it joins the line at once.
+//! whose look would come after its wait ends books none: beside runs of this worker that
+//! look, it waits with them (for a permit one of them takes, then passed to it) until its
+//! wait ends; alone, it joins the line at once.
 
 use std::time::Duration;
 
