@@ -9,7 +9,8 @@
 //! purged; every record DONE at the end, a screenshot of each page under
 //! `target/ui-screenshots/`, and no error in the browser's log. Then the guards: a request
 //! that changes state without the anti-forgery token is refused (nothing changes), and
-//! listening on 0.0.0.0 without an access token is refused.
+//! listening on 0.0.0.0 without an access token is refused. And the overview's Limits
+//! section, read in the browser while one run holds a fair limit and another waits for it.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -245,8 +246,12 @@ impl Walk {
 fn serve(console: &Console, extra: &[&str]) -> (Owned, String) {
     let mut args = vec!["ui", "--listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
-    let mut child = console
-        .command(&args)
+    serve_command(console.command(&args))
+}
+
+/// Starts `command` (a `schedkit ui`), and reads the URL it prints.
+fn serve_command(mut command: Command) -> (Owned, String) {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -619,4 +624,104 @@ async fn a_bounded_look_at_the_dlq_reads_at_most_its_cap_and_consumes_nothing() 
         .await
         .unwrap();
     assert_eq!((all.len(), stopped), (12, false));
+}
+
+const LIMITED: &str = r#"
+[limits.partner]
+concurrency = 1
+fair = "{tenant}"
+
+[jobs.long-report]
+owner = "data"
+payload = { seconds = 1, tenant = "a" }
+lease_seconds = 30
+limits = ["partner"]
+"#;
+
+/// The overview shows who waits for what and why, in Chromium: a worker's run of tenant
+/// `a` holds the limit of one shared fairly by tenant, a run of tenant `b` waits in its
+/// line; the Limits section names the limit, what it allows, the permit in use, the
+/// waiting run as the next, and each tenant's share (held, waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_shows_who_waits_for_a_limit_and_why_in_chromium() {
+    let stack = Stack::lane("ui-limits", StackOptions::default()).await;
+    let catalog = std::env::temp_dir().join(format!("{}-limits.toml", stack.name));
+    std::fs::write(&catalog, LIMITED).unwrap();
+    let mut worker = schedkit_testkit::processes::worker(&stack, &catalog, "ui", "holder");
+    let run = |key: &str, tenant: &str, seconds: u64| {
+        let mut e = Envelope::new("long-report", "2026-12-01T09:00:00Z".parse().unwrap());
+        e.key = Some(key.into());
+        e.payload = json!({"seconds": seconds, "tenant": tenant})
+            .as_object()
+            .cloned();
+        e.to_json()
+    };
+    stack.send(&run("holding", "a", 30)).await.unwrap();
+    let running = |key: &'static str| {
+        let stack = &stack;
+        async move {
+            for _ in 0..60 {
+                let record = stack.record(key).await.unwrap();
+                if record.is_some_and(|r| r.status == Status::Running) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            panic!("`{key}` never ran");
+        }
+    };
+    running("holding").await;
+    stack.send(&run("waiting", "b", 1)).await.unwrap();
+    let audit = std::env::temp_dir().join(format!("{}-audit.jsonl", stack.name));
+    let status = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_schedkit"));
+        c.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+            .envs(stack.worker_env())
+            .env("SCHEDKIT_CATALOG", &catalog)
+            .env("SCHEDKIT_AUDIT_LOG", &audit)
+            .env("NO_COLOR", "1");
+        c
+    };
+    // `waiting` joins the line (its share holds none of the limit).
+    let mut last = String::new();
+    for _ in 0..40 {
+        let out = status()
+            .args(["status", "--output", "json"])
+            .output()
+            .unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        if json["limits"][0]["line"]["waiting"] == 1 {
+            last.clear();
+            break;
+        }
+        last = format!("{json:#} {}", String::from_utf8_lossy(&out.stderr));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(last.is_empty(), "`waiting` never joined the line: {last}");
+    let mut ui = status();
+    ui.args(["ui", "--listen", "127.0.0.1:0"]);
+    let (_server, url) = serve_command(ui);
+    let (_driver, driver_url) = chromedriver().await;
+    let mut walk = Walk {
+        client: browser(&driver_url).await,
+        base: url.split_once("/?token=").unwrap().0.to_string(),
+        shots: screenshots(),
+        taken: Vec::new(),
+    };
+    walk.client.goto(&url).await.unwrap();
+    walk.go("/").await;
+    assert_eq!(walk.title().await, "Overview");
+    let limits = walk.text("#limits").await;
+    for says in [
+        "partner",
+        "1 at once",
+        "next: waiting of b",
+        "a: 1 held",
+        "b: 0 held, 1 waiting",
+        "long-report",
+    ] {
+        assert!(limits.contains(says), "{says:?} not in {limits:?}");
+    }
+    walk.shot("limits").await;
+    worker.kill().await.ok();
 }

@@ -247,10 +247,17 @@ pub fn gates_of(job: &Job) -> Vec<(String, Option<Gate>)> {
         .limits
         .iter()
         .map(|l| {
+            // The gate's item and bounds do not depend on the fair share a run's payload
+            // renders: without a payload, a limit with a `fair` key rendered no gate, and
+            // `status` and the page showed it with nothing in use and no line.
+            let whole = crate::flow::FlowLimit {
+                fair: None,
+                ..l.clone()
+            };
             let gate = l
                 .key
                 .is_none()
-                .then(|| l.gate(&job.name, None).ok())
+                .then(|| whole.gate(&job.name, None).ok())
                 .flatten();
             let name = match &l.scope {
                 crate::flow::Scope::Shared(n) => n.clone(),
@@ -352,6 +359,30 @@ mod tests {
             handle: "h".into(),
             until_ms: since_ms + 30_000,
         }
+    }
+
+    /// A limit shared fairly by a payload's field has its one gate all the same (the
+    /// browser test of the overview found `status` and the page showing such a limit with
+    /// nothing in use and no line: its gate was rendered from no payload, and failed).
+    #[test]
+    fn a_fair_limit_has_its_one_gate_to_read() {
+        let catalog = Catalog::parse(
+            "[limits.partner]\nconcurrency = 2\nfair = \"{tenant}\"\n\n\
+             [jobs.report]\nowner = \"t\"\npayload = { tenant = \"a\" }\nlimits = [\"partner\"]\n",
+            "c.toml",
+        )
+        .unwrap();
+        let limits = limits_of(&catalog);
+        let (name, jobs, gate) = &limits[0];
+        assert_eq!(
+            (name.as_str(), jobs.as_slice()),
+            ("partner", &["report".to_string()][..])
+        );
+        let gate = gate.as_ref().expect("its gate");
+        assert_eq!(
+            (gate.item.as_str(), gate.concurrency),
+            (".schedkit/limit/partner", Some(2))
+        );
     }
 
     #[test]
