@@ -35,6 +35,32 @@ async fn the_template_deploys_updates_and_runs_on_localstack() {
         (updated.status.as_str(), updated.changed),
         ("UPDATE_COMPLETE", true)
     );
+    // The urgent queue has a backlog alarm of its own: an urgent run waits seconds, not
+    // the jobs queue's fifteen minutes.
+    let alarms = aws_sdk_cloudwatch::Client::new(&sdk)
+        .describe_alarms()
+        .alarm_names(format!("schedkit-{stage}-urgent-backlog"))
+        .send()
+        .await
+        .unwrap();
+    let urgent = alarms
+        .metric_alarms()
+        .first()
+        .expect("the urgent backlog alarm");
+    let queue = format!("schedkit-{stage}-jobs-urgent");
+    assert_eq!(
+        (
+            urgent.metric_name(),
+            urgent.threshold(),
+            urgent.dimensions().first().and_then(|d| d.value())
+        ),
+        (
+            Some("ApproximateAgeOfOldestMessage"),
+            Some(120.0),
+            Some(queue.as_str())
+        ),
+        "{urgent:?}"
+    );
 
     // The outputs name working resources: an envelope on the queue is run by the deployed
     // worker through LocalStack's event source mapping, to a DONE record.
