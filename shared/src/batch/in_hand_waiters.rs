@@ -101,6 +101,17 @@ fn turn(gate: &mut GateInHand, share: &str, ahead: usize, every: Duration) -> Du
 
 impl GateInHand {
     /// Nothing held, waited for or watched here: the entry can go.
+    /// Where the waiter that comes first is, as in the gate's line: the highest priority;
+    /// among equals, the share served longest ago here, then the longest waiting.
+    fn first_waiting(&self) -> Option<usize> {
+        let served = |share: &str| self.served.get(share).copied().unwrap_or(0);
+        (0..self.waiting.len()).min_by_key(|&i| {
+            let w = &self.waiting[i];
+            let turn = served(&w.holder.share);
+            (std::cmp::Reverse(w.priority), turn, w.since_ms, w.id)
+        })
+    }
+
     pub fn idle(&self) -> bool {
         self.held == 0
             && self.watching.is_empty()
@@ -352,13 +363,7 @@ impl InHandWaiters {
     pub fn next(&self, item: &str) -> Option<InHandWaiter> {
         let mut gates = self.gates();
         let gate = gates.get_mut(item)?;
-        let served = |share: &str| gate.served.get(share).copied().unwrap_or(0);
-        let first = (0..gate.waiting.len()).min_by_key(|&i| {
-            let w = &gate.waiting[i];
-            let turn = served(&w.holder.share);
-            (std::cmp::Reverse(w.priority), turn, w.since_ms, w.id)
-        })?;
-        let waiter = gate.waiting.remove(first);
+        let waiter = gate.waiting.remove(gate.first_waiting()?);
         gate.passes += 1;
         gate.served.insert(waiter.holder.share.clone(), gate.passes);
         Some(waiter)
@@ -375,11 +380,7 @@ impl InHandWaiters {
             let Some(gate) = gates.get_mut(item) else {
                 return;
             };
-            let first = (0..gate.waiting.len()).min_by_key(|&i| {
-                let w = &gate.waiting[i];
-                (std::cmp::Reverse(w.priority), w.since_ms, w.id)
-            });
-            first.map(|i| gate.waiting.remove(i))
+            gate.first_waiting().map(|i| gate.waiting.remove(i))
         };
         match waiter {
             Some(waiter) => {

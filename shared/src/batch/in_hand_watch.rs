@@ -126,8 +126,8 @@ impl InHandWaiters {
         tokio::pin!(notified);
         // Registered now: a permit held from here on wakes it.
         notified.as_mut().enable();
-        if self.held_here(item) {
-            return Watch::Held;
+        if let Some(gate) = self.gates().get_mut(item).filter(|g| g.held > 0) {
+            return gate.heard();
         }
         let watch = tokio::select! {
             _ = &mut notified => Watch::Held,
@@ -142,10 +142,6 @@ impl InHandWaiters {
             Some(gate) if gate.held > 0 && watch != Watch::Over => gate.heard(),
             _ => watch,
         }
-    }
-
-    fn held_here(&self, item: &str) -> bool {
-        self.gates().get(item).is_some_and(|g| g.held > 0)
     }
 }
 
