@@ -719,7 +719,7 @@ async fn script(
     // An operator's cancellation: a running run's owner is fenced out and a later claim
     // answered cancelled; a finished run, a missing key, a status moved on are refused; a
     // queued run without a record is written CANCELLED from its message.
-    let cancel = |k: &str, only: Option<Status>, arrived: Option<ClaimRequest>| CancelRequest {
+    let cancel = |k: &str, only: Vec<Status>, arrived: Option<ClaimRequest>| CancelRequest {
         key: key(k),
         by: "ops".into(),
         reason: "a bad deploy".into(),
@@ -740,10 +740,14 @@ async fn script(
     };
     log.push(cancelled(
         store
-            .cancel(&cancel("c1", Some(Status::Retrying), None))
+            .cancel(&cancel("c1", vec![Status::Retrying], None))
             .await,
     ));
-    log.push(cancelled(store.cancel(&cancel("c1", None, None)).await));
+    // A bulk cancel's statuses: a run listed RETRYING, RUNNING again by its cancel.
+    let waiting_or_running = vec![Status::Retrying, Status::Running];
+    log.push(cancelled(
+        store.cancel(&cancel("c1", waiting_or_running, None)).await,
+    ));
     let beat = store
         .heartbeat(&key("c1"), &owner("a"), at("2026-12-01T18:00:01Z"), lease)
         .await;
@@ -773,15 +777,15 @@ async fn script(
             .await
             .unwrap(),
     ));
-    log.push(cancelled(store.cancel(&cancel("c1", None, None)).await));
-    log.push(cancelled(store.cancel(&cancel("run", None, None)).await));
+    log.push(cancelled(store.cancel(&cancel("c1", vec![], None)).await));
+    log.push(cancelled(store.cancel(&cancel("run", vec![], None)).await));
     log.push(cancelled(
-        store.cancel(&cancel("nothing", None, None)).await,
+        store.cancel(&cancel("nothing", vec![], None)).await,
     ));
     let queued = req("c2", "q", "2026-12-01T18:00:00Z");
     log.push(cancelled(
         store
-            .cancel(&cancel("c2", None, Some(queued.clone())))
+            .cancel(&cancel("c2", vec![], Some(queued.clone())))
             .await,
     ));
     log.push(claim(

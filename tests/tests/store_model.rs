@@ -320,7 +320,7 @@ async fn check(
                     by: "arn:aws:iam::000000000000:user/model".into(),
                     reason: format!("step {n}"),
                     now,
-                    only: None,
+                    only: vec![],
                     arrived: None,
                 };
                 match store.cancel(&req).await {

@@ -212,7 +212,7 @@ impl Processor {
                 chain.key, note.reason
             ),
             now: self.inner.config.clock.now(),
-            only: None,
+            only: vec![],
             arrived: None,
         };
         match self.inner.store.cancel(&req).await {

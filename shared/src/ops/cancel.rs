@@ -81,8 +81,8 @@ pub struct BulkCancelled {
     pub cancelled: Counts,
     /// The keys cancelled.
     pub keys: Vec<String>,
-    /// Runs that moved on between the listing and their cancellation (finished, or
-    /// cancelled by someone else), left as they are.
+    /// Runs that moved on between the listing and their cancellation (finished, to a
+    /// status not asked for, or cancelled by someone else), left as they are; each once.
     pub moved_on: usize,
 }
 
@@ -121,7 +121,7 @@ impl Canceller {
         {
             return Err(OpsError::Refused(why));
         }
-        let req = request(key, by, reason, None, None);
+        let req = request(key, by, reason, vec![], None);
         self.store.cancel(&req).await.map_err(|e| match e {
             CancelError::NotFound { .. } => OpsError::Refused(format!(
                 "no run has the key `{key}`: a run still in the queue has no record yet; cancel it with `--job JOB --status queued`"
@@ -168,33 +168,19 @@ impl Canceller {
                 done.cancelled.describe()
             )
         };
-        for status in &selection.statuses {
-            let keys = self
-                .keys_of(&selection.job, *status, catalog)
-                .await
-                .map_err(|e| e.after(so_far(&done)))?;
-            for key in keys {
-                let req = request(&key, by, reason, Some(*status), None);
-                match self.store.cancel(&req).await {
-                    Ok(c) => {
-                        *done
-                            .cancelled
-                            .by_state
-                            .entry(c.was.to_string())
-                            .or_default() += 1;
-                        done.keys.push(key);
-                        progress(done.keys.len());
-                    }
-                    Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
-                        done.moved_on += 1;
-                    }
-                    Err(CancelError::Store(e)) => {
-                        let e = OpsError::Refused(format!("cancelling `{key}`: {e}"));
-                        return Err(e.after(so_far(&done)));
-                    }
-                }
-            }
-        }
+        let statuses = &selection.statuses;
+        super::cancel_sweep::sweep(
+            statuses,
+            async |status| self.keys_of(&selection.job, status, catalog).await,
+            async |key| {
+                let req = request(key, by, reason, statuses.clone(), None);
+                self.store.cancel(&req).await
+            },
+            &mut done,
+            progress,
+        )
+        .await
+        .map_err(|e| e.after(so_far(&done)))?;
         if selection.queued {
             let act = Act { by, reason };
             let found = self.scan_all(selection, catalog, Some(&act)).await;
@@ -358,13 +344,13 @@ impl Canceller {
         act: &Act<'_>,
     ) -> Result<Cancelled, CancelError> {
         let (key, hash) = (arrived.key.clone(), arrived.payload_hash.clone());
-        let req = request(&key, act.by, act.reason, None, Some(arrived));
+        let req = request(&key, act.by, act.reason, vec![], Some(arrived));
         let answer = self.store.cancel(&req).await;
         match &answer {
             Err(CancelError::Refused { current })
                 if current.status == Status::Failed && current.payload_hash == hash =>
             {
-                let req = request(&key, act.by, act.reason, Some(Status::Failed), None);
+                let req = request(&key, act.by, act.reason, vec![Status::Failed], None);
                 self.store.cancel(&req).await
             }
             _ => answer,
@@ -524,7 +510,7 @@ fn request(
     key: &str,
     by: &str,
     reason: &str,
-    only: Option<Status>,
+    only: Vec<Status>,
     arrived: Option<ClaimRequest>,
 ) -> CancelRequest {
     CancelRequest {

@@ -147,7 +147,7 @@ impl<S: ExecutionStore, O: Orchestrator> ChainRuns<S, O> {
                 by: by.into(),
                 reason: format!("its chain run `{key}` was cancelled: {reason}"),
                 now,
-                only: None,
+                only: vec![],
                 arrived: None,
             };
             match self.store.cancel(&req).await {

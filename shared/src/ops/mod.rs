@@ -8,6 +8,7 @@
 pub mod alarms;
 pub mod audit;
 pub mod cancel;
+mod cancel_sweep;
 pub mod chain_control;
 pub mod chains;
 pub mod dlq;

@@ -39,9 +39,10 @@ pub struct CancelRequest {
     pub reason: String,
     /// When.
     pub now: DateTime<Utc>,
-    /// Only a run in this status (a bulk cancellation's `--status`): a run that moved on
-    /// since the preview is left as it is.
-    pub only: Option<Status>,
+    /// Only a run in one of these statuses (a bulk cancellation's `--status`), or any
+    /// cancellable one when empty: a run that moved on since the listing to a status not
+    /// asked for is left as it is.
+    pub only: Vec<Status>,
     /// The run as a message in the queue says it (a run with no record yet): a missing
     /// record is written CANCELLED from it, and a record of another payload or past
     /// waiting (REGISTERED, RETRYING) is left to the record's own cancellation. Its
@@ -102,7 +103,7 @@ impl CancelRequest {
     /// Its write's condition, as both stores obey it ([`conditions::cancel`]).
     pub(super) fn condition(&self) -> super::condition::Condition {
         conditions::cancel(
-            self.only,
+            &self.only,
             self.arrived.as_ref().map(|a| a.payload_hash.as_str()),
         )
     }
@@ -307,7 +308,7 @@ mod tests {
         }
     }
 
-    fn cancel(only: Option<Status>, arrived: Option<ClaimRequest>) -> CancelRequest {
+    fn cancel(only: Vec<Status>, arrived: Option<ClaimRequest>) -> CancelRequest {
         CancelRequest {
             key: "k".into(),
             by: "arn:aws:iam::1:user/ops".into(),
@@ -340,14 +341,14 @@ mod tests {
         }
         let store = MemoryStore::new(Arc::new(RetriedCancel(AtomicBool::new(true))));
         store.put(claimed_record(None, &claim()));
-        let done = store.cancel(&cancel(None, None)).await;
+        let done = store.cancel(&cancel(vec![], None)).await;
         assert!(
             matches!(&done, Ok(c) if c.record.status == Status::Cancelled),
             "{done:?}"
         );
         let other = CancelRequest {
             by: "someone else".into(),
-            ..cancel(None, None)
+            ..cancel(vec![], None)
         };
         assert!(matches!(
             store.cancel(&other).await,
@@ -363,8 +364,8 @@ mod tests {
                 status,
                 ..running.clone()
             };
-            assert!(cancel_passes(Some(&r), &cancel(None, None)), "{status}");
-            let Cancelled { record: after, was } = cancelled_record(Some(r), &cancel(None, None));
+            assert!(cancel_passes(Some(&r), &cancel(vec![], None)), "{status}");
+            let Cancelled { record: after, was } = cancelled_record(Some(r), &cancel(vec![], None));
             assert_eq!((after.status, was), (Status::Cancelled, status));
             assert_eq!(
                 after.lease_expires_at, running.lease_expires_at,
@@ -384,18 +385,23 @@ mod tests {
                 status,
                 ..running.clone()
             };
-            assert!(!cancel_passes(Some(&r), &cancel(None, None)), "{status}");
+            assert!(!cancel_passes(Some(&r), &cancel(vec![], None)), "{status}");
         }
-        assert!(!cancel_passes(None, &cancel(None, None)), "no record");
+        assert!(!cancel_passes(None, &cancel(vec![], None)), "no record");
         assert!(
-            !cancel_passes(Some(&running), &cancel(Some(Status::Retrying), None)),
+            !cancel_passes(Some(&running), &cancel(vec![Status::Retrying], None)),
             "moved on since the preview"
+        );
+        let between = cancel(vec![Status::Retrying, Status::Running], None);
+        assert!(
+            cancel_passes(Some(&running), &between),
+            "moved between the statuses asked for"
         );
     }
 
     #[test]
     fn a_queued_run_is_cancelled_from_its_message_only_while_unrun_and_of_its_payload() {
-        let arrived = || cancel(None, Some(claim()));
+        let arrived = || cancel(vec![], Some(claim()));
         assert!(cancel_passes(None, &arrived()));
         let Cancelled {
             record: written,

@@ -133,14 +133,17 @@ pub(crate) fn cancel_chain(chain: &str) -> Condition {
         .value(":paused", s(Status::Paused.as_str()))
 }
 
-/// A cancellation: a record of a cancellable status (and of the status asked for, `only`:
-/// a run that moved on since a bulk cancellation's preview is left as it is); for a run
-/// cancelled with its message in hand (`arrived`, the message's payload hash), no record
-/// yet, or one still waiting (REGISTERED, RETRYING) with that payload.
-pub(crate) fn cancel(only: Option<Status>, arrived: Option<&str>) -> Condition {
-    let only_text = match only {
-        Some(_) => " AND #status = :only",
-        None => "",
+/// A cancellation: a record of a cancellable status (and of one of the statuses asked for,
+/// `only`, when it names any: a run that moved on since a bulk cancellation's listing to a
+/// status not selected is left as it is, while one that moved between selected statuses,
+/// RETRYING to RUNNING and back, is still cancelled); for a run cancelled with its message
+/// in hand (`arrived`, the message's payload hash), no record yet, or one still waiting
+/// (REGISTERED, RETRYING) with that payload.
+pub(crate) fn cancel(only: &[Status], arrived: Option<&str>) -> Condition {
+    let names: Vec<String> = (0..only.len()).map(|i| format!(":only{i}")).collect();
+    let only_text = match names.is_empty() {
+        true => String::new(),
+        false => format!(" AND #status IN ({})", names.join(", ")),
     };
     let text = match arrived {
         Some(_) => format!(
@@ -153,8 +156,8 @@ pub(crate) fn cancel(only: Option<Status>, arrived: Option<&str>) -> Condition {
         .value(":retrying", s(Status::Retrying.as_str()))
         .value(":running", s(Status::Running.as_str()))
         .value(":failed", s(Status::Failed.as_str()));
-    if let Some(only) = only {
-        condition = condition.value(":only", s(only.as_str()));
+    for (name, status) in names.iter().zip(only) {
+        condition = condition.value(name, s(status.as_str()));
     }
     if let Some(hash) = arrived {
         condition = condition.value(":hash", s(hash));

@@ -429,7 +429,7 @@ async fn a_cancelled_holder_keeps_its_permit_while_its_attempt_may_still_run() {
             by: "alice".into(),
             reason: "wrong input".into(),
             now: at("2026-12-01T12:01:05Z"),
-            only: None,
+            only: vec![],
             arrived: None,
         })
         .await

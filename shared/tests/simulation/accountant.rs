@@ -208,7 +208,7 @@ pub async fn run(seed: u64) -> AccountantReport {
                 by: "operator".into(),
                 reason: "simulated".into(),
                 now: at,
-                only: None,
+                only: vec![],
                 arrived: None,
             };
             store.cancel(&cancel).await.expect("a cancel");

@@ -506,7 +506,7 @@ async fn cancel_a_waiting_run(
         by: "operator".into(),
         reason: "the simulation's operator, while the run waits".into(),
         now: clock.now(),
-        only: None,
+        only: vec![],
         arrived: None,
     };
     let answer = store.cancel(&req).await;

@@ -914,7 +914,7 @@ pub(super) async fn cancel_a_running_run(
         by: "operator".into(),
         reason: "the simulation's operator".into(),
         now: clock.now(),
-        only: None,
+        only: vec![],
         arrived: None,
     };
     let answer = store.cancel(&req).await;

@@ -85,7 +85,7 @@ fn cancel(key: &str, clock: Clock) -> CancelRequest {
         by: "arn:aws:iam::000000000000:user/ops".into(),
         reason: "a bad deploy".into(),
         now: clock.now(),
-        only: None,
+        only: vec![],
         arrived: None,
     }
 }
