@@ -9,15 +9,15 @@
 //! [`HOLD`] if the console dies. A message delayed (a run fired with `--in` under 15
 //! minutes) is not visible to a scan until its delay ends.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
 use chrono::Utc;
-use serde::Serialize;
 
 use super::OpsError;
+pub use super::cancel_sweep::{BulkCancelled, Counts};
 use super::executions::{Filter, Records};
 use crate::aws::{AwsResultExt, SdkConfig};
 use crate::catalog::Catalog;
@@ -43,47 +43,6 @@ pub struct Selection {
     pub statuses: Vec<Status>,
     /// Also the job's messages waiting in the queue.
     pub queued: bool,
-}
-
-/// How many runs a selection holds now, by state (`queued` for the queue's).
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Counts {
-    /// By status, and `queued`.
-    pub by_state: BTreeMap<String, usize>,
-}
-
-impl Counts {
-    /// Every run counted.
-    pub fn total(&self) -> usize {
-        self.by_state.values().sum()
-    }
-
-    /// `3 RUNNING, 50 queued`.
-    pub fn describe(&self) -> String {
-        let parts: Vec<String> = self
-            .by_state
-            .iter()
-            .filter(|(_, n)| **n > 0)
-            .map(|(state, n)| format!("{n} {state}"))
-            .collect();
-        if parts.is_empty() {
-            "none".into()
-        } else {
-            parts.join(", ")
-        }
-    }
-}
-
-/// What a bulk cancellation did.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct BulkCancelled {
-    /// Cancelled, by the state each run was in.
-    pub cancelled: Counts,
-    /// The keys cancelled.
-    pub keys: Vec<String>,
-    /// Runs that moved on between the listing and their cancellation (finished, to a
-    /// status not asked for, or cancelled by someone else), left as they are; each once.
-    pub moved_on: usize,
 }
 
 /// Cancels runs of one stage.

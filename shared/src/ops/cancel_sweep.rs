@@ -6,11 +6,53 @@
 //! listed again until a whole pass finds nothing more to cancel: a run escapes only by
 //! moving between the listings of two passes in a row.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
 
 use super::OpsError;
-use super::cancel::BulkCancelled;
 use crate::store::{CancelError, Cancelled, Status};
+
+/// How many runs a selection holds now, by state (`queued` for the queue's).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    /// By status, and `queued`.
+    pub by_state: BTreeMap<String, usize>,
+}
+
+impl Counts {
+    /// Every run counted.
+    pub fn total(&self) -> usize {
+        self.by_state.values().sum()
+    }
+
+    /// `3 RUNNING, 50 queued`.
+    pub fn describe(&self) -> String {
+        let parts: Vec<String> = self
+            .by_state
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(state, n)| format!("{n} {state}"))
+            .collect();
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// What a bulk cancellation did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BulkCancelled {
+    /// Cancelled, by the state each run was in.
+    pub cancelled: Counts,
+    /// The keys cancelled.
+    pub keys: Vec<String>,
+    /// Runs that moved on between the listing and their cancellation (finished, to a
+    /// status not asked for, or cancelled by someone else), left as they are; each once.
+    pub moved_on: usize,
+}
 
 /// Passes at most: a job whose runs keep starting faster than the console cancels them is
 /// left after this many (each pass cancels what it finds; the answer counts them).
@@ -75,7 +117,6 @@ pub(crate) async fn sweep(
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
-    use std::collections::BTreeMap;
 
     use super::*;
     use crate::store::ExecutionRecord;
