@@ -195,8 +195,12 @@ impl Processor {
                     }
                     return outcome;
                 }
+                // The hand-on's write is sent first: the next run's start waits on it
+                // alone, not behind this run's outcome in the store's queue (on
+                // LocalStack, under a shared limit of 4 on a 50 ms job, each write took
+                // some 33 ms, and a permit's turn was the body and one write).
                 let settled = self.settle(ctx, &job, &claim.record, attempted, &t);
-                let (outcome, ()) = tokio::join!(settled, self.release_permits(permits, &t));
+                let ((), outcome) = tokio::join!(self.release_permits(permits, &t), settled);
                 outcome
             }
             .instrument(attempt.clone())
