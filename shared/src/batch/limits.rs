@@ -329,6 +329,11 @@ impl Processor {
             && (in_hand.full_here(&gate.item, limit)
                 || (priority <= 0 && in_hand.waits_here(&gate.item, &gate.share)))
         {
+            // Nobody here asked the gate for a while: the first run waiting asks now (a
+            // permit may have been given back there), the others keep their order.
+            if !in_hand.full_here(&gate.item, limit) && in_hand.asks_again(&gate.item) {
+                in_hand.nudge(&gate.item);
+            }
             let wait = (priority <= 0, &mut until);
             let waited = self.in_hand_for(ctx, claim, gate, &owner, t, waiting, wait);
             if let Waited::Passed = waited.await {
@@ -353,6 +358,7 @@ impl Processor {
                 skew,
             };
             let mut answer = self.inner.store.take_permit(req).await;
+            in_hand.asked(&gate.item);
             if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
                 // A gate with only a rate holds nothing to give back.
                 taken.hold(self, gate);

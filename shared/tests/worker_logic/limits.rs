@@ -1531,6 +1531,63 @@ async fn watchers_take_every_permit_freed_not_only_the_first() {
     assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
 }
 
+/// A permit given back to the gate while every worker's runs wait in hand for their own
+/// worker's passes is taken by the next run that arrives, not left idle until a pass
+/// comes (on LocalStack, one of a shared limit's four permits stood idle through a whole
+/// case of `make bench-flow` so: arriving runs waited beside the waiting ones without
+/// asking, and each was passed a permit before its own wait ran out). `partner-api`
+/// allows three: `q` holds one for 1 s; `p` holds two for 4 s, and `p-2` waits in hand
+/// for them. `q`'s permit is given back at 1 s with none waiting there; `p-3` arrives at
+/// 2.5 s: `p-2`, first in line here, asks the gate and starts then, not at 4 s.
+#[tokio::test(start_paused = true)]
+async fn a_permit_given_back_elsewhere_goes_to_a_run_waiting_in_hand_when_the_next_arrives() {
+    let w = world();
+    let options = schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    };
+    let start = tokio::time::Instant::now();
+    let at = |ms: u64| tokio::time::sleep_until(start + Duration::from_millis(ms));
+    let mut polls = tokio::task::JoinSet::new();
+    send(&w.queue, "sync", "q-0", json!({"seconds": 1}));
+    let elsewhere = poller_of(&w, "q", 1);
+    let q = options.clone();
+    polls.spawn(async move {
+        let stop = tokio::time::sleep(Duration::from_millis(1_500));
+        schedkit::poller::poll(&elsewhere, &q, stop).await
+    });
+    at(100).await;
+    let holder = poller_of(&w, "p", 8);
+    polls.spawn(
+        async move { schedkit::poller::poll(&holder, &options, std::future::pending()).await },
+    );
+    for i in 0..2 {
+        send(&w.queue, "sync", &format!("p-{i}"), json!({"seconds": 4}));
+    }
+    at(300).await;
+    send(&w.queue, "sync", "p-2", json!({"seconds": 1}));
+    at(2_500).await;
+    send(&w.queue, "sync", "p-3", json!({"seconds": 1}));
+    polls.join_all().await;
+    let records = w.store.snapshot().records;
+    assert!(
+        records.values().all(|r| r.status == Status::Done),
+        "{records:#?}"
+    );
+    let t0: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
+    let started = |key: &str| {
+        let at: DateTime<Utc> = records[key].started_at.as_deref().unwrap().parse().unwrap();
+        (at - t0).to_std().unwrap()
+    };
+    assert!(
+        started("p-2") < Duration::from_millis(3_000),
+        "p-2 started {:?} in: the permit q gave back at 1 s stood idle",
+        started("p-2")
+    );
+    assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
+}
+
 /// A run's wait in hand counts toward its job's `max_wait_seconds` (adversary review: a
 /// first refusal after a wait in hand counted from its end, so a run could wait its wait
 /// in hand longer than the job allows). One poller: a 25 s run holds the limit of one, a
