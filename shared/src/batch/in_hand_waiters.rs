@@ -218,6 +218,25 @@ impl InHandWaiters {
         }
     }
 
+    /// Whether a run of priority `priority` and fair share `share` arriving at `item` (of
+    /// `limit` permits) waits in hand without asking the gate: this worker's runs hold
+    /// every permit, or (of no priority above the ordinary) runs of its share wait here
+    /// already and would be refused as they were. Then, if nobody here asked the gate
+    /// for a while ([`InHandWaiters::asks_again`]), the first run waiting asks it now,
+    /// the others keeping their order.
+    pub fn waits_without_asking(&self, item: &str, share: &str, limit: u32, priority: i32) -> bool {
+        if self.full_here(item, limit) {
+            return true;
+        }
+        if priority > 0 || !self.waits_here(item, share) {
+            return false;
+        }
+        if self.asks_again(item) {
+            self.nudge(item);
+        }
+        true
+    }
+
     /// Whether a run arriving at `item`, where runs of this worker wait in hand, has the
     /// first of them ask the gate again: none did for [`ASKED_FOR`]. They wait for this
     /// worker's passes, and a permit given back to the gate meanwhile (by another worker,
@@ -226,7 +245,7 @@ impl InHandWaiters {
     /// (on LocalStack, one of a shared limit's four permits stood idle through the whole
     /// of `make bench-flow`'s 8 s case this way, every poller passing the other three).
     /// Counted as asked now: one run asks, at most once a [`ASKED_FOR`].
-    pub fn asks_again(&self, item: &str) -> bool {
+    fn asks_again(&self, item: &str) -> bool {
         let mut gates = self.gates();
         let Some(gate) = gates.get_mut(item) else {
             return false;

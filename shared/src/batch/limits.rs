@@ -326,14 +326,8 @@ impl Processor {
         if let Some(limit) = gate.concurrency
             && may_wait
             && since_ms.is_none()
-            && (in_hand.full_here(&gate.item, limit)
-                || (priority <= 0 && in_hand.waits_here(&gate.item, &gate.share)))
+            && in_hand.waits_without_asking(&gate.item, &gate.share, limit, priority)
         {
-            // Nobody here asked the gate for a while: the first run waiting asks now (a
-            // permit may have been given back there), the others keep their order.
-            if !in_hand.full_here(&gate.item, limit) && in_hand.asks_again(&gate.item) {
-                in_hand.nudge(&gate.item);
-            }
             let wait = (priority <= 0, &mut until);
             let waited = self.in_hand_for(ctx, claim, gate, &owner, t, waiting, wait);
             if let Waited::Passed = waited.await {

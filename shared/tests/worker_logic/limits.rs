@@ -278,6 +278,23 @@ fn send(queue: &MemoryQueue, job: &str, key: &str, payload: serde_json::Value) {
     queue.send_body(&e.to_json());
 }
 
+/// Every record of the world, each asserted DONE.
+fn all_done(w: &World) -> BTreeMap<String, schedkit::store::ExecutionRecord> {
+    let records = w.store.snapshot().records;
+    assert!(
+        records.values().all(|r| r.status == Status::Done),
+        "{records:#?}"
+    );
+    records.into_iter().collect()
+}
+
+/// How long after the world's start (the clock's 09:00) the run `r` began.
+fn started_in(r: &schedkit::store::ExecutionRecord) -> Duration {
+    let started: DateTime<Utc> = r.started_at.as_deref().unwrap_or_default().parse().unwrap();
+    let start: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
+    (started - start).to_std().unwrap()
+}
+
 fn statuses(store: &MemoryStore) -> BTreeMap<Status, usize> {
     let mut out = BTreeMap::new();
     for r in store.snapshot().records.values() {
@@ -1457,17 +1474,8 @@ async fn a_woken_run_takes_its_permit_at_once_beside_runs_waiting_in_hand() {
     assert_eq!(stats.received, 1, "the parked run");
     send(&w.queue, "report", "in-hand", run(1));
     held.await.unwrap();
-    let records = w.store.snapshot().records;
-    assert!(
-        records.values().all(|r| r.status == Status::Done),
-        "{records:#?}"
-    );
-    let at = |key: &str| {
-        let started = records[key].started_at.as_deref().unwrap_or_default();
-        let started: DateTime<Utc> = started.parse().unwrap();
-        let start: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
-        (started - start).to_std().unwrap()
-    };
+    let records = all_done(&w);
+    let at = |key: &str| started_in(&records[key]);
     assert!(
         at("parked") < Duration::from_millis(1_500),
         "the woken run started {:?} in, once the 4 s run had ended",
@@ -1570,20 +1578,11 @@ async fn a_permit_given_back_elsewhere_goes_to_a_run_waiting_in_hand_when_the_ne
     at(2_500).await;
     send(&w.queue, "sync", "p-3", json!({"seconds": 1}));
     polls.join_all().await;
-    let records = w.store.snapshot().records;
+    let first_waiting = started_in(&all_done(&w)["p-2"]);
+    let idle = "the permit q gave back at 1 s stood idle";
     assert!(
-        records.values().all(|r| r.status == Status::Done),
-        "{records:#?}"
-    );
-    let t0: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
-    let started = |key: &str| {
-        let at: DateTime<Utc> = records[key].started_at.as_deref().unwrap().parse().unwrap();
-        (at - t0).to_std().unwrap()
-    };
-    assert!(
-        started("p-2") < Duration::from_millis(3_000),
-        "p-2 started {:?} in: the permit q gave back at 1 s stood idle",
-        started("p-2")
+        first_waiting < Duration::from_secs(3),
+        "p-2 started {first_waiting:?} in: {idle}"
     );
     assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
 }
