@@ -278,6 +278,15 @@ fn send(queue: &MemoryQueue, job: &str, key: &str, payload: serde_json::Value) {
     queue.send_body(&e.to_json());
 }
 
+/// A poll that receives a second at a time and ends once the queue is drained.
+fn until_drained() -> schedkit::poller::PollOptions {
+    schedkit::poller::PollOptions {
+        wait_seconds: 1,
+        until_drained: true,
+        ..Default::default()
+    }
+}
+
 /// Every record of the world, each asserted DONE.
 fn all_done(w: &World) -> BTreeMap<String, schedkit::store::ExecutionRecord> {
     let records = w.store.snapshot().records;
@@ -1550,11 +1559,7 @@ async fn watchers_take_every_permit_freed_not_only_the_first() {
 #[tokio::test(start_paused = true)]
 async fn a_permit_given_back_elsewhere_goes_to_a_run_waiting_in_hand_when_the_next_arrives() {
     let w = world();
-    let options = schedkit::poller::PollOptions {
-        wait_seconds: 1,
-        until_drained: true,
-        ..Default::default()
-    };
+    let options = until_drained();
     let start = tokio::time::Instant::now();
     let at = |ms: u64| tokio::time::sleep_until(start + Duration::from_millis(ms));
     let mut polls = tokio::task::JoinSet::new();
@@ -1585,6 +1590,64 @@ async fn a_permit_given_back_elsewhere_goes_to_a_run_waiting_in_hand_when_the_ne
         "p-2 started {first_waiting:?} in: {idle}"
     );
     assert_eq!(w.seen.lock().unwrap().most["partner-api"], 3);
+}
+
+/// A run cancelled while it waits in hand for its worker's permit is never DONE, and the
+/// limit holds (adversary of the wait in hand: an operator acting while a run waits). Its
+/// record reads RUNNING while it waits (it is claimed), so it is cancelled as a running
+/// run is: it learns at its first heartbeat or at its outcome's write, which is refused.
+/// Here it still starts as its permit comes and runs its 1 s body (its outcome refused,
+/// its attempt noted as cancelled), and `next` starts after it: reading the record before
+/// the body would spare that, at one read for every run that waited. `patient` allows
+/// one: `holder` runs 3 s; `cancelled` and `next` wait in hand behind it; `cancelled` is
+/// cancelled at 1 s.
+#[tokio::test(start_paused = true)]
+async fn a_run_cancelled_while_it_waits_in_hand_is_never_done_and_the_limit_holds() {
+    let w = world();
+    let start = tokio::time::Instant::now();
+    let at = |ms: u64| tokio::time::sleep_until(start + Duration::from_millis(ms));
+    send(&w.queue, "patient", "holder", json!({"seconds": 3}));
+    let worker = poller_of(&w, "p", 4);
+    let options = until_drained();
+    let poll = tokio::spawn(async move {
+        schedkit::poller::poll(&worker, &options, std::future::pending()).await
+    });
+    at(200).await;
+    send(&w.queue, "patient", "cancelled", json!({"seconds": 1}));
+    at(400).await;
+    send(&w.queue, "patient", "next", json!({"seconds": 1}));
+    at(1_000).await;
+    let t0: DateTime<Utc> = "2026-12-02T09:00:00Z".parse().unwrap();
+    let cancel = schedkit::store::CancelRequest {
+        key: "cancelled".into(),
+        by: "arn:aws:iam::000000000000:user/ops".into(),
+        reason: "cancelled while it waits".into(),
+        now: t0 + chrono::Duration::seconds(1),
+        only: vec![],
+        arrived: None,
+    };
+    let was = w.store.cancel(&cancel).await.unwrap().was;
+    assert_eq!(was, Status::Running, "claimed, waiting in hand");
+    poll.await.unwrap();
+    let records = w.store.snapshot().records;
+    let status = |key: &str| records[key].status;
+    assert_eq!(
+        [status("holder"), status("cancelled"), status("next")],
+        [Status::Done, Status::Cancelled, Status::Done]
+    );
+    let noted: Vec<_> = records["cancelled"]
+        .history
+        .iter()
+        .map(|a| a.outcome)
+        .collect();
+    assert_eq!(noted, [schedkit::store::AttemptOutcome::Cancelled]);
+    assert_eq!(w.seen.lock().unwrap().most["patient"], 1);
+    let next = started_in(&records["next"]);
+    let idle = "the permit waited past the cancelled run's body";
+    assert!(
+        next <= Duration::from_secs(4),
+        "next started {next:?} in: {idle}"
+    );
 }
 
 /// A run's wait in hand counts toward its job's `max_wait_seconds` (adversary review: a
