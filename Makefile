@@ -9,7 +9,7 @@ CLIPPY_DRIVER ?= $(shell rustc --print sysroot)/bin/clippy-driver
 CLIPPY_DENY_WARNINGS := -D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 .DEFAULT_GOAL := help
-.PHONY: help demo ui chaos scale book sim sim-reverts bench bench-flow test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-lints localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
+.PHONY: help demo ui chaos scale flow-kills book sim sim-reverts bench bench-flow test lint lint-rust fmt-check lint-no-default lint-infra build sam-build sam-deploy package deploy-localstack test-only test-with-lints localstack-start localstack-stop localstack-status localstack-docker localstack-docker-stop
 
 ## help: this list.
 help:
@@ -34,6 +34,11 @@ chaos: build localstack-start
 scale: build localstack-start
 	SCHEDKIT_SCALE_JOBS=$(or $(JOBS),1000) SCHEDKIT_SCALE_CHAINS=$(or $(CHAINS),100) \
 	  $(CARGO) test --locked --test integration catalog_at_scale -- --nocapture
+
+## flow-kills: the flow-control kill test at N noisy runs (default 300): a fair limit of 2 through three workers, one SIGKILLed every 4 s; never over the limit, every run DONE once.
+flow-kills: build localstack-start
+	SCHEDKIT_FAIR_KILL_RUNS=$(or $(N),300) \
+	  $(CARGO) test --locked --test integration flow_control::fair_and_urgent -- --nocapture
 
 ## book: the book (docs/book/) built into target/book/, every link inside it checked.
 book:

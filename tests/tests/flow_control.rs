@@ -308,12 +308,21 @@ lease_seconds = 5
 limits = ["partner"]
 "#;
 
+/// The noisy tenant's runs in the kill test: 30 in CI, 300 at the bench's size
+/// (`SCHEDKIT_FAIR_KILL_RUNS=300 cargo test --test integration -- flow_control::fair_and`).
+fn fair_kill_runs() -> usize {
+    std::env::var("SCHEDKIT_FAIR_KILL_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(30)
+}
+
 /// Fair shares, the line and urgent runs through SIGKILLed workers: a noisy tenant's 30
-/// one-second runs, then a quiet tenant's 4 (two of them urgent, priority 5, sent to the
-/// urgent queue), under a limit of 2 shared fairly by tenant, through three worker
-/// processes, one SIGKILLed and replaced every 4 s for 16 s. Never more than 2 at once,
-/// every run DONE with one success, nothing dead-lettered, and the quiet tenant's runs
-/// started before the backlog's last.
+/// one-second runs ([`fair_kill_runs`]), then a quiet tenant's 4 (two of them urgent,
+/// priority 5, sent to the urgent queue), under a limit of 2 shared fairly by tenant,
+/// through three worker processes, one SIGKILLed and replaced every 4 s while the backlog
+/// lasts (16 s for 30). Never more than 2 at once, every run DONE with one success,
+/// nothing dead-lettered, and the quiet tenant's runs started before the backlog's last.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_and_urgent_runs_through_sigkilled_workers_never_pass_the_limit_and_run_once() {
     let stack = Stack::lane("fair-kills", StackOptions::default()).await;
@@ -321,7 +330,8 @@ async fn fair_and_urgent_runs_through_sigkilled_workers_never_pass_the_limit_and
     let mut workers: Vec<Child> = (0..3)
         .map(|i| worker(&stack, &file, &format!("w{i}")))
         .collect();
-    let noisy: Vec<String> = (0..30).map(|i| format!("noisy-{i}")).collect();
+    let runs = fair_kill_runs();
+    let noisy: Vec<String> = (0..runs).map(|i| format!("noisy-{i}")).collect();
     let bodies: Vec<String> = noisy
         .iter()
         .map(|k| envelope("long-report", k, json!({"seconds": 1, "tenant": "a"})))
@@ -348,14 +358,16 @@ async fn fair_and_urgent_runs_through_sigkilled_workers_never_pass_the_limit_and
         sent.message_body(e.to_json()).send().await.unwrap();
         quiet.push(key);
     }
-    for round in 0..4 {
+    // Two one-second runs at once: the backlog lasts about runs / 2 seconds.
+    for round in 0..runs.div_ceil(8) {
         tokio::time::sleep(Duration::from_secs(4)).await;
         let i = round % workers.len();
         workers[i].kill().await.ok();
         workers[i] = worker(&stack, &file, &format!("w{i}-{round}"));
     }
     let keys: Vec<String> = noisy.iter().chain(&quiet).cloned().collect();
-    let records = all_done(&stack, &keys, Duration::from_secs(180)).await;
+    let waited = Duration::from_secs(150 + runs as u64);
+    let records = all_done(&stack, &keys, waited).await;
     for w in &mut workers {
         w.kill().await.ok();
     }
