@@ -222,6 +222,7 @@ pub async fn run(command: &ExecutionsCommand, cli: &Globals) -> anyhow::Result<(
                 until: instant(&a.until)?,
                 limit: a.limit,
                 page: a.page.clone(),
+                ..Filter::default()
             };
             let (records, next) = store
                 .list(&filter)

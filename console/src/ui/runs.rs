@@ -60,6 +60,7 @@ pub async fn list(State(ui): State<Shared>, Query(q): Query<ListQuery>) -> Page 
         until: None,
         limit: PAGE_SIZE,
         page: some(&q.page),
+        ..Filter::default()
     };
     let (records, next) = Records::new(&ui.sdk, &ui.stage.table)
         .list(&filter)

@@ -221,24 +221,20 @@ impl InHandWaiters {
     /// Whether a run of priority `priority` and fair share `share` arriving at `item` (of
     /// `limit` permits) waits in hand without asking the gate: this worker's runs hold
     /// every permit, or (of no priority above the ordinary) runs of its share wait here
-    /// already and would be refused as they were. Then, if nobody here asked the gate
-    /// for a while ([`InHandWaiters::asks_again`]), the first run waiting asks it now,
-    /// the others keeping their order.
+    /// already and would be refused as they were, unless nobody here asked the gate for a
+    /// while ([`InHandWaiters::asks_again`]): then it asks. It asks itself rather than
+    /// have the first waiting run ask: a run taken out of the waiting ones for its look
+    /// misses a pass made meanwhile, and with none left waiting the pass becomes a
+    /// give-back, the permit idle again (adversary review).
     pub fn waits_without_asking(&self, item: &str, share: &str, limit: u32, priority: i32) -> bool {
         if self.full_here(item, limit) {
             return true;
         }
-        if priority > 0 || !self.waits_here(item, share) {
-            return false;
-        }
-        if self.asks_again(item) {
-            self.nudge(item);
-        }
-        true
+        priority <= 0 && self.waits_here(item, share) && !self.asks_again(item)
     }
 
-    /// Whether a run arriving at `item`, where runs of this worker wait in hand, has the
-    /// first of them ask the gate again: none did for [`ASKED_FOR`]. They wait for this
+    /// Whether a run arriving at `item`, where runs of this worker wait in hand, asks the
+    /// gate: nobody here did for [`ASKED_FOR`]. They wait for this
     /// worker's passes, and a permit given back to the gate meanwhile (by another worker,
     /// or here while none waited) would stand idle: arriving, every run waits beside
     /// them without asking, and each is passed a permit before its own wait runs out

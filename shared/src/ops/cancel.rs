@@ -99,8 +99,10 @@ impl Canceller {
     ) -> Result<Counts, OpsError> {
         let mut counts = Counts::default();
         for status in &selection.statuses {
-            let keys = self.keys_of(&selection.job, *status, catalog).await?;
-            counts.by_state.insert(status.to_string(), keys.len());
+            counts.by_state.insert(status.to_string(), 0);
+        }
+        for (_, status) in self.runs_of(selection, catalog).await? {
+            *counts.by_state.entry(status.to_string()).or_default() += 1;
         }
         if selection.queued && scan_queue {
             let found = self.scan_all(selection, catalog, None).await?;
@@ -128,9 +130,12 @@ impl Canceller {
             )
         };
         let statuses = &selection.statuses;
+        let runs = self
+            .runs_of(selection, catalog)
+            .await
+            .map_err(|e| e.after(so_far(&done)))?;
         super::cancel_sweep::sweep(
-            statuses,
-            async |status| self.keys_of(&selection.job, status, catalog).await,
+            runs.into_iter().map(|(key, _)| key),
             async |key| {
                 let req = request(key, by, reason, statuses.clone(), None);
                 self.store.cancel(&req).await
@@ -157,19 +162,22 @@ impl Canceller {
         Ok(done)
     }
 
-    /// Every key of `job`'s records in `status`.
-    async fn keys_of(
+    /// Every run of the selection's job in one of its statuses, with its status, in one
+    /// listing (see [`super::cancel_sweep`]); a chain's steps left out.
+    async fn runs_of(
         &self,
-        job: &str,
-        status: Status,
+        selection: &Selection,
         catalog: &Catalog,
-    ) -> Result<Vec<String>, OpsError> {
-        let mut keys = Vec::new();
+    ) -> Result<Vec<(String, Status)>, OpsError> {
+        let mut runs = Vec::new();
+        if selection.statuses.is_empty() {
+            return Ok(runs);
+        }
         let mut page = None;
         loop {
             let filter = Filter {
-                job: Some(job.into()),
-                status: Some(status),
+                job: Some(selection.job.clone()),
+                statuses: selection.statuses.clone(),
                 limit: 200,
                 page,
                 ..Filter::default()
@@ -179,10 +187,10 @@ impl Canceller {
             let own = records
                 .into_iter()
                 .filter(|r| step_of_chain(r, catalog).is_none());
-            keys.extend(own.map(|r| r.execution_key));
+            runs.extend(own.map(|r| (r.execution_key, r.status)));
             match next {
                 Some(next) => page = Some(next),
-                None => return Ok(keys),
+                None => return Ok(runs),
             }
         }
     }

@@ -1,17 +1,15 @@
-//! A job's runs cancelled by status, in passes. The runs are listed one status at a time,
-//! and a run may move between two listings: a flaky job's run goes RETRYING → RUNNING →
-//! RETRYING while the console lists RETRYING (it is RUNNING then) and then RUNNING (it is
-//! RETRYING again), and one pass never sees it. So each run is cancelled if it is in any
-//! of the statuses asked for (not only the one it was listed under), and the statuses are
-//! listed again until a whole pass finds nothing more to cancel: a run escapes only by
-//! moving between the listings of two passes in a row.
+//! A job's runs cancelled by status. The runs are listed once, in all the statuses asked
+//! for together (listed one status after another, a flaky job's run went RETRYING →
+//! RUNNING → RETRYING while the console listed RETRYING, when it was RUNNING, and then
+//! RUNNING, when it was RETRYING again, and was in neither list), and each is cancelled
+//! if it is in any of those statuses by then (not only the one it was listed in).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use super::OpsError;
-use crate::store::{CancelError, Cancelled, Status};
+use crate::store::{CancelError, Cancelled};
 
 /// How many runs a selection holds now, by state (`queued` for the queue's).
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -54,64 +52,36 @@ pub struct BulkCancelled {
     pub moved_on: usize,
 }
 
-/// Passes at most: a job whose runs keep starting faster than the console cancels them is
-/// left after this many (each pass cancels what it finds; the answer counts them).
-const MAX_PASSES: usize = 5;
-
-/// Cancels every run `list` gives for each of `statuses` with `cancel` (which is asked to
-/// cancel a run in any of `statuses`), pass after pass, into `done`; `progress` hears the
-/// count so far. A run refused (finished, or cancelled by someone else, since its listing)
-/// counts in `done.moved_on` once, and not at all if a later pass cancels it.
+/// Cancels each run of `keys` with `cancel` (which is asked to cancel a run in any of the
+/// statuses selected), into `done`; `progress` hears the count so far. A run refused
+/// (finished, or cancelled by someone else, since its listing) counts in
+/// `done.moved_on`.
 pub(crate) async fn sweep(
-    statuses: &[Status],
-    mut list: impl AsyncFnMut(Status) -> Result<Vec<String>, OpsError>,
+    keys: impl IntoIterator<Item = String>,
     mut cancel: impl AsyncFnMut(&str) -> Result<Cancelled, CancelError>,
     done: &mut BulkCancelled,
     progress: &mut impl FnMut(usize),
 ) -> Result<(), OpsError> {
-    let mut cancelled: HashSet<String> = HashSet::new();
-    let mut refused: HashSet<String> = HashSet::new();
-    let result = async {
-        for pass in 0..MAX_PASSES {
-            let mut more = 0;
-            for status in statuses {
-                for key in list(*status).await? {
-                    // Listed again by an index that has not caught up with our own write.
-                    if cancelled.contains(&key) {
-                        continue;
-                    }
-                    match cancel(&key).await {
-                        Ok(c) => {
-                            *done
-                                .cancelled
-                                .by_state
-                                .entry(c.was.to_string())
-                                .or_default() += 1;
-                            refused.remove(&key);
-                            cancelled.insert(key.clone());
-                            done.keys.push(key);
-                            progress(done.keys.len());
-                            more += 1;
-                        }
-                        Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
-                            refused.insert(key);
-                        }
-                        Err(CancelError::Store(e)) => {
-                            return Err(OpsError::Refused(format!("cancelling `{key}`: {e}")));
-                        }
-                    }
-                }
+    for key in keys {
+        match cancel(&key).await {
+            Ok(c) => {
+                *done
+                    .cancelled
+                    .by_state
+                    .entry(c.was.to_string())
+                    .or_default() += 1;
+                done.keys.push(key);
+                progress(done.keys.len());
             }
-            // The first pass is always checked by a second: what it missed moved meanwhile.
-            if pass > 0 && more == 0 {
-                break;
+            Err(CancelError::Refused { .. } | CancelError::NotFound { .. }) => {
+                done.moved_on += 1;
+            }
+            Err(CancelError::Store(e)) => {
+                return Err(OpsError::Refused(format!("cancelling `{key}`: {e}")));
             }
         }
-        Ok(())
     }
-    .await;
-    done.moved_on += refused.len();
-    result
+    Ok(())
 }
 
 #[cfg(test)]
@@ -119,138 +89,61 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::store::ExecutionRecord;
-
-    /// A store of runs by key and status, each listing moving the runs the script says.
-    struct Runs {
-        status: RefCell<BTreeMap<String, Status>>,
-        /// Before the n-th listing: these runs move to these statuses.
-        moves: RefCell<Vec<Vec<(&'static str, Status)>>>,
-        listings: RefCell<usize>,
-    }
-
-    impl Runs {
-        fn new(runs: &[(&str, Status)], moves: Vec<Vec<(&'static str, Status)>>) -> Runs {
-            Runs {
-                status: RefCell::new(runs.iter().map(|(k, s)| (k.to_string(), *s)).collect()),
-                moves: RefCell::new(moves),
-                listings: RefCell::new(0),
-            }
-        }
-
-        fn list(&self, status: Status) -> Vec<String> {
-            let n = *self.listings.borrow();
-            *self.listings.borrow_mut() += 1;
-            if let Some(moves) = self.moves.borrow().get(n) {
-                for (key, to) in moves {
-                    self.status.borrow_mut().insert(key.to_string(), *to);
-                }
-            }
-            let runs = self.status.borrow();
-            runs.iter()
-                .filter(|(_, s)| **s == status)
-                .map(|(k, _)| k.clone())
-                .collect()
-        }
-
-        fn cancel(&self, key: &str, only: &[Status]) -> Result<Cancelled, CancelError> {
-            let was = self.status.borrow()[key];
-            let record = record(key, was);
-            if !only.contains(&was) {
-                return Err(CancelError::Refused {
-                    current: Box::new(record),
-                });
-            }
-            self.status
-                .borrow_mut()
-                .insert(key.into(), Status::Cancelled);
-            Ok(Cancelled { record, was })
-        }
-    }
+    use crate::store::{ExecutionRecord, Status};
 
     fn record(key: &str, status: Status) -> ExecutionRecord {
-        let at = chrono::Utc::now();
         ExecutionRecord {
             status,
-            ..crate::accounting::run_of(key, "flaky-sync", at)
+            ..crate::accounting::run_of(key, "flaky-sync", chrono::Utc::now())
         }
     }
 
-    async fn run(runs: &Runs, statuses: &[Status]) -> BulkCancelled {
-        let mut done = BulkCancelled::default();
-        sweep(
-            statuses,
-            async |s| Ok(runs.list(s)),
-            async |k| runs.cancel(k, statuses),
-            &mut done,
-            &mut |_| {},
-        )
-        .await
-        .unwrap();
-        done
+    /// Runs by key and status, cancelled as the store's condition does: in one of `only`.
+    fn cancel(
+        runs: &RefCell<BTreeMap<String, Status>>,
+        key: &str,
+        only: &[Status],
+    ) -> Result<Cancelled, CancelError> {
+        let was = runs.borrow()[key];
+        if !only.contains(&was) {
+            let current = Box::new(record(key, was));
+            return Err(CancelError::Refused { current });
+        }
+        runs.borrow_mut().insert(key.into(), Status::Cancelled);
+        Ok(Cancelled {
+            record: record(key, was),
+            was,
+        })
     }
 
-    /// The flaky run the console's contract test once missed: RUNNING while RETRYING was
-    /// listed, RETRYING again by the time RUNNING was.
+    /// Listed RETRYING, RUNNING again by its cancel: still one of the statuses asked for
+    /// (the console's contract test once left such a run). One that finished since its
+    /// listing is left, and counted as moved on.
     #[tokio::test]
-    async fn a_run_that_moves_between_the_listed_states_is_cancelled_all_the_same() {
+    async fn a_run_that_moved_between_the_statuses_asked_for_is_cancelled_and_a_finished_one_left()
+    {
         let statuses = [Status::Registered, Status::Retrying, Status::Running];
-        let runs = Runs::new(
-            &[("flaky", Status::Retrying), ("steady", Status::Registered)],
-            vec![
-                vec![],
-                vec![("flaky", Status::Running)],
-                vec![("flaky", Status::Retrying)],
-            ],
-        );
-        let done = run(&runs, &statuses).await;
-        assert_eq!(done.keys, ["steady", "flaky"]);
-        assert_eq!(done.moved_on, 0);
-        assert_eq!(runs.status.borrow()["flaky"], Status::Cancelled);
-    }
-
-    /// Listed RETRYING, RUNNING when cancelled: still one of the statuses asked for.
-    #[tokio::test]
-    async fn a_run_moved_on_to_another_status_asked_for_is_cancelled() {
-        let statuses = [Status::Retrying, Status::Running];
-        let runs = Runs::new(&[("flaky", Status::Retrying)], vec![]);
-        let done = run(&runs, &statuses).await;
-        assert_eq!(done.keys, ["flaky"]);
-        let by_state: Vec<_> = done.cancelled.by_state.into_iter().collect();
-        assert_eq!(by_state, [("RETRYING".to_string(), 1)]);
-    }
-
-    /// A run that finished after its listing is left, and counted once however many passes
-    /// list it again (an index behind its writes).
-    #[tokio::test]
-    async fn a_run_that_finished_is_left_and_counted_once() {
-        let statuses = [Status::Running];
-        let runs = Runs::new(
-            &[("done", Status::Running), ("long", Status::Running)],
-            vec![],
-        );
-        let done = {
-            let mut done = BulkCancelled::default();
-            sweep(
-                &statuses,
-                async |s| Ok(runs.list(s)),
-                async |k| {
-                    // DONE in its record; the index lists it RUNNING still, pass after pass.
-                    if k == "done" {
-                        return Err(CancelError::Refused {
-                            current: Box::new(record(k, Status::Done)),
-                        });
-                    }
-                    runs.cancel(k, &statuses)
-                },
-                &mut done,
-                &mut |_| {},
-            )
-            .await
-            .unwrap();
-            done
-        };
-        assert_eq!(done.keys, ["long"]);
+        let listed = ["flaky", "steady", "finished"].map(String::from);
+        let runs = RefCell::new(BTreeMap::from([
+            ("flaky".to_string(), Status::Running),
+            ("steady".to_string(), Status::Registered),
+            ("finished".to_string(), Status::Done),
+        ]));
+        let mut done = BulkCancelled::default();
+        let mut heard = Vec::new();
+        let cancelled = sweep(
+            listed,
+            async |k| cancel(&runs, k, &statuses),
+            &mut done,
+            &mut |n| heard.push(n),
+        )
+        .await;
+        assert!(cancelled.is_ok());
+        assert_eq!(done.keys, ["flaky", "steady"]);
         assert_eq!(done.moved_on, 1);
+        assert_eq!(heard, [1, 2]);
+        let by_state: Vec<_> = done.cancelled.by_state.into_iter().collect();
+        let by_state_wanted = [("REGISTERED".to_string(), 1), ("RUNNING".to_string(), 1)];
+        assert_eq!(by_state, by_state_wanted);
     }
 }

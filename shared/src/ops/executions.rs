@@ -21,6 +21,10 @@ pub struct Filter {
     /// Only records in this status: a filter on each page with `job` or for DONE (pages may
     /// come back short), else the `open-by-status` index.
     pub status: Option<Status>,
+    /// With `job`, only records in one of these statuses (a filter on each page), read in
+    /// one listing: a bulk cancel's selection, where a run moving between two statuses
+    /// listed one after the other was in neither list. Empty: `status` decides.
+    pub statuses: Vec<Status>,
     /// Scheduled at or after (by job), or updated at or after (by status or all).
     pub since: Option<DateTime<Utc>>,
     /// Upper bound, inclusive, on the same time as `since`.
@@ -161,7 +165,15 @@ async fn list(
                 .scan_index_forward(false)
                 .limit(f.limit)
                 .set_exclusive_start_key(start()?);
-            if let Some(s) = status {
+            if !f.statuses.is_empty() {
+                let names: Vec<String> = (0..f.statuses.len()).map(|i| format!(":s{i}")).collect();
+                q = q
+                    .filter_expression(format!("#s IN ({})", names.join(", ")))
+                    .expression_attribute_names("#s", "status");
+                for (name, s) in names.iter().zip(&f.statuses) {
+                    q = q.expression_attribute_values(name, AttributeValue::S(s.as_str().into()));
+                }
+            } else if let Some(s) = status {
                 q = q
                     .filter_expression("#s = :s")
                     .expression_attribute_names("#s", "status")
