@@ -221,6 +221,14 @@ async fn once(
         .await
         .with_context(|| format!("{}: not drained after {limit:?}", case.label()))?;
     let counts = wire.take();
+    if std::env::var_os("SCHEDKIT_BENCH_COUNTS").is_some() {
+        for ((operation, table), n) in &counts {
+            println!(
+                "    {operation} {table}: {:.2} a run",
+                *n as f64 / runs as f64
+            );
+        }
+    }
     let outcome = |label: &str| -> u64 { stats.iter().filter_map(|s| s.outcomes.get(label)).sum() };
     let (throttled, parked) = (outcome("throttled"), outcome("parked"));
 

@@ -607,6 +607,43 @@ async fn script(
         matches!(parked, schedkit::store::Parked::Waiting(_))
     ));
     log.push(pass("h2", "h2", "h3").await);
+    // A worker's looks: gates read together, each as it is (a gate never written as an
+    // empty one); a take from a read decides from it, with no write while it shows the gate
+    // full, and the write refuses a read that showed room the gate no longer has.
+    let never = format!("{lined}-never");
+    let items = vec![gate.clone(), passed_gate.clone(), never.clone()];
+    let read = store.read_gates(&items).await.unwrap();
+    for (item, g) in &read {
+        log.push(format!("read {item}: {g:?}"));
+    }
+    let seen_take = |k: &str, item: &str, seen: schedkit::store::GateItem| {
+        let (k, item) = (key(k), item.to_string());
+        async move {
+            let req = schedkit::store::PermitRequest {
+                share: "s",
+                priority: 0,
+                since_ms: None,
+                item: &item,
+                key: &k,
+                owner: &owner("seen"),
+                concurrency: Some(1),
+                spacing: None,
+                now: at(t2),
+                lease,
+                skew: Duration::from_secs(1),
+            };
+            let taken = store.take_permit_seen(req, seen).await.unwrap();
+            format!("{k} from a read of {item}: {taken:?}")
+        }
+    };
+    log.push(seen_take("h4", &passed_gate, read[&passed_gate].clone()).await);
+    log.push(seen_take("h5", &never, read[&never].clone()).await);
+    log.push(seen_take("h6", &never, read[&never].clone()).await);
+    let again = store.read_gates(&items).await.unwrap();
+    log.push(format!(
+        "read again: {:?}",
+        again.values().map(|g| g.holders.len()).collect::<Vec<_>>()
+    ));
     for line in log.iter_mut() {
         *line = line.replace(p, "P");
     }
@@ -977,6 +1014,18 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
             "TooSoon { next_start_ms: 1796144402000 }",
             "Taken",
         ],
+        "{on_memory:#?}"
+    );
+    // A take from a read: the gate read full is refused unwritten, the empty one taken,
+    // and the same empty read, stale now, refused by the write (one holder each after).
+    let from_reads: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| l.contains(" from a read of ") || l.starts_with("read again"))
+        .map(|l| l.split_once(": ").unwrap().1.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(
+        from_reads,
+        ["Full", "Taken", "Full", "[1,"],
         "{on_memory:#?}"
     );
     let line: Vec<&str> = on_memory

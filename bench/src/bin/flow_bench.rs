@@ -5,7 +5,8 @@
 //! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300] [--backlog-runs 1000] [--urgent-backlog-runs 10000]` with LocalStack
 //! running (`localstack/launch.sh start`; `make bench-flow` does all of it). With
 //! `SCHEDKIT_BENCH_LOG=1` the workers' JSON log lines go to stdout: where a case's time
-//! goes (`THROTTLED`, `HANDED_ON`, `RUNNING` of each run, timestamped).
+//! goes (`THROTTLED`, `HANDED_ON`, `RUNNING` of each run, timestamped). With
+//! `SCHEDKIT_BENCH_COUNTS=1` each case prints its requests by operation and table.
 
 use clap::Parser;
 use schedkit_bench::wire::WireCounter;

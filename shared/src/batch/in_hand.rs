@@ -87,6 +87,15 @@ pub(super) fn in_hand_budget(
     spare.min(IN_HAND_FOR)
 }
 
+/// A run's wait in hand across the gate's refusals.
+#[derive(Debug, Default)]
+pub(super) struct InHandWait {
+    /// When it ends: set at its first refusal.
+    pub until: Option<Instant>,
+    /// The looks it made while it watched the gate.
+    pub looked: u32,
+}
+
 impl Processor {
     /// Waits in hand for a permit of the full `gate` for the claimed run, its entry its
     /// claim's, until `until` (set at its first refusal from [`in_hand_budget`]): for the
@@ -102,10 +111,12 @@ impl Processor {
         owner: &str,
         t: &Transition<'_>,
         (priority, since_ms, job): (i32, Option<i64>, &Routed<'_>),
-        (watch, until): (bool, &mut Option<Instant>),
+        (watch, wait): (bool, &mut InHandWait),
     ) -> Waited {
-        let counted = gate.concurrency.is_some() && gate.spacing.is_none();
-        if ctx.deadline.is_some() || !counted || self.inner.in_hand.stopping() {
+        let (Some(limit), None) = (gate.concurrency, gate.spacing) else {
+            return Waited::Over;
+        };
+        if ctx.deadline.is_some() || self.inner.in_hand.stopping() {
             return Waited::Over;
         }
         let policy = &job.registered.policy;
@@ -117,7 +128,7 @@ impl Processor {
         };
         let skew = self.inner.config.clock_skew;
         let since_ms = since_ms.unwrap_or(claimed_ms);
-        let until = *until.get_or_insert_with(|| {
+        let until = *wait.until.get_or_insert_with(|| {
             let most = in_hand_budget(claim.claimed_at, policy.lease, policy.heartbeat, skew);
             // Never past the job's max_wait_seconds: its run is dead-lettered then.
             let now_ms = self.inner.config.clock.now().timestamp_millis();
@@ -138,11 +149,14 @@ impl Processor {
                 None => match self
                     .inner
                     .in_hand
-                    .watch(&gate.item, &gate.share, until)
+                    .watch((&gate.item, &gate.share), until, wait.looked, limit)
                     .await
                 {
                     Watch::Held => continue,
-                    Watch::Look => return Waited::Look,
+                    Watch::Look => {
+                        wait.looked += 1;
+                        return Waited::Look;
+                    }
                     Watch::Over => return Waited::Over,
                 },
             }
@@ -205,7 +219,12 @@ impl Processor {
             to: (&to, &next.holder),
         };
         let passed = match self.inner.store.pass_permit(pass).await {
-            Ok(Ok(_)) => true,
+            // The gate as the pass left it: a run arriving here decides from it, rather
+            // than ask the gate (a permit free there is seen without a request).
+            Ok(Ok(gate)) => {
+                self.inner.looks.saw(item, &gate);
+                true
+            }
             // Runs wait in the gate's line: they come first. The run waiting here waits on
             // for the next permit this worker frees, once the line is empty, or until its
             // wait runs out (then it joins the line).

@@ -69,6 +69,9 @@ const ASKED_FOR: Duration = Duration::from_secs(1);
 /// and given back while the gate's woken runs waited behind them in the queue).
 const UNKNOWN_HOLD: Duration = Duration::from_secs(1);
 
+/// Where the holds of every gate are averaged: no gate's item is named so.
+const ANY_GATE: &str = "";
+
 /// The most gates whose holds are remembered ([`InHandWaiters::gave_back_after`]).
 const MOST_HOLDS: usize = 1_024;
 
@@ -138,6 +141,9 @@ pub(super) struct InHandWaiters {
     next_id: Mutex<u64>,
     /// Set as the worker stops: no run waits in hand from then on.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// What the watchers' looks are aligned on ([`super::in_hand_watch`]): the first
+    /// look's time.
+    pub(super) epoch: std::sync::OnceLock<tokio::time::Instant>,
 }
 
 impl Default for InHandWaiters {
@@ -147,6 +153,7 @@ impl Default for InHandWaiters {
             holds: Mutex::default(),
             next_id: Mutex::default(),
             stopping: tokio::sync::watch::Sender::new(false),
+            epoch: std::sync::OnceLock::new(),
         }
     }
 }
@@ -339,7 +346,18 @@ impl InHandWaiters {
     /// How long a permit of `item` is held here, as the runs that gave one back held it;
     /// [`UNKNOWN_HOLD`] before one did.
     fn hold(&self, item: &str) -> Duration {
-        self.holds().get(item).copied().unwrap_or(UNKNOWN_HOLD)
+        self.held_for(item).unwrap_or(UNKNOWN_HOLD)
+    }
+
+    /// How long a permit of `item` is held here, once a run here gave one back; before,
+    /// how long permits of any gate are (a gate per tenant is one job's: its runs hold
+    /// the gate of a tenant this worker never held as long as the others').
+    pub(super) fn held_for(&self, item: &str) -> Option<Duration> {
+        let holds = self.holds();
+        holds
+            .get(item)
+            .copied()
+            .or_else(|| holds.get(ANY_GATE).copied())
     }
 
     /// A run of this worker held a permit of `item` for `held` before giving it back.
@@ -348,8 +366,10 @@ impl InHandWaiters {
         if holds.len() >= MOST_HOLDS && !holds.contains_key(item) {
             holds.clear();
         }
-        let hold = holds.entry(item.to_string()).or_insert(held);
-        *hold = (*hold * 3 + held) / 4;
+        for item in [item, ANY_GATE] {
+            let hold = holds.entry(item.to_string()).or_insert(held);
+            *hold = (*hold * 3 + held) / 4;
+        }
     }
 
     fn holds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Duration>> {

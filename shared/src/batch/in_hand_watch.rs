@@ -34,6 +34,8 @@ use crate::store::Line;
 /// The first look after a refusal, and the longest time between two looks.
 const FIRST_LOOK: Duration = Duration::from_millis(50);
 const LONGEST_LOOK: Duration = Duration::from_secs(1);
+/// How many first looks' time two looks are apart at most.
+const SLOWEST: u32 = 4;
 
 /// What a watch came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,18 +64,56 @@ pub(super) fn comes_first(line: &Line, priority: i32) -> bool {
     line.others == 0 && line.since_ms.is_none() && (priority > 0 || line.share_held == 0)
 }
 
-/// The time between two looks after `looks` found the gate full.
-fn look_every(looks: u32) -> Duration {
-    FIRST_LOOK
-        .saturating_mul(1u32 << looks.min(8))
-        .min(LONGEST_LOOK)
+/// The time between two looks after `looks` found the gate full, the first `first` after
+/// the refusal: twice as far apart each time, up to [`SLOWEST`] times the first, a second
+/// at most. A gate that frees a permit every few milliseconds is looked at every few tens
+/// (a second apart, three pollers' watchers under a shared limit of two on 50 ms runs
+/// left permits idle: 9.1 s for 300 runs where the limit allows 7.5, against 8.5 s).
+fn look_every(first: Duration, looks: u32) -> Duration {
+    let most = first.saturating_mul(SLOWEST).min(LONGEST_LOOK);
+    first.saturating_mul(1u32 << looks.min(8)).min(most)
+}
+
+/// The time nearest `at` (half a step earlier at most) on the grid of steps `every`
+/// counted from `epoch`: the looks of the gates this worker's runs watch fall on the same
+/// ticks, and are read together ([`super::gate_looks`]); as often as unaligned, on
+/// average. Steps of a gate's looks double from its first look, so the grids of two gates
+/// of the same first look are nested: a gate still looking often meets the others on
+/// every tick of theirs.
+fn aligned(epoch: Instant, at: Instant, every: Duration) -> Instant {
+    let every = every.as_nanos().max(1);
+    let since = at.saturating_duration_since(epoch).as_nanos();
+    let ticks = (since + every / 2) / every;
+    epoch + Duration::from_nanos(u64::try_from(ticks * every).unwrap_or(u64::MAX))
 }
 
 impl InHandWaiters {
+    /// When the first look at `item` comes after a refusal (see [`InHandWaiters::watch`]).
+    fn first_look(&self, item: &str, limit: u32) -> Duration {
+        self.held_for(item)
+            .map_or(FIRST_LOOK, |hold| hold / limit.max(1))
+            .clamp(FIRST_LOOK, LONGEST_LOOK)
+    }
+
     /// Waits for this run's look at `item` (the run of fair share `share`), or for a run
     /// of this worker to hold one of its permits, whichever comes first, but not past
-    /// `until`.
-    pub async fn watch(&self, item: &str, share: &str, until: Instant) -> Watch {
+    /// `until`. `looked`: the looks this run made already; its next comes no sooner than
+    /// that many looks' spacing says, even where the gate's schedule went with its last
+    /// watcher (a lone watcher, found the gate full, watches again: it looked every 50 ms,
+    /// 1.6 looks a run under a limit per tenant).
+    ///
+    /// The first look comes a share of the time a permit of the gate is held here (its
+    /// hold over its `limit`: about when the gate frees its next permit), 50 ms at least
+    /// and when no run here held one yet: a gate of one-second runs was looked at 50, 100,
+    /// 200 and 400 ms after each refusal, and found full each time.
+    pub async fn watch(
+        &self,
+        (item, share): (&str, &str),
+        until: Instant,
+        looked: u32,
+        limit: u32,
+    ) -> Watch {
+        let first = self.first_look(item, limit);
         let held_now;
         // Its look, or None: it rides along with the worker's other watchers.
         let at;
@@ -86,11 +126,19 @@ impl InHandWaiters {
             if gate.held > 0 {
                 return gate.heard();
             }
+            gate.looks = gate.looks.max(looked);
             let now = Instant::now();
+            let epoch = *self.epoch.get_or_init(|| now);
             let next = gate
                 .next_look
                 .filter(|next| *next > now)
-                .unwrap_or(now + look_every(gate.looks));
+                .unwrap_or_else(|| {
+                    aligned(
+                        epoch,
+                        now + look_every(first, gate.looks),
+                        look_every(first, gate.looks),
+                    )
+                });
             at = (next <= until).then_some(next);
             if at.is_none() && gate.booked == 0 {
                 // Its look would come after its wait ends, and no other run of this
@@ -108,7 +156,8 @@ impl InHandWaiters {
             // the gate ran through the line).
             if let Some(at) = at {
                 gate.looks = gate.looks.saturating_add(1);
-                gate.next_look = Some(at + look_every(gate.looks));
+                let every = look_every(first, gate.looks);
+                gate.next_look = Some(aligned(epoch, at + every, every));
                 gate.booked += 1;
             }
             *gate.watching.entry(share.to_string()).or_default() += 1;
@@ -191,6 +240,9 @@ impl Drop for Watching<'_> {
 mod tests {
     use super::*;
 
+    /// The gate the tests watch, of share `s`.
+    const GATE: (&str, &str) = ("g", "s");
+
     fn line(others: usize, share_held: usize) -> Line {
         Line {
             others,
@@ -226,9 +278,31 @@ mod tests {
     }
 
     #[test]
-    fn looks_come_twice_as_far_apart_up_to_a_second() {
-        let ms: Vec<u128> = (0..7).map(|n| look_every(n).as_millis()).collect();
-        assert_eq!(ms, [50, 100, 200, 400, 800, 1_000, 1_000]);
+    fn looks_fall_on_the_workers_ticks_of_their_step() {
+        let epoch = Instant::now();
+        let ms = |n: u64| epoch + Duration::from_millis(n);
+        let second = LONGEST_LOOK;
+        assert_eq!(aligned(epoch, ms(1_499), second), ms(1_000));
+        assert_eq!(aligned(epoch, ms(1_501), second), ms(2_000));
+        assert_eq!(aligned(epoch, ms(3_000), second), ms(3_000));
+        let closer = Duration::from_millis(200);
+        assert_eq!(aligned(epoch, ms(1_237), closer), ms(1_200));
+        assert_eq!(
+            aligned(epoch, ms(1_300), closer),
+            ms(1_400),
+            "half-way: the later"
+        );
+    }
+
+    #[test]
+    fn looks_come_twice_as_far_apart_up_to_four_first_looks_or_a_second() {
+        let ms: Vec<u128> = (0..4)
+            .map(|n| look_every(FIRST_LOOK, n).as_millis())
+            .collect();
+        assert_eq!(ms, [50, 100, 200, 200], "four first looks' time at most");
+        let half = Duration::from_millis(500);
+        let ms: Vec<u128> = (0..4).map(|n| look_every(half, n).as_millis()).collect();
+        assert_eq!(ms, [500, 1_000, 1_000, 1_000], "a second at most");
     }
 
     #[tokio::test(start_paused = true)]
@@ -239,7 +313,7 @@ mod tests {
         let mut looks = tokio::task::JoinSet::new();
         for _ in 0..3 {
             let w = w.clone();
-            looks.spawn(async move { (w.watch("g", "s", far).await, start.elapsed()) });
+            looks.spawn(async move { (w.watch(GATE, far, 0, 2).await, start.elapsed()) });
         }
         let mut at: Vec<u128> = looks
             .join_all()
@@ -251,8 +325,36 @@ mod tests {
             })
             .collect();
         at.sort();
-        assert_eq!(at, [50, 150, 350], "one look at a time, further apart");
+        assert_eq!(at, [50, 200, 400], "one look at a time, further apart");
         assert!(w.gates().is_empty(), "nothing kept once none watches");
+    }
+
+    /// A lone watcher that found the gate full watches again: its next look keeps its
+    /// spacing, though the gate's schedule went with it (it looked every 50 ms). A gate
+    /// whose permits are held a second here is first looked at about half a second on at a
+    /// limit of two (aligned: half a step earlier at most), and so is a gate this worker
+    /// never held, as long as its other gates are held.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_watchers_looks_keep_their_spacing_and_start_at_the_gates_pace() {
+        let w = InHandWaiters::default();
+        let start = Instant::now();
+        let far = start + Duration::from_secs(60);
+        assert_eq!(w.watch(GATE, far, 3, 2).await, Watch::Look);
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(200),
+            "its fourth look's step"
+        );
+        w.gave_back_after("g", Duration::from_secs(1));
+        for gate in [GATE, ("never-held-here", "s")] {
+            let at = Instant::now();
+            assert_eq!(w.watch(gate, far, 0, 2).await, Watch::Look);
+            let first = at.elapsed();
+            assert!(
+                (250..=500).contains(&first.as_millis()),
+                "{gate:?} first looked at {first:?}"
+            );
+        }
     }
 
     /// A run of share `s` watching gate `g` for up to a minute, 10 ms in.
@@ -265,7 +367,7 @@ mod tests {
         let far = Instant::now() + Duration::from_secs(60);
         let watcher = {
             let w = w.clone();
-            tokio::spawn(async move { w.watch("g", "s", far).await })
+            tokio::spawn(async move { w.watch(GATE, far, 0, 2).await })
         };
         tokio::time::sleep(Duration::from_millis(10)).await;
         (w, watcher, far)
@@ -276,7 +378,7 @@ mod tests {
         let (w, watcher, far) = watching().await;
         w.held("g");
         assert_eq!(watcher.await.unwrap(), Watch::Held);
-        assert_eq!(w.watch("g", "s", far).await, Watch::Held, "held: no look");
+        assert_eq!(w.watch(GATE, far, 0, 2).await, Watch::Held, "held: no look");
     }
 
     /// Adversary review: a watch dropped half-way (its walk aborted) left its count, so the
@@ -296,7 +398,7 @@ mod tests {
         let w = InHandWaiters::default();
         let start = Instant::now();
         let soon = start + Duration::from_millis(20);
-        assert_eq!(w.watch("g", "s", soon).await, Watch::Over);
+        assert_eq!(w.watch(GATE, soon, 0, 2).await, Watch::Over);
         assert_eq!(Instant::now(), start, "at once");
         assert!(w.gates().is_empty(), "no look booked, nothing kept");
     }
@@ -314,13 +416,16 @@ mod tests {
         let far = start + Duration::from_secs(60);
         let looking = {
             let w = w.clone();
-            tokio::spawn(async move { w.watch("g", "s", far).await })
+            tokio::spawn(async move { w.watch(GATE, far, 0, 2).await })
         };
         tokio::time::sleep(Duration::from_millis(1)).await;
         // Its look would come at 150 ms, after its wait ends at 120 ms.
         let beside = {
             let w = w.clone();
-            tokio::spawn(async move { w.watch("g", "s", start + Duration::from_millis(120)).await })
+            tokio::spawn(async move {
+                w.watch(GATE, start + Duration::from_millis(120), 0, 2)
+                    .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!beside.is_finished(), "it waits beside the looking run");
@@ -332,11 +437,11 @@ mod tests {
         let start = Instant::now();
         let looking = {
             let w = w.clone();
-            tokio::spawn(async move { w.watch("g", "s", start + Duration::from_secs(60)).await })
+            tokio::spawn(async move { w.watch(GATE, start + Duration::from_secs(60), 0, 2).await })
         };
         tokio::time::sleep(Duration::from_millis(1)).await;
         let until = start + Duration::from_millis(120);
-        assert_eq!(w.watch("g", "s", until).await, Watch::Over);
+        assert_eq!(w.watch(GATE, until, 0, 2).await, Watch::Over);
         assert_eq!(Instant::now(), until, "at its wait's end");
         assert_eq!(looking.await.unwrap(), Watch::Look);
     }
@@ -351,12 +456,12 @@ mod tests {
         let mut brief = tokio::task::JoinSet::new();
         for _ in 0..100 {
             let w = w.clone();
-            brief.spawn(async move { w.watch("g", "s", short).await });
+            brief.spawn(async move { w.watch(GATE, short, 0, 2).await });
         }
         brief.join_all().await;
         tokio::time::sleep_until(short).await;
         let far = Instant::now() + Duration::from_secs(60);
-        assert_eq!(w.watch("g", "s", far).await, Watch::Look);
+        assert_eq!(w.watch(GATE, far, 0, 2).await, Watch::Look);
         let waited = Instant::now() - short;
         assert!(waited <= Duration::from_secs(1), "looked after {waited:?}");
     }

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use super::claim::Claim;
 use super::crowded::{Crowded, Entering, crowded_why};
-use super::in_hand::Waited;
+use super::gate_looks::Seen;
+use super::in_hand::{InHandWait, Waited};
 use super::in_hand_watch::{comes_first, watches};
 use super::outcome::Outcome;
 use super::pipeline::{MessageCtx, Step};
@@ -314,8 +315,7 @@ impl Processor {
         // what the other waits for would hold both idle.
         let may_wait = taken.items.is_empty();
         let (mut waited_here, mut waited_in_hand) = (false, false);
-        // When its wait in hand ends: set at its first refusal.
-        let mut until = None;
+        let mut wait_in_hand = InHandWait::default();
         let waiting = (priority, since_ms, job);
         let owner = taken.owner.clone();
         // This worker's runs hold every permit, or runs of its share wait here already:
@@ -328,7 +328,7 @@ impl Processor {
             && since_ms.is_none()
             && in_hand.waits_without_asking(&gate.item, &gate.share, limit, priority)
         {
-            let wait = (priority <= 0, &mut until);
+            let wait = (priority <= 0, &mut wait_in_hand);
             let waited = self.in_hand_for(ctx, claim, gate, &owner, t, waiting, wait);
             if let Waited::Passed = waited.await {
                 taken.add(gate);
@@ -337,6 +337,7 @@ impl Processor {
             waited_in_hand = true;
         }
         loop {
+            let seen = self.seen_gate(&gate.item, waited_in_hand, since_ms).await;
             let now = clock.now();
             let req = PermitRequest {
                 item: &gate.item,
@@ -351,8 +352,7 @@ impl Processor {
                 lease,
                 skew,
             };
-            let mut answer = self.inner.store.take_permit(req).await;
-            in_hand.asked(&gate.item);
+            let mut answer = self.ask_gate(req, seen).await;
             if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
                 // A gate with only a rate holds nothing to give back.
                 taken.hold(self, gate);
@@ -379,7 +379,7 @@ impl Processor {
                     return answer;
                 }
                 (Ok(Permit::Full { line, .. }), _) if may_wait => {
-                    let wait = (watches(line, priority), &mut until);
+                    let wait = (watches(line, priority), &mut wait_in_hand);
                     match self
                         .in_hand_for(ctx, claim, gate, &owner, t, waiting, wait)
                         .await
@@ -395,6 +395,50 @@ impl Processor {
                 _ => return answer,
             }
         }
+    }
+
+    /// What a run decides to take a permit of `item` from, besides its write's answer. A
+    /// watcher's look (`looks`) reads the gate with this worker's other looks, and writes
+    /// only when the read shows a permit to take; a run that never waited, arriving at a
+    /// gate read less than a second ago, decides from that read (not a woken run: a read
+    /// before its hand-on would not show the permit reserved for it).
+    async fn seen_gate(&self, item: &str, looks: bool, since_ms: Option<i64>) -> Option<Seen> {
+        match (looks, since_ms) {
+            (true, _) => self
+                .inner
+                .looks
+                .look(&self.inner.store, item)
+                .await
+                .map(Seen::Now),
+            (false, None) => self.inner.looks.fresh(item).map(Seen::Earlier),
+            (false, Some(_)) => None,
+        }
+    }
+
+    /// Asks the gate for a permit, from what was `seen` of it: a take that writes only
+    /// when that shows one to take; without it, a take. Counted as this worker's ask of
+    /// the gate unless decided from an earlier read, with no request; a permit taken
+    /// changes the gate, and what was read of it is forgotten.
+    async fn ask_gate(
+        &self,
+        req: PermitRequest<'_>,
+        seen: Option<Seen>,
+    ) -> Result<Permit, crate::store::StoreError> {
+        let asked_now = !matches!(seen, Some(Seen::Earlier(_)));
+        let item = req.item;
+        let answer = match seen {
+            Some(Seen::Now(seen) | Seen::Earlier(seen)) => {
+                self.inner.store.take_permit_seen(req, seen).await
+            }
+            None => self.inner.store.take_permit(req).await,
+        };
+        if asked_now {
+            self.inner.in_hand.asked(item);
+        }
+        if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
+            self.inner.looks.forget(item);
+        }
+        answer
     }
 
     /// Gives the run's permits back (its body ended, its outcome is written, or it did not
@@ -418,7 +462,12 @@ impl Processor {
                 .release_permit(item, t.key, &permits.owner)
                 .await;
             match released {
-                Ok(gate) => self.hand_on(item, *limit, gate, Some(share), t).await,
+                Ok(gate) => {
+                    // The gate as the give-back left it: what this worker's arriving runs
+                    // decide from, rather than what a look read before.
+                    self.inner.looks.saw(item, &gate);
+                    self.hand_on(item, *limit, gate, Some(share), t).await
+                }
                 Err(e) => {
                     let error = e.to_string();
                     self.emit(t, Event::PermitKept { error: &error });

@@ -10,6 +10,7 @@ mod crowded;
 mod delivery;
 mod draws;
 mod failure_streak;
+mod gate_looks;
 mod hides;
 mod in_hand;
 mod in_hand_waiters;

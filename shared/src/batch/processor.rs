@@ -21,6 +21,7 @@ use super::chains::Chains;
 use super::delivery::Delivery;
 use super::draws::Draws;
 use super::failure_streak::{AutoPause, FailureStreaks};
+use super::gate_looks::GateLooks;
 use super::hides::Hides;
 use super::in_hand_waiters::InHandWaiters;
 use super::no_place_seen::NoPlace;
@@ -83,6 +84,8 @@ pub(super) struct Inner {
     pub(super) in_hand: Arc<InHandWaiters>,
     /// Messages sent away unclaimed, hidden ten to a request.
     pub(super) hides: Arc<Hides>,
+    /// The gates this worker's runs watch, read together, and what was read.
+    pub(super) looks: Arc<GateLooks>,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -130,6 +133,7 @@ impl Processor {
                 no_place: Arc::default(),
                 in_hand: Arc::default(),
                 hides: Arc::default(),
+                looks: Arc::default(),
             }),
         }
     }

@@ -12,6 +12,7 @@
 //! The futures are boxed by hand: a trait with `async fn` cannot be used as `dyn`, and the
 //! worker holds its store as one (`Arc<dyn ExecutionStore>`), chosen at run time.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -106,6 +107,22 @@ pub trait ExecutionStore: Send + Sync + std::fmt::Debug + 'static {
         &'a self,
         req: PermitRequest<'a>,
     ) -> StoreCall<'a, Result<Permit, StoreError>>;
+
+    /// Takes a permit as [`ExecutionStore::take_permit`] does, from the gate as a read
+    /// ([`ExecutionStore::read_gates`]) just found it: no write while that shows it full.
+    fn take_permit_seen<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+        seen: GateItem,
+    ) -> StoreCall<'a, Result<Permit, StoreError>>;
+
+    /// The gates `items` as they are now (strongly consistent; a gate never written reads
+    /// as an empty one), a hundred to a request: a worker's look at every gate its runs
+    /// watch, one request however many limits they wait for.
+    fn read_gates<'a>(
+        &'a self,
+        items: &'a [String],
+    ) -> StoreCall<'a, Result<BTreeMap<String, GateItem>, StoreError>>;
 
     /// Gives back the permit of the gate `item` the run `key` took under the claim
     /// `owner`; nothing when the entry is no longer that claim's. The gate as the release
@@ -313,6 +330,21 @@ impl ExecutionStore for DynamoStore {
         req: PermitRequest<'a>,
     ) -> StoreCall<'a, Result<Permit, StoreError>> {
         Box::pin(async move { DynamoStore::take_permit(self, &req).await })
+    }
+
+    fn take_permit_seen<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+        seen: GateItem,
+    ) -> StoreCall<'a, Result<Permit, StoreError>> {
+        Box::pin(async move { DynamoStore::take_permit_seen(self, &req, seen).await })
+    }
+
+    fn read_gates<'a>(
+        &'a self,
+        items: &'a [String],
+    ) -> StoreCall<'a, Result<BTreeMap<String, GateItem>, StoreError>> {
+        Box::pin(DynamoStore::read_gates(self, items))
     }
 
     fn release_permit<'a>(

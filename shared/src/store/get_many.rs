@@ -1,14 +1,16 @@
-//! Many records by key at once (`BatchGetItem`, a hundred keys a request): how the
+//! Many items by key at once (`BatchGetItem`, a hundred keys a request): how the
 //! accountant finds the runs of a check's expected firings, however many jobs fired,
-//! without a request per job.
+//! without a request per job, and how a worker looks at every gate its runs watch in one
+//! request, however many limits they wait for.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes};
 
 use super::ExecutionRecord;
 use super::dynamo::{DynamoStore, KEY_ATTRIBUTE, StoreError, decode, unavailable};
+use super::gate_item::{GateItem, gate_item};
 
 /// Keys one `BatchGetItem` takes at most (DynamoDB's limit).
 const KEYS_PER_REQUEST: usize = 100;
@@ -48,16 +50,50 @@ impl DynamoStore {
         Ok((found, requests))
     }
 
+    /// The gates `items` as they are now (strongly consistent), a gate never written as an
+    /// empty one: a hundred to a request.
+    pub async fn read_gates(
+        &self,
+        items: &[String],
+    ) -> Result<BTreeMap<String, GateItem>, StoreError> {
+        let mut gates: BTreeMap<String, GateItem> = items
+            .iter()
+            .map(|item| (item.clone(), GateItem::default()))
+            .collect();
+        let wanted: Vec<String> = gates.keys().cloned().collect();
+        for chunk in wanted.chunks(KEYS_PER_REQUEST) {
+            for (key, item) in self.get_items(chunk).await?.0 {
+                gates.insert(key, gate_item(&item));
+            }
+        }
+        Ok(gates)
+    }
+
     /// At most [`KEYS_PER_REQUEST`] keys, asking again for what DynamoDB left unprocessed.
     async fn get_chunk(
         &self,
         keys: Vec<String>,
     ) -> Result<(Vec<(String, ExecutionRecord)>, usize), StoreError> {
+        let (items, requests) = self.get_items(&keys).await?;
+        let records = items
+            .into_iter()
+            .map(|(key, item)| Ok((key.clone(), decode(&key, item)?)))
+            .collect::<Result<_, StoreError>>()?;
+        Ok((records, requests))
+    }
+
+    /// The items of at most [`KEYS_PER_REQUEST`] keys that exist, as DynamoDB holds them
+    /// (strongly consistent), asking again for what it left unprocessed; and the requests
+    /// made.
+    pub(super) async fn get_items(
+        &self,
+        keys: &[String],
+    ) -> Result<(Vec<(String, HashMap<String, AttributeValue>)>, usize), StoreError> {
         let mut wanted: Vec<HashMap<String, AttributeValue>> = keys
             .iter()
             .map(|k| HashMap::from([(KEY_ATTRIBUTE.to_string(), AttributeValue::S(k.clone()))]))
             .collect();
-        let mut records = Vec::new();
+        let mut items = Vec::new();
         let mut requests = 0;
         for round in 0..ROUNDS {
             if wanted.is_empty() {
@@ -87,8 +123,7 @@ impl DynamoStore {
                 let Some(AttributeValue::S(key)) = item.get(KEY_ATTRIBUTE).cloned() else {
                     continue;
                 };
-                let record = decode(&key, item)?;
-                records.push((key, record));
+                items.push((key, item));
             }
             if let Some(left) = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
                 wanted = left.keys;
@@ -96,10 +131,10 @@ impl DynamoStore {
         }
         if !wanted.is_empty() {
             return Err(StoreError::Unavailable(format!(
-                "{} records were still unprocessed after {ROUNDS} rounds of BatchGetItem (throttled)",
+                "{} items were still unprocessed after {ROUNDS} rounds of BatchGetItem (throttled)",
                 wanted.len()
             )));
         }
-        Ok((records, requests))
+        Ok((items, requests))
     }
 }

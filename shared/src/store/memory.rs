@@ -695,6 +695,21 @@ impl ExecutionStore for MemoryStore {
         Box::pin(async move { MemoryStore::take_permit(self, &req).await })
     }
 
+    fn take_permit_seen<'a>(
+        &'a self,
+        req: PermitRequest<'a>,
+        seen: GateItem,
+    ) -> StoreCall<'a, Result<Permit, StoreError>> {
+        Box::pin(async move { MemoryStore::take_permit_seen(self, &req, seen).await })
+    }
+
+    fn read_gates<'a>(
+        &'a self,
+        items: &'a [String],
+    ) -> StoreCall<'a, Result<BTreeMap<String, GateItem>, StoreError>> {
+        Box::pin(MemoryStore::read_gates(self, items))
+    }
+
     fn release_permit<'a>(
         &'a self,
         item: &'a str,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::gate_item::{GateItem, Holder, gate_as_item};
+use super::gate_item::{GateItem, Holder, gate_as_item, gate_item};
 use super::memory::{Change, MemoryState, MemoryStore};
 use super::permits::{
     Entry, GateRequests, Permit, PermitRequest, enter_condition, entry_of, next_start,
@@ -77,7 +77,39 @@ impl GateRequests for MemoryStore {
 impl MemoryStore {
     /// Takes a permit of a gate.
     pub(super) async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
-        super::permits::take_permit(self, req).await
+        super::permits::take_permit(self, req, None).await
+    }
+
+    /// Takes a permit from the gate as a read just found it (`seen`).
+    pub(super) async fn take_permit_seen(
+        &self,
+        req: &PermitRequest<'_>,
+        seen: GateItem,
+    ) -> Result<Permit, StoreError> {
+        super::permits::take_permit(self, req, Some(seen)).await
+    }
+
+    /// The gates `items` as they are now, each as DynamoDB's answer would decode it (a gate
+    /// never written reads as an empty one): one request, as one `BatchGetItem` is.
+    pub(super) async fn read_gates(
+        &self,
+        items: &[String],
+    ) -> Result<BTreeMap<String, GateItem>, StoreError> {
+        let first = items.first().map(String::as_str).unwrap_or_default();
+        self.request("read_gates", first, |state| {
+            items
+                .iter()
+                .map(|item| {
+                    let gate = state
+                        .gates
+                        .get(item)
+                        .map(|g| gate_item(&gate_as_item(g)))
+                        .unwrap_or_default();
+                    (item.clone(), gate)
+                })
+                .collect()
+        })
+        .await
     }
 
     /// Gives a permit back, if the entry is still the claim's; the gate as it left it.

@@ -271,11 +271,16 @@ pub(crate) struct Entry {
 /// Takes a permit of the gate `req.item` for the run `req.key` (one write; a full gate
 /// costs a read of holders whose hint has passed, until one is found gone, and then a
 /// second write that drops it and enters).
+///
+/// `seen`: the gate as a read just found it ([`DynamoStore::read_gates`]), when the run
+/// looks at a gate its worker watches: the take decides from it as from a refusal's
+/// answer, so a gate that read shows full costs no write.
 pub(crate) async fn take_permit(
     gate: &impl GateRequests,
     req: &PermitRequest<'_>,
+    seen: Option<GateItem>,
 ) -> Result<Permit, StoreError> {
-    let mut seen: Option<GateItem> = None;
+    let mut seen = seen;
     for _ in 0..TRIES {
         let mut dropped = Vec::new();
         let mut gone = Vec::new();
@@ -464,7 +469,17 @@ impl GateRequests for DynamoStore {
 impl DynamoStore {
     /// Takes a permit of the gate `req.item` for the run `req.key` ([`take_permit`]).
     pub async fn take_permit(&self, req: &PermitRequest<'_>) -> Result<Permit, StoreError> {
-        take_permit(self, req).await
+        take_permit(self, req, None).await
+    }
+
+    /// Takes a permit from the gate as a read just found it (`seen`): no write while it
+    /// shows the gate full ([`take_permit`]).
+    pub async fn take_permit_seen(
+        &self,
+        req: &PermitRequest<'_>,
+        seen: GateItem,
+    ) -> Result<Permit, StoreError> {
+        take_permit(self, req, Some(seen)).await
     }
 
     /// The write that enters the gate: the run's entry added (dropping the entries

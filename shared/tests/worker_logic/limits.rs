@@ -1733,3 +1733,58 @@ async fn a_run_first_by_turn_joins_the_line_rather_than_wait_in_hand_beside_a_lo
     assert!(after < 4_000, "the urgent run started {after} ms in");
     assert_eq!(w.seen.lock().unwrap().most["tenant a"], 2);
 }
+
+/// The store's requests by name, each answered 8 ms later (a store's round trip).
+#[derive(Debug, Default)]
+struct CountingFaults(Mutex<BTreeMap<&'static str, u64>>);
+
+impl schedkit::store::Faults for CountingFaults {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, schedkit::store::Fault) {
+        *self.0.lock().unwrap().entry(request).or_default() += 1;
+        (Duration::from_millis(8), schedkit::store::Fault::None)
+    }
+}
+
+/// `make bench-flow`'s per-tenant case over the memory store: 300 one-second runs over
+/// five tenants at two per tenant, through three pollers of four places. Each poller's
+/// runs watch the gates whose permits the other pollers pass from run to run; their looks
+/// are reads, made together on the worker's ticks (`batch::gate_looks`), a run arriving at
+/// a gate read or passed a moment ago decides from that, and a lone watcher's looks back
+/// off as a crowd's do. Under four store requests a run (claim, outcome, pass or give-back,
+/// and the rest), at 0.9 of the limit's pace: 5.6 before, when a lone watcher looked every
+/// 50 ms and each look was a take.
+#[tokio::test(start_paused = true)]
+async fn a_limit_per_tenant_costs_under_four_store_requests_a_run() {
+    let counts = Arc::new(CountingFaults::default());
+    let w = world();
+    let store = MemoryStore::new(counts.clone());
+    for i in 0..300 {
+        let tenant = format!("t{}", i % 5);
+        let payload = json!({"tenant": tenant, "seconds": 1});
+        send(&w.queue, "report", &format!("r-{i}"), payload);
+    }
+    let started = tokio::time::Instant::now();
+    let mut polls = tokio::task::JoinSet::new();
+    for name in ["p", "q", "r"] {
+        let mut config = super::config();
+        config.worker_id = name.into();
+        let registry = registry(&w.seen, config.clock);
+        let metrics = Metrics::capture().0;
+        let worker =
+            Processor::with_queue(store.clone(), w.queue.clone(), registry, config, metrics);
+        polls.spawn(async move {
+            schedkit::poller::poll(&worker, &until_drained(), std::future::pending()).await
+        });
+    }
+    polls.join_all().await;
+    let pace = 30.0 / started.elapsed().as_secs_f64();
+    assert_eq!(statuses(&store), BTreeMap::from([(Status::Done, 300)]));
+    let counts = counts.0.lock().unwrap();
+    let per_run = counts.values().sum::<u64>() as f64 / 300.0;
+    println!("{per_run:.2} requests a run at {pace:.2} of the limit's pace: {counts:?}");
+    assert!(per_run < 4.0, "{per_run:.2} requests a run: {counts:?}");
+    assert!(pace > 0.85, "{pace:.2} of the limit's pace");
+    for tenant in 0..5 {
+        assert!(w.seen.lock().unwrap().most[&format!("tenant t{tenant}")] <= 2);
+    }
+}
