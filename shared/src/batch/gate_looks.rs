@@ -8,15 +8,19 @@
 //! watched the gates whose permits the other pollers passed from run to run, and 3.5 takes
 //! a run were made, 3.1 of them refused: 6.7 DynamoDB requests a run where an unlimited
 //! run makes 2. Looks aligned on the same ticks ([`super::in_hand_watch`]) are read
-//! together, and a run arriving at a gate read less than [`FRESH`] ago decides from that
-//! read, not with a write of its own.
+//! together, and a run arriving at a gate seen less than [`FRESH`] ago (read, or answered
+//! to this worker's own pass, take or give-back) decides from that whether to wait in
+//! hand, not with a write of its own.
 //!
-//! What a read says is only trusted to say whether a write is worth making: the take that
-//! follows is the same conditional write, decided by the same rules
-//! ([`crate::store::ExecutionStore::take_permit_seen`]). A read that shows room it no longer
-//! has costs a refused write, as before; one that shows full while a permit was freed
-//! since is right again within [`FRESH`], at the next look. A read that fails is no look:
-//! the run takes without one.
+//! What a read says is only trusted to say whether a write is worth making, or a run
+//! worth waiting in hand: the take that follows is the same conditional write, decided by
+//! the same rules ([`crate::store::ExecutionStore::take_permit_seen`]), and a refusal from
+//! an earlier read is asked of the gate before the run acts on it otherwise (parks, goes
+//! back to the queue). A read that shows room it no longer has costs a refused write, as
+//! before; one that shows full while a permit was freed since is right again within
+//! [`FRESH`], at the next look. A read that fails, or is not answered within
+//! [`LOOK_AT_MOST`], is no look: the run takes without one. A read answered after a newer
+//! view of the gate does not replace it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -25,7 +29,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::store::{ExecutionStore, GateItem};
+use crate::store::{ExecutionStore, GateItem, Holder};
 
 /// How long a look waits for others to be read with it.
 const LOOK_GATHER: Duration = Duration::from_millis(5);
@@ -33,9 +37,15 @@ const LOOK_GATHER: Duration = Duration::from_millis(5);
 /// The most gates one read takes: DynamoDB's `BatchGetItem` takes a hundred keys.
 const GATES_PER_READ: usize = 100;
 
-/// How long what a read found is taken for what the gate is, by the runs arriving there:
-/// as long as the watchers' looks are apart at most, so the next look corrects it.
+/// How long what a read (or this worker's own pass or give-back) found is taken for what
+/// the gate is, by the runs arriving there: a second, as long as the watchers' looks are
+/// apart at most. Only a run that then waits in hand is spared its request by it: a run
+/// it would send to the line or back to the queue asks the gate first.
 pub(crate) const FRESH: Duration = Duration::from_secs(1);
+
+/// How long a run waits for its look's read before it asks the gate without one: a read
+/// held up (throttled, asked again) must not hold the run past its wait in hand.
+const LOOK_AT_MOST: Duration = Duration::from_secs(1);
 
 /// Above this many gates remembered, the reads older than [`FRESH`] are forgotten.
 const PRUNE_ABOVE: usize = 64;
@@ -56,8 +66,11 @@ type Look = (String, oneshot::Sender<Option<GateItem>>);
 #[derive(Debug, Default)]
 pub(crate) struct GateLooks {
     sender: OnceLock<mpsc::UnboundedSender<Look>>,
-    seen: Arc<Mutex<HashMap<String, (Instant, GateItem)>>>,
+    seen: Arc<Mutex<Views>>,
 }
+
+/// What was seen of each gate, and when the read that saw it was sent.
+type Views = HashMap<String, (Instant, GateItem)>;
 
 impl GateLooks {
     /// The gate `item` as it is now, read with the other looks asked for within
@@ -71,7 +84,10 @@ impl GateLooks {
         });
         let (answer, read) = oneshot::channel();
         sender.send((item.to_string(), answer)).ok()?;
-        read.await.ok().flatten()
+        match tokio::time::timeout(LOOK_AT_MOST, read).await {
+            Ok(read) => read.ok().flatten(),
+            Err(_) => None,
+        }
     }
 
     /// The gate `item` as a look read it less than [`FRESH`] ago, if one did.
@@ -84,19 +100,23 @@ impl GateLooks {
     /// What a write of this worker's run answered the gate `item` is now: taken for a
     /// read of it.
     pub fn saw(&self, item: &str, gate: &GateItem) {
-        remember(
-            &self.seen,
-            &BTreeMap::from([(item.to_string(), gate.clone())]),
-        );
+        let seen = BTreeMap::from([(item.to_string(), gate.clone())]);
+        remember(&self.seen, seen, Instant::now());
     }
 
-    /// Forgets what was read of `item`: a run of this worker changed it (took or gave
-    /// back a permit), and a run arriving there must not take the old read for it.
-    pub fn forget(&self, item: &str) {
-        self.seen().remove(item);
+    /// A run of this worker took a permit of `item` (its entry `holder` under `key`): the
+    /// gate as last seen, with it. Only ever one holder more than the gate may have (its
+    /// own entry's, taken by the write); a run deciding from it waits in hand, and asks the
+    /// gate before it acts otherwise.
+    pub fn took(&self, item: &str, key: &str, holder: Holder) {
+        if let Some((_, gate)) = self.seen().get_mut(item) {
+            gate.waiters.remove(key);
+            gate.holders.insert(key.to_string(), holder);
+            gate.counted = true;
+        }
     }
 
-    fn seen(&self) -> MutexGuard<'_, HashMap<String, (Instant, GateItem)>> {
+    fn seen(&self) -> MutexGuard<'_, Views> {
         lock(&self.seen)
     }
 }
@@ -106,11 +126,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Reads the gates looked at as the looks come, those within [`LOOK_GATHER`] of the
-/// first together (each gate once), until every sender is gone.
+/// first together (each gate once), until every sender is gone. Each read goes on its
+/// own: one held up does not hold up the looks after it.
 async fn read_gathered(
     store: Arc<dyn ExecutionStore>,
     mut looks: mpsc::UnboundedReceiver<Look>,
-    seen: Arc<Mutex<HashMap<String, (Instant, GateItem)>>>,
+    seen: Arc<Mutex<Views>>,
 ) {
     let mut asked = Vec::new();
     while looks.recv_many(&mut asked, GATES_PER_READ).await > 0 {
@@ -122,33 +143,43 @@ async fn read_gathered(
                 Ok(_) => {}
             }
         }
-        let mut items: Vec<String> = asked.iter().map(|(item, _)| item.clone()).collect();
-        items.sort();
-        items.dedup();
-        let read = store.read_gates(&items).await;
-        if let Err(e) = &read {
-            tracing::warn!(error = %e, gates = items.len(), "could not read the gates watched; their runs take without a look");
-        }
-        let gates: BTreeMap<String, GateItem> = read.unwrap_or_default();
-        remember(&seen, &gates);
-        for (item, answer) in asked.drain(..) {
-            let _ = answer.send(gates.get(&item).cloned());
-        }
+        let asked = std::mem::take(&mut asked);
+        tokio::spawn(read_together(store.clone(), asked, seen.clone()));
     }
 }
 
-/// Keeps what was read, forgetting the reads too old to be used once there are many.
-fn remember(
-    seen: &Mutex<HashMap<String, (Instant, GateItem)>>,
-    gates: &BTreeMap<String, GateItem>,
-) {
+/// One read of the gates `asked` (each once), its answers handed to the looks that asked.
+async fn read_together(store: Arc<dyn ExecutionStore>, asked: Vec<Look>, seen: Arc<Mutex<Views>>) {
+    let mut items: Vec<String> = asked.iter().map(|(item, _)| item.clone()).collect();
+    items.sort();
+    items.dedup();
+    let sent = Instant::now();
+    let read = store.read_gates(&items).await;
+    if let Err(e) = &read {
+        tracing::warn!(error = %e, gates = items.len(), "could not read the gates watched; their runs take without a look");
+    }
+    let gates: BTreeMap<String, GateItem> = read.unwrap_or_default();
+    remember(&seen, gates.clone(), sent);
+    for (item, answer) in asked {
+        let _ = answer.send(gates.get(&item).cloned());
+    }
+}
+
+/// Keeps what was seen at `at`, unless something was seen of the gate later; forgets the
+/// views too old to be used once there are many.
+fn remember(seen: &Mutex<Views>, views: BTreeMap<String, GateItem>, at: Instant) {
     let now = Instant::now();
     let mut seen = lock(seen);
     if seen.len() > PRUNE_ABOVE {
-        seen.retain(|_, (at, _)| now.duration_since(*at) < FRESH);
+        seen.retain(|_, (when, _)| now.duration_since(*when) < FRESH);
     }
-    for (item, gate) in gates {
-        seen.insert(item.clone(), (now, gate.clone()));
+    for (item, view) in views {
+        match seen.get(&item) {
+            Some((when, _)) if *when > at => {}
+            _ => {
+                seen.insert(item, (at, view));
+            }
+        }
     }
 }
 
@@ -179,13 +210,39 @@ mod tests {
             1,
             "one read for four looks"
         );
-        assert!(looks.fresh("b").is_some());
-        looks.forget("b");
-        assert!(looks.fresh("b").is_none(), "forgotten once changed here");
+        let holder = Holder {
+            owner: "w:1".into(),
+            until_ms: 5,
+            share: "s".into(),
+        };
+        looks.took("b", "run", holder.clone());
+        let b = looks.fresh("b").expect("read just now");
+        assert_eq!(
+            b.holders.get("run"),
+            Some(&holder),
+            "a permit taken here is seen"
+        );
         tokio::time::sleep(FRESH).await;
         assert!(
             looks.fresh("a").is_none(),
             "a read a second old says nothing"
         );
+    }
+
+    /// Adversary review: a read sent before this worker gave a permit back, and answered
+    /// after, put the gate back as full, stamped fresh, for a second.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_answered_after_a_newer_view_does_not_replace_it() {
+        let looks = GateLooks::default();
+        let sent = Instant::now();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let given_back = GateItem {
+            counted: true,
+            ..GateItem::default()
+        };
+        looks.saw("g", &given_back);
+        let full = BTreeMap::from([("g".to_string(), GateItem::default())]);
+        remember(&looks.seen, full, sent);
+        assert_eq!(looks.fresh("g"), Some(given_back), "the newer view kept");
     }
 }

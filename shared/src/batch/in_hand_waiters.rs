@@ -69,9 +69,6 @@ const ASKED_FOR: Duration = Duration::from_secs(1);
 /// and given back while the gate's woken runs waited behind them in the queue).
 const UNKNOWN_HOLD: Duration = Duration::from_secs(1);
 
-/// Where the holds of every gate are averaged: no gate's item is named so.
-const ANY_GATE: &str = "";
-
 /// The most gates whose holds are remembered ([`InHandWaiters::gave_back_after`]).
 const MOST_HOLDS: usize = 1_024;
 
@@ -350,14 +347,15 @@ impl InHandWaiters {
     }
 
     /// How long a permit of `item` is held here, once a run here gave one back; before,
-    /// how long permits of any gate are (a gate per tenant is one job's: its runs hold
-    /// the gate of a tenant this worker never held as long as the others').
+    /// how long the permits of its limit's other keys are (a gate per tenant is one
+    /// job's: its runs hold the gate of a tenant this worker never held as long as the
+    /// others').
     pub(super) fn held_for(&self, item: &str) -> Option<Duration> {
         let holds = self.holds();
         holds
             .get(item)
+            .or_else(|| holds.get(crate::flow::limit_item(item)))
             .copied()
-            .or_else(|| holds.get(ANY_GATE).copied())
     }
 
     /// A run of this worker held a permit of `item` for `held` before giving it back.
@@ -366,7 +364,9 @@ impl InHandWaiters {
         if holds.len() >= MOST_HOLDS && !holds.contains_key(item) {
             holds.clear();
         }
-        for item in [item, ANY_GATE] {
+        let limit = crate::flow::limit_item(item);
+        let both = [item, limit];
+        for item in &both[..if limit == item { 1 } else { 2 }] {
             let hold = holds.entry(item.to_string()).or_insert(held);
             *hold = (*hold * 3 + held) / 4;
         }

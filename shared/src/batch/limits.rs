@@ -115,6 +115,12 @@ fn rate_look(next_start_ms: i64, now_ms: i64, jitter: Duration) -> Duration {
     Duration::from_secs(until.div_ceil(1_000) + jitter.as_secs())
 }
 
+/// Whether the gate refused the run a permit (full, or its rate's next start to come):
+/// not a permit taken, nor a store that did not answer.
+fn refused(answer: &Result<Permit, crate::store::StoreError>) -> bool {
+    matches!(answer, Ok(Permit::Full { .. } | Permit::TooSoon { .. }))
+}
+
 /// A rate's start taken with a late answer is not used: the rate's next start was set from
 /// the time the request was sent (DynamoDB has no clock of its own to offer), so a run that
 /// started long after it could start closer to the next one than the rate allows. Past the
@@ -317,7 +323,6 @@ impl Processor {
         let (mut waited_here, mut waited_in_hand) = (false, false);
         let mut wait_in_hand = InHandWait::default();
         let waiting = (priority, since_ms, job);
-        let owner = taken.owner.clone();
         // This worker's runs hold every permit, or runs of its share wait here already:
         // waited for in hand at once, no take asked. Not a run that waited before (woken
         // from the line, or back from a timer): it may hold a permit handed on to it, or
@@ -329,15 +334,18 @@ impl Processor {
             && in_hand.waits_without_asking(&gate.item, &gate.share, limit, priority)
         {
             let wait = (priority <= 0, &mut wait_in_hand);
-            let waited = self.in_hand_for(ctx, claim, gate, &owner, t, waiting, wait);
+            let waited = self.in_hand_for(ctx, claim, gate, &taken.owner, t, waiting, wait);
             if let Waited::Passed = waited.await {
                 taken.add(gate);
                 return Ok(passed_since(since_ms, claim));
             }
             waited_in_hand = true;
         }
+        // Whether the next ask must be the gate's own answer, not a read a moment ago.
+        let mut ask_now = false;
         loop {
-            let seen = self.seen_gate(&gate.item, waited_in_hand, since_ms).await;
+            let seen = self.look_at(gate, waited_in_hand, since_ms, ask_now).await;
+            let earlier = matches!(seen, Some(Seen::Earlier(_)));
             let now = clock.now();
             let req = PermitRequest {
                 item: &gate.item,
@@ -356,9 +364,7 @@ impl Processor {
             if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
                 // A gate with only a rate holds nothing to give back.
                 taken.hold(self, gate);
-                if let Some(too_late) = late_start(gate, now, clock.now(), skew) {
-                    answer = Ok(too_late);
-                }
+                answer = late_start(gate, now, clock.now(), skew).map_or(answer, Ok);
                 // Taken at a watcher's look: its wait counts as a handed permit's, and
                 // the gate may have room for the next run waiting here.
                 if waited_in_hand && matches!(answer, Ok(Permit::Taken)) {
@@ -366,44 +372,68 @@ impl Processor {
                     return Ok(passed_since(since_ms, claim));
                 }
             }
-            match (&answer, ctx.deadline) {
-                (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here => {
-                    let wait = next_start_ms - clock.now().timestamp_millis();
-                    if !(0..=IN_PLACE_MS).contains(&wait) {
-                        return answer;
-                    }
+            let leaves = match (&answer, ctx.deadline) {
+                (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here && !earlier => {
                     waited_here = true;
-                    tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
+                    !self.waited_in_place(*next_start_ms).await
                 }
-                (Ok(Permit::Full { line, .. }), _) if comes_first(line, priority) => {
-                    return answer;
-                }
+                (Ok(Permit::Full { line, .. }), _) if comes_first(line, priority) => true,
                 (Ok(Permit::Full { line, .. }), _) if may_wait => {
                     let wait = (watches(line, priority), &mut wait_in_hand);
                     match self
-                        .in_hand_for(ctx, claim, gate, &owner, t, waiting, wait)
+                        .in_hand_for(ctx, claim, gate, &taken.owner, t, waiting, wait)
                         .await
                     {
-                        Waited::Over => return answer,
+                        Waited::Over => true,
                         Waited::Passed => {
                             taken.add(gate);
                             return Ok(passed_since(since_ms, claim));
                         }
-                        Waited::Look => waited_in_hand = true,
+                        Waited::Look => {
+                            waited_in_hand = true;
+                            false
+                        }
                     }
                 }
-                _ => return answer,
+                _ => true,
+            };
+            // A refusal decided from a read a moment ago is not acted on (a park, a copy
+            // sent back, a wait for a rate's start): the gate itself is asked first, as
+            // the read may not show a permit freed since (adversary review).
+            ask_now = leaves && earlier && refused(&answer);
+            if leaves && !ask_now {
+                return answer;
             }
         }
     }
 
-    /// What a run decides to take a permit of `item` from, besides its write's answer. A
+    /// Waits where it is for a rate's next start (`next_start_ms`) less than
+    /// [`IN_PLACE_MS`] away; whether it did (one further away is waited for on a timer).
+    async fn waited_in_place(&self, next_start_ms: i64) -> bool {
+        let wait = next_start_ms - self.inner.config.clock.now().timestamp_millis();
+        if !(0..=IN_PLACE_MS).contains(&wait) {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(wait as u64 + 5)).await;
+        true
+    }
+
+    /// What a run decides to take a permit of `gate` from, besides its write's answer. A
     /// watcher's look (`looks`) reads the gate with this worker's other looks, and writes
     /// only when the read shows a permit to take; a run that never waited, arriving at a
     /// gate read less than a second ago, decides from that read (not a woken run: a read
-    /// before its hand-on would not show the permit reserved for it).
-    async fn seen_gate(&self, item: &str, looks: bool, since_ms: Option<i64>) -> Option<Seen> {
+    /// before its hand-on would not show the permit reserved for it). `ask_now`: a
+    /// refusal decided from an earlier read is to be acted on; the gate is asked.
+    async fn look_at(
+        &self,
+        gate: &Gate,
+        looks: bool,
+        since_ms: Option<i64>,
+        ask_now: bool,
+    ) -> Option<Seen> {
+        let item = &gate.item;
         match (looks, since_ms) {
+            _ if ask_now => None,
             (true, _) => self
                 .inner
                 .looks
@@ -417,8 +447,8 @@ impl Processor {
 
     /// Asks the gate for a permit, from what was `seen` of it: a take that writes only
     /// when that shows one to take; without it, a take. Counted as this worker's ask of
-    /// the gate unless decided from an earlier read, with no request; a permit taken
-    /// changes the gate, and what was read of it is forgotten.
+    /// the gate unless decided from an earlier read, with no request; a permit taken is
+    /// added to what was read of the gate.
     async fn ask_gate(
         &self,
         req: PermitRequest<'_>,
@@ -436,7 +466,8 @@ impl Processor {
             self.inner.in_hand.asked(item);
         }
         if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
-            self.inner.looks.forget(item);
+            let entry = crate::store::entry_of(&req);
+            self.inner.looks.took(item, req.key, entry);
         }
         answer
     }

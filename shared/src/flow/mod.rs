@@ -131,6 +131,17 @@ impl FlowLimit {
     }
 }
 
+/// The item of the limit whose gate is `item`: the gate's own for a limit without a key,
+/// else the gate's item without its key (`.schedkit/concurrency/export` of
+/// `.schedkit/concurrency/export/acme`). The names of limits and jobs hold no `/`, so the
+/// key begins after the third.
+pub fn limit_item(item: &str) -> &str {
+    match item.match_indices('/').nth(2) {
+        Some((at, _)) => &item[..at],
+        None => item,
+    }
+}
+
 /// One gate a run passes: a limit, or one key's share of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gate {
@@ -177,6 +188,9 @@ mod tests {
             .gate("export", Some(&payload(json!({"tenant": "b"}))))
             .unwrap();
         assert_eq!(a.item, ".schedkit/concurrency/export/a");
+        assert_eq!(limit_item(&a.item), ".schedkit/concurrency/export");
+        assert_eq!(limit_item(".schedkit/limit/api/a/b"), ".schedkit/limit/api");
+        assert_eq!(limit_item(".schedkit/limit/api"), ".schedkit/limit/api");
         assert_ne!(a.item, b.item);
         assert!(crate::store::is_internal(&a.item));
         assert_eq!(

@@ -55,6 +55,7 @@ pub use overlap::Gate;
 pub use pauses::{
     KEEP_PAUSE_WINDOWS, PauseHistory, PauseRecord, PauseStore, PauseWindow, Paused, Pauses,
 };
+pub(crate) use permits::entry_of;
 pub use permits::{Line, Permit, PermitRequest};
 #[cfg(test)]
 pub(crate) use record::claimed_record;

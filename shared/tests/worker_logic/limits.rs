@@ -1788,3 +1788,91 @@ async fn a_limit_per_tenant_costs_under_four_store_requests_a_run() {
         assert!(w.seen.lock().unwrap().most[&format!("tenant t{tenant}")] <= 2);
     }
 }
+
+/// Adversary review: a run arriving at a gate its worker passed a permit of a moment ago
+/// took the pass's answer (the gate full) for the gate, though another worker had given a
+/// permit back since; an urgent run, first by turn, then joined the gate's line beside the
+/// free permit (hidden, parked, and back a second later) instead of taking it. A refusal
+/// decided from an earlier read is asked of the gate before the run acts on it.
+#[tokio::test(start_paused = true)]
+async fn a_run_does_not_park_on_a_moments_old_read_beside_a_permit_freed_since() {
+    let w = world();
+    let (a, b) = (w.workers[0].clone(), w.workers[1].clone());
+    send(
+        &w.queue,
+        "export",
+        "b1",
+        json!({"tenant": "t", "millis": 900}),
+    );
+    let b1 = w.queue.receive(1, Duration::from_secs(60));
+    let holding = tokio::spawn(async move { b.process(b1, None).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    send(
+        &w.queue,
+        "export",
+        "a1",
+        json!({"tenant": "t", "millis": 200}),
+    );
+    send(
+        &w.queue,
+        "export",
+        "a2",
+        json!({"tenant": "t", "seconds": 3}),
+    );
+    let a12 = w.queue.receive(2, Duration::from_secs(60));
+    let passing = tokio::spawn({
+        let a = a.clone();
+        async move { a.process(a12, None).await }
+    });
+    // a1 passes its permit to a2 at 0.21 s (the pass answers the gate full: a2 and b1);
+    // b1 gives its permit back at 0.91 s.
+    tokio::time::sleep(Duration::from_millis(940)).await;
+    let mut urgent = Envelope::new("export", "2026-12-02T09:00:00Z".parse().unwrap());
+    urgent.key = Some("u".into());
+    urgent.priority = Some(5);
+    urgent.payload = json!({"tenant": "t", "millis": 100}).as_object().cloned();
+    w.queue.send_body(&urgent.to_json());
+    let u = w.queue.receive(1, Duration::from_secs(60));
+    let sent = tokio::time::Instant::now();
+    let reports = a.process(u, None).await;
+    let took = sent.elapsed();
+    assert_eq!(reports[0].outcome.label(), "succeeded", "{reports:?}");
+    assert!(
+        took < Duration::from_millis(300),
+        "ran {took:?} after it came"
+    );
+    assert_eq!(w.seen.lock().unwrap().most["tenant t"], 2);
+    holding.await.unwrap();
+    passing.await.unwrap();
+}
+
+/// A run arriving at a gate its worker gave a permit back to a moment ago takes it from
+/// that read: four requests (its claim, the take, its outcome, the give-back), and it
+/// starts at once. (A permit taken from a read was asked of the gate again, a fifth.)
+#[tokio::test(start_paused = true)]
+async fn a_run_taking_a_permit_from_a_moments_old_read_asks_nothing_more() {
+    let w = world();
+    let worker = w.workers[0].clone();
+    for i in 0..3 {
+        send(
+            &w.queue,
+            "patient",
+            &format!("p-{i}"),
+            json!({"millis": 100}),
+        );
+        let run = w.queue.receive(1, Duration::from_secs(60));
+        let (came, before) = (tokio::time::Instant::now(), w.store.snapshot().requests);
+        let reports = worker.process(run, None).await;
+        assert_eq!(reports[0].outcome.label(), "succeeded", "{reports:?}");
+        let took = came.elapsed();
+        assert!(took < Duration::from_millis(300), "run {i} took {took:?}");
+        // The first run's take makes the gate's item too: a write refused, then one that
+        // creates it.
+        let made = w.store.snapshot().requests - before;
+        assert_eq!(
+            made,
+            4 + u64::from(i == 0),
+            "run {i}: claim, take, outcome, give-back"
+        );
+    }
+}
