@@ -340,8 +340,9 @@ impl InHandWaiters {
         Some((before, turn(gate, share, before, hold / bound as u32)))
     }
 
-    /// How long a permit of `item` is held here, as the runs that gave one back held it;
-    /// [`UNKNOWN_HOLD`] before one did.
+    /// How long a permit of `item` is held here, as the runs that gave one back held it
+    /// (or its limit's other keys', [`InHandWaiters::held_for`]); [`UNKNOWN_HOLD`] before
+    /// one did.
     fn hold(&self, item: &str) -> Duration {
         self.held_for(item).unwrap_or(UNKNOWN_HOLD)
     }

@@ -104,8 +104,8 @@ impl InHandWaiters {
     ///
     /// The first look comes a share of the time a permit of the gate is held here (its
     /// hold over its `limit`: about when the gate frees its next permit), 50 ms at least
-    /// and when no run here held one yet: a gate of one-second runs was looked at 50, 100,
-    /// 200 and 400 ms after each refusal, and found full each time.
+    /// and when no run here held one of its limit yet: a gate of one-second runs was
+    /// looked at 50, 100, 200 and 400 ms after each refusal, and found full each time.
     pub async fn watch(
         &self,
         (item, share): (&str, &str),
