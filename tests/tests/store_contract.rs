@@ -535,6 +535,7 @@ async fn script(
         owner: owner(k),
         until_ms: t2_ms + 60_000,
         share: "s".into(),
+        then: None,
     };
     store
         .take_permit(schedkit::store::PermitRequest {
@@ -566,6 +567,7 @@ async fn script(
                 limit: 1,
                 from: (&from, &by),
                 to: (&to, &held),
+                promote: false,
             };
             match store.pass_permit(p).await.unwrap() {
                 Ok(g) => format!(
@@ -607,6 +609,87 @@ async fn script(
         matches!(parked, schedkit::store::Parked::Waiting(_))
     ));
     log.push(pass("h2", "h2", "h3").await);
+    // A pass may name the run the permit goes to next; the write moving the entry to that
+    // run's name is not refused for a line, and names another next only with no line.
+    let named = format!("{lined}-next");
+    let next = |k: &str| schedkit::store::Next {
+        key: key(k),
+        owner: owner(k),
+    };
+    store
+        .take_permit(schedkit::store::PermitRequest {
+            item: &named,
+            key: &key("n1"),
+            owner: &owner("n1"),
+            ..schedkit::store::PermitRequest {
+                share: "s",
+                priority: 0,
+                since_ms: None,
+                item: "",
+                key: "",
+                owner: "",
+                concurrency: Some(1),
+                spacing: None,
+                now: at(t2),
+                lease,
+                skew: Duration::from_secs(1),
+            }
+        })
+        .await
+        .unwrap();
+    let move_entry = |from: &str, to: &str, then: Option<&str>, promote: bool| {
+        let (item, from_key, by, to_key) = (named.clone(), key(from), owner(from), key(to));
+        let mut held = entry(to);
+        held.then = then.map(next);
+        let (from, to, then) = (from.to_string(), to.to_string(), then.map(str::to_string));
+        async move {
+            let p = schedkit::store::Pass {
+                item: &item,
+                limit: 1,
+                from: (&from_key, &by),
+                to: (&to_key, &held),
+                promote,
+            };
+            let what = if promote { "move" } else { "pass" };
+            let (done, g) = match store.pass_permit(p).await.unwrap() {
+                Ok(g) => ("done", g),
+                Err(g) => ("refused", g),
+            };
+            let holders: Vec<_> = g
+                .holders
+                .iter()
+                .map(|(k, h)| (k.clone(), h.then.as_ref().map(|n| n.key.clone())))
+                .collect();
+            format!("next: {what} {from} to {to} naming {then:?}: {done}, holders {holders:?}")
+        }
+    };
+    log.push(move_entry("n1", "n2", Some("n3"), false).await);
+    // Not the run named next: refused.
+    log.push(move_entry("n2", "n4", None, true).await);
+    log.push(move_entry("n2", "n3", Some("n4"), true).await);
+    let waiter = schedkit::store::Waiter {
+        since_ms: t2_ms,
+        priority: 0,
+        share: "s".into(),
+        handle: "handle-n9".into(),
+        until_ms: t2_ms + 30_000,
+    };
+    store
+        .park(
+            schedkit::store::ParkRequest {
+                item: &named,
+                key: &key("n9"),
+                limit: 1,
+                waiter,
+                now_ms: t2_ms,
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    // With a run in the line: moved, but naming no next of its own.
+    log.push(move_entry("n3", "n4", Some("n5"), true).await);
+    log.push(move_entry("n3", "n4", None, true).await);
     // A worker's looks: gates read together, each as it is (a gate never written as an
     // empty one); a take from a read decides from it, with no write while it shows the gate
     // full, and the write refuses a read that showed room the gate no longer has.
@@ -1052,6 +1135,22 @@ async fn the_memory_store_answers_every_transition_as_dynamodb_does() {
             "take P-l2 at 2026-12-01 18:00:03 UTC: Handed { since_ms: 1796148000001 }",
         ],
         "a newcomer waits behind the line; the permit goes to the first waiter"
+    );
+    let nexts: Vec<&str> = on_memory
+        .iter()
+        .filter(|l| l.starts_with("next: "))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        nexts,
+        [
+            r#"next: pass n1 to n2 naming Some("n3"): done, holders [("P-n2", Some("P-n3"))]"#,
+            r#"next: move n2 to n4 naming None: refused, holders [("P-n2", Some("P-n3"))]"#,
+            r#"next: move n2 to n3 naming Some("n4"): done, holders [("P-n3", Some("P-n4"))]"#,
+            r#"next: move n3 to n4 naming Some("n5"): refused, holders [("P-n3", Some("P-n4"))]"#,
+            r#"next: move n3 to n4 naming None: done, holders [("P-n4", None)]"#,
+        ],
+        "a pass names the run after it; the move goes to that run alone, naming another only with no line"
     );
     let passes: Vec<&str> = on_memory
         .iter()

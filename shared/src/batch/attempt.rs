@@ -28,6 +28,10 @@ pub(super) struct Attempted {
     pub(super) effects: Vec<TransactWriteItem>,
     /// When it began, on the processor's clock.
     pub(super) started: DateTime<Utc>,
+    /// When its body ended (or was stopped): the outcome's time. Taken here, not as the
+    /// outcome is written: the run a permit passes to in memory starts at this instant,
+    /// and a finish stamped after its start would show both running at once.
+    pub(super) ended_at: DateTime<Utc>,
     /// Renews the lease until the outcome is written; `settle` drops it then.
     pub(super) keeper: LeaseKeeper,
     /// The job's body came to its end here (it was not stopped by a lapsed lease or the
@@ -75,6 +79,7 @@ impl Processor {
         let mut result = self
             .run_job(ctx, envelope, job, job_ctx, attempt, &keeper, &mut stopped)
             .await;
+        let ended_at = self.inner.config.clock.now();
         // A failed job's effects are dropped; a success's commit with its DONE record.
         let effects = match (&result, effects.take()) {
             (Ok(_), Ok(items)) => items,
@@ -89,6 +94,7 @@ impl Processor {
             result,
             effects,
             started,
+            ended_at,
             keeper,
             ended: !stopped,
         }

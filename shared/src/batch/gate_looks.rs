@@ -214,6 +214,7 @@ mod tests {
             owner: "w:1".into(),
             until_ms: 5,
             share: "s".into(),
+            then: None,
         };
         looks.took("b", "run", holder.clone());
         let b = looks.fresh("b").expect("read just now");

@@ -2,8 +2,10 @@
 //! another run of the same poller holds a permit of that gate, keeps its message and its
 //! claim and waits for that run to pass its permit on as its body
 //! ends ([`crate::store::Pass`]): one conditional write moves the permit from the one to
-//! the other, and the waiting run starts at once. No give-back, no park, no wake-up, no
-//! receive and no second claim: a permit freed and taken again within a worker cost six
+//! the other, and the waiting run starts at once (the pass also names the run after it,
+//! which then starts with no write between: [`super::in_hand_next`]). No give-back, no
+//! park, no wake-up, no receive and no second claim: a permit freed and taken again
+//! within a worker cost six
 //! requests and two SQS round trips (`make bench-flow`'s 50 ms case ran at 0.05 of its
 //! limit's pace, bound by them).
 //!
@@ -53,6 +55,10 @@ pub(super) const IN_HAND_FOR: Duration = Duration::from_secs(30);
 /// The longest a run waits for the pass of a run of this worker before it asks the gate
 /// again: a permit another worker gives back is not passed here, and is found so.
 const PASS_OR_LOOK: Duration = Duration::from_secs(5);
+
+/// How often a run whose wait ran out while a releaser's write was deciding about it
+/// tries again to give up: it may be set as a later run's next, and wait no longer.
+const GIVE_UP_AGAIN: Duration = Duration::from_millis(50);
 
 /// What a wait in hand for a permit of one gate came to.
 pub(super) enum Waited {
@@ -125,6 +131,7 @@ impl Processor {
             owner: owner.to_string(),
             until_ms: claimed_ms + policy.lease.as_millis() as i64,
             share: gate.share.clone(),
+            then: None,
         };
         let skew = self.inner.config.clock_skew;
         let since_ms = since_ms.unwrap_or(claimed_ms);
@@ -180,9 +187,17 @@ impl Processor {
         let abandoned = waiters.give_up_if_dropped(&gate.item, waiting.id);
         let passed = match tokio::time::timeout(most, &mut told).await {
             Ok(answer) => answer.unwrap_or(false),
-            // Taken by a releaser just now: its answer comes with its write.
-            Err(_) if !waiters.give_up(&gate.item, waiting.id) => told.await.unwrap_or(false),
-            Err(_) => false,
+            // Taken by a releaser just now: its answer comes with its write, unless the
+            // write sets it as the run after the one passed to: then it gives up.
+            Err(_) => loop {
+                if waiters.give_up(&gate.item, waiting.id) {
+                    break false;
+                }
+                match tokio::time::timeout(GIVE_UP_AGAIN, &mut told).await {
+                    Ok(answer) => break answer.unwrap_or(false),
+                    Err(_) => continue,
+                }
+            },
         };
         abandoned.disarm();
         if !passed {
@@ -208,17 +223,32 @@ impl Processor {
         (key, owner): (&str, &str),
         t: &Transition<'_>,
     ) -> bool {
-        let Some(next) = self.inner.in_hand.next(item) else {
+        let waiters = &self.inner.in_hand;
+        let Some(next) = waiters.next(item).or_else(|| waiters.steal_next(item)) else {
             return false;
         };
         let to = next.key.clone();
+        // The run after it, if one waits, is named in the entry: it starts when this
+        // one's body ends, with no request ([`super::in_hand_next`]).
+        let (entry, after) = self.entry_with_next(item, &next.holder);
         let pass = Pass {
             item,
             limit,
             from: (key, owner),
-            to: (&to, &next.holder),
+            to: (&to, &entry),
+            promote: false,
         };
-        let passed = match self.inner.store.pass_permit(pass).await {
+        let answer = self.inner.store.pass_permit(pass).await;
+        let passed = matches!(answer, Ok(Ok(_)));
+        match (after, passed) {
+            (Some(after), true) => {
+                let to = (to.as_str(), next.holder.owner.as_str());
+                self.inner.in_hand.set_next(item, to, after)
+            }
+            (Some(after), false) => self.inner.in_hand.put_back(item, after),
+            (None, _) => {}
+        }
+        let passed = match answer {
             // The gate as the pass left it: a run arriving here decides from it, rather
             // than ask the gate (a permit free there is seen without a request).
             Ok(Ok(gate)) => {
@@ -248,7 +278,9 @@ impl Processor {
         }
         // The permit's count moves with it. A run no longer there to hear (its walk
         // ended) holds it by its claim until its lease runs out: no longer counted here.
+        let owner = next.holder.owner.clone();
         if next.told.send(passed).is_err() && passed {
+            self.inner.in_hand.forget_next(item, (&to, &owner));
             self.released_in_hand(item);
         }
         passed
@@ -262,10 +294,16 @@ impl Processor {
         }
     }
 
-    /// Permits a run keeps past its walk (its body stopped and its outcome not written:
-    /// their entries go with its claim): no longer counted as this worker's.
-    pub(super) fn forget_in_hand<'a>(&self, items: impl IntoIterator<Item = &'a str>) {
+    /// Permits the run `key` keeps past its walk (its body stopped and its outcome not
+    /// written: their entries go with its claim): no longer counted as this worker's,
+    /// and the run set to come after it is told none comes.
+    pub(super) fn forget_in_hand<'a>(
+        &self,
+        (key, owner): (&str, &str),
+        items: impl IntoIterator<Item = &'a str>,
+    ) {
         for item in items {
+            self.inner.in_hand.forget_next(item, (key, owner));
             self.released_in_hand(item);
         }
     }

@@ -24,7 +24,7 @@ pub(super) struct InHandWaiter {
     /// Told whether the permit was passed to it.
     pub told: oneshot::Sender<bool>,
     /// Until when it waits: a waiter put back after it is told no permit comes.
-    until: tokio::time::Instant,
+    pub(super) until: tokio::time::Instant,
     id: u64,
 }
 
@@ -57,6 +57,15 @@ pub(super) struct GateInHand {
     /// were let in by [`InHandWaiters::enter`] (from before their claim until they hold
     /// its permit, wait no more, or are sent away).
     entering: HashMap<String, Vec<u64>>,
+    /// By the run holding the permit (its key and claim): the waiter its gate entry names
+    /// next ([`super::in_hand_next`]), told when that run's body ends.
+    pub(super) next: HashMap<(String, String), InHandWaiter>,
+    /// By the key of the run told: the write moving the permit's entry to its name, while
+    /// in flight ([`super::in_hand_next`]).
+    pub(super) moving: HashMap<String, tokio::sync::watch::Receiver<bool>>,
+    /// By the run told (its key and claim): the entry it runs under, not moved to its
+    /// name (the move failed): its key, its claim, and the told run's own entry.
+    pub(super) stranded: HashMap<(String, String), (String, String, Holder)>,
 }
 
 /// How long after this worker last asked a gate its runs arriving there still wait in hand
@@ -123,6 +132,7 @@ impl GateInHand {
             && self.watching.is_empty()
             && self.waiting.is_empty()
             && self.entering.is_empty()
+            && self.next.is_empty()
     }
 }
 
@@ -192,7 +202,8 @@ impl InHandWaiters {
         self.stopping.send_replace(true);
         let mut gates = self.gates();
         for gate in gates.values_mut() {
-            for waiter in gate.waiting.drain(..) {
+            let next = gate.next.drain().map(|(_, w)| w);
+            for waiter in gate.waiting.drain(..).chain(next) {
                 let _ = waiter.told.send(false);
             }
         }
@@ -266,7 +277,9 @@ impl InHandWaiters {
     /// them without asking (their looks and passes find a permit first).
     pub fn waits_here(&self, item: &str, share: &str) -> bool {
         self.gates().get(item).is_some_and(|g| {
-            g.watching.contains_key(share) || g.waiting.iter().any(|w| w.holder.share == share)
+            g.watching.contains_key(share)
+                || g.waiting.iter().any(|w| w.holder.share == share)
+                || g.next.values().any(|w| w.holder.share == share)
         })
     }
 
@@ -389,7 +402,8 @@ impl InHandWaiters {
         if g.held > 0 {
             return Vec::new();
         }
-        let waiting = std::mem::take(&mut g.waiting);
+        let mut waiting = std::mem::take(&mut g.waiting);
+        waiting.extend(g.next.drain().map(|(_, w)| w));
         if g.idle() {
             gates.remove(item);
         }
@@ -501,9 +515,10 @@ impl InHandWaiters {
         let Some(gate) = gates.get_mut(item) else {
             return false;
         };
-        let before = gate.waiting.len();
+        let before = gate.waiting.len() + gate.next.len();
         gate.waiting.retain(|w| w.id != id);
-        before != gate.waiting.len()
+        gate.next.retain(|_, w| w.id != id);
+        before != gate.waiting.len() + gate.next.len()
     }
 }
 
@@ -558,6 +573,7 @@ mod tests {
             owner: "w:1".into(),
             until_ms: 0,
             share: share.into(),
+            then: None,
         }
     }
 

@@ -188,6 +188,11 @@ impl Permits {
     pub(super) fn items(&self) -> impl Iterator<Item = &str> {
         self.items.iter().map(|(i, ..)| i.as_str())
     }
+
+    /// The claim that took them.
+    pub(super) fn owner(&self) -> &str {
+        &self.owner
+    }
 }
 
 impl Processor {
@@ -483,6 +488,11 @@ impl Processor {
                 self.inner.in_hand.gave_back_after(item, since.elapsed());
             }
             let from = (t.key, permits.owner.as_str());
+            // Its entry is moved to its name first, if that write is in flight.
+            self.entry_moved(item, *limit, from).await;
+            if self.pass_to_next(item, *limit, from, t).await {
+                continue;
+            }
             if self.pass_in_hand(item, *limit, from, t).await {
                 continue;
             }

@@ -13,6 +13,7 @@ mod failure_streak;
 mod gate_looks;
 mod hides;
 mod in_hand;
+mod in_hand_next;
 mod in_hand_waiters;
 mod in_hand_watch;
 mod key;

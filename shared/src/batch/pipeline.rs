@@ -191,7 +191,7 @@ impl Processor {
                     if outcome_written(&outcome) {
                         self.release_permits(permits, &t).await;
                     } else {
-                        self.forget_in_hand(permits.items());
+                        self.forget_in_hand((t.key, permits.owner()), permits.items());
                     }
                     return outcome;
                 }

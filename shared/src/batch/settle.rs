@@ -53,11 +53,11 @@ impl Processor {
             mut result,
             effects,
             started,
+            ended_at: now,
             keeper,
             ended: _,
         } = attempted;
         let policy = &job.registered.policy;
-        let now = self.inner.config.clock.now();
         // The record says when the attempt began, not when it was claimed: a run its
         // limits admitted began once it held its permits.
         let record = &ExecutionRecord {

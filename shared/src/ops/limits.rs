@@ -348,6 +348,7 @@ mod tests {
             owner: "w:1".into(),
             until_ms: 100_000,
             share: share.into(),
+            then: None,
         }
     }
 

@@ -380,8 +380,13 @@ impl DynamoStore {
             .condition_expression(condition.expression())
             .return_values(ReturnValue::AllOld)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        // An update's placeholder is the attribute of its name, unless the condition binds
+        // it (a binding only the update used was once sent as the placeholder's text, and
+        // the entry written under the key `next`, while memory wrote it as bound).
         for name in placeholder_names(update) {
-            req = req.expression_attribute_names(format!("#{name}"), name);
+            let placeholder = format!("#{name}");
+            let attribute = condition.bound(&placeholder).unwrap_or(name).to_string();
+            req = req.expression_attribute_names(placeholder, attribute);
         }
         for (placeholder, attribute) in condition.names() {
             req = req.expression_attribute_names(placeholder, attribute);

@@ -23,6 +23,21 @@ pub struct Holder {
     pub until_ms: i64,
     /// Its run's fair share of the gate.
     pub share: String,
+    /// The run of the same worker the permit goes to when this one's body ends, if one
+    /// is set: it starts then without a request ([`super::waiters::promote_write`]).
+    pub then: Option<Next>,
+}
+
+/// The run a holder's permit is set to go to next: a run of the holder's worker, claimed
+/// and waiting in hand. The entry holds while either run's record says it may run, so the
+/// permit passes from one body to the next in the worker's memory, and a taker drops the
+/// entry only once both are gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Next {
+    /// Its run's key.
+    pub key: String,
+    /// Its claim's owner token.
+    pub owner: String,
 }
 
 impl Holder {
@@ -95,6 +110,7 @@ pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
                                     .and_then(|v| v.as_s().ok())
                                     .cloned()
                                     .unwrap_or_default(),
+                                then: entry.get("then").and_then(next_of),
                             },
                         ))
                     })
@@ -116,13 +132,30 @@ pub fn gate_item(item: &HashMap<String, AttributeValue>) -> GateItem {
     }
 }
 
+/// The run a holder's entry says comes next, as DynamoDB returned it.
+fn next_of(v: &AttributeValue) -> Option<Next> {
+    let m = v.as_m().ok()?;
+    Some(Next {
+        key: m.get("key")?.as_s().ok()?.clone(),
+        owner: m.get("owner")?.as_s().ok()?.clone(),
+    })
+}
+
 /// A holder's entry as DynamoDB holds it.
 pub(crate) fn holder_value(h: &Holder) -> AttributeValue {
-    AttributeValue::M(HashMap::from([
+    let mut entry = HashMap::from([
         ("owner".to_string(), s(&h.owner)),
         ("until".to_string(), n(h.until_ms)),
         ("share".to_string(), s(&h.share)),
-    ]))
+    ]);
+    if let Some(next) = &h.then {
+        let then = HashMap::from([
+            ("key".to_string(), s(&next.key)),
+            ("owner".to_string(), s(&next.owner)),
+        ]);
+        entry.insert("then".to_string(), AttributeValue::M(then));
+    }
+    AttributeValue::M(entry)
 }
 
 /// A waiter's entry as DynamoDB holds it.

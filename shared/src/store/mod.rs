@@ -48,7 +48,7 @@ pub use dynamo::{
     TransitionError,
 };
 pub use execution_store::{ExecutionStore, HandedOn, SlotEntry, StoreCall};
-pub use gate_item::{GateItem, HANDED, Holder, Waiter, gate_item};
+pub use gate_item::{GateItem, HANDED, Holder, Next, Waiter, gate_item};
 pub use internal::{INTERNAL_PREFIX, is_internal, job_key, slot_key};
 pub use memory::{Change, Fault, Faults, MemoryState, MemoryStore, NoFaults};
 pub use overlap::Gate;

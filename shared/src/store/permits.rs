@@ -194,6 +194,26 @@ pub(crate) fn holder_gone(
     !record.is_some_and(|r| r.owner.as_deref() == Some(owner) && r.attempt_may_run(alive_after))
 }
 
+/// Whether the entry `(key, owner)` (`holder` as read) no longer holds its permit: its
+/// run's record says so, and so does that of the run it names next, if any (the permit
+/// passes to that one in its worker's memory).
+async fn entry_gone(
+    gate: &impl GateRequests,
+    holder: Option<&Holder>,
+    (key, owner): (&str, &str),
+    req: &PermitRequest<'_>,
+) -> Result<bool, StoreError> {
+    let record = gate.holder(key).await?;
+    if !holder_gone(record.as_ref(), owner, req.now, req.skew) {
+        return Ok(false);
+    }
+    let Some(next) = holder.and_then(|h| h.then.as_ref()) else {
+        return Ok(true);
+    };
+    let record = gate.holder(&next.key).await?;
+    Ok(holder_gone(record.as_ref(), &next.owner, req.now, req.skew))
+}
+
 /// Whether the run may enter `item` once the holders `dropped` (key and claim) are gone: it
 /// holds the gate already under its own claim, or, counting the gate as it would be, there
 /// is room. An entry of the same run under another claim is replaced only when dropped.
@@ -219,6 +239,7 @@ pub(crate) fn entry_of(req: &PermitRequest<'_>) -> Holder {
         owner: req.owner.to_string(),
         until_ms: req.now.timestamp_millis() + req.lease.as_millis() as i64,
         share: req.share.to_string(),
+        then: None,
     }
 }
 
@@ -293,8 +314,7 @@ pub(crate) async fn take_permit(
                 if !looks_further(item, req, &dropped) {
                     break;
                 }
-                let record = gate.holder(&key).await?;
-                if holder_gone(record.as_ref(), &owner, req.now, req.skew) {
+                if entry_gone(gate, item.holders.get(&key), (&key, &owner), req).await? {
                     dropped.push((key, owner));
                 }
             }
@@ -592,6 +612,7 @@ mod tests {
             owner: "w:0".into(),
             until_ms,
             share: String::new(),
+            then: None,
         };
         let item = GateItem {
             counted: true,

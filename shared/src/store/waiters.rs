@@ -293,6 +293,7 @@ pub fn reservation(h: &HandOn<'_>) -> Holder {
         owner: format!("{HANDED}{}", h.waiter.since_ms),
         until_ms: h.now_ms + HANDED_FOR.as_millis() as i64,
         share: h.waiter.share.clone(),
+        then: None,
     }
 }
 
@@ -330,12 +331,50 @@ pub struct Pass<'a> {
     pub from: (&'a str, &'a str),
     /// The run it goes to, and its entry (its own claim's).
     pub to: (&'a str, &'a Holder),
+    /// The taker was set as the giver's next ([`Holder::then`]) and runs already: the
+    /// write only moves the entry to its name ([`promote_write`]).
+    pub promote: bool,
+}
+
+/// The write that moves a permit to the run set as its next, which started when the
+/// giver's body ended, with no request between: the giver's entry, still its claim's and
+/// naming that run next, becomes the taker's. Not refused for a line that formed since
+/// the next was set (the taker holds the permit already); a next of the taker's own is
+/// set only while the line is empty, as a pass's.
+pub(crate) fn promote_write(p: &Pass<'_>) -> LineWrite {
+    let next = p.to.1.then.is_some();
+    // The taker's own name in the condition too: the update's placeholders are named by
+    // the condition's (a name only the update used was sent as its placeholder's text).
+    let expression = if next {
+        "#holders.#me.#owner = :owner AND #holders.#me.#then.#owner = :taker \
+         AND attribute_not_exists(#holders.#next) \
+         AND (attribute_not_exists(#waiters) OR size(#waiters) = :zero)"
+    } else {
+        "#holders.#me.#owner = :owner AND #holders.#me.#then.#owner = :taker \
+         AND attribute_not_exists(#holders.#next)"
+    };
+    let mut condition = Condition::new(expression)
+        .name("#me", p.from.0)
+        .value(":owner", s(p.from.1))
+        .value(":taker", s(&p.to.1.owner));
+    if next {
+        condition = condition.value(":zero", n(0));
+    }
+    LineWrite {
+        update: "REMOVE #holders.#me SET #holders.#next = :held",
+        values: vec![(":held", super::gate_item::holder_value(p.to.1))],
+        condition: condition.name("#next", p.to.0),
+    }
 }
 
 /// The write that passes a permit: the giver's entry, still its claim's, becomes the
 /// taker's, while no run waits in the gate's line (the line comes first: a run parked by
-/// any worker is handed the permit instead, by the giver's release and hand-on).
+/// any worker is handed the permit instead, by the giver's release and hand-on). The
+/// taker's entry may name the run it goes to next ([`Holder::then`]).
 pub(crate) fn pass_write(p: &Pass<'_>) -> LineWrite {
+    if p.promote {
+        return promote_write(p);
+    }
     let condition = Condition::new(
         "#holders.#me.#owner = :owner AND attribute_not_exists(#holders.#next) \
          AND (attribute_not_exists(#waiters) OR size(#waiters) = :zero)",
@@ -371,6 +410,7 @@ mod tests {
             owner: "w:1".into(),
             until_ms: 0,
             share: share.into(),
+            then: None,
         }
     }
 

@@ -1876,3 +1876,101 @@ async fn a_run_taking_a_permit_from_a_moments_old_read_asks_nothing_more() {
         );
     }
 }
+
+/// The store's requests, each answered 30 ms later (LocalStack's round trip under load).
+#[derive(Debug, Default)]
+struct SlowStore;
+
+impl schedkit::store::Faults for SlowStore {
+    fn request(&self, _: &'static str, _: &str) -> (Duration, schedkit::store::Fault) {
+        (Duration::from_millis(30), schedkit::store::Fault::None)
+    }
+}
+
+/// `runs` 50 ms runs of `sync` (the shared limit of 3) through one poller of twelve
+/// places over `store`, until the queue is drained.
+async fn fifty_ms_syncs_through_one_poller(w: &World, store: &MemoryStore, runs: usize) {
+    for i in 0..runs {
+        send(&w.queue, "sync", &format!("s-{i}"), json!({"millis": 50}));
+    }
+    let mut config = super::config();
+    config.worker_id = "w".into();
+    config.concurrency = 12;
+    let registry = registry(&w.seen, config.clock);
+    let metrics = Metrics::capture().0;
+    let worker = Processor::with_queue(store.clone(), w.queue.clone(), registry, config, metrics);
+    schedkit::poller::poll(&worker, &until_drained(), std::future::pending()).await;
+}
+
+/// `make bench-flow`'s shared case through one poller, over a store that answers in
+/// 30 ms: sixty 50 ms runs under a shared limit of 3. A permit passed in hand names the
+/// run that comes after the one it goes to (`batch::in_hand_next`), so as a body ends the
+/// next starts with no request between: each permit's runs start 50 ms apart, not 80 (the
+/// pass's write and the body, as before), and never more than three run at once.
+#[tokio::test(start_paused = true)]
+async fn a_run_set_next_starts_as_the_body_before_it_ends_with_no_request_between() {
+    let w = world();
+    let store = MemoryStore::new(Arc::new(SlowStore));
+    fifty_ms_syncs_through_one_poller(&w, &store, 60).await;
+    assert_eq!(statuses(&store), BTreeMap::from([(Status::Done, 60)]));
+    let seen = w.seen.lock().unwrap();
+    assert_eq!(seen.most["partner-api"], 3);
+    // A start as a body ends: 50 ms after another start (a pass's write between them
+    // would make it 80).
+    let starts = &seen.starts;
+    let back_to_back = starts[3..]
+        .iter()
+        .filter(|&s| starts.contains(&(s - 50)))
+        .count();
+    assert!(
+        back_to_back >= 40,
+        "{back_to_back} of 57 starts came as a body ended: {starts:?}"
+    );
+    // Sixty runs three at a time: twenty turns of 50 ms (of 80, a write in each).
+    let span = starts.last().unwrap() - starts[0];
+    println!("{back_to_back} of 57 starts back to back; the last {span} ms after the first");
+    assert!(
+        span < 1_350,
+        "the last run started {span} ms after the first"
+    );
+}
+
+/// The fourth and the ninth pass answered as if the store could not be reached (nothing
+/// applied); every request 8 ms.
+#[derive(Debug, Default)]
+struct PassesFail(Mutex<u64>);
+
+impl schedkit::store::Faults for PassesFail {
+    fn request(&self, request: &'static str, _: &str) -> (Duration, schedkit::store::Fault) {
+        let fault = match request {
+            "pass_permit" => {
+                let mut n = self.0.lock().unwrap();
+                *n += 1;
+                match *n {
+                    4 | 9 => schedkit::store::Fault::Unavailable,
+                    _ => schedkit::store::Fault::None,
+                }
+            }
+            _ => schedkit::store::Fault::None,
+        };
+        (Duration::from_millis(8), fault)
+    }
+}
+
+/// Adversary review: a run set next was told as the body before it ended, and the write
+/// moving the permit's entry to its name failed; the entry stayed the giver's, naming it,
+/// and its own give-back (by its own name) found nothing to give: the gate stayed full
+/// until a taker saw both leases' hint pass. The run moves the entry again as it gives
+/// the permit on. Thirty 50 ms runs under a shared limit of 3, two of the passes and
+/// moves failing: all done, never more than three at once, and the gate left empty.
+#[tokio::test(start_paused = true)]
+async fn a_move_that_failed_is_made_again_as_the_run_gives_its_permit_on() {
+    let w = world();
+    let store = MemoryStore::new(Arc::new(PassesFail::default()));
+    fifty_ms_syncs_through_one_poller(&w, &store, 30).await;
+    assert_eq!(statuses(&store), BTreeMap::from([(Status::Done, 30)]));
+    assert!(w.seen.lock().unwrap().most["partner-api"] <= 3);
+    let gates = store.snapshot().gates;
+    let held: Vec<_> = gates.values().flat_map(|g| g.holders.keys()).collect();
+    assert!(held.is_empty(), "entries left in the gate: {held:?}");
+}

@@ -53,6 +53,15 @@ impl Condition {
         self
     }
 
+    /// The attribute a name placeholder (`#g0`) is bound to, if bound: the update sent
+    /// beside the condition names its own placeholders by the same binding.
+    pub fn bound(&self, placeholder: &str) -> Option<&str> {
+        self.names
+            .iter()
+            .find(|(p, _)| p == placeholder)
+            .map(|(_, a)| a.as_str())
+    }
+
     /// The expression as DynamoDB receives it.
     pub fn expression(&self) -> &str {
         &self.expression
