@@ -618,22 +618,17 @@ async fn script(
     };
     store
         .take_permit(schedkit::store::PermitRequest {
+            share: "s",
+            priority: 0,
+            since_ms: None,
             item: &named,
             key: &key("n1"),
             owner: &owner("n1"),
-            ..schedkit::store::PermitRequest {
-                share: "s",
-                priority: 0,
-                since_ms: None,
-                item: "",
-                key: "",
-                owner: "",
-                concurrency: Some(1),
-                spacing: None,
-                now: at(t2),
-                lease,
-                skew: Duration::from_secs(1),
-            }
+            concurrency: Some(1),
+            spacing: None,
+            now: at(t2),
+            lease,
+            skew: Duration::from_secs(1),
         })
         .await
         .unwrap();

@@ -72,10 +72,17 @@ impl InHandWaiters {
     /// A run set to come after another run of `item`, taken out: when no other waits,
     /// the permit freed first goes to it rather than stand idle until the one it was set
     /// behind ends (that run's entry keeps naming it, a name that holds nothing more).
+    /// Of several, the one the line's order puts first (priority, then the longest
+    /// waiting), never the hash map's order: a simulated seed replays the same run.
     pub fn steal_next(&self, item: &str) -> Option<InHandWaiter> {
         let mut gates = self.gates();
         let gate = gates.get_mut(item)?;
-        let key = gate.next.keys().next()?.clone();
+        let key = gate
+            .next
+            .iter()
+            .min_by_key(|(_, w)| (std::cmp::Reverse(w.priority), w.since_ms, w.id))?
+            .0
+            .clone();
         gate.next.remove(&key)
     }
 

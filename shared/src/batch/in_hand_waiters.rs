@@ -25,7 +25,7 @@ pub(super) struct InHandWaiter {
     pub told: oneshot::Sender<bool>,
     /// Until when it waits: a waiter put back after it is told no permit comes.
     pub(super) until: tokio::time::Instant,
-    id: u64,
+    pub(super) id: u64,
 }
 
 #[derive(Debug, Default)]
