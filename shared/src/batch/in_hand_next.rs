@@ -32,6 +32,12 @@ use super::processor::Processor;
 use crate::store::{Holder, Next, Pass};
 use crate::telemetry::{Event, Transition};
 
+/// The longest name of a next run written into a holder's entry (its key and claim, in
+/// bytes). A gate holds up to [`crate::flow::MOST_AT_ONCE`] entries in one DynamoDB item
+/// of at most 400 KB, each under its run's key of up to 1 KB: a next of any length could
+/// double that; this adds 60 KB at most. A run of a longer key is passed as before.
+const LONGEST_NEXT: usize = 200;
+
 impl InHandWaiters {
     /// Sets `waiter` as the run the permit of `item` held by the run `key` under `owner`
     /// goes to next. Told no permit comes, instead, when none is held here any more or
@@ -169,7 +175,11 @@ impl Processor {
         own: &Holder,
     ) -> (Holder, Option<InHandWaiter>) {
         let mut entry = own.clone();
-        let next = self.inner.in_hand.next(item);
+        let mut next = self.inner.in_hand.next(item);
+        // A long name is not written: every holder's entry lives in the gate's one item.
+        if let Some(n) = next.take_if(|n| n.key.len() + n.holder.owner.len() > LONGEST_NEXT) {
+            self.inner.in_hand.put_back(item, n);
+        }
         if let Some(n) = &next {
             entry.then = Some(Next {
                 key: n.key.clone(),

@@ -1890,8 +1890,18 @@ impl schedkit::store::Faults for SlowStore {
 /// `runs` 50 ms runs of `sync` (the shared limit of 3) through one poller of twelve
 /// places over `store`, until the queue is drained.
 async fn fifty_ms_syncs_through_one_poller(w: &World, store: &MemoryStore, runs: usize) {
+    fifty_ms_syncs_keyed(w, store, runs, "s").await;
+}
+
+/// [`fifty_ms_syncs_through_one_poller`], the runs keyed `<prefix>-<i>`.
+async fn fifty_ms_syncs_keyed(w: &World, store: &MemoryStore, runs: usize, prefix: &str) {
     for i in 0..runs {
-        send(&w.queue, "sync", &format!("s-{i}"), json!({"millis": 50}));
+        send(
+            &w.queue,
+            "sync",
+            &format!("{prefix}-{i}"),
+            json!({"millis": 50}),
+        );
     }
     let mut config = super::config();
     config.worker_id = "w".into();
@@ -1973,4 +1983,24 @@ async fn a_move_that_failed_is_made_again_as_the_run_gives_its_permit_on() {
     let gates = store.snapshot().gates;
     let held: Vec<_> = gates.values().flat_map(|g| g.holders.keys()).collect();
     assert!(held.is_empty(), "entries left in the gate: {held:?}");
+}
+
+/// A gate keeps every holder's entry in one DynamoDB item: a run whose key is long is
+/// not written as a holder's next (its name could double the item), and is passed its
+/// permit by a write as before. Runs keyed with 300 characters: none starts as a body
+/// ends, and every one is done, three at a time at most.
+#[tokio::test(start_paused = true)]
+async fn a_run_of_a_long_key_is_not_named_next() {
+    let w = world();
+    let store = MemoryStore::new(Arc::new(SlowStore));
+    fifty_ms_syncs_keyed(&w, &store, 30, &"k".repeat(300)).await;
+    assert_eq!(statuses(&store), BTreeMap::from([(Status::Done, 30)]));
+    let seen = w.seen.lock().unwrap();
+    assert_eq!(seen.most["partner-api"], 3);
+    let starts = &seen.starts;
+    let back_to_back = starts[3..]
+        .iter()
+        .filter(|&s| starts.contains(&(s - 50)))
+        .count();
+    assert_eq!(back_to_back, 0, "{starts:?}");
 }
