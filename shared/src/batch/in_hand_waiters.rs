@@ -187,6 +187,11 @@ impl InHandWaiters {
         }
     }
 
+    /// How many permits of `item` this worker's runs hold.
+    pub fn held_here(&self, item: &str) -> usize {
+        self.gates().get(item).map_or(0, |g| g.held)
+    }
+
     /// Whether this worker's runs hold every permit of `item` (`limit`): a take would be
     /// refused, so a run waits in hand without asking.
     pub fn full_here(&self, item: &str, limit: u32) -> bool {

@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use super::ask_turns::AskTurn;
 use super::claim::Claim;
 use super::crowded::{Crowded, Entering, crowded_why};
 use super::gate_looks::Seen;
@@ -113,6 +114,29 @@ pub(super) fn no_place_look(waits: u32, jitter: Duration, left: Duration) -> Dur
 fn rate_look(next_start_ms: i64, now_ms: i64, jitter: Duration) -> Duration {
     let until = (next_start_ms - now_ms).max(0) as u64;
     Duration::from_secs(until.div_ceil(1_000) + jitter.as_secs())
+}
+
+/// What the run `key` under its claim `owner` asks of `gate`, waiting since `since_ms`.
+fn request_of<'a>(
+    gate: &'a Gate,
+    (key, owner): (&'a str, &'a str),
+    (priority, since_ms): (i32, Option<i64>),
+    now: chrono::DateTime<chrono::Utc>,
+    (lease, skew): (Duration, Duration),
+) -> PermitRequest<'a> {
+    PermitRequest {
+        item: &gate.item,
+        key,
+        owner,
+        concurrency: gate.concurrency,
+        spacing: gate.spacing,
+        share: &gate.share,
+        priority,
+        since_ms,
+        now,
+        lease,
+        skew,
+    }
 }
 
 /// Whether the gate refused the run a permit (full, or its rate's next start to come):
@@ -319,8 +343,7 @@ impl Processor {
         t: &Transition<'_>,
         (priority, since_ms): (i32, Option<i64>),
     ) -> Result<Permit, crate::store::StoreError> {
-        let clock = self.inner.config.clock;
-        let skew = self.inner.config.clock_skew;
+        let (clock, skew) = (self.inner.config.clock, self.inner.config.clock_skew);
         let lease = job.registered.policy.lease;
         // A run holding another gate's permit never waits in hand: two runs each holding
         // what the other waits for would hold both idle.
@@ -333,11 +356,14 @@ impl Processor {
         // from the line, or back from a timer): it may hold a permit handed on to it, or
         // come first in the line, and asks the gate.
         let in_hand = &self.inner.in_hand;
+        let arriving = may_wait && since_ms.is_none();
+        // Runs arriving together ask in turn ([`super::ask_turns`]).
+        let mut turn = self.ask_turn(gate, arriving).await;
         if let Some(limit) = gate.concurrency
-            && may_wait
-            && since_ms.is_none()
+            && arriving
             && in_hand.waits_without_asking(&gate.item, &gate.share, limit, priority)
         {
+            drop(turn.take());
             let wait = (priority <= 0, &mut wait_in_hand);
             let waited = self.in_hand_for(ctx, claim, gate, &taken.owner, t, waiting, wait);
             if let Waited::Passed = waited.await {
@@ -352,19 +378,8 @@ impl Processor {
             let seen = self.look_at(gate, waited_in_hand, since_ms, ask_now).await;
             let earlier = matches!(seen, Some(Seen::Earlier(_)));
             let now = clock.now();
-            let req = PermitRequest {
-                item: &gate.item,
-                key: t.key,
-                owner: &taken.owner,
-                concurrency: gate.concurrency,
-                spacing: gate.spacing,
-                share: &gate.share,
-                priority,
-                since_ms,
-                now,
-                lease,
-                skew,
-            };
+            let run = (t.key, taken.owner.as_str());
+            let req = request_of(gate, run, (priority, since_ms), now, (lease, skew));
             let mut answer = self.ask_gate(req, seen).await;
             if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
                 // A gate with only a rate holds nothing to give back.
@@ -377,6 +392,8 @@ impl Processor {
                     return Ok(passed_since(since_ms, claim));
                 }
             }
+            // Answered (and a permit taken counted): the next run arriving decides from it.
+            drop(turn.take());
             let leaves = match (&answer, ctx.deadline) {
                 (Ok(Permit::TooSoon { next_start_ms }), None) if !waited_here && !earlier => {
                     waited_here = true;
@@ -410,6 +427,24 @@ impl Processor {
                 return answer;
             }
         }
+    }
+
+    /// A turn for a run arriving at `gate` (of `limit` at once) to ask it: as many takes
+    /// in flight as the gate may have permits free. Seen less than a second ago, those the
+    /// view shows free, or as many as there are runs to take (a gate seen full, or with
+    /// runs in its line, is decided from the view with no write); not seen, the limit
+    /// less the permits this worker's runs hold (none when they hold them all: the run
+    /// waits in hand for their passes, unasked).
+    /// None for a run not `arriving` (it waited before: it may hold a permit handed on to
+    /// it, or come first in the line) or at a gate that counts no runs.
+    async fn ask_turn(&self, gate: &crate::flow::Gate, arriving: bool) -> Option<AskTurn> {
+        let limit = gate.concurrency.filter(|_| arriving)? as usize;
+        let may_ask = || match self.inner.looks.fresh(&gate.item) {
+            Some(seen) if seen.holders.len() >= limit || !seen.waiters.is_empty() => usize::MAX,
+            Some(seen) => limit - seen.holders.len(),
+            None => limit.saturating_sub(self.inner.in_hand.held_here(&gate.item)),
+        };
+        Some(self.inner.asks.turn(&gate.item, may_ask).await)
     }
 
     /// Waits where it is for a rate's next start (`next_start_ms`) less than
@@ -470,9 +505,17 @@ impl Processor {
         if asked_now {
             self.inner.in_hand.asked(item);
         }
-        if matches!(answer, Ok(Permit::Taken | Permit::Handed { .. })) {
-            let entry = crate::store::entry_of(&req);
-            self.inner.looks.took(item, req.key, entry);
+        match &answer {
+            Ok(Permit::Taken | Permit::Handed { .. }) => {
+                let entry = crate::store::entry_of(&req);
+                self.inner.looks.took(item, req.key, entry);
+            }
+            // A refusal's answer is a view of the gate as good as a read.
+            Ok(Permit::Full {
+                answered: Some(gate),
+                ..
+            }) => self.inner.looks.saw(item, gate),
+            _ => {}
         }
         answer
     }
@@ -572,7 +615,7 @@ impl Processor {
         }
         // Past its max_wait it comes back to be dead-lettered, not woken.
         let left = max_wait.map_or(Duration::MAX, |max| max - waited + Duration::from_secs(1));
-        if let Refusal::Gate(Permit::Full { holders, line }) = &refused {
+        if let Refusal::Gate(Permit::Full { holders, line, .. }) = &refused {
             let priority = priority_of(envelope, job);
             let parked = self.park(ctx, gate, line, holders.len(), since, priority, left, t);
             if let Some(outcome) = parked.await {
@@ -587,7 +630,7 @@ impl Processor {
                 let why = format!("rate of `{}`: next start in {wait_ms} ms", gate.limit);
                 (rate_look(next_start_ms, now_ms, jitter), why)
             }
-            Refusal::Gate(Permit::Full { holders, line }) => {
+            Refusal::Gate(Permit::Full { holders, line, .. }) => {
                 if !line.place {
                     let priority = priority_of(envelope, job);
                     let seen = &self.inner.no_place;

@@ -2,6 +2,7 @@
 
 mod admit;
 mod answer;
+mod ask_turns;
 mod attempt;
 mod chain_run;
 mod chains;

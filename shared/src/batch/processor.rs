@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use super::ask_turns::AskTurns;
 use super::chains::Chains;
 use super::delivery::Delivery;
 use super::draws::Draws;
@@ -86,6 +87,8 @@ pub(super) struct Inner {
     pub(super) hides: Arc<Hides>,
     /// The gates this worker's runs watch, read together, and what was read.
     pub(super) looks: Arc<GateLooks>,
+    /// This worker's takes in flight, by gate: runs arriving together ask in turn.
+    pub(super) asks: Arc<AskTurns>,
 }
 
 /// Job name used in metrics and logs when the envelope did not even name one.
@@ -134,6 +137,7 @@ impl Processor {
                 in_hand: Arc::default(),
                 hides: Arc::default(),
                 looks: Arc::default(),
+                asks: Arc::default(),
             }),
         }
     }

@@ -75,6 +75,10 @@ pub enum Permit {
         holders: Vec<String>,
         /// The gate as the refusal found it: its line of waiters.
         line: Line,
+        /// The gate as a refused write answered it, if one did (not a read the take was
+        /// given): what the worker's next runs arriving there decide from, with no
+        /// write of their own.
+        answered: Option<Box<GateItem>>,
     },
     /// The gate's rate allows no start before `next_start_ms` (epoch ms).
     TooSoon {
@@ -302,6 +306,8 @@ pub(crate) async fn take_permit(
     seen: Option<GateItem>,
 ) -> Result<Permit, StoreError> {
     let mut seen = seen;
+    // Whether `seen` is a refused write's answer, not the read the take was given.
+    let mut answered = false;
     for _ in 0..TRIES {
         let mut dropped = Vec::new();
         let mut gone = Vec::new();
@@ -332,7 +338,12 @@ pub(crate) async fn take_permit(
             if item.counted && (!room || queued) {
                 let holders = item.holders.keys().cloned().collect();
                 let line = Line::of(item, req);
-                return Ok(Permit::Full { holders, line });
+                let answered = answered.then(|| Box::new(item.clone()));
+                return Ok(Permit::Full {
+                    holders,
+                    line,
+                    answered,
+                });
             }
         }
         let entry = Entry {
@@ -348,7 +359,7 @@ pub(crate) async fn take_permit(
                 let since_ms = replaced.as_ref().and_then(Holder::handed_since);
                 return Ok(since_ms.map_or(Permit::Taken, |since_ms| Permit::Handed { since_ms }));
             }
-            Err(item) => seen = Some(item),
+            Err(item) => (seen, answered) = (Some(item), true),
         }
     }
     let item = seen.unwrap_or_default();
@@ -359,6 +370,7 @@ pub(crate) async fn take_permit(
         true => Permit::Full {
             holders: item.holders.keys().cloned().collect(),
             line: Line::of(&item, req),
+            answered: answered.then(|| Box::new(item.clone())),
         },
     })
 }
