@@ -30,6 +30,8 @@ async fn the_benchmark_runs_both_sides_of_every_section_and_writes_its_results()
                     "3",
                     "--flow-runs",
                     "30",
+                    "--flow-rounds",
+                    "1",
                     "--backlog-runs",
                     "30",
                     "--urgent-backlog-runs",

@@ -2,7 +2,7 @@
 //! against its limit's own and its requests per run, and the waits behind a backlog (a quiet
 //! tenant's run, an urgent run), without the rest of the benchmark.
 //!
-//! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300] [--backlog-runs 1000] [--urgent-backlog-runs 10000]` with LocalStack
+//! `cargo run --release -p schedkit-bench --bin flow-bench -- [--runs 300] [--rounds 3] [--backlog-runs 1000] [--urgent-backlog-runs 10000]` with LocalStack
 //! running (`localstack/launch.sh start`; `make bench-flow` does all of it). With
 //! `SCHEDKIT_BENCH_LOG=1` the workers' JSON log lines go to stdout: where a case's time
 //! goes (`THROTTLED`, `HANDED_ON`, `RUNNING` of each run, timestamped). With
@@ -18,6 +18,9 @@ struct Args {
     /// Runs per case.
     #[arg(long, default_value_t = 300)]
     runs: usize,
+    /// Rounds of the three cases (medians reported by `make bench`).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Runs queued before the quiet tenant's; 0 leaves the case out.
     #[arg(long, default_value_t = 1000)]
     backlog_runs: usize,
@@ -37,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
     let stack = Stack::create(&sdk, &unique("flow-bench"), StackOptions::default()).await?;
     let wire =
         WireCounter::start(schedkit_testkit::endpoint().trim_start_matches("http://")).await?;
-    let measured = match flow_control::run(&stack, &wire, args.runs).await {
+    let measured = match flow_control::run(&stack, &wire, args.runs, args.rounds).await {
         Ok(_) => behind_backlog::run(&stack, args.backlog_runs, args.urgent_backlog_runs)
             .await
             .map(|_| ()),

@@ -11,7 +11,7 @@
 //! functions/package.sh --release worker && cargo build --release -p schedkit-console --bin schedkit && \
 //!   cargo run --release -p schedkit-bench --bin peer-bench -- \
 //!     [--deliveries 2000] [--rounds 2] [--cold-starts 5] [--batches 5] [--letters 2000] \
-//!     [--flow-runs 300] [--backlog-runs 1000] [--urgent-backlog-runs 10000] [--accountant-jobs 300] [--page-records 10000] [--page-letters 300]
+//!     [--flow-runs 300] [--flow-rounds 3] [--backlog-runs 1000] [--urgent-backlog-runs 10000] [--accountant-jobs 300] [--page-records 10000] [--page-letters 300]
 //! ```
 //! with LocalStack running (`localstack/launch.sh start`; `make bench` does all of it).
 
@@ -67,6 +67,9 @@ struct Args {
     /// per tenant); 0 leaves the section out.
     #[arg(long, default_value_t = 300)]
     flow_runs: usize,
+    /// Flow control: rounds of the three cases (medians reported).
+    #[arg(long, default_value_t = 3)]
+    flow_rounds: usize,
     /// Behind a backlog: one-second runs queued before a quiet tenant's run; 0 leaves the
     /// case out.
     #[arg(long, default_value_t = 1000)]
@@ -164,7 +167,7 @@ async fn main() -> anyhow::Result<()> {
         concurrency: 10,
     };
     let hol = head_of_line::run(&stack, hol_plan, args.hol_rounds).await?;
-    let flow = flow_control::run(&stack, &wire, args.flow_runs).await?;
+    let flow = flow_control::run(&stack, &wire, args.flow_runs, args.flow_rounds).await?;
     let backlog = behind_backlog::run(&stack, args.backlog_runs, args.urgent_backlog_runs).await?;
     let accounting =
         accountant::run(&stack, &wire, args.accountant_jobs, args.accountant_rounds).await?;
@@ -421,7 +424,7 @@ async fn main() -> anyhow::Result<()> {
 
     let results = Results {
         command: format!(
-            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --backlog-runs {} --urgent-backlog-runs {} --accountant-jobs {} --page-records {} --page-letters {} --catalog-sizes {}{})",
+            "make bench (peer-bench --deliveries {} --rounds {} --cold-starts {} --batches {} --letters {} --hol-shorts {} --hol-long-seconds {} --flow-runs {} --flow-rounds {} --backlog-runs {} --urgent-backlog-runs {} --accountant-jobs {} --page-records {} --page-letters {} --catalog-sizes {}{})",
             args.deliveries,
             args.rounds,
             args.cold_starts,
@@ -430,6 +433,7 @@ async fn main() -> anyhow::Result<()> {
             args.hol_shorts,
             args.hol_long_seconds,
             args.flow_runs,
+            args.flow_rounds,
             args.backlog_runs,
             args.urgent_backlog_runs,
             args.accountant_jobs,
