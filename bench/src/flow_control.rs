@@ -201,8 +201,8 @@ async fn once(
         })
         .collect();
     let sent_at = Utc::now();
-    // Sent at once: thirty batches of ten side by side, not one after another (0.22 s
-    // of the shared case's first second on LocalStack).
+    // Sent at once: the batches of ten side by side, not one after another (300 runs'
+    // thirty took 0.22 s of the shared case's first second on LocalStack).
     let sends = bodies
         .chunks(10)
         .map(|ten| stack.send_all(ten.iter().map(String::as_str)));
@@ -378,7 +378,7 @@ impl FlowControl {
             rows,
             notes: vec![
                 format!(
-                    "The runs are sent at once (thirty batches of ten side by side) and handled by {PROCESSORS} processors in this process (10 messages in hand each, the worker's default) polling the jobs queue until it is drained; the cases one after another, each on a job, limit and records of its own, in each of the rounds (medians, the spread in brackets). Runs per second: the runs over the time from sending them to the last record's `finished_at`; every run DONE, checked."
+                    "The runs are sent at once (their batches of ten side by side) and handled by {PROCESSORS} processors in this process (10 messages in hand each, the worker's default) polling the jobs queue until it is drained; the cases one after another, each on a job, limit and records of its own, in each of the rounds (medians, the spread in brackets). Runs per second: the runs over the time from sending them to the last record's `finished_at`; every run DONE, checked."
                 ),
                 "A run its limit holds back gives its claim back (not an attempt) and waits in the gate's line (its message hidden, woken by the run that frees a permit, which hands the permit on to it), or, with the line full, looks again on a timer (its message sent again with a delay of 1 to 3 s: a timed look). Requests are the processors', counted on the wire as in the throughput section (GetQueueAttributes, the poller's drained check, left out).".into(),
                 "Powertools for AWS Lambda (Python) has no concurrency or rate limit, per job, per key or shared: its cells say none. The nearest it runs under is Lambda's, not the library's: the event source mapping's `MaximumConcurrency` (or reserved concurrency) caps all of a queue's jobs together.".into(),

@@ -10,12 +10,18 @@
 //! the permits that may be free (none seen: the limit less the permits held here; the gate
 //! read or answered less than [`super::gate_looks::FRESH`] ago: its free permits), it waits
 //! for one of them to be answered, and then decides as any arriving run does, from what
-//! that answer showed (a refusal's answer is kept as a view of the gate for that; a gate
-//! seen full costs no write).
+//! that answer showed (a refusal's answer is kept as a view of the gate for that, as of
+//! when its take was sent). A gate seen full is no write for a run that then waits in
+//! hand or watches; one that would come first in the line asks the gate anyway, at once.
 //!
 //! Only when a run asks is moved, never what it is told: the take is the same write,
-//! decided by the same rules. A turn is waited for at most [`TURN_AT_MOST`]: a write held
-//! up (throttled, retried) does not hold the runs behind it past that, they ask anyway.
+//! decided by the same rules. Only runs arriving take turns: a run that waited before, or
+//! holds another gate's permit, asks as it did. A turn is waited for at most
+//! [`TURN_AT_MOST`]: a write held up (throttled, retried) does not hold the runs behind it
+//! past that, they ask anyway. Its costs: a run may wait up to that long more (within
+//! its wait for the permit, not counted against `max_wait_seconds`), and a permit this
+//! worker passes on while its runs wait for turns is given back, not passed (they are not
+//! yet waiting in hand), and taken again by one of them: a write more.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -104,6 +104,14 @@ impl GateLooks {
         remember(&self.seen, seen, Instant::now());
     }
 
+    /// What a write this worker sent at `sent` (a refused take) answered the gate `item`
+    /// is: a view of it as of when it was sent, so a view saved meanwhile (a give-back's
+    /// answer) is not replaced by it (adversary review).
+    pub fn answered(&self, item: &str, gate: &GateItem, sent: Instant) {
+        let seen = BTreeMap::from([(item.to_string(), gate.clone())]);
+        remember(&self.seen, seen, sent);
+    }
+
     /// A run of this worker took a permit of `item` (its entry `holder` under `key`): the
     /// gate as last seen, with it. Only ever one holder more than the gate may have (its
     /// own entry's, taken by the write); a run deciding from it waits in hand, and asks the
@@ -244,6 +252,25 @@ mod tests {
         looks.saw("g", &given_back);
         let full = BTreeMap::from([("g".to_string(), GateItem::default())]);
         remember(&looks.seen, full, sent);
+        assert_eq!(looks.fresh("g"), Some(given_back), "the newer view kept");
+    }
+
+    /// Adversary review: a take refused, its answer held up (the take then read the
+    /// records of holders whose hint had passed), while this worker gave a permit back:
+    /// the refusal's answer, stamped when it came, replaced the give-back's view with a
+    /// full gate for a second, and the runs arriving then let the free permit stand idle.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_answered_after_a_newer_view_does_not_replace_it() {
+        let looks = GateLooks::default();
+        let sent = Instant::now();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        let given_back = GateItem {
+            counted: true,
+            ..GateItem::default()
+        };
+        looks.saw("g", &given_back);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        looks.answered("g", &GateItem::default(), sent);
         assert_eq!(looks.fresh("g"), Some(given_back), "the newer view kept");
     }
 }

@@ -432,7 +432,8 @@ impl Processor {
     /// A turn for a run arriving at `gate` (of `limit` at once) to ask it: as many takes
     /// in flight as the gate may have permits free. Seen less than a second ago, those the
     /// view shows free, or as many as there are runs to take (a gate seen full, or with
-    /// runs in its line, is decided from the view with no write); not seen, the limit
+    /// runs in its line, is decided from the view: a run that then waits in hand or
+    /// watches makes no write); not seen, the limit
     /// less the permits this worker's runs hold (none when they hold them all: the run
     /// waits in hand for their passes, unasked).
     /// None for a run not `arriving` (it waited before: it may hold a permit handed on to
@@ -495,6 +496,7 @@ impl Processor {
         seen: Option<Seen>,
     ) -> Result<Permit, crate::store::StoreError> {
         let asked_now = !matches!(seen, Some(Seen::Earlier(_)));
+        let sent = tokio::time::Instant::now();
         let item = req.item;
         let answer = match seen {
             Some(Seen::Now(seen) | Seen::Earlier(seen)) => {
@@ -510,11 +512,12 @@ impl Processor {
                 let entry = crate::store::entry_of(&req);
                 self.inner.looks.took(item, req.key, entry);
             }
-            // A refusal's answer is a view of the gate as good as a read.
+            // A refusal's answer is a view of the gate as good as a read, as of when the
+            // take was sent.
             Ok(Permit::Full {
                 answered: Some(gate),
                 ..
-            }) => self.inner.looks.saw(item, gate),
+            }) => self.inner.looks.answered(item, gate, sent),
             _ => {}
         }
         answer
