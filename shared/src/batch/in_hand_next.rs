@@ -38,6 +38,17 @@ use crate::telemetry::{Event, Transition};
 /// double that; this adds 60 KB at most. A run of a longer key is passed as before.
 const LONGEST_NEXT: usize = 200;
 
+/// At a limit with a `fair` key, a next is named only at a gate whose permits this
+/// worker holds for less than this (as the runs that gave one back held it, on average;
+/// none named before one did). A run that joins the line while a next is named waits
+/// that run's turn more: behind a backlog of one-second runs, a quiet tenant's run waited
+/// a whole second more, 2.36 s where two job durations were the bound. Longer bodies hide
+/// the pass's write (some 45 ms on LocalStack) well enough: the name is for short ones,
+/// whose turn the write doubled. At a limit without one (one share: a limit per tenant's
+/// key, a job's own), the run named takes no other share's turn, and is named whatever
+/// its body (a run of a higher priority joining the line waits its turn too).
+const NAMED_BELOW: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl InHandWaiters {
     /// Sets `waiter` as the run the permit of `item` held by the run `key` under `owner`
     /// goes to next. Told no permit comes, instead, when none is held here any more or
@@ -175,7 +186,12 @@ impl Processor {
         own: &Holder,
     ) -> (Holder, Option<InHandWaiter>) {
         let mut entry = own.clone();
-        let mut next = self.inner.in_hand.next(item);
+        // Named only where permits are held briefly, or by runs of one share: see
+        // [`NAMED_BELOW`].
+        let in_hand = &self.inner.in_hand;
+        let brief = in_hand.held_for(item).is_some_and(|h| h < NAMED_BELOW);
+        let named = brief || in_hand.one_share(item);
+        let mut next = named.then(|| in_hand.next(item)).flatten();
         // A long name is not written: every holder's entry lives in the gate's one item.
         if let Some(n) = next.take_if(|n| n.key.len() + n.holder.owner.len() > LONGEST_NEXT) {
             self.inner.in_hand.put_back(item, n);

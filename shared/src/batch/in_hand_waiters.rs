@@ -66,6 +66,9 @@ pub(super) struct GateInHand {
     /// By the run told (its key and claim): the entry it runs under, not moved to its
     /// name (the move failed): its key, its claim, and the told run's own entry.
     pub(super) stranded: HashMap<(String, String), (String, String, Holder)>,
+    /// Whether the gate's limit has no `fair` key: every run waiting for it is of one
+    /// share, so one named next ([`super::in_hand_next`]) takes no other share's turn.
+    pub(super) one_share: bool,
 }
 
 /// How long after this worker last asked a gate its runs arriving there still wait in hand
@@ -176,15 +179,23 @@ impl InHandWaiters {
         self.gates.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A run of this worker took a permit of `item`.
-    pub fn held(&self, item: &str) {
+    /// A run of this worker took a permit of `item` (`fair`: whether its limit has a
+    /// `fair` key).
+    pub fn held(&self, item: &str, fair: bool) {
         let mut gates = self.gates();
         let gate = gates.entry(item.to_string()).or_default();
+        gate.one_share = !fair;
         gate.held += 1;
         gate.looks = 0;
         if gate.held == 1 {
             gate.held_now.notify_waiters();
         }
+    }
+
+    /// Whether every run waiting for `item` is of one share (its limit has no `fair`
+    /// key), as the last run that took one of its permits here said.
+    pub fn one_share(&self, item: &str) -> bool {
+        self.gates().get(item).is_some_and(|g| g.one_share)
     }
 
     /// How many permits of `item` this worker's runs hold.
@@ -559,7 +570,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_waiter_put_back_past_its_wait_is_told_no_permit_comes() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         let short = std::time::Duration::from_secs(1);
         let mut waiting = w.wait("g", "a", holder(), (0, 1, short)).unwrap();
         let taken = w.next("g").unwrap();
@@ -606,7 +617,7 @@ mod tests {
         w.entered("g", "b", b);
         assert!(w.gates().get("g").is_none(), "nothing left: the entry goes");
         for _ in 0..6 {
-            w.held("g");
+            w.held("g", true);
         }
         for _ in 0..4 {
             assert!(w.enter("g", "a", 4, true).is_ok());
@@ -620,7 +631,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_gate_held_here_keeps_the_turns_of_only_as_many_shares_as_still_wait() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         for i in 0..5_000 {
             let share = format!("s{i}");
             let _on_its_way = w.enter("g", &share, 1, true).unwrap();
@@ -657,8 +668,8 @@ mod tests {
     async fn runs_sent_away_from_a_crowded_gate_come_again_at_the_gates_pace_after_those_on_their_way()
      {
         let w = InHandWaiters::default();
-        w.held("g");
-        w.held("g");
+        w.held("g", true);
+        w.held("g", true);
         let ms = Duration::from_millis;
         assert!(w.enter("g", "a", 2, true).is_ok());
         assert!(w.enter("g", "a", 2, true).is_ok());
@@ -696,7 +707,7 @@ mod tests {
     #[test]
     fn among_equal_priorities_the_share_served_longest_ago_comes_first() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         let _waits: Vec<_> = ["a1", "a2", "a3"]
             .iter()
             .enumerate()
@@ -710,7 +721,7 @@ mod tests {
     #[test]
     fn a_wait_dropped_half_way_leaves_no_waiter_to_pass_to() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         let waiting = w.wait("g", "a", holder(), (0, 1, LONG)).unwrap();
         drop(w.give_up_if_dropped("g", waiting.id));
         assert!(w.next("g").is_none(), "given up");
@@ -726,9 +737,9 @@ mod tests {
             w.wait("g", "a", holder(), (0, 1, LONG)).is_none(),
             "nothing held here"
         );
-        w.held("g");
+        w.held("g", true);
         assert!(w.wait("g", "a", holder(), (0, 1, LONG)).is_some());
-        w.held("g");
+        w.held("g", true);
         assert!(w.released("g").is_empty(), "one still held");
         let left = w.released("g");
         assert_eq!(left.len(), 1, "none held: the waiter is let go");
@@ -738,7 +749,7 @@ mod tests {
     #[test]
     fn the_highest_priority_then_the_longest_waiting_comes_first_and_once() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         let _late = w.wait("g", "late", holder(), (0, 20, LONG)).unwrap();
         let _early = w.wait("g", "early", holder(), (0, 10, LONG)).unwrap();
         let _urgent = w.wait("g", "urgent", holder(), (5, 30, LONG)).unwrap();
@@ -749,7 +760,7 @@ mod tests {
     #[test]
     fn a_waiter_taken_by_a_releaser_cannot_give_up_and_one_that_gave_up_is_not_taken() {
         let w = InHandWaiters::default();
-        w.held("g");
+        w.held("g", true);
         let a = w.wait("g", "a", holder(), (0, 1, LONG)).unwrap();
         let b = w.wait("g", "b", holder(), (0, 2, LONG)).unwrap();
         assert_eq!(w.next("g").map(|x| x.key).as_deref(), Some("a"));

@@ -380,7 +380,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_watcher_hears_at_once_that_a_run_of_its_worker_holds_the_gate() {
         let (w, watcher, far) = watching().await;
-        w.held("g");
+        w.held("g", true);
         assert_eq!(watcher.await.unwrap(), Watch::Held);
         assert_eq!(w.watch(GATE, far, 0, 2).await, Watch::Held, "held: no look");
     }
@@ -433,7 +433,7 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!beside.is_finished(), "it waits beside the looking run");
-        w.held("g");
+        w.held("g", true);
         assert_eq!(beside.await.unwrap(), Watch::Held);
         assert_eq!(looking.await.unwrap(), Watch::Held);
         // Beside a booked look again, it joins the line at its wait's end, not before.

@@ -191,7 +191,7 @@ impl Permits {
     /// counted as this worker's; a gate with only a rate holds nothing to give back.
     fn hold(&mut self, processor: &Processor, gate: &Gate) {
         if self.add(gate) {
-            processor.inner.in_hand.held(&gate.item);
+            processor.inner.in_hand.held(&gate.item, gate.fair);
         }
     }
 

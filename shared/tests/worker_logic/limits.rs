@@ -89,6 +89,15 @@ owner = "t"
 lease_seconds = 10
 limits = ["partner-api"]
 
+[limits.fair-api]
+concurrency = 3
+fair = "{tenant}"
+
+[jobs.fair-sync]
+owner = "t"
+lease_seconds = 10
+limits = ["fair-api"]
+
 [jobs.nightly]
 owner = "t"
 lease_seconds = 10
@@ -137,6 +146,7 @@ fn groups_of(job: &str, payload: &serde_json::Value) -> Vec<String> {
         )],
         "sync" | "push" => vec!["partner-api".into()],
         "crowd" | "urgent" => vec!["crowded".into()],
+        "fair-sync" => vec!["fair-api".into()],
         "metered" => vec!["metered".into()],
         "nightly" => vec!["partner-api".into(), "nightly".into()],
         other => vec![other.into()],
@@ -162,6 +172,7 @@ fn registry(seen: &Arc<Mutex<Seen>>, clock: Clock) -> Registry {
         "metered",
         "two-gates",
         "narrow-hog",
+        "fair-sync",
     ] {
         let (seen, clock) = (seen.clone(), clock);
         jobs = jobs.add(job, move |ctx: Ctx| {
@@ -1895,12 +1906,17 @@ async fn fifty_ms_syncs_through_one_poller(w: &World, store: &MemoryStore, runs:
 
 /// [`fifty_ms_syncs_through_one_poller`], the runs keyed `<prefix>-<i>`.
 async fn fifty_ms_syncs_keyed(w: &World, store: &MemoryStore, runs: usize, prefix: &str) {
+    syncs_keyed(w, store, runs, prefix, 50).await;
+}
+
+/// [`fifty_ms_syncs_keyed`], each run `millis` long.
+async fn syncs_keyed(w: &World, store: &MemoryStore, runs: usize, prefix: &str, millis: u64) {
     for i in 0..runs {
         send(
             &w.queue,
             "sync",
             &format!("{prefix}-{i}"),
-            json!({"millis": 50}),
+            json!({ "millis": millis }),
         );
     }
     let mut config = super::config();
@@ -2035,4 +2051,26 @@ async fn runs_arriving_together_ask_the_gate_in_turn_not_each_with_a_write() {
         takes.is_some_and(|n| n <= 10),
         "{takes:?} takes for three permits"
     );
+}
+
+/// A run named next takes its turn before any that joins the gate's line meanwhile: with
+/// one-second bodies, a quiet tenant's run behind a backlog waited a whole second more
+/// (2.36 s, where two job durations were the bound), so at a limit with a `fair` key a
+/// next is named only where permits are held briefly (`batch::in_hand_next`; measured by
+/// `make bench-flow`'s quiet tenant). At a limit without one, every run is of one share
+/// and a named run takes no other's turn: twelve one-second runs under a shared limit of
+/// 3 are named next, each permit's turn the body alone (1,000 ms, where a pass's write in
+/// each turn, with a store that answers in 30 ms, made it 1,030).
+#[tokio::test(start_paused = true)]
+async fn runs_of_long_bodies_at_a_limit_of_one_share_are_named_next() {
+    let w = world();
+    let store = MemoryStore::new(Arc::new(SlowStore));
+    syncs_keyed(&w, &store, 12, "l", 1000).await;
+    assert_eq!(statuses(&store), BTreeMap::from([(Status::Done, 12)]));
+    let seen = w.seen.lock().unwrap();
+    assert_eq!(seen.most["partner-api"], 3);
+    // After the first turn (no hold known yet): the body alone.
+    let starts = &seen.starts;
+    let turns: Vec<i64> = starts[3..].windows(4).map(|w| w[3] - w[0]).collect();
+    assert!(turns.iter().all(|&t| t == 1_000), "{starts:?}");
 }
