@@ -357,7 +357,8 @@ impl Processor {
         // come first in the line, and asks the gate.
         let in_hand = &self.inner.in_hand;
         let arriving = may_wait && since_ms.is_none();
-        // Runs arriving together ask in turn ([`super::ask_turns`]).
+        // Runs arriving together ask in turn ([`super::ask_turns`]), or wait in hand as
+        // above once what a turn's answer showed says so.
         let mut turn = self.ask_turn(gate, arriving).await;
         if let Some(limit) = gate.concurrency
             && arriving
@@ -429,15 +430,15 @@ impl Processor {
         }
     }
 
-    /// A turn for a run arriving at `gate` (of `limit` at once) to ask it: as many takes
-    /// in flight as the gate may have permits free. Seen less than a second ago, those the
-    /// view shows free, or as many as there are runs to take (a gate seen full, or with
-    /// runs in its line, is decided from the view: a run that then waits in hand or
-    /// watches makes no write); not seen, the limit
-    /// less the permits this worker's runs hold (none when they hold them all: the run
-    /// waits in hand for their passes, unasked).
-    /// None for a run not `arriving` (it waited before: it may hold a permit handed on to
-    /// it, or come first in the line) or at a gate that counts no runs.
+    /// A turn for a run `arriving` at `gate` to ask it: as many takes in flight as the
+    /// gate may have permits free. Seen less than a second ago, those the view shows free,
+    /// or as many as there are runs to take (a gate seen full, or with runs in its line,
+    /// is decided from the view: a run that then waits in hand or watches makes no
+    /// write); not seen, the limit less the permits this worker's runs hold (none when
+    /// they hold them all: the run waits in hand for their passes, unasked). None for a
+    /// run not arriving (it waited before: it may hold a permit handed on to it, or come
+    /// first in the line; or it holds another gate's permit) or at a gate that counts no
+    /// runs.
     async fn ask_turn(&self, gate: &crate::flow::Gate, arriving: bool) -> Option<AskTurn> {
         let limit = gate.concurrency.filter(|_| arriving)? as usize;
         let may_ask = || match self.inner.looks.fresh(&gate.item) {
