@@ -97,6 +97,14 @@ impl GateLooks {
         (at.elapsed() < FRESH).then(|| gate.clone())
     }
 
+    /// How many hold the gate `item` and how many wait in its line, as read less than
+    /// [`FRESH`] ago: what a run's turn to ask needs, without a copy of the whole view.
+    pub fn fresh_counts(&self, item: &str) -> Option<(usize, usize)> {
+        let seen = self.seen();
+        let (at, gate) = seen.get(item)?;
+        (at.elapsed() < FRESH).then_some((gate.holders.len(), gate.waiters.len()))
+    }
+
     /// What a write of this worker's run answered the gate `item` is now: taken for a
     /// read of it.
     pub fn saw(&self, item: &str, gate: &GateItem) {

@@ -441,9 +441,9 @@ impl Processor {
     /// runs.
     async fn ask_turn(&self, gate: &crate::flow::Gate, arriving: bool) -> Option<AskTurn> {
         let limit = gate.concurrency.filter(|_| arriving)? as usize;
-        let may_ask = || match self.inner.looks.fresh(&gate.item) {
-            Some(seen) if seen.holders.len() >= limit || !seen.waiters.is_empty() => usize::MAX,
-            Some(seen) => limit - seen.holders.len(),
+        let may_ask = || match self.inner.looks.fresh_counts(&gate.item) {
+            Some((holders, waiters)) if holders >= limit || waiters > 0 => usize::MAX,
+            Some((holders, _)) => limit - holders,
             None => limit.saturating_sub(self.inner.in_hand.held_here(&gate.item)),
         };
         Some(self.inner.asks.turn(&gate.item, may_ask).await)
