@@ -199,9 +199,14 @@ impl Walk {
         panic!("Tab never reached `{text}`; it went through {passed:?}");
     }
 
+    /// Clicks the link whose text is `text`, once the page has one: a filter's form
+    /// submits a new page, and the old one (whose links count every letter) can still be
+    /// the one shown when the click returns.
     async fn click_link(&self, text: &str) {
         self.client
-            .find(Locator::LinkText(text))
+            .wait()
+            .at_most(Duration::from_secs(30))
+            .for_element(Locator::LinkText(text))
             .await
             .unwrap_or_else(|e| panic!("a link `{text}`: {e}"))
             .click()
