@@ -186,6 +186,14 @@ impl Processor {
         self.inner.in_hand.start();
     }
 
+    /// How many runs of this worker wait in hand for the permits of limits of one share
+    /// (none counted while a run of a `fair` limit waits): the poller gathers its receives
+    /// longer while more wait than it has places free
+    /// (`InHandWaiters::waiting_for_one_share`).
+    pub(crate) fn runs_waiting_in_hand(&self) -> usize {
+        self.inner.in_hand.waiting_for_one_share()
+    }
+
     /// Processes a batch, at most `concurrency` messages at a time; one report per message,
     /// in the batch's order. Takes Lambda's `SqsMessage`s, the SDK's `Message`s or
     /// [`Delivery`]s.
